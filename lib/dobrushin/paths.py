@@ -1,0 +1,53 @@
+"""Where the project keeps things: results, caches and the data directory.
+
+* ``DOBRUSHIN_RESULTS`` overrides the results folder (default ``<project root>/results``).
+* ``DOBRUSHIN_CACHE`` overrides the cache folder for trained checkpoints etc.
+  (default ``<project root>/.cache/dobrushin``, else ``~/.cache/dobrushin``).
+* ``DOBRUSHIN_DATA`` points at a local copy of the data files (see the book's reproducibility
+  chapter); when it is unset, loaders download from the canonical source.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+
+def project_root(start: Optional[Path] = None) -> Optional[Path]:
+    """The nearest folder at or above ``start`` (default: cwd) holding ``_config.yml`` and ``lib/dobrushin``."""
+    p = Path(start or Path.cwd()).resolve()
+    for q in (p, *p.parents):
+        if (q / "_config.yml").exists() and (q / "lib" / "dobrushin").is_dir():
+            return q
+    here = Path(__file__).resolve().parents[2]
+    return here if (here / "_config.yml").exists() else None
+
+
+def results_dir() -> Path:
+    env = os.environ.get("DOBRUSHIN_RESULTS")
+    if env:
+        return Path(env)
+    root = project_root()
+    return (root / "results") if root else Path.cwd() / "results"
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("DOBRUSHIN_CACHE")
+    if env:
+        return Path(env)
+    root = project_root()
+    return (root / ".cache" / "dobrushin") if root else Path.home() / ".cache" / "dobrushin"
+
+
+def data_dir() -> Optional[Path]:
+    """The local data folder named by ``DOBRUSHIN_DATA``, or None when unset.
+
+    A set but missing folder is an error rather than a silent download.
+    """
+    env = os.environ.get("DOBRUSHIN_DATA")
+    if not env:
+        return None
+    p = Path(env).expanduser()
+    if not p.is_dir():
+        raise FileNotFoundError(f"DOBRUSHIN_DATA={env!r} is not a folder")
+    return p

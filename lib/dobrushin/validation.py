@@ -1,0 +1,93 @@
+"""Input validation shared by every public entry point (one validator, clear messages).
+
+Every public routine of :mod:`dobrushin` accepts a numpy array or a torch tensor of shape
+``(..., n, n)`` whose last two axes are a row-stochastic matrix.  :func:`check_stochastic`
+is the single place where that is checked; its :class:`ValueError` messages say exactly what
+is wrong and where ("matrix (0, 3): row 2 sums to 0.97").
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+try:  # torch is a dependency, but the matrix routines work without it
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None  # type: ignore[assignment]
+
+DEFAULT_ATOL = 1e-6
+
+
+def is_torch(A: Any) -> bool:
+    return torch is not None and isinstance(A, torch.Tensor)
+
+
+def to_float64(A: Any):
+    """Return ``A`` as a float64 numpy array or float64 torch tensor (same device)."""
+    if is_torch(A):
+        return A.detach().to(torch.float64)
+    arr = np.asarray(A)
+    if arr.dtype == object:
+        raise ValueError("matrix has non-numeric entries (object array)")
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise ValueError(f"matrix has non-numeric dtype {arr.dtype}")
+    if np.iscomplexobj(arr):
+        raise ValueError("matrix is complex; a stochastic matrix must be real")
+    return arr.astype(np.float64, copy=False)
+
+
+def _where(index: tuple, shape: tuple) -> str:
+    lead = index[:-1] if len(shape) > 2 else ()
+    return f"matrix {tuple(int(i) for i in lead)}: " if lead else ""
+
+
+def check_stochastic(A: Any, atol: float = DEFAULT_ATOL):
+    """Check that ``A`` (shape ``(..., n, n)``) is a stack of row-stochastic matrices.
+
+    Returns the input converted to float64 (numpy array or torch tensor).  Raises
+    :class:`ValueError` naming the problem: not a matrix, not square, empty, NaN or inf,
+    a negative entry, or a row that does not sum to 1 within ``atol`` (naming the row).
+    """
+    if atol < 0 or not np.isfinite(atol):
+        raise ValueError(f"atol must be a finite non-negative number, got {atol!r}")
+    X = to_float64(A)
+    shape = tuple(X.shape)
+    if len(shape) < 2:
+        raise ValueError(f"expected a matrix of shape (..., n, n), got an array of shape {shape}")
+    if shape[-1] != shape[-2]:
+        raise ValueError(f"matrix is not square: its last two dimensions are {shape[-2]} x {shape[-1]}")
+    if shape[-1] == 0 or any(s == 0 for s in shape):
+        raise ValueError(f"matrix is empty (shape {shape})")
+    xp = torch if is_torch(X) else np
+    finite = xp.isfinite(X)
+    if not bool(finite.all()):
+        bad = np.argwhere(~(finite.cpu().numpy() if is_torch(X) else finite))[0]
+        val = float(X[tuple(bad)])
+        return _raise(f"{_where(tuple(bad), shape)}entry ({bad[-2]}, {bad[-1]}) is {val} (NaN or inf)")
+    neg = X < -atol
+    if bool(neg.any()):
+        bad = np.argwhere(neg.cpu().numpy() if is_torch(X) else neg)[0]
+        return _raise(
+            f"{_where(tuple(bad), shape)}negative entry {float(X[tuple(bad)]):.6g} at ({bad[-2]}, {bad[-1]})"
+        )
+    sums = X.sum(-1)
+    off = (sums - 1).abs() > atol if is_torch(X) else np.abs(sums - 1) > atol
+    if bool(off.any()):
+        bad = np.argwhere(off.cpu().numpy() if is_torch(X) else off)[0]
+        s = float(sums[tuple(bad)])
+        lead = tuple(int(i) for i in bad[:-1])
+        prefix = f"matrix {lead}: " if lead else ""
+        return _raise(f"{prefix}row {int(bad[-1])} sums to {s:.6g}, not 1 (atol={atol:g})")
+    return X
+
+
+def _raise(msg: str):
+    raise ValueError(msg)
+
+
+def check_tol(tol: float) -> float:
+    tol = float(tol)
+    if not np.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be a finite non-negative number, got {tol!r}")
+    return tol
