@@ -1,0 +1,438 @@
+"""The inputs of the measurements: photographs for vision models, English sentences for text models.
+
+Every loader returns an :class:`InputSet`: a deterministic, ordered selection of ``n`` items, each
+with a stable id (the file name for images in a folder, ``<source>:<row>`` for table rows), and a
+``source`` line saying exactly where the items came from (shown in the notebooks and stored in the
+manifest).  Items are loaded lazily (``InputSet.items(start, stop)``), so a large folder costs no
+memory until a batch is needed.
+
+Selection.  The available items are sorted by id, shuffled with ``numpy.random.default_rng(seed)``
+and the first ``n`` are taken, so the selection for a smaller ``n`` is always a prefix of the
+selection for a larger ``n`` with the same seed (an untrained control on fewer inputs measures a
+subset of the pretrained model's inputs).  ``n=None`` or ``n`` larger than what is available takes
+everything; :attr:`InputSet.available` records how much there was.
+
+Images (:func:`load_images`)
+    ``source=None`` (auto): ``$DOBRUSHIN_DATA/imagenet_samples/`` when ``DOBRUSHIN_DATA`` is set (the
+    100 ImageNet photos of the offline data folder), else the embedded set.
+    A folder path: every ``.jpg/.jpeg/.png/.bmp/.webp/.tif`` file in it (not recursive).
+    ``"embedded"``: the photographs bundled with scikit-image (``skimage.data``) and scikit-learn
+    (``load_sample_images``); nothing is downloaded.
+    ``"hf:<dataset id>"`` (optionally ``"hf:<id>:<split>"``): a Hugging Face dataset through the
+    ``datasets`` package (streaming, the first ``n`` rows of the split); fails fast with
+    :class:`DataUnavailable` when offline.
+    Every image is returned as an RGB ``PIL.Image`` (greyscale, palette and RGBA images converted).
+
+Text (:func:`load_texts`)
+    ``source=None`` (auto): ``$DOBRUSHIN_DATA/sst2/dev.tsv`` when ``DOBRUSHIN_DATA`` is set; else the
+    GLUE SST-2 validation split from the hub; when that cannot be obtained (offline, ``datasets`` not
+    installed, network error), the embedded sentences, with the reason recorded in ``source``.
+    A ``.tsv`` path: a GLUE-style file with a header and a ``sentence`` column (read with
+    ``quoting=3``, i.e. no quote processing).  ``"glue"``: the hub only.  ``"embedded"``: real
+    English sentences from the Python documentation shipped with the interpreter
+    (``pydoc_data.topics``), split into sentences and filtered (see :func:`embedded_sentences`).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, List, Optional, Sequence
+
+import numpy as np
+
+from .paths import data_dir
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
+
+#: photographs bundled with scikit-image 0.2x (no download needed); names of ``skimage.data`` functions
+SKIMAGE_PHOTOS = (
+    "astronaut", "brick", "camera", "cell", "chelsea", "clock", "coffee", "coins", "grass", "gravel",
+    "hubble_deep_field", "immunohistochemistry", "moon", "motorcycle_left", "motorcycle_right", "page",
+    "retina", "rocket", "text",
+)
+#: photographs bundled with scikit-learn (``sklearn.datasets.load_sample_images``)
+SKLEARN_PHOTOS = ("china.jpg", "flower.jpg")
+
+
+class DataUnavailable(RuntimeError):
+    """The requested data could not be obtained (offline, missing package, missing file).
+    ``reason`` is a short human-readable explanation; ``str(exc)`` is the same."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class InputSet:
+    """A deterministic selection of inputs.
+
+    ``kind``: ``"image"`` or ``"text"``; ``ids``: stable id of each selected item, in order;
+    ``source``: where they came from (one line); ``available``: how many items the source had;
+    ``seed``: the selection seed; ``notes``: anything the reader should know (e.g. a fallback).
+    """
+
+    kind: str
+    ids: List[str]
+    source: str
+    available: int
+    seed: int
+    _load: Callable[[int], Any] = field(repr=False)
+    notes: str = ""
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int):
+        """The ``i``-th item (an RGB ``PIL.Image`` or a ``str``)."""
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"input {i} out of range for {len(self)} inputs")
+        return self._load(i % len(self))
+
+    def items(self, start: int = 0, stop: Optional[int] = None) -> list:
+        """Items ``start:stop`` (loaded now)."""
+        stop = len(self) if stop is None else min(stop, len(self))
+        return [self._load(i) for i in range(start, stop)]
+
+    def head(self, n: int) -> "InputSet":
+        """The first ``n`` inputs (a prefix of this selection), same source."""
+        n = _check_n(n)
+        k = len(self) if n is None else min(n, len(self))
+        return InputSet(self.kind, self.ids[:k], self.source, self.available, self.seed, self._load,
+                        self.notes)
+
+    def key(self) -> dict:
+        """What identifies the selection, for cache keys."""
+        return {"kind": self.kind, "source": self.source, "seed": self.seed, "ids": list(self.ids)}
+
+    def describe(self) -> str:
+        """One sentence for the notebooks."""
+        what = "images" if self.kind == "image" else "sentences"
+        s = f"{len(self)} {what} from {self.source} ({self.available} available, selection seed {self.seed})"
+        return s + (f". {self.notes}" if self.notes else "")
+
+
+def _check_n(n) -> Optional[int]:
+    if n is None:
+        return None
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise ValueError(f"the number of inputs must be a positive integer or None, got {n!r}")
+    if n <= 0:
+        raise ValueError(f"the number of inputs must be positive, got {n}")
+    return int(n)
+
+
+def _check_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def select(ids: Sequence[str], n: Optional[int], seed: int) -> List[int]:
+    """Indices into ``ids`` of the selection: sort by id, shuffle with ``seed``, take the first ``n``.
+
+    Ids must be unique.  The result for ``n`` is a prefix of the result for any larger ``n``.
+    """
+    n, seed = _check_n(n), _check_seed(seed)
+    ids = [str(i) for i in ids]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})[:3]
+        raise ValueError(f"input ids are not unique (e.g. {dup})")
+    order = sorted(range(len(ids)), key=lambda i: ids[i])
+    perm = np.random.default_rng(seed).permutation(len(ids))
+    chosen = [order[p] for p in perm]
+    return chosen if n is None else chosen[:n]
+
+
+# ------------------------------------------------------------------------------------------------
+# images
+
+
+def _to_rgb(img):
+    from PIL import Image
+
+    if not isinstance(img, Image.Image):
+        arr = np.asarray(img)
+        if arr.dtype == bool:
+            arr = arr.astype(np.uint8) * 255
+        elif arr.dtype != np.uint8:
+            lo, hi = float(arr.min()), float(arr.max())
+            arr = ((arr - lo) / (hi - lo if hi > lo else 1.0) * 255).round().astype(np.uint8)
+        img = Image.fromarray(arr)
+    if img.mode == "RGB":
+        return img
+    if img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info):
+        rgba = img.convert("RGBA")
+        bg = Image.new("RGB", rgba.size, (255, 255, 255))
+        bg.paste(rgba, mask=rgba.getchannel("A"))
+        return bg
+    return img.convert("RGB")
+
+
+def _open_image(path: Path):
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            im.load()
+            return _to_rgb(im)
+    except Exception as e:  # noqa: BLE001 - name the file
+        raise ValueError(f"{path}: cannot read as an image: {e}") from None
+
+
+def image_files(folder) -> List[Path]:
+    """The image files directly inside ``folder`` (by suffix), sorted by name."""
+    p = Path(folder).expanduser()
+    if not p.is_dir():
+        raise ValueError(f"image folder {str(folder)!r} does not exist or is not a folder")
+    files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES
+                   and not f.name.startswith("."))
+    if not files:
+        raise ValueError(f"image folder {str(p)!r} holds no image files ({', '.join(IMAGE_SUFFIXES)})")
+    return files
+
+
+def _folder_images(folder, n, seed, label: Optional[str] = None) -> InputSet:
+    files = image_files(folder)
+    ids = [f.name for f in files]
+    idx = select(ids, n, seed)
+    chosen = [files[i] for i in idx]
+    return InputSet("image", [f.name for f in chosen], label or f"image folder {Path(folder)}",
+                    len(files), seed, lambda i: _open_image(chosen[i]))
+
+
+def embedded_image_names() -> List[str]:
+    """Ids of the embedded photographs: ``skimage:<name>`` and ``sklearn:<file>``."""
+    return [f"skimage:{n}" for n in SKIMAGE_PHOTOS] + [f"sklearn:{n}" for n in SKLEARN_PHOTOS]
+
+
+def _embedded_image(name: str):
+    lib, what = name.split(":", 1)
+    if lib == "skimage":
+        import skimage.data
+
+        if what.startswith("motorcycle_"):  # the stereo pair: (left, right, disparity)
+            left, right, _ = skimage.data.stereo_motorcycle()
+            return _to_rgb(left if what == "motorcycle_left" else right)
+        return _to_rgb(getattr(skimage.data, what)())
+    from sklearn.datasets import load_sample_images
+
+    data = load_sample_images()
+    names = [os.path.basename(f) for f in data.filenames]
+    return _to_rgb(data.images[names.index(what)])
+
+
+def _embedded_images(n, seed) -> InputSet:
+    ids = embedded_image_names()
+    idx = select(ids, n, seed)
+    chosen = [ids[i] for i in idx]
+    import skimage
+    import sklearn
+
+    src = (f"the photographs bundled with scikit-image {skimage.__version__} (skimage.data) and "
+           f"scikit-learn {sklearn.__version__} (load_sample_images)")
+    return InputSet("image", chosen, src, len(ids), seed, lambda i: _embedded_image(chosen[i]))
+
+
+def _hf_offline() -> bool:
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _hf_rows(dataset: str, split: str, n: Optional[int], config: Optional[str] = None):
+    """The first ``n`` rows of a hub dataset split (streaming) or DataUnavailable."""
+    what = f"{dataset}" + (f" ({config})" if config else "") + f", split {split}"
+    if _hf_offline():
+        raise DataUnavailable(f"Hugging Face dataset {what}: HF_HUB_OFFLINE is set, so nothing is downloaded")
+    try:
+        import datasets  # noqa: F401
+    except ImportError:
+        raise DataUnavailable(f"Hugging Face dataset {what}: the 'datasets' package is not installed") from None
+    try:
+        ds = datasets.load_dataset(dataset, config, split=split, streaming=True)
+        rows = []
+        for row in ds:
+            rows.append(row)
+            if n is not None and len(rows) >= n:
+                break
+    except Exception as e:  # noqa: BLE001 - network/hub errors of every kind
+        raise DataUnavailable(f"Hugging Face dataset {what}: {type(e).__name__}: {str(e)[:200]}") from None
+    return rows, ds
+
+
+def _hf_images(spec: str, n, seed) -> InputSet:
+    parts = spec.split(":")
+    dataset, split = parts[1], (parts[2] if len(parts) > 2 else "validation")
+    if not dataset:
+        raise ValueError(f"image source {spec!r}: expected 'hf:<dataset id>[:<split>]'")
+    rows, ds = _hf_rows(dataset, split, n)
+    col = None
+    feats = getattr(ds, "features", None) or {}
+    for name, f in feats.items():
+        if type(f).__name__ == "Image":
+            col = name
+            break
+    if col is None:
+        col = next((c for c in ("image", "img", "pixel_values") if rows and c in rows[0]), None)
+    if col is None:
+        raise DataUnavailable(f"Hugging Face dataset {dataset}: no image column found")
+    images = [_to_rgb(r[col]) for r in rows]
+    # streaming gives the split's own order; the selection is its first n rows (seed unused)
+    ids = [f"{dataset}:{split}:{i}" for i in range(len(images))]
+    return InputSet("image", ids, f"Hugging Face dataset {dataset} (split {split}, first rows)",
+                    len(images), seed, lambda i: images[i],
+                    notes="streamed from the hub: the first rows of the split, not a seeded shuffle")
+
+
+def load_images(source: Optional[str] = None, n: Optional[int] = None, *, seed: int = 0) -> InputSet:
+    """Select ``n`` images (see the module docstring for ``source``)."""
+    n, seed = _check_n(n), _check_seed(seed)
+    if source is None or source == "auto":
+        d = data_dir()
+        if d is not None:
+            folder = d / "imagenet_samples"
+            if not folder.is_dir():
+                raise DataUnavailable(f"DOBRUSHIN_DATA={str(d)!r} has no imagenet_samples/ folder")
+            return _folder_images(folder, n, seed, f"ImageNet sample photos ($DOBRUSHIN_DATA/imagenet_samples)")
+        return _embedded_images(n, seed)
+    if not isinstance(source, (str, os.PathLike)):
+        raise ValueError(f"image source must be a folder, 'embedded', 'hf:<dataset id>' or None, got {source!r}")
+    source = os.fspath(source)
+    if source == "embedded":
+        return _embedded_images(n, seed)
+    if source.startswith("hf:"):
+        return _hf_images(source, n, seed)
+    return _folder_images(source, n, seed)
+
+
+# ------------------------------------------------------------------------------------------------
+# text
+
+_CODEY = re.compile(r"[\"`*_=|\[\]{}<>\\#@$^~]|::|\.\.\.|\(\)|\w\.\w")
+
+
+def embedded_sentences(min_chars: int = 40, max_chars: int = 200, min_words: int = 8) -> List[str]:
+    """Real English sentences from the Python documentation shipped with the interpreter.
+
+    ``pydoc_data.topics`` holds the text of the language reference.  Topics are taken in sorted
+    order; paragraphs with indented or ``>>>`` lines (code) are dropped; the rest is split into
+    sentences at ``. ! ?`` followed by a capital letter; a sentence is kept when it starts with a
+    capitalised word, ends with a full stop, has ``min_chars..max_chars`` characters and at least
+    ``min_words`` words, and contains no code-like characters (quotes, backticks, brackets,
+    operators, ``::``, dotted names).  Duplicates are dropped (first occurrence kept).
+    Deterministic for a given Python version.
+    """
+    from pydoc_data.topics import topics
+
+    out, seen = [], set()
+    for key in sorted(topics):
+        for para in re.split(r"\n\s*\n", topics[key]):
+            lines = para.splitlines()
+            if any(ln.startswith("   ") or ln.lstrip().startswith(">>>") for ln in lines):
+                continue
+            text = " ".join(ln.strip() for ln in lines)
+            for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", text):
+                s = s.strip()
+                if not (min_chars <= len(s) <= max_chars) or not s.endswith("."):
+                    continue
+                if not re.match(r"^[A-Z][a-z]", s) or len(s.split()) < min_words or _CODEY.search(s):
+                    continue
+                if s not in seen:
+                    seen.add(s)
+                    out.append(s)
+    return out
+
+
+def _text_set(sentences: Sequence[str], ids: Sequence[str], n, seed, source, notes="") -> InputSet:
+    idx = select(ids, n, seed)
+    chosen_ids = [ids[i] for i in idx]
+    chosen = [sentences[i] for i in idx]
+    return InputSet("text", chosen_ids, source, len(ids), seed, lambda i: chosen[i], notes)
+
+
+def _row_ids(prefix: str, count: int) -> List[str]:
+    width = len(str(max(count - 1, 0)))
+    return [f"{prefix}:{i:0{width}d}" for i in range(count)]
+
+
+def read_sst2_tsv(path) -> List[str]:
+    """The ``sentence`` column of a GLUE-style TSV (header row, tab separated, no quote processing)."""
+    import pandas as pd
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ValueError(f"sentence file {str(path)!r} does not exist")
+    try:
+        df = pd.read_csv(p, sep="\t", quoting=3, dtype=str, keep_default_na=False)
+    except Exception as e:  # noqa: BLE001
+        raise ValueError(f"{p}: cannot read as a tab-separated table: {e}") from None
+    if "sentence" not in df.columns:
+        raise ValueError(f"{p}: no 'sentence' column in the header (columns: {list(df.columns)})")
+    sents = [s.strip() for s in df["sentence"].tolist()]
+    empty = [i for i, s in enumerate(sents) if not s]
+    if empty:
+        raise ValueError(f"{p}: row {empty[0]} has an empty sentence")
+    return sents
+
+
+def _sst2_file(path, n, seed, label=None) -> InputSet:
+    sents = read_sst2_tsv(path)
+    return _text_set(sents, _row_ids("sst2-dev", len(sents)), n, seed,
+                     label or f"SST-2 validation file {Path(path)}")
+
+
+def _glue_sst2(n, seed) -> InputSet:
+    rows, _ = _hf_rows("nyu-mll/glue", "validation", None, config="sst2")
+    sents = [r["sentence"].strip() for r in rows]
+    return _text_set(sents, _row_ids("sst2-dev", len(sents)), n, seed,
+                     "GLUE SST-2 validation split (Hugging Face hub, nyu-mll/glue)")
+
+
+def _embedded_texts(n, seed, notes="") -> InputSet:
+    import platform
+
+    sents = embedded_sentences()
+    return _text_set(sents, _row_ids("pydoc", len(sents)), n, seed,
+                     f"sentences of the Python {platform.python_version()} documentation (pydoc_data.topics)",
+                     notes)
+
+
+def load_texts(source: Optional[str] = None, n: Optional[int] = None, *, seed: int = 0) -> InputSet:
+    """Select ``n`` sentences (see the module docstring for ``source``)."""
+    n, seed = _check_n(n), _check_seed(seed)
+    if source is None or source == "auto":
+        d = data_dir()
+        if d is not None:
+            f = d / "sst2" / "dev.tsv"
+            if not f.is_file():
+                raise DataUnavailable(f"DOBRUSHIN_DATA={str(d)!r} has no sst2/dev.tsv")
+            return _sst2_file(f, n, seed, "SST-2 validation sentences ($DOBRUSHIN_DATA/sst2/dev.tsv)")
+        try:
+            return _glue_sst2(n, seed)
+        except DataUnavailable as e:
+            return _embedded_texts(n, seed, notes=f"SST-2 was not used: {e.reason}")
+    if not isinstance(source, (str, os.PathLike)):
+        raise ValueError(f"text source must be a .tsv path, 'glue', 'embedded' or None, got {source!r}")
+    source = os.fspath(source)
+    if source == "embedded":
+        return _embedded_texts(n, seed)
+    if source == "glue":
+        return _glue_sst2(n, seed)
+    return _sst2_file(source, n, seed)
+
+
+def load_inputs(kind: str, source: Optional[str] = None, n: Optional[int] = None, *, seed: int = 0) -> InputSet:
+    """``load_images`` for ``kind="image"``/``"vision"``, ``load_texts`` for ``"text"``."""
+    if kind in ("image", "vision"):
+        return load_images(source, n, seed=seed)
+    if kind == "text":
+        return load_texts(source, n, seed=seed)
+    raise ValueError(f"unknown input kind {kind!r}; expected 'image' or 'text'")
+
+
+__all__ = [
+    "DataUnavailable", "InputSet", "embedded_image_names", "embedded_sentences", "image_files",
+    "load_images", "load_inputs", "load_texts", "read_sst2_tsv", "select",
+]
