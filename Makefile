@@ -5,8 +5,8 @@ PYTHON  ?= python3
 VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
-# Notebooks in execution order; summary reads the others' result files, reproducing and intro read summary.
-NOTEBOOKS ?= theory baseline baseline_law language supervised_vit dinov2 tabular summary reproducing intro
+# Notebooks in execution order; summary reads the others' result files, so it runs last.
+NOTEBOOKS ?= theory baseline baseline_law language supervised_vit dinov2 tabular summary
 
 export PYTHONHASHSEED := 0
 export MPLBACKEND := Agg
@@ -36,7 +36,10 @@ notebooks: $(STAMP)
 	    -f params/$(PROFILE)/$$nb.yml -p profile $(PROFILE) \
 	    notebooks/$$nb.ipynb executed/$$nb.ipynb \
 	    || { echo "notebook $$nb FAILED; see executed/$$nb.ipynb"; exit 1; }; \
-	  echo "=== $$nb done in $$(( $$(date +%s) - start )) s"; \
+	  secs=$$(( $$(date +%s) - start )); echo "=== $$nb done in $$secs s"; \
+	  mkdir -p results/timings; \
+	  printf '{"notebook": "%s", "profile": "%s", "seconds": %s, "finished": "%s"}\n' \
+	    $$nb $(PROFILE) $$secs $$(date -u +%FT%TZ) > results/timings/.$$nb.tmp && mv results/timings/.$$nb.tmp results/timings/$$nb.json; \
 	done
 
 html: $(STAMP)

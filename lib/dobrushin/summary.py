@@ -1,0 +1,443 @@
+"""Paper-vs-this-build summary: the paper's claims, the decision rule, and the summary table.
+
+The rule (written once, here, and quoted in the book's summary chapter):
+
+* a claim is a range ``[low, high]`` of the fraction of (input, layer) pairs where the equality
+  condition holds: a stated range ("24–30%") is taken as is; a rounded percentage ("91%") as the
+  interval of values that round to it (90.5–91.5%); "essentially every" as ``[0.99, 1]``;
+* a measured fraction **reproduces** the claim when its Wilson 95% interval overlaps ``[low, high]``,
+  and **differs** otherwise;
+* "all failures late in depth" is reproduced when every failing (input, layer) pair lies in the second
+  half of the network (relative depth ``layer / (L − 1) ≥ 0.5``);
+* a row that could not be measured gets ``not run: <reason>``; a measured row the paper makes no claim
+  about (untrained controls, extra models, special tokens of models the paper does not report) gets
+  ``no paper value``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .stats import wilson
+
+COLUMNS = ["claim", "model", "variant", "paper_value", "measured", "ci_low", "ci_high", "n_pairs", "status", "detail"]
+VARIANT_LABEL = {"content": "content", "with_special": "with special tokens"}
+FAMILY_NOTEBOOKS = ("dinov2", "language", "supervised_vit", "tabular")
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str
+    text: str  # the claim in words
+    paper_value: str  # as the paper states it
+    low: float
+    high: float
+
+
+CLAIMS = {
+    "baseline": Claim("baseline", "uniformly random stochastic matrices satisfy the condition", "24–30%", 0.24, 0.30),
+    "essentially_all": Claim("essentially_all", "holds for essentially every input and layer (content tokens)",
+                             "≈100%", 0.99, 1.0),
+    "deit": Claim("deit", "DeiT-B: fraction of input-layer pairs (content tokens)", "91%", 0.905, 0.915),
+    "vit": Claim("vit", "ViT-B/16: fraction of input-layer pairs (content tokens)", "64%", 0.635, 0.645),
+    "late": Claim("late", "supervised ViTs: all failures occur late in depth", "all failures late", 1.0, 1.0),
+    "tabular": Claim("tabular", "FT-Transformer on tabular benchmarks (content tokens)", "11–44%", 0.11, 0.44),
+    "special": Claim("special", "with special tokens included (DINOv2 and language models)", "82–97%", 0.82, 0.97),
+}
+
+# model-id fragments -> the content claim and whether the paper reports the special-token variant
+_MODEL_CLAIMS = [
+    ("dinov2", "essentially_all", True),
+    ("roberta", "essentially_all", True),
+    ("distilbert", "essentially_all", True),
+    ("deit", "deit", False),
+    ("vit", "vit", False),  # after deit and dinov2, whose ids also contain "vit" in timm
+    ("ft-transformer", "tabular", False),
+]
+# models the paper does not report, compared with nothing
+_EXTRA = ("minilm",)
+
+
+def content_claim(model: str) -> Optional[str]:
+    m = model.lower()
+    if any(e in m for e in _EXTRA):
+        return None
+    for frag, claim, _ in _MODEL_CLAIMS:
+        if frag in m:
+            return claim
+    return None
+
+
+def special_claim(model: str) -> Optional[str]:
+    m = model.lower()
+    if any(e in m for e in _EXTRA):
+        return None
+    for frag, _, special in _MODEL_CLAIMS:
+        if frag in m:
+            return "special" if special else None
+    return None
+
+
+def decide(ci_low: float, ci_high: float, claim: Claim) -> str:
+    """``reproduced`` iff the Wilson interval [ci_low, ci_high] overlaps [claim.low, claim.high]."""
+    if not (np.isfinite(ci_low) and np.isfinite(ci_high)):
+        return "not run: no measurement"
+    return "reproduced" if (ci_high >= claim.low and ci_low <= claim.high) else "differs"
+
+
+def _row(claim: Optional[Claim], model, variant, k, n, detail="", weights="pretrained") -> dict:
+    p, lo, hi = wilson(k, n)
+    if weights == "untrained":
+        variant_label = f"untrained control ({VARIANT_LABEL.get(variant, variant)})"
+        claim_used = None
+    else:
+        variant_label = VARIANT_LABEL.get(variant, variant)
+        claim_used = claim
+    status = decide(lo, hi, claim_used) if claim_used else "no paper value"
+    return {
+        "claim": claim.text if claim else "(not in the paper)",
+        "model": model,
+        "variant": variant_label,
+        "paper_value": claim.paper_value if claim_used else "—",
+        "measured": p,
+        "ci_low": lo,
+        "ci_high": hi,
+        "n_pairs": n,
+        "status": status,
+        "detail": detail,
+    }
+
+
+def _not_run(claim: Optional[Claim], model, variant, reason) -> dict:
+    return {
+        "claim": claim.text if claim else "(not in the paper)",
+        "model": model,
+        "variant": VARIANT_LABEL.get(variant, variant),
+        "paper_value": claim.paper_value if claim else "—",
+        "measured": np.nan,
+        "ci_low": np.nan,
+        "ci_high": np.nan,
+        "n_pairs": 0,
+        "status": f"not run: {reason}",
+        "detail": "",
+    }
+
+
+def load_family_results(results_dir) -> tuple[pd.DataFrame, dict]:
+    """All per-model tables of the family notebooks plus their manifest entries.
+
+    Returns ``(table, entries)`` where ``table`` has the results schema plus ``notebook`` and
+    ``entries`` maps ``(notebook, model)`` to the manifest record.
+    """
+    from .results import ResultStore
+
+    frames, entries = [], {}
+    for nb in FAMILY_NOTEBOOKS:
+        d = Path(results_dir) / nb
+        if not (d / "manifest.json").exists():
+            continue
+        store = ResultStore(results_dir, nb)
+        for slug, e in store.manifest()["entries"].items():
+            model = e.get("model") or e.get("params", {}).get("model_id") or slug
+            entries[(nb, model)] = e
+        t = store.tables()
+        if len(t):
+            t = t.assign(notebook=nb)
+            frames.append(t)
+            for model in t["model"].unique():
+                entries.setdefault((nb, model), {})
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return table, entries
+
+
+def late_depth_row(df: pd.DataFrame, model: str) -> dict:
+    """"All failures late in depth": share of failing pairs at relative depth ≥ ½, with Wilson CI."""
+    claim = CLAIMS["late"]
+    L = int(df["layer"].max()) + 1
+    fails = df[~df["holds"]]
+    if L < 2 or len(fails) == 0:
+        r = _row(claim, model, "content", 0, 0, detail="no failures to locate")
+        r.update(status="no paper value" if len(fails) == 0 else r["status"], paper_value=claim.paper_value)
+        return r
+    rel = fails["layer"].to_numpy() / (L - 1)
+    k = int((rel >= 0.5).sum())
+    r = _row(claim, model, "content", k, len(rel),
+             detail=f"share of failures in the second half of {L} layers; mean relative depth {rel.mean():.2f}")
+    r["status"] = "reproduced" if k == len(rel) else "differs"
+    return r
+
+
+def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+    """One row per claim x model x variant (see module docstring for the rule).
+
+    ``baseline``: rows ``(n, holds, trials)`` of the Dirichlet(1) baseline to compare with the paper's
+    24–30% (one summary row per n).
+    """
+    rows: list[dict] = []
+    if baseline is not None and len(baseline):
+        for _, b in baseline.sort_values("n").iterrows():
+            r = _row(CLAIMS["baseline"], f"random Dirichlet(1) rows, n = {int(b['n'])}", "content",
+                     int(b["holds"]), int(b["trials"]), detail="rows i.i.d. uniform on the simplex")
+            r["variant"] = "all tokens"
+            rows.append(r)
+    else:
+        rows.append(_not_run(CLAIMS["baseline"], "random Dirichlet(1) rows", "content", "baseline results missing"))
+
+    table, entries = load_family_results(results_dir)
+    seen = set()
+    for (nb, model), e in sorted(entries.items()):
+        seen.add(model)
+        status = str(e.get("status", "ok"))
+        cc, sc = content_claim(model), special_claim(model)
+        sub = table[table["model"] == model] if len(table) else table
+        pre = sub[sub["weights"] == "pretrained"] if len(sub) else sub
+        for variant, claim_key in (("content", cc), ("with_special", sc)):
+            claim = CLAIMS[claim_key] if claim_key else None
+            part = pre[pre["variant"] == variant] if len(pre) else pre
+            if len(part):
+                rows.append(_row(claim, model, variant, int(part["holds"].sum()), len(part)))
+            else:
+                reason = status if status != "ok" else "no pretrained results"
+                rows.append(_not_run(claim, model, variant, reason))
+        if cc == "deit" or cc == "vit":
+            part = pre[pre["variant"] == "content"] if len(pre) else pre
+            if len(part):
+                rows.append(late_depth_row(part, model))
+            else:
+                rows.append(_not_run(CLAIMS["late"], model, "content", status if status != "ok" else "no results"))
+        un = sub[sub["weights"] == "untrained"] if len(sub) else sub
+        for variant in ("content", "with_special"):
+            part = un[un["variant"] == variant] if len(un) else un
+            if len(part):
+                rows.append(_row(CLAIMS[cc] if cc else None, model, variant, int(part["holds"].sum()), len(part),
+                                 weights="untrained", detail="seeded random initialisation of the same architecture"))
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    return out
+
+
+def relative_depth(df: pd.DataFrame) -> pd.Series:
+    """layer / (L − 1) per row, with L the number of layers of that row's model."""
+    L = df.groupby("model")["layer"].transform("max")
+    return (df["layer"] / L.where(L > 0, 1)).astype(float)
+
+
+# --- random baseline ------------------------------------------------------------------------------
+def _is_uniform(name: str) -> bool:
+    s = str(name).lower().replace(" ", "")
+    return s in {"dirichlet(1)", "dirichlet(1.0)", "dirichlet1", "dirichlet-1", "dirichlet_1", "uniform", "dirichlet(alpha=1)",
+                 "dirichlet(α=1)", "dirichlet(alpha=1.0)", "dirichlet_alpha1", "dirichlet-alpha1"}
+
+
+def load_baseline(results_dir) -> Optional[pd.DataFrame]:
+    """Dirichlet(1) baseline estimates ``(n, trials, holds, p, ci_low, ci_high)`` from results/baseline/*.csv.
+
+    Uses the file with the most trials per n when several contain the same n; None when there is none.
+    """
+    d = Path(results_dir) / "baseline"
+    frames = []
+    for p in sorted(d.glob("*.csv")) if d.exists() else []:
+        try:
+            f = pd.read_csv(p)
+        except Exception:
+            continue
+        if {"n", "ensemble", "trials", "holds"} <= set(f.columns):
+            frames.append(f[f["ensemble"].map(_is_uniform)][["n", "trials", "holds"]])
+    if not frames:
+        return None
+    f = pd.concat(frames).sort_values("trials").groupby("n", as_index=False).last()
+    ci = [wilson(h, t) for h, t in zip(f["holds"], f["trials"])]
+    f["p"], f["ci_low"], f["ci_high"] = zip(*ci)
+    return f.sort_values("n").reset_index(drop=True)
+
+
+def baseline_at(grid: Optional[pd.DataFrame], n: float) -> float:
+    """Baseline probability at token count ``n``, interpolated in log n on the grid (nan if no grid)."""
+    if grid is None or not len(grid):
+        return float("nan")
+    x = np.log(grid["n"].to_numpy(float))
+    return float(np.interp(np.log(max(n, 2)), x, grid["p"].to_numpy(float)))
+
+
+# --- figures --------------------------------------------------------------------------------------
+def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None):
+    """Fraction holding vs relative depth for every model, faceted by variant."""
+    import matplotlib.pyplot as plt
+
+    t = table.assign(rel=relative_depth(table))
+    variants = [v for v in ("content", "with_special") if v in set(t["variant"])]
+    fig, axes = plt.subplots(1, len(variants), figsize=(6.5 * len(variants), 4.8), sharey=True, squeeze=False)
+    models = sorted(t["model"].unique())
+    cmap = plt.get_cmap("tab20")
+    colours = {m: cmap(i % 20) for i, m in enumerate(models)}
+    for ax, variant in zip(axes[0], variants):
+        sub = t[t["variant"] == variant]
+        for (model, weights), g in sub.groupby(["model", "weights"]):
+            prof = g.groupby("rel")["holds"].mean()
+            ls = "-" if weights == "pretrained" else "--"
+            label = model if weights == "pretrained" else f"{model} (untrained)"
+            ax.plot(prof.index, prof.values, ls, marker="o", ms=3, color=colours[model], label=label, lw=1.4)
+            if weights == "pretrained" or (g["model"].iloc[0], "pretrained") not in set(zip(sub["model"], sub["weights"])):
+                ref = baseline_at(baseline_grid, float(g["n_tokens"].median()))
+                if np.isfinite(ref):
+                    ax.axhline(ref, color=colours[model], ls=":", lw=1)
+        ax.set_title({"content": "content tokens", "with_special": "with special tokens"}[variant])
+        ax.set_xlabel("relative depth  layer / (L − 1)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("fraction of inputs where equality holds")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(labels) // 3)))
+    fig.tight_layout()
+    return fig
+
+
+def family_of(model: str, notebook: str = "") -> str:
+    m = model.lower()
+    for frag, fam in (("dinov2", "DINOv2"), ("deit", "DeiT"), ("ft-transformer", "FT-Transformer"),
+                      ("roberta", "RoBERTa"), ("distilbert", "DistilBERT"), ("minilm", "MiniLM"), ("vit", "ViT")):
+        if frag in m:
+            return fam
+    return notebook or "other"
+
+
+def plot_slack_by_family(table: pd.DataFrame):
+    """Box plots of the slack per family (content tokens), trained vs untrained."""
+    import matplotlib.pyplot as plt
+
+    t = table[table["variant"] == "content"].copy()
+    t["family"] = [family_of(m, nb) for m, nb in zip(t["model"], t.get("notebook", [""] * len(t)))]
+    fams = sorted(t["family"].unique())
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(fams)), 4.2))
+    pos, data, colours = [], [], []
+    for i, fam in enumerate(fams):
+        for j, (w, c) in enumerate((("pretrained", "#1f77b4"), ("untrained", "#ff7f0e"))):
+            v = t[(t["family"] == fam) & (t["weights"] == w)]["slack"].to_numpy()
+            if len(v):
+                pos.append(i + (j - 0.5) * 0.35)
+                data.append(v)
+                colours.append(c)
+    bp = ax.boxplot(data, positions=pos, widths=0.3, patch_artist=True, showfliers=False)
+    for patch, c in zip(bp["boxes"], colours):
+        patch.set_facecolor(c)
+        patch.set_alpha(0.6)
+    ax.set_xticks(range(len(fams)), fams)
+    ax.set_ylabel("slack  ½(1+κ(A)) − κ(½(I+A))")
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color="#1f77b4", alpha=0.6, label="trained"), Patch(color="#ff7f0e", alpha=0.6, label="untrained control")])
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    return fig
+
+
+def headlines(table: pd.DataFrame) -> dict:
+    """Short strings for the introduction: counts by status and the main measured fractions."""
+    st = table["status"].str.replace(r"^not run:.*", "not run", regex=True)
+    out = {
+        "n_rows": str(len(table)),
+        "n_reproduced": str(int((st == "reproduced").sum())),
+        "n_differs": str(int((st == "differs").sum())),
+        "n_not_run": str(int((st == "not run").sum())),
+        "n_no_paper_value": str(int((st == "no paper value").sum())),
+    }
+    pre = table[(table["variant"].isin(["content", "with special tokens"])) & table["measured"].notna()]
+
+    def frac(model_frag, variant):
+        r = pre[pre["model"].str.lower().str.contains(model_frag, regex=False) & (pre["variant"] == variant)
+                & ~pre["claim"].str.contains("late in depth")]
+        if not len(r):
+            return "not measured"
+        k = (r["measured"] * r["n_pairs"]).sum()
+        n = r["n_pairs"].sum()
+        p, lo, hi = wilson(int(round(k)), int(n))
+        return f"{100 * p:.1f}% (95% CI {100 * lo:.1f}–{100 * hi:.1f}%, {int(n)} pairs)"
+
+    out["minilm_content"] = frac("minilm", "content")
+    out["minilm_special"] = frac("minilm", "with special tokens")
+    out["tabular_content"] = frac("ft-transformer", "content")
+    base = table[table["claim"] == CLAIMS["baseline"].text]
+    base = base[base["measured"].notna()]
+    out["baseline_range"] = (f"{100 * base['measured'].min():.1f}–{100 * base['measured'].max():.1f}%"
+                             f" (n = {', '.join(m.split('= ')[-1] for m in base['model'])})") if len(base) else "not measured"
+    untrained = table[table["variant"].str.startswith("untrained") & table["measured"].notna()]
+    out["untrained_content"] = (f"{100 * untrained[untrained['variant'].str.contains('content')]['measured'].median():.1f}%"
+                                if len(untrained) else "not measured")
+    return out
+
+
+# --- reproducibility tables -----------------------------------------------------------------------
+def parameter_table(notebooks_dir, params_dir) -> pd.DataFrame:
+    """Every notebook parameter: name, default (from the ``parameters`` cell), comment, and the value
+    each profile sets (from ``params/<profile>/<notebook>.yml``)."""
+    import ast
+    import re
+
+    import nbformat
+    import yaml
+
+    rows = []
+    for nb_path in sorted(Path(notebooks_dir).glob("*.ipynb")):
+        nb = nbformat.read(nb_path, as_version=4)
+        cell = next((c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+        if cell is None:
+            continue
+        profiles = {}
+        for prof in ("quick", "paper"):
+            p = Path(params_dir) / prof / f"{nb_path.stem}.yml"
+            profiles[prof] = (yaml.safe_load(p.read_text()) or {}) if p.exists() else {}
+        for line in cell.source.splitlines():
+            m = re.match(r"^([A-Za-z_]\w*)\s*=\s*(.*?)\s*(?:#\s*(.*))?$", line)
+            if not m:
+                continue
+            name, default, comment = m.group(1), m.group(2), m.group(3) or ""
+            rows.append({
+                "notebook": nb_path.stem,
+                "parameter": name,
+                "default": default,
+                "quick": _short(profiles["quick"].get(name, "(default)")),
+                "paper": _short(profiles["paper"].get(name, "(default)")),
+                "meaning": comment,
+            })
+    return pd.DataFrame(rows)
+
+
+def _short(v, width: int = 60) -> str:
+    s = v if isinstance(v, str) else json.dumps(v)
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def schema_table() -> pd.DataFrame:
+    from .results import SCHEMA
+
+    meaning = {
+        "model": "model id (HF or timm id; FT-Transformer/<dataset>)",
+        "input_id": "stable id of the input (file name, sentence index, test-row index)",
+        "layer": "layer index, 0 = first",
+        "n_tokens": "number of tokens kept by the variant",
+        "kappa": "κ(A) of the kept, renormalised attention",
+        "kappa_factor": "κ(½(I+A))",
+        "bound": "½(1+κ(A))",
+        "slack": "bound − kappa_factor (0 iff equality)",
+        "holds": "the equality condition",
+        "variant": "content = content tokens only; with_special = every non-padding token",
+        "weights": "pretrained (trained) or untrained (seeded random initialisation)",
+    }
+    return pd.DataFrame([{"column": c, "dtype": t, "meaning": meaning[c]} for c, t in SCHEMA.items()])
+
+
+class Text:
+    """A string that displays without quotes (for ``myst_nb.glue`` of prose values)."""
+
+    def __init__(self, s: str):
+        self.s = str(s)
+
+    def __repr__(self) -> str:
+        return self.s
+
+    def _repr_markdown_(self) -> str:
+        return self.s
