@@ -45,7 +45,7 @@ float rounding.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence
 
 import torch
@@ -304,7 +304,7 @@ def _timm_attn_modules(model):
     return [m for m in model.modules() if hasattr(m, "fused_attn") and type(m).__module__.startswith("timm.")]
 
 
-def ensure_eager(model) -> bool:
+def ensure_eager(model, *, _stacklevel: int = 2) -> bool:
     """Switch ``model`` to an attention implementation that forms the softmax (HF: ``"eager"``;
     timm: ``fused_attn = False`` on every attention module).  Returns True when something was
     switched (and warns), False when it already was eager."""
@@ -322,14 +322,14 @@ def ensure_eager(model) -> bool:
                     f"model uses {impl!r} attention, which returns no attention weights, and cannot be "
                     f"switched to eager attention ({e}); load it with attn_implementation='eager'") from e
         warnings.warn(f"{type(model).__name__} used {impl!r} attention, which returns no attention weights; "
-                      "switched it to eager attention", UserWarning, stacklevel=3)
+                      "switched it to eager attention", UserWarning, stacklevel=_stacklevel)
         return True
     mods = [m for m in _timm_attn_modules(model) if bool(getattr(m, "fused_attn"))]
     for m in mods:
         m.fused_attn = False
     if mods:
         warnings.warn(f"{type(model).__name__}: {len(mods)} attention module(s) used fused attention, which "
-                      "never forms the softmax; switched them to fused_attn=False", UserWarning, stacklevel=3)
+                      "never forms the softmax; switched them to fused_attn=False", UserWarning, stacklevel=_stacklevel)
     return bool(mods)
 
 
@@ -447,7 +447,7 @@ def _hf_matches(model) -> bool:
 
 
 def _hf_run(model, inputs, average_heads: bool) -> Extraction:
-    ensure_eager(model)
+    ensure_eager(model, _stacklevel=4)
     inputs, kw = _hf_forward_kwargs(model, inputs)
     mods, index = _hf_attention_modules(model)
     cap = _Capture(average_heads)
@@ -520,7 +520,7 @@ def _timm_run(model, inputs, average_heads: bool) -> Extraction:
         inputs = inputs["pixel_values"]
     if not isinstance(inputs, torch.Tensor) or inputs.ndim != 4:
         raise ValueError(f"timm inputs must be a pixel tensor (B, C, H, W), got {getattr(inputs, 'shape', type(inputs))}")
-    ensure_eager(model)
+    ensure_eager(model, _stacklevel=4)
     blocks = _timm_blocks(model)
     cap = _Capture(average_heads)
     for blk in blocks:

