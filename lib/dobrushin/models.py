@@ -32,12 +32,14 @@ exact vocabulary of BERT-base-uncased, all-MiniLM-L6-v2 and DistilBERT-base-unca
 (all < 30 522 < 50 265) — a different segmentation than RoBERTa's own, stated in
 :attr:`LoadedModel.notes`.  Roles follow: ``<s>`` → ``cls``, ``</s>`` → ``sep``.
 
-Image preprocessing: the model's own processor (HF ``AutoImageProcessor`` from the cache / the
-MiniLM-style local folder; timm's ``resolve_data_config`` + ``create_transform``), else the standard
-transform from the embedded processor config (resize shorter side to ``image_size/crop_pct``, centre
-crop ``image_size``, normalise with the model's mean/std; ViT-google resizes straight to
-``image_size``).  Greyscale and RGBA images are converted to RGB.  DINOv2 at 224 px with patch 14
-gives 256 patches (+ CLS, + 4 registers).
+Image preprocessing: the model's own processor (HF ``AutoImageProcessor`` from the cache or the local
+folder, used as is when ``image_size`` is its crop size, else its parameters rescaled to ``image_size``;
+timm's ``resolve_model_data_config`` + ``create_transform``), else the standard transform of the
+embedded description of the published ``preprocessor_config.json`` (DINOv2: shorter side 256, centre
+crop 224, bicubic; DeiT: 256 x 256, centre crop 224, bicubic; both ImageNet mean/std; ViT-google:
+224 x 224 bilinear, mean = std = 0.5), with every length scaled by ``image_size / 224``.  Greyscale
+and RGBA images are converted to RGB.  DINOv2 at 224 px with patch 14 gives 256 patches (+ CLS,
++ 4 registers).
 """
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
@@ -82,7 +84,7 @@ TIMM_EQUIVALENTS: Dict[str, str] = {
 
 _IMAGENET = {"image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]}
 _DINOV2_PROC = {"resize": "shortest_edge", "size": 256, "crop_size": 224, "resample": "bicubic", **_IMAGENET}
-_DEIT_PROC = {"resize": "shortest_edge", "size": 256, "crop_size": 224, "resample": "bicubic", **_IMAGENET}
+_DEIT_PROC = {"resize": "square", "size": 256, "crop_size": 224, "resample": "bicubic", **_IMAGENET}
 _VIT_PROC = {"resize": "square", "size": 224, "crop_size": None, "resample": "bilinear",
              "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
 
@@ -341,16 +343,20 @@ def _to_rgb(img):
 
 
 def _standard_transform(proc: dict, image_size: int):
-    """torchvision transform from a processor description, scaled to ``image_size``."""
+    """torchvision transform from a processor description, scaled to ``image_size``.
+
+    ``proc``: ``resize`` (``"square"``: to size x size; ``"shortest_edge"``: shorter side to size),
+    ``size``, ``crop_size`` (centre crop, or None), ``resample``, ``image_mean``, ``image_std``.  All
+    lengths are scaled by ``image_size / (crop_size or size)`` so the output is image_size x image_size.
+    """
     from torchvision import transforms as T
 
     interp = {"bicubic": T.InterpolationMode.BICUBIC, "bilinear": T.InterpolationMode.BILINEAR}[proc["resample"]]
-    steps = []
-    if proc["resize"] == "square" or not proc.get("crop_size"):
-        steps.append(T.Resize((image_size, image_size), interpolation=interp))
-    else:
-        short = int(round(proc["size"] * image_size / proc["crop_size"]))
-        steps += [T.Resize(short, interpolation=interp), T.CenterCrop(image_size)]
+    crop = proc.get("crop_size")
+    size = int(round(proc["size"] * image_size / (crop or proc["size"])))
+    steps = [T.Resize((size, size) if proc["resize"] == "square" else size, interpolation=interp)]
+    if crop:
+        steps.append(T.CenterCrop(image_size))
     steps += [T.ToTensor(), T.Normalize(proc["image_mean"], proc["image_std"])]
     return T.Compose(steps)
 
@@ -374,12 +380,12 @@ def _processor_description(p) -> Optional[dict]:
         crop = dict(p.crop_size) if getattr(p, "crop_size", None) is not None and getattr(p, "do_center_crop", False) else None
         res = p.resample
         res = _RESAMPLE.get(int(getattr(res, "value", res)), "bicubic") if res is not None else "bilinear"
-        desc = {"resample": res, "image_mean": list(p.image_mean), "image_std": list(p.image_std)}
-        if crop:
-            short = size.get("shortest_edge") or size.get("height")
-            desc.update(resize="shortest_edge", size=int(short), crop_size=int(crop["height"]))
+        desc = {"resample": res, "image_mean": list(p.image_mean), "image_std": list(p.image_std),
+                "crop_size": int(crop["height"]) if crop else None}
+        if size.get("shortest_edge"):
+            desc.update(resize="shortest_edge", size=int(size["shortest_edge"]))
         else:
-            desc.update(resize="square", size=int(size.get("height") or size.get("shortest_edge")), crop_size=None)
+            desc.update(resize="square", size=int(size["height"]))
         return desc
     except Exception:
         return None
