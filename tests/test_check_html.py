@@ -1,0 +1,305 @@
+"""The browser check of the built book (``dobrushin.check_html``).
+
+Three layers:
+* pure-Python parts (page discovery, link resolution, raw-TeX detection) — always run;
+* the checker in headless Chromium on a small synthetic site with one known defect per page, so each
+  kind of failure must be detected and the clean pages must pass — runs when /usr/bin/chromium exists;
+* the checker on the real built book (``_build/html``) — runs when the book has been built.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from dobrushin import check_html as ch
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "_build" / "html"
+HAVE_CHROMIUM = Path(ch.CHROMIUM).is_file() and os.access(ch.CHROMIUM, os.X_OK)
+HAVE_PLAYWRIGHT = importlib.util.find_spec("playwright") is not None
+needs_browser = pytest.mark.skipif(
+    not (HAVE_CHROMIUM and HAVE_PLAYWRIGHT),
+    reason=f"needs {ch.CHROMIUM} (.ci/install-chromium.sh) and the playwright package")
+
+
+def _mathjax_dir():
+    """MathJax 3 as shipped by sphinx-mathjax-offline (the copy the book serves), or None."""
+    spec = importlib.util.find_spec("sphinx-mathjax-offline")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    d = Path(list(spec.submodule_search_locations)[0]) / "static" / "mathjax"
+    return d if (d / "tex-chtml.js").is_file() else None
+
+
+MATHJAX = _mathjax_dir()
+
+
+def png_bytes(w: int, h: int) -> bytes:
+    """A valid RGB PNG of size w×h, written by hand so the test relies on no image library."""
+    raw = b"".join(b"\x00" + b"".join(bytes([(x * 40) % 256, (y * 40) % 256, 128]) for x in range(w))
+                   for y in range(h))  # each row: filter byte 0, then RGB pixels
+
+    def chunk(tag, data):
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def page(title: str, body: str, head: str = "") -> str:
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>"
+            f"{head}</head><body><h1 id='top'>{title}</h1>{body}</body></html>")
+
+
+MATHJAX_HEAD = ("<script>window.MathJax = {options: {processHtmlClass: 'math'}}</script>"
+                "<script defer src='_static/mathjax/tex-chtml.js'></script>")
+
+
+def write_site(root: Path) -> dict:
+    """A synthetic built site: {page: what is wrong with it} ('' for the clean ones)."""
+    (root / "_static").mkdir(parents=True)
+    (root / "sub").mkdir()
+    (root / "pic.png").write_bytes(png_bytes(12, 8))
+    (root / "corrupt.png").write_bytes(b"\x89PNG\r\n\x1a\n this is not an image")
+    # a template under _static is an asset, not a page: it must not be opened
+    (root / "_static" / "macros.html").write_text("<p>{{ template }} <a href='nowhere.html'>x</a></p>")
+    pages = {
+        "index.html": ("", page(
+            "Index",
+            "<p>A clean page: an image, links to pages and anchors, and prose dollars "
+            "($5 and $10) that are not math.</p><img src='pic.png' alt='pic'>"
+            "<p id='here'><a href='#here'>self</a> <a href='other.html#sec'>other</a> "
+            "<a href='sub/'>sub folder</a> <a href='pic.png'>file</a> "
+            "<a href='https://example.com/page'>an external link is fine to have</a></p>")),
+        "other.html": ("", page("Other", "<h2 id='sec'>Section</h2><a href='index.html#top'>back</a>")),
+        "sub/index.html": ("", page("Sub", "<a href='../index.html'>up</a>")),
+        "broken_link.html": ("link", page(
+            "Broken link", "<a href='missing.html'>gone</a> <a href='other.html#nope'>bad anchor</a>")),
+        "broken_image.html": ("image", page(
+            "Broken image", "<img src='nothere.png' alt='a'><img src='corrupt.png' alt='b'>")),
+        "external.html": ("external", page(
+            "External request", "<img src='https://example.com/tracker.png' alt='ext'>",
+            head="<script src='https://cdn.example.org/lib.js'></script>")),
+        "console_error.html": ("console", page(
+            "Console error", "<p>text</p><script>console.error('boom from the page');"
+            "throw new Error('kaboom');</script>")),
+        # meta-refresh pages (Jupyter Book writes index.html so when the root is in a subfolder)
+        "moved.html": ("", "<meta http-equiv='Refresh' content='0; url=other.html#sec' />"),
+        "moved_broken.html": ("redirect", "<meta http-equiv='refresh' content='0; URL=nowhere.html'>"),
+        "raw_tex.html": ("rawtex", page(
+            "Raw TeX", r"<p>The value $\kappa(A)$ was never typeset, nor was \(x^2\).</p>")),
+    }
+    if MATHJAX is not None:
+        (root / "_static" / "mathjax").symlink_to(MATHJAX, target_is_directory=True)
+        pages["theory.html"] = ("", page(
+            "Theory", r"<p>Inline <span class='math notranslate nohighlight'>\(\kappa(A)\le 1\)</span>"
+            r" and display</p><div class='math notranslate nohighlight'>"
+            r"\[\kappa(\tfrac12(I+A)) \le \tfrac12(1+\kappa(A))\]</div>", head=MATHJAX_HEAD))
+        pages["math_error.html"] = ("mathjax-error", page(
+            "Math error", r"<p><span class='math'>\(\frac{1}\)</span></p>", head=MATHJAX_HEAD))
+    for rel, (_, html) in pages.items():
+        (root / rel).write_text(html, encoding="utf-8")
+    return {rel: defect for rel, (defect, _) in pages.items()}
+
+
+# ---------------------------------------------------------------- no browser needed
+
+
+def test_find_pages_skips_asset_folders(tmp_path):
+    expected = write_site(tmp_path)
+    assert ch.find_pages(tmp_path) == sorted(expected)
+    assert ch.redirect_of(tmp_path / "moved.html") == "other.html#sec"
+    assert ch.redirect_of(tmp_path / "index.html") is None
+    assert "_static/macros.html" not in ch.find_pages(tmp_path)
+
+
+def test_check_link_resolves_files_folders_and_anchors(tmp_path):
+    write_site(tmp_path)
+    base = "http://127.0.0.1:1/"
+    ok = ["other.html#sec", "other.html", "sub/", "sub/index.html#top", "pic.png", "index.html"]
+    for href in ok:
+        assert ch.check_link(tmp_path, "index.html", base + href, base, set()) is None, href
+    assert "no such file" in ch.check_link(tmp_path, "index.html", base + "missing.html", base, set())
+    assert "no such anchor" in ch.check_link(tmp_path, "index.html", base + "other.html#nope", base, set())
+    # an anchor that only the rendered page has (added by a script) counts on that page
+    assert ch.check_link(tmp_path, "index.html", base + "index.html#live", base, {"live"}) is None
+    assert ch.check_link(tmp_path, "index.html", "https://example.com/x", base, set()) is None
+
+
+@pytest.mark.parametrize("text,kinds", [
+    (r"value $\kappa(A)$ here", ["$…$"]),
+    ("value $n=10$.", ["$…$"]),
+    ("$$x^2$$", ["$$…$$"]),
+    (r"see \(a_1\) and \[b\]", [r"\(…\)", r"\[…\]"]),
+    (r"\begin{align} x \end{align}", [r"\begin{…}"]),
+    ("costs $5 and $10, or $5–$10", []),
+    ("no math at all", []),
+])
+def test_raw_tex_detection(text, kinds):
+    found = ch._raw_tex([text])
+    assert [f.split(":")[0] for f in found] == kinds
+
+
+def test_cli_without_pages_exits_2(tmp_path, capsys):
+    assert ch.main([str(tmp_path)]) == 2
+    assert "no .html pages" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- synthetic site in Chromium
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    if not (HAVE_CHROMIUM and HAVE_PLAYWRIGHT):
+        pytest.skip(f"needs {ch.CHROMIUM} and playwright")
+    root = tmp_path_factory.mktemp("site")
+    defects = write_site(root)
+    shots = tmp_path_factory.mktemp("shots")
+    report = ch.check_site(root, screenshots=shots)
+    return root, defects, report, shots
+
+
+@needs_browser
+def test_every_page_checked_and_clean_pages_pass(synthetic):
+    root, defects, report, _ = synthetic
+    assert [p.path for p in report.pages] == sorted(defects)
+    for rel, defect in defects.items():
+        p = report.page(rel)
+        if not defect:
+            assert p.ok, (rel, p.problems)
+    assert not report.ok
+
+
+@needs_browser
+def test_clean_page_counts(synthetic):
+    _, _, report, _ = synthetic
+    p = report.page("index.html")
+    assert p.images == 1
+    assert p.links_checked == 4  # #here, other.html#sec, sub/, pic.png
+    assert p.external_links == 1
+
+
+@needs_browser
+def test_broken_links_detected(synthetic):
+    probs = synthetic[2].page("broken_link.html").problems
+    assert any("missing.html" in x and "no such file" in x for x in probs), probs
+    assert any("other.html#nope" in x and "no such anchor" in x for x in probs), probs
+
+
+@needs_browser
+def test_broken_images_detected(synthetic):
+    probs = synthetic[2].page("broken_image.html").problems
+    assert any(x.startswith("image") and "nothere.png" in x for x in probs), probs
+    assert any(x.startswith("image") and "corrupt.png" in x for x in probs), probs
+    assert any("HTTP 404" in x and "nothere.png" in x for x in probs), probs
+
+
+@needs_browser
+def test_external_requests_blocked_and_reported(synthetic):
+    p = synthetic[2].page("external.html")
+    assert "https://example.com/tracker.png" in p.blocked_requests
+    assert "https://cdn.example.org/lib.js" in p.blocked_requests
+    assert any("leaving the machine" in x for x in p.problems)
+    # the browser's own "failed to load" note about a blocked request is not a second error
+    assert not p.console_errors, p.console_errors
+
+
+@needs_browser
+def test_redirect_pages_checked_without_loading(synthetic):
+    report = synthetic[2]
+    assert report.page("moved.html").redirect == "other.html#sec"
+    assert report.page("moved.html").ok
+    probs = report.page("moved_broken.html").problems
+    assert len(probs) == 1 and "redirect" in probs[0] and "nowhere.html" in probs[0], probs
+    # the 0-second refresh did not hijack the pages checked after it
+    assert all("navigated away" not in x and "could not be checked" not in x
+               for p in report.pages for x in p.problems)
+
+
+@needs_browser
+def test_screenshot_follows_index_redirect(tmp_path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "index.html").write_text("<meta http-equiv='Refresh' content='0; url=book/intro.html' />")
+    (tmp_path / "book" / "intro.html").write_text(page("Intro", "<p>first page</p>"))
+    report = ch.check_site(tmp_path, screenshots=tmp_path / "shots")
+    assert report.ok, [p.problems for p in report.pages]
+    assert report.page("book/intro.html").screenshot == str(tmp_path / "shots" / "book__intro.png")
+    assert (tmp_path / "shots" / "book__intro.png").is_file()
+
+
+@needs_browser
+def test_console_errors_detected(synthetic):
+    p = synthetic[2].page("console_error.html")
+    assert any("boom from the page" in e for e in p.console_errors), p.console_errors
+    assert any("kaboom" in e for e in p.console_errors), p.console_errors
+
+
+@needs_browser
+def test_raw_tex_detected(synthetic):
+    probs = synthetic[2].page("raw_tex.html").problems
+    assert any("raw TeX" in x and r"\kappa(A)" in x for x in probs), probs
+    assert any("raw TeX" in x and "x^2" in x for x in probs), probs
+
+
+@needs_browser
+@pytest.mark.skipif(MATHJAX is None, reason="sphinx-mathjax-offline (local MathJax) not installed")
+def test_local_mathjax_typesets(synthetic):
+    p = synthetic[2].page("theory.html")
+    assert p.ok, p.problems
+    assert p.math_elements == 2 and p.mathjax_outputs == 2
+
+
+@needs_browser
+@pytest.mark.skipif(MATHJAX is None, reason="sphinx-mathjax-offline (local MathJax) not installed")
+def test_mathjax_error_detected(synthetic):
+    probs = synthetic[2].page("math_error.html").problems
+    assert any(x.startswith("MathJax error") for x in probs), probs
+
+
+@needs_browser
+def test_screenshots_of_index_summary_theory(synthetic):
+    root, defects, report, shots = synthetic
+    want = {rel for rel in defects if rel == "index.html" or "theory" in rel or "summary" in rel}
+    got = {p.path for p in report.pages if p.screenshot}
+    assert got == want
+    for rel in want:
+        png = shots / (rel[:-5].replace("/", "__") + ".png")
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        width, height = struct.unpack(">II", data[16:24])
+        assert width == 1280 and height >= 900  # full page at the 1280×900 viewport
+
+
+@needs_browser
+def test_cli_exit_status(tmp_path, capsys):
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "pic.png").write_bytes(png_bytes(4, 4))
+    (good / "index.html").write_text(page("Good", "<img src='pic.png' alt='p'><a href='#top'>top</a>"))
+    assert ch.main([str(good), "--screenshots", str(tmp_path / "s")]) == 0
+    assert "all 1 pages passed" in capsys.readouterr().out
+    (good / "bad.html").write_text(page("Bad", "<a href='gone.html'>x</a>"))
+    assert ch.main([str(good), "--screenshots", str(tmp_path / "s")]) == 1
+    out = capsys.readouterr().out
+    assert "bad.html" in out and "gone.html" in out and "FAILED" in out
+
+
+# ---------------------------------------------------------------- the real book
+
+
+@needs_browser
+@pytest.mark.skipif(not (BOOK / "index.html").is_file(),
+                    reason="book not built (_build/html/index.html missing; run make html)")
+def test_built_book_passes_in_browser(tmp_path):
+    report = ch.check_site(BOOK, screenshots=tmp_path)
+    failures = {p.path: p.problems for p in report.failures}
+    assert not failures, failures
+    assert sum(p.mathjax_outputs for p in report.pages) > 0, "no page of the book has typeset math"
+    for p in report.pages:
+        if ch._wants_screenshot(p.path):
+            assert p.screenshot and Path(p.screenshot).is_file()
