@@ -33,9 +33,11 @@ def _load(path: Path) -> np.ndarray:
     return arr
 
 
-def check(path: Path, tol: float, atol: float, out=sys.stdout) -> int:
+def check(path: Path, tol: float, atol: float, out=None) -> int:
     from .core import analyse
     from .validation import check_stochastic
+
+    out = sys.stdout if out is None else out  # the stream of the moment, not the one at import time
 
     A = _load(path)
     try:

@@ -138,8 +138,8 @@ def attaining_pairs(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, 
 def mutually_self_dominant(
     A: Any, i: int, j: int, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: float = DEFAULT_ATOL
 ) -> bool:
-    """True iff A_ii ≥ A_ji − tol and A_jj ≥ A_ij − tol (tokens i and j each attend to themselves at
-    least as strongly as the other attends to them)."""
+    """True iff A_ii − A_ji ≥ −tol and A_jj − A_ij ≥ −tol (tokens i and j each attend to themselves at
+    least as strongly as the other attends to them); the same float64 comparison as the kernel's."""
     tol = check_tol(tol)
     X = _prepare(A, validate, atol)
     _single(X, "mutually_self_dominant")
@@ -147,7 +147,7 @@ def mutually_self_dominant(
     for name, v in (("i", i), ("j", j)):
         if not isinstance(v, (int, np.integer)) or not 0 <= v < n:
             raise ValueError(f"{name}={v!r} is not a token index in range(0, {n})")
-    return bool(X[i, i] >= X[j, i] - tol) and bool(X[j, j] >= X[i, j] - tol)
+    return bool(X[i, i] - X[j, i] >= -tol) and bool(X[j, j] - X[i, j] >= -tol)
 
 
 def equality_holds(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: float = DEFAULT_ATOL):

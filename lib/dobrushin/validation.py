@@ -38,7 +38,7 @@ def to_float64(A: Any):
 
 
 def _where(index: tuple, shape: tuple) -> str:
-    lead = index[:-1] if len(shape) > 2 else ()
+    lead = index[:-2] if len(shape) > 2 else ()
     return f"matrix {tuple(int(i) for i in lead)}: " if lead else ""
 
 
@@ -78,7 +78,7 @@ def check_stochastic(A: Any, atol: float = DEFAULT_ATOL):
         s = float(sums[tuple(bad)])
         lead = tuple(int(i) for i in bad[:-1])
         prefix = f"matrix {lead}: " if lead else ""
-        return _raise(f"{prefix}row {int(bad[-1])} sums to {s:.6g}, not 1 (atol={atol:g})")
+        return _raise(f"{prefix}row {int(bad[-1])} sums to {s:.10g}, not 1 (atol={atol:g})")
     return X
 
 
