@@ -77,7 +77,7 @@ DOWNLOAD_TIMEOUT_S = 20
 
 DATASETS = ("california", "adult", "breast_cancer")
 #: display names
-TITLES = {"california": "California Housing", "adult": "Adult", "breast_cancer": "Breast cancer (sklearn)"}
+TITLES = {"california": "California Housing", "adult": "Adult", "breast_cancer": "Breast cancer"}
 #: task type and headline metric per dataset
 TASKS = {"california": "regression", "adult": "binclass", "breast_cancer": "binclass"}
 METRICS = {"california": "rmse", "adult": "accuracy", "breast_cancer": "accuracy"}
@@ -389,6 +389,38 @@ def adult(split_seed: int = 0) -> TabularData:
     d = TabularData(name="adult", task="binclass", num_names=list(ADULT_NUMERIC), cat_names=list(ADULT_CATEGORICAL),
                     cat_cardinalities=cards, X_num=quantile_normalise(X, split_seed), X_cat=codes, y=y, index=index,
                     n_classes=2, provenance=prov)
+    d.checksum = _checksum(d)
+    return d
+
+
+def from_splits(name: str, task: str, y: Dict[str, np.ndarray], X_num: Optional[Dict[str, np.ndarray]] = None,
+                X_cat: Optional[Dict[str, np.ndarray]] = None, cat_cardinalities: Optional[List[int]] = None,
+                y_mean: float = 0.0, y_std: float = 1.0) -> TabularData:
+    """A :class:`TabularData` from already preprocessed split arrays (e.g. synthetic data in tests)."""
+    if task not in ("regression", "binclass", "multiclass"):
+        raise ValueError(f"unknown task {task!r}; expected 'regression', 'binclass' or 'multiclass'")
+    for nm, g in (("y", y), ("X_num", X_num), ("X_cat", X_cat)):
+        if g is not None and set(g) != set(PARTS):
+            raise ValueError(f"{nm} must have exactly the parts {PARTS}, got {sorted(g)}")
+    if X_num is None and X_cat is None:
+        raise ValueError("need numeric or categorical features")
+    n_num = 0 if X_num is None else X_num["train"].shape[1]
+    n_cat = 0 if X_cat is None else X_cat["train"].shape[1]
+    if X_cat is not None and (cat_cardinalities is None or len(cat_cardinalities) != n_cat):
+        raise ValueError(f"need one cardinality per categorical feature ({n_cat}), got {cat_cardinalities}")
+    for p in PARTS:
+        n = len(y[p])
+        for nm, g in (("X_num", X_num), ("X_cat", X_cat)):
+            if g is not None and len(g[p]) != n:
+                raise ValueError(f"{nm}[{p!r}] has {len(g[p])} rows but y[{p!r}] has {n}")
+    y = {p: np.asarray(v, dtype=np.float32 if task == "regression" else np.int64) for p, v in y.items()}
+    d = TabularData(
+        name=name, task=task, num_names=[f"num{i}" for i in range(n_num)], cat_names=[f"cat{i}" for i in range(n_cat)],
+        cat_cardinalities=list(cat_cardinalities or []),
+        X_num=None if X_num is None else {p: np.asarray(v, dtype=np.float32) for p, v in X_num.items()},
+        X_cat=None if X_cat is None else {p: np.asarray(v, dtype=np.int64) for p, v in X_cat.items()},
+        y=y, index={p: np.arange(len(y[p])) for p in PARTS}, y_mean=y_mean, y_std=y_std,
+        n_classes=None if task == "regression" else int(max(v.max() for v in y.values()) + 1))
     d.checksum = _checksum(d)
     return d
 
