@@ -79,7 +79,7 @@ def manual_forward(model, xn, xc):
 
 def test_cls_is_prepended_and_capture_matches_independent_forward(data):
     model = tb.make_model(data, seed=3, **TINY)
-    xn, xc = tb._tensors(data, "test", np.arange(7))
+    xn, xc = tb.tensors(data, "test", np.arange(7))
     with torch.no_grad():
         ref_out, ref_att = manual_forward(model, xn, xc)
         own_out = model(xn, xc)
@@ -99,7 +99,7 @@ def test_cls_is_prepended_and_capture_matches_independent_forward(data):
 def test_recomputation_equals_hooked_attention_for_earlier_blocks():
     d = synthetic(n=(64, 16, 40))
     model = tb.make_model(d, seed=1, **{**TINY, "n_blocks": 4})
-    xn, xc = tb._tensors(d, "test")
+    xn, xc = tb.tensors(d, "test")
     cap = tb.capture(model, xn, xc)
     for layer in range(3):  # blocks that compute every query: the recomputation is the same kernel
         assert torch.equal(cap.hooked[layer], cap.recomputed[layer]), layer
@@ -111,7 +111,7 @@ def test_recomputation_equals_hooked_attention_for_earlier_blocks():
 
 def test_extract_attention_roles_and_stochastic_rows(data):
     model = tb.make_model(data, seed=0, **{**TINY, "attention_dropout": 0.0})  # no dropout module at all
-    xn, xc = tb._tensors(data, "test", np.arange(5))
+    xn, xc = tb.tensors(data, "test", np.arange(5))
     ex = dobrushin.extract_attention(model, {"x_num": xn, "x_cat": xc})
     assert ex.adapter == "ft-transformer"
     assert ex.attention.dtype == torch.float32 and ex.attention.shape == (5, 2, 6, 6)
@@ -220,7 +220,7 @@ def test_measure_rows_tables(data):
     assert set(tidy["input_id"]) == {f"test/{i}" for i in rows}
     # per-head rows on the first 4 inputs agree with an independent per-head pass through measure()
     assert set(heads["input_id"]) == {f"test/{i}" for i in range(4)} and set(heads["head"]) == set(range(4))
-    xn, xc = tb._tensors(data, "test", rows[:4])
+    xn, xc = tb.tensors(data, "test", rows[:4])
     AH = tb.capture(model, xn, xc).full()
     for h in range(4):
         m = measure(AH[:, :, h], [tb.roles_for(model, 6)] * 4, model="t", input_ids=[f"test/{i}" for i in range(4)],

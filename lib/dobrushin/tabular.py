@@ -101,7 +101,8 @@ def make_model(data: TabularData, seed: int, **overrides) -> "rtdl.FTTransformer
     return model.eval()
 
 
-def _tensors(data: TabularData, part: str, rows=None) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+def tensors(data: TabularData, part: str, rows=None) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """``(x_num, x_cat)`` tensors of split ``part`` (optionally only ``rows``); None for an absent kind."""
     sel = (lambda a: a) if rows is None else (lambda a: a[rows])
     xn = None if data.X_num is None or not data.num_names else torch.as_tensor(sel(data.X_num[part]))
     xc = None if data.X_cat is None or not data.cat_names else torch.as_tensor(sel(data.X_cat[part]))
@@ -113,7 +114,7 @@ def predict(model, data: TabularData, part: str, batch_size: int = 1024) -> np.n
     """Raw model outputs on a split: ``(n,)`` for regression/binary (standardised target / logit), else ``(n, C)``."""
     was = model.training
     model.eval()
-    xn, xc = _tensors(data, part)
+    xn, xc = tensors(data, part)
     n = data.size(part)
     out = []
     for i in range(0, n, batch_size):
@@ -205,7 +206,7 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
         opt = torch.optim.AdamW(model.make_parameter_groups(), lr=settings["lr"],
                                 weight_decay=settings["weight_decay"])
         gen = torch.Generator().manual_seed(int(seed))
-        xn, xc = _tensors(data, "train")
+        xn, xc = tensors(data, "train")
         y = torch.as_tensor(data.y["train"])
         n, bs = len(y), int(settings["batch_size"])
         best, best_state, best_epoch, bad, history = -math.inf, None, 0, 0, []
@@ -476,7 +477,7 @@ def extract_rows(model, data: TabularData, part: str, rows, *, average_heads: bo
     rows = np.asarray(rows, dtype=np.int64)
     atts, outs = [], []
     for i in range(0, len(rows), batch_size):
-        xn, xc = _tensors(data, part, rows[i:i + batch_size])
+        xn, xc = tensors(data, part, rows[i:i + batch_size])
         ex = extract(model, (xn, xc), average_heads=average_heads)
         atts.append(ex.attention)
         outs.append(ex.outputs)
@@ -522,7 +523,7 @@ def measure_rows(model, data: TabularData, part: str, rows, *, model_name: str, 
     tables, rolls, heads = [], [], []
     t0 = time.perf_counter()
     for i in range(0, len(rows), batch_size):
-        xn, xc = _tensors(data, part, rows[i:i + batch_size])
+        xn, xc = tensors(data, part, rows[i:i + batch_size])
         ex = extract(model, (xn, xc))
         ids = ids_all[i:i + batch_size]
         t = measure(ex.attention, ex.roles, model=model_name, input_ids=ids, weights=weights, tol=tol, atol=atol)
@@ -533,7 +534,7 @@ def measure_rows(model, data: TabularData, part: str, rows, *, model_name: str, 
     k = min(int(head_inputs), len(rows))
     for i in range(0, k, batch_size):
         stop = min(i + batch_size, k)
-        xn, xc = _tensors(data, part, rows[i:stop])
+        xn, xc = tensors(data, part, rows[i:stop])
         ex = extract(model, (xn, xc), average_heads=False)
         heads.append(head_rows(ex.attention, ex.roles, model=model_name, input_ids=ids_all[i:stop],
                                weights=weights, tol=tol, atol=atol))
@@ -603,6 +604,6 @@ def measure_and_store(store, slug: str, *, models: Dict[str, Any], data: Tabular
     return {"table": store.load(slug, params)[0], "heads": heads, "rollout": roll, "entry": entry, "cached": False}
 
 
-__all__ = ["CLS_POSITION", "MEASURE_VERSION", "measure_and_store", "measure_rows", "select_rows", "Capture", "TRAIN_DEFAULTS", "TrainResult", "cache_key", "capture", "extract",
+__all__ = ["CLS_POSITION", "tensors", "MEASURE_VERSION", "measure_and_store", "measure_rows", "select_rows", "Capture", "TRAIN_DEFAULTS", "TrainResult", "cache_key", "capture", "extract",
            "extract_rows", "fit", "load_checkpoint", "make_model", "model_config", "predict",
            "recompute_attention", "roles_for", "score", "train_settings"]
