@@ -159,6 +159,12 @@ def test_verified_local_file_is_read_with_the_sklearn_transform(tmp_path, monkey
     assert len(df) == 2
 
 
+def test_missing_data_folder_is_data_unavailable(tmp_path, monkeypatch):
+    monkeypatch.setenv("DOBRUSHIN_DATA", str(tmp_path / "nowhere"))
+    with pytest.raises(td.DataUnavailable, match="not a folder"):
+        td.load_california()
+
+
 def test_missing_file_and_unset_sources_fail_fast(tmp_path, monkeypatch):
     (tmp_path / "SHA256SUMS").write_text("")
     monkeypatch.setenv("DOBRUSHIN_DATA", str(tmp_path))

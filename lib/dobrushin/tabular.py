@@ -11,7 +11,8 @@ batch 256, loss MSE (regression, standardised target) or binary cross-entropy, e
 validation split after every epoch and stopping after ``patience`` (16) epochs without improvement or at
 ``max_epochs``; the best validation state is kept.  Everything random (initialisation, batch order,
 dropout) is drawn from generators seeded with ``seed``, so the same data, configuration and seed give
-the same weights on the same machine and thread count.
+the same weights on the same machine and torch thread count (the thread count is not part of the cache
+key: a different count may change the last bits, not the model).
 
 Checkpoint cache
 ----------------
@@ -235,6 +236,8 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
                 bad += 1
                 if bad >= int(settings["patience"]):
                     break
+    if best_state is None:
+        raise RuntimeError(f"{data.name} seed {seed}: no epoch gave a finite validation score (training diverged)")
     model.load_state_dict(best_state)
     model.eval()
     return model, epoch, best_epoch, history, time.perf_counter() - t0

@@ -124,12 +124,21 @@ def _sums(root: Path) -> Dict[str, str]:
     return out
 
 
+def _root() -> Optional[Path]:
+    """``DOBRUSHIN_DATA`` as a folder, None when unset; a set but missing folder is :class:`DataUnavailable`
+    (never a silent download)."""
+    try:
+        return data_dir()
+    except FileNotFoundError as e:
+        raise DataUnavailable(str(e)) from e
+
+
 def local_file(rel: str) -> Tuple[Path, str]:
     """``$DOBRUSHIN_DATA/<rel>`` after checking it against ``SHA256SUMS``; returns (path, sha256).
 
     Raises :class:`DataUnavailable` when the file is missing, unlisted or its checksum differs.
     """
-    root = data_dir()
+    root = _root()
     if root is None:
         raise DataUnavailable("DOBRUSHIN_DATA is not set")
     path = root / rel
@@ -177,7 +186,7 @@ def california_from_raw(raw: np.ndarray) -> pd.DataFrame:
 
 def load_california() -> Tuple[pd.DataFrame, dict]:
     """California Housing as scikit-learn's frame (20 640 rows) and a provenance dict."""
-    if data_dir() is not None:
+    if _root() is not None:
         path, digest = local_file("california_housing/cal_housing.data.gz")
         with gzip.open(path, "rt") as f:
             raw = np.loadtxt(f, delimiter=",")
@@ -205,7 +214,7 @@ def load_adult() -> Tuple[Dict[str, pd.DataFrame], dict]:
     """UCI Adult: ``{"train": 32 561 rows, "test": 16 281 rows}`` with :data:`ADULT_COLUMNS`, and provenance."""
     files = {"train": "adult/adult.data.gz", "test": "adult/adult.test.gz"}
     out, sha, source = {}, {}, {}
-    if data_dir() is not None:
+    if _root() is not None:
         for part, rel in files.items():
             path, digest = local_file(rel)
             out[part] = _read_adult(gzip.decompress(path.read_bytes()), part)
