@@ -318,7 +318,8 @@ def embedded_sentences(min_chars: int = 40, max_chars: int = 200, min_words: int
 
     ``pydoc_data.topics`` holds the text of the language reference.  Topics are taken in sorted
     order; paragraphs with indented or ``>>>`` lines (code) are dropped; the rest is split into
-    sentences at ``. ! ?`` followed by a capital letter; a sentence is kept when it starts with a
+    sentences at ``. ! ?`` (possibly followed by a closing quote or bracket) followed by a
+    capital letter; whitespace is collapsed; a sentence is kept when it starts with a
     capitalised word, ends with a full stop, has ``min_chars..max_chars`` characters and at least
     ``min_words`` words, and contains no code-like characters (quotes, backticks, brackets,
     operators, ``::``, dotted names).  Duplicates are dropped (first occurrence kept).
@@ -332,8 +333,8 @@ def embedded_sentences(min_chars: int = 40, max_chars: int = 200, min_words: int
             lines = para.splitlines()
             if any(ln.startswith("   ") or ln.lstrip().startswith(">>>") for ln in lines):
                 continue
-            text = " ".join(ln.strip() for ln in lines)
-            for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", text):
+            text = " ".join(" ".join(lines).split())
+            for s in re.split(r"(?:(?<=[.!?])|(?<=[.!?][\u2019\u201d')]))\s+(?=[A-Z])", text):
                 s = s.strip()
                 if not (min_chars <= len(s) <= max_chars) or not s.endswith("."):
                     continue

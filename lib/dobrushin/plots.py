@@ -1,0 +1,267 @@
+"""Shared figures of the measurement notebooks, drawn from the tidy result tables only.
+
+Every function takes a table in the :data:`dobrushin.results.SCHEMA` layout (or the pipeline's
+heads / rollout tables), draws one panel per model and returns the matplotlib ``Figure``;
+:func:`save_figure` writes it as PNG and SVG to ``results/figures/<notebook>-<what>.{png,svg}``.
+Layers are shown 1-based (layer 1 acts first).  Colours: trained weights ``C0``, untrained control
+``C1``; line style: ``content`` solid, ``with_special`` dashed.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .stats import wilson
+
+WEIGHT_STYLE = {"pretrained": {"color": "C0", "label": "trained weights"},
+                "untrained": {"color": "C1", "label": "untrained control"}}
+VARIANT_STYLE = {"content": {"linestyle": "-", "label": "content tokens"},
+                 "with_special": {"linestyle": "--", "label": "with special tokens"}}
+
+
+def _name(model_id: str) -> str:
+    return str(model_id).rstrip("/").split("/")[-1]
+
+
+def _grid(n_panels: int, ncols: int, panel=(4.0, 3.0), sharey=True):
+    import matplotlib.pyplot as plt
+
+    if n_panels < 1:
+        raise ValueError("nothing to plot: the table is empty")
+    ncols = max(1, min(ncols, n_panels))
+    nrows = math.ceil(n_panels / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel[0] * ncols, panel[1] * nrows), squeeze=False,
+                             sharey=sharey, layout="constrained")
+    flat = axes.ravel()
+    for ax in flat[n_panels:]:
+        ax.set_visible(False)
+    return fig, flat[:n_panels]
+
+
+def _models(df: pd.DataFrame, models: Optional[Sequence[str]]):
+    present = list(dict.fromkeys(df["model"].astype(str)))
+    if models is None:
+        return present
+    missing = [m for m in models if m not in present]
+    if missing:
+        raise ValueError(f"models {missing} are not in the table (it has {present})")
+    return list(models)
+
+
+def _require(df: pd.DataFrame, cols: Sequence[str], what: str):
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what} lacks columns {missing}")
+
+
+def layer_fractions(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model x weights x variant x layer: k, n, fraction holding and Wilson 95% bounds."""
+    _require(table, ["model", "weights", "variant", "layer", "holds"], "the table")
+    rows = []
+    for key, g in table.groupby(["model", "weights", "variant", "layer"], sort=True, observed=True):
+        k, n = int(g["holds"].sum()), len(g)
+        rows.append((*key, k, n, *wilson(k, n)))
+    return pd.DataFrame(rows, columns=["model", "weights", "variant", "layer", "k", "n", "fraction",
+                                       "ci_low", "ci_high"])
+
+
+def layer_profile(table: pd.DataFrame, *, variants: Sequence[str] = ("content", "with_special"),
+                  models: Optional[Sequence[str]] = None, ncols: int = 3, title: Optional[str] = None):
+    """Fraction of inputs for which the condition holds, per layer, with Wilson 95% bands."""
+    models = _models(table, models)  # panels in the order the models appear in the table
+    fr = layer_fractions(table)
+    fr = fr[fr["variant"].isin(list(variants))]
+    fig, axes = _grid(len(models), ncols)
+    for ax, m in zip(axes, models):
+        sub = fr[fr["model"] == m]
+        for (w, v), g in sub.groupby(["weights", "variant"], sort=True, observed=True):
+            x = g["layer"].to_numpy() + 1
+            ws, vs = WEIGHT_STYLE.get(w, {"color": "C2", "label": w}), VARIANT_STYLE.get(v, {"linestyle": ":", "label": v})
+            ax.plot(x, g["fraction"], color=ws["color"], linestyle=vs["linestyle"], marker="o", ms=3,
+                    label=f"{ws['label']}, {vs['label']}")
+            ax.fill_between(x, g["ci_low"], g["ci_high"], color=ws["color"], alpha=0.15 if v == "content" else 0.07,
+                            linewidth=0)
+        n_in = int(sub["n"].max()) if len(sub) else 0
+        ax.set_title(f"{_name(m)} (≤{n_in} inputs/layer)", fontsize=10)
+        ax.set_xlabel("layer")
+        ax.set_ylim(-0.03, 1.03)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("fraction where equality holds")
+    for ax in axes[::max(1, min(ncols, len(axes)))]:
+        ax.set_ylabel("fraction where equality holds")
+    _legend(fig, axes)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def _legend(fig, axes):
+    handles, labels = {}, []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in handles:
+                handles[lab] = h
+                labels.append(lab)
+    if handles:
+        fig.legend([handles[lab] for lab in labels], labels, loc="outside lower center",
+                   ncols=min(4, len(labels)), fontsize=9, frameon=False)
+
+
+def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
+                   ncols: int = 3, title: Optional[str] = None):
+    """Distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) per layer (box plots; trained and
+    untrained side by side).  Slack 0 is the equality case."""
+    _require(table, ["model", "weights", "variant", "layer", "slack"], "the table")
+    df = table[table["variant"] == variant]
+    models = _models(df, models)
+    fig, axes = _grid(len(models), ncols)
+    for ax, m in zip(axes, models):
+        sub = df[df["model"] == m]
+        ws = [w for w in WEIGHT_STYLE if (sub["weights"] == w).any()]
+        layers = np.sort(sub["layer"].unique())
+        width = 0.8 / max(1, len(ws))
+        for i, w in enumerate(ws):
+            g = sub[sub["weights"] == w]
+            data = [g.loc[g["layer"] == layer, "slack"].to_numpy() for layer in layers]
+            pos = layers + 1 + (i - (len(ws) - 1) / 2) * width
+            bp = ax.boxplot(data, positions=pos, widths=width * 0.9, patch_artist=True, showfliers=True,
+                            flierprops={"markersize": 2, "alpha": 0.5, "markeredgecolor": WEIGHT_STYLE[w]["color"]},
+                            medianprops={"color": "k", "linewidth": 1}, manage_ticks=False)
+            for box in bp["boxes"]:
+                box.set_facecolor(WEIGHT_STYLE[w]["color"])
+                box.set_alpha(0.6)
+            ax.plot([], [], color=WEIGHT_STYLE[w]["color"], lw=6, alpha=0.6, label=WEIGHT_STYLE[w]["label"])
+        step = max(1, len(layers) // 12)
+        ax.set_xticks(layers[::step] + 1)
+        ax.set_title(_name(m), fontsize=10)
+        ax.set_xlabel("layer")
+        ax.grid(alpha=0.3, axis="y")
+    for ax in axes[::max(1, min(ncols, len(axes)))]:
+        ax.set_ylabel("slack ½(1+κ(A)) − κ(½(I+A))")
+    _legend(fig, axes)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
+                    ncols: int = 3, title: Optional[str] = None):
+    """Per input: κ of the rollout (y) against the whole-rollout bound ∏½(1+κ(Ã_l)) (x), log-log,
+    with the diagonal y = x (points must lie on or below it)."""
+    _require(roll, ["model", "weights", "variant", "kappa_rollout", "bound"], "the rollout table")
+    df = roll[roll["variant"] == variant]
+    models = _models(df, models)
+    fig, axes = _grid(len(models), ncols, sharey=False)
+    for ax, m in zip(axes, models):
+        sub = df[df["model"] == m]
+        for w, g in sub.groupby("weights", sort=True, observed=True):
+            st = WEIGHT_STYLE.get(w, {"color": "C2", "label": w})
+            ax.scatter(g["bound"], g["kappa_rollout"].clip(lower=1e-300), s=10, alpha=0.7,
+                       color=st["color"], label=st["label"])
+        vals = np.concatenate([sub["bound"].to_numpy(float), sub["kappa_rollout"].to_numpy(float)])
+        vals = vals[vals > 0]
+        lo, hi = (vals.min() / 1.5, vals.max() * 1.5) if vals.size else (1e-3, 1.0)
+        span = 1.5  # at least 1.5 decades, so the log axes carry labelled powers of ten
+        if np.log10(hi / lo) < span:
+            mid = np.sqrt(lo * hi)
+            lo, hi = mid / 10 ** (span / 2), mid * 10 ** (span / 2)
+        ax.plot([lo, hi], [lo, hi], color="k", lw=0.8, ls=":", label="κ(R) = bound")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        from matplotlib.ticker import NullFormatter
+
+        ax.xaxis.set_minor_formatter(NullFormatter())  # powers of ten only (the span is >= 1.5 decades)
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_title(_name(m), fontsize=10)
+        ax.set_xlabel("bound ∏ ½(1+κ(Ã_l))")
+        ax.set_ylabel("κ(rollout)")
+        ax.grid(alpha=0.3, which="both")
+    _legend(fig, axes)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", weights: Optional[str] = None,
+                 models: Optional[Sequence[str]] = None, ncols: int = 3, title: Optional[str] = None):
+    """Fraction of inputs for which the condition holds, per layer (rows) and head (columns).
+
+    ``weights=None`` shows the trained weights where measured, else the untrained control; the
+    panel title says which."""
+    _require(heads, ["model", "weights", "variant", "layer", "head", "holds"], "the heads table")
+    df = heads[heads["variant"] == variant]
+    models = _models(df, models)
+    import matplotlib.pyplot as plt
+
+    fig, axes = _grid(len(models), ncols, panel=(3.6, 3.4), sharey=False)
+    im = None
+    for ax, m in zip(axes, models):
+        sub = df[df["model"] == m]
+        w = weights or ("pretrained" if (sub["weights"] == "pretrained").any() else "untrained")
+        g = sub[sub["weights"] == w]
+        piv = g.pivot_table(index="layer", columns="head", values="holds", aggfunc="mean", observed=True)
+        im = ax.imshow(piv.to_numpy(float), vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower",
+                       extent=(0.5, piv.shape[1] + 0.5, 0.5, piv.shape[0] + 0.5), interpolation="nearest")
+        k = g["input_id"].nunique()
+        ax.set_title(f"{_name(m)}\n{WEIGHT_STYLE.get(w, {'label': w})['label']}, {k} input{'s' if k != 1 else ''}",
+                     fontsize=9)
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+    if im is not None:
+        fig.colorbar(im, ax=list(axes), shrink=0.8, label="fraction where equality holds")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+class Admonition:
+    """A warning box for notebook output: HTML with the admonition classes of the book's theme
+    (Jupyter Book renders a ``text/html`` output as is), Markdown and plain-text fallbacks."""
+
+    def __init__(self, title: str, body: str, kind: str = "warning"):
+        if kind not in ("note", "warning", "important", "caution", "danger", "tip"):
+            raise ValueError(f"unknown admonition kind {kind!r}")
+        self.title, self.body, self.kind = str(title), str(body), kind
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return (f'<div class="admonition {self.kind}"><p class="admonition-title">{html.escape(self.title)}</p>'
+                f"<p>{html.escape(self.body)}</p></div>")
+
+    def _repr_markdown_(self) -> str:
+        return f"**{self.title}**: {self.body}"
+
+    def __repr__(self) -> str:
+        return f"{self.kind.upper()}: {self.title}: {self.body}"
+
+
+def admonition(title: str, body: str, kind: str = "warning") -> Admonition:
+    """``display(admonition("Not reproduced in this build", "weights unavailable: ..."))``."""
+    return Admonition(title, body, kind)
+
+
+def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
+    """Write ``fig`` to ``<results_dir>/figures/<notebook>-<what>.png`` and ``.svg`` (atomically);
+    returns the two paths."""
+    from .paths import results_dir as default_results
+    from .results import _atomic, slugify
+
+    root = Path(results_dir) if results_dir is not None else default_results()
+    out = []
+    for ext in ("png", "svg"):
+        p = root / "figures" / f"{slugify(notebook)}-{slugify(what)}.{ext}"
+        _atomic(p, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=150 if ext == "png" else None,
+                                                    metadata={"Date": None} if ext == "svg" else None))
+        out.append(p)
+    return out
+
+
+__all__ = ["Admonition", "admonition", "head_heatmap", "layer_fractions", "layer_profile", "rollout_scatter", "save_figure",
+           "slack_by_layer"]

@@ -1,0 +1,346 @@
+"""The measurement pipeline on tiny random models (HF ViT and BERT layouts; no downloads):
+numbers against an independent recomputation from the models' own ``output_attentions``, the
+rollout table, per-head rows, the weights-unavailable status, caching, corrupt-file recovery,
+padding invariance, and the shared plots."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+
+from dobrushin.inputs import load_images, load_texts
+from dobrushin.models import LoadedModel, WeightsUnavailable
+from dobrushin.pipeline import (
+    HEAD_COLUMNS,
+    ROLLOUT_COLUMNS,
+    collect,
+    fractions,
+    head_summary,
+    measure_model,
+    rollout_summary,
+    status_table,
+)
+from dobrushin.results import SCHEMA, ResultStore
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+L, H = 2, 4  # layers and heads of the tiny models
+
+
+# ---------------------------------------------------------------------------------------------
+# tiny models and loaders
+
+
+def _tiny_vit(seed: int):
+    from transformers import ViTConfig, ViTModel
+
+    cfg = ViTConfig(hidden_size=32, num_hidden_layers=L, num_attention_heads=H, intermediate_size=64,
+                    image_size=32, patch_size=8, attn_implementation="eager")
+    torch.manual_seed(seed)
+    return ViTModel(cfg, add_pooling_layer=False).eval()
+
+
+def _pixels(images):
+    arrs = [np.asarray(im.resize((32, 32), Image.BILINEAR), dtype=np.float32) / 255.0 for im in images]
+    return torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous() * 2 - 1
+
+
+def _tiny_bert(seed: int):
+    from transformers import BertConfig, BertModel
+
+    cfg = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=L, num_attention_heads=H,
+                     intermediate_size=64, pad_token_id=0, attn_implementation="eager")
+    torch.manual_seed(seed)
+    return BertModel(cfg, add_pooling_layer=False).eval()
+
+
+def _tokens(sentences):
+    """Whitespace tokenizer: [CLS]=1, words -> 3..63, [SEP]=2, padded with 0 to the longest."""
+    seqs = [[1] + [3 + sum(w.encode()) % 61 for w in s.split()][:20] + [2] for s in sentences]
+    T = max(map(len, seqs))
+    ids = torch.zeros(len(seqs), T, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    special = torch.zeros_like(ids)
+    for b, s in enumerate(seqs):
+        ids[b, : len(s)] = torch.tensor(s)
+        mask[b, : len(s)] = 1
+        special[b, 0] = special[b, len(s) - 1] = 1
+    return {"input_ids": ids, "attention_mask": mask, "special_tokens_mask": special}
+
+
+class TinyLoader:
+    """Stands in for dobrushin.models.load_model: "pretrained" = a fixed seed (1000), untrained = ``seed``."""
+
+    def __init__(self, kind="vision", unavailable=False):
+        self.kind, self.unavailable, self.calls = kind, unavailable, []
+
+    def model(self, pretrained: bool, seed: int = 0):
+        s = 1000 if pretrained else seed
+        return _tiny_vit(s) if self.kind == "vision" else _tiny_bert(s)
+
+    def __call__(self, model_id, *, pretrained=True, seed=0, image_size=224, max_length=128):
+        self.calls.append(pretrained)
+        if pretrained and self.unavailable:
+            raise WeightsUnavailable("tiny/model is not in the local cache (test)")
+        return LoadedModel(model=self.model(pretrained, seed), preprocess=_pixels if self.kind == "vision" else _tokens,
+                           kind=self.kind, source="hf", weights="pretrained" if pretrained else "untrained",
+                           model_id=model_id, family="vit" if self.kind == "vision" else "bert")
+
+
+@pytest.fixture
+def images(tmp_path):
+    d = tmp_path / "imgs"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        Image.fromarray(rng.integers(0, 256, (40, 48, 3), dtype=np.uint8)).save(d / f"im{i}.png")
+    Image.fromarray(rng.integers(0, 256, (40, 40), dtype=np.uint8), mode="L").save(d / "grey.jpg")
+    return load_images(d, seed=0)
+
+
+@pytest.fixture
+def sentences(tmp_path):
+    f = tmp_path / "dev.tsv"
+    rows = ["a fine film .", "the plot is thin but the actors carry it well .", "no .",
+            "an uneven , overlong and oddly touching story about two brothers .", "fun !"]
+    f.write_text("sentence\tlabel\n" + "".join(f"{r}\t1\n" for r in rows))
+    return load_texts(f, seed=0)
+
+
+KW = dict(batch_size=3, head_inputs=2, device="cpu", progress=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# independent brute-force maths
+
+
+def bf_kappa(A):
+    return float((0.5 * np.abs(A[:, None, :] - A[None, :, :]).sum(-1)).max())
+
+
+def bf_numbers(A):
+    """(κ(A), κ(½(I+A)), ½(1+κ(A))) by definition, no shared code with dobrushin."""
+    k = bf_kappa(A)
+    return k, bf_kappa(0.5 * (np.eye(len(A)) + A)), 0.5 * (1 + k)
+
+
+def own_attention(model, x):
+    """Per-layer attention from the model's own ``output_attentions`` (float64, (L, B, H, n, n))."""
+    with torch.no_grad():
+        if isinstance(x, dict):
+            x = {k: v for k, v in x.items() if k != "special_tokens_mask"}
+            out = model(**x, output_attentions=True)
+        else:
+            out = model(pixel_values=x, output_attentions=True)
+    return np.stack([a.double().numpy() for a in out.attentions])
+
+
+def renorm(A, keep):
+    S = A[np.ix_(keep, keep)]
+    return S / S.sum(1, keepdims=True)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_vision_numbers_match_independent_recomputation(tmp_path, images):
+    loader = TinyLoader()
+    run = measure_model("tiny/vit", images, store=ResultStore(tmp_path / "res", "nb"), loader=loader,
+                        n_untrained=4, **KW)
+    t = run.table
+    assert list(t.columns) == list(SCHEMA) and run.status == "ok"
+    # rows: inputs x layers x variants, per weights; untrained on a prefix of the inputs
+    assert len(t[t.weights == "pretrained"]) == len(images) * L * 2
+    assert set(t[t.weights == "untrained"].input_id) == set(images.ids[:4])
+    checked = borderline = 0
+    for w, pre in (("pretrained", True), ("untrained", False)):
+        ids = images.ids if pre else images.ids[:4]
+        att = own_attention(loader.model(pre), _pixels(images.items(0, len(ids))))  # (L, B, H, n, n)
+        avg = att.mean(2)
+        n = avg.shape[-1]
+        for b, iid in enumerate(ids):
+            for variant, keep in (("content", np.arange(1, n)), ("with_special", np.arange(n))):
+                for layer in range(L):
+                    k, kf, bound = bf_numbers(renorm(avg[layer, b], keep))
+                    row = t[(t.weights == w) & (t.input_id == iid) & (t.variant == variant) & (t.layer == layer)]
+                    assert len(row) == 1
+                    row = row.iloc[0]
+                    assert row.n_tokens == len(keep)
+                    np.testing.assert_allclose([row.kappa, row.kappa_factor, row.bound], [k, kf, bound], atol=1e-6)
+                    if abs(bound - kf) > 1e-6:  # clear-cut cases: holds <=> the layer bound is attained
+                        assert bool(row.holds) is False
+                        checked += 1
+                    elif abs(bound - kf) < 1e-9:
+                        assert bool(row.holds) is True
+                        checked += 1
+                    else:
+                        borderline += 1
+    assert checked > 0 and borderline <= 2
+
+
+def test_rollout_and_heads_match_independent_recomputation(tmp_path, images):
+    loader = TinyLoader()
+    run = measure_model("tiny/vit", images, store=ResultStore(tmp_path / "res", "nb"), loader=loader,
+                        weights=("pretrained",), **KW)
+    r = run.rollout
+    assert list(r.columns) == list(ROLLOUT_COLUMNS) and len(r) == len(images) * 2
+    att = own_attention(loader.model(True), _pixels(images.items()))
+    avg = att.mean(2)
+    n = avg.shape[-1]
+    for b, iid in enumerate(images.ids):
+        for variant, keep in (("content", np.arange(1, n)), ("with_special", np.arange(n))):
+            mats = [renorm(avg[layer, b], keep) for layer in range(L)]
+            R = np.eye(len(keep))
+            for A in mats:  # layer 1 acts first: R = F_L ... F_1
+                R = 0.5 * (np.eye(len(keep)) + A) @ R
+            row = r[(r.input_id == iid) & (r.variant == variant)].iloc[0]
+            np.testing.assert_allclose(row.kappa_rollout, bf_kappa(R), atol=1e-6)
+            np.testing.assert_allclose(row.bound, np.prod([0.5 * (1 + bf_kappa(A)) for A in mats]), atol=1e-6)
+            np.testing.assert_allclose(row.factor_product,
+                                       np.prod([bf_kappa(0.5 * (np.eye(len(keep)) + A)) for A in mats]), atol=1e-6)
+    # the theorem chain: kappa(R) <= prod kappa(F_l) <= prod bound_l, for every input
+    assert (r.kappa_rollout <= r.factor_product + 1e-9).all() and (r.factor_product <= r.bound + 1e-9).all()
+    assert (rollout_summary(r)["violations"] == 0).all()
+    # heads: first head_inputs inputs, every layer and head, content tokens
+    h = run.heads
+    assert list(h.columns) == list(HEAD_COLUMNS)
+    assert len(h) == KW["head_inputs"] * L * H and set(h.input_id) == set(images.ids[: KW["head_inputs"]])
+    for _, row in h.sample(8, random_state=0).iterrows():
+        b = images.ids.index(row.input_id)
+        k, kf, bound = bf_numbers(renorm(att[int(row["layer"]), b, int(row["head"])], np.arange(1, n)))
+        np.testing.assert_allclose([row.kappa, row.slack], [k, bound - kf], atol=1e-6)
+    hs = head_summary(h)
+    assert hs.loc[0, "k"] == int(h.holds.sum()) and hs.loc[0, "heads"] == H
+
+
+def test_weights_unavailable_is_recorded_and_untrained_still_runs(tmp_path, images):
+    store = ResultStore(tmp_path / "res", "nb")
+    run = measure_model("tiny/vit", images, store=store, loader=TinyLoader(unavailable=True), n_untrained=3, **KW)
+    assert run.status == "weights unavailable: tiny/model is not in the local cache (test)"
+    assert set(run.table.weights) == {"untrained"} and run.table.input_id.nunique() == 3
+    m = json.loads(store.manifest_path.read_text())["entries"]["tiny--vit"]
+    assert m["status"] == run.status and m["runs"]["untrained"]["status"] == "ok"
+    assert m["model"] == "tiny/vit" and m["display"] == "vit" and m["family"] == "vit" and m["device"].startswith("cpu")
+    st = status_table([run])
+    assert list(st.weights) == ["pretrained", "untrained"]
+    assert st.status.iloc[0].startswith("weights unavailable: ") and st.inputs.tolist() == [0, 3]
+
+
+def test_cache_reuse_corrupt_files_and_parameter_changes(tmp_path, images):
+    store = ResultStore(tmp_path / "res", "nb")
+    loader = TinyLoader()
+    first = measure_model("tiny/vit", images, store=store, loader=loader, **KW)
+    assert not first.cached and loader.calls == [True, False]
+    main = store.path("tiny/vit")
+    stamp = main.stat().st_mtime_ns
+    again = measure_model("tiny/vit", images, store=store, loader=loader, **KW)
+    assert again.cached and loader.calls == [True, False]  # nothing loaded, nothing recomputed
+    assert main.stat().st_mtime_ns == stamp
+    pd.testing.assert_frame_equal(again.table, first.table)
+    pd.testing.assert_frame_equal(again.heads, first.heads)
+    pd.testing.assert_frame_equal(again.rollout, first.rollout)
+    # a corrupt main table -> recomputed, with identical numbers (same params + seed)
+    main.write_bytes(main.read_bytes()[:100])
+    redo = measure_model("tiny/vit", images, store=store, loader=loader, **KW)
+    assert not redo.cached and len(loader.calls) == 4
+    pd.testing.assert_frame_equal(redo.table, first.table)
+    # a truncated secondary table -> recomputed too
+    heads = store.path("tiny/vit", ".heads.parquet")
+    heads.write_bytes(heads.read_bytes()[:-10])
+    redo2 = measure_model("tiny/vit", images, store=store, loader=loader, **KW)
+    assert not redo2.cached
+    pd.testing.assert_frame_equal(redo2.heads, first.heads)
+    assert measure_model("tiny/vit", images, store=store, loader=loader, **KW).cached
+    # any parameter that changes the numbers changes the key
+    n = len(loader.calls)
+    assert not measure_model("tiny/vit", images.head(4), store=store, loader=loader, **KW).cached
+    assert not measure_model("tiny/vit", images, store=store, loader=loader, **{**KW, "head_inputs": 1}).cached
+    assert not measure_model("tiny/vit", images, store=store, loader=loader, seed=1, **KW).cached
+    assert len(loader.calls) == n + 6
+    # collect() reads back what the manifest lists
+    c = collect(store)
+    pd.testing.assert_frame_equal(c["table"], store.tables())
+    assert len(c["rollout"]) > 0 and len(c["heads"]) > 0
+
+
+def test_unavailable_entry_is_rechecked(tmp_path, images):
+    store = ResultStore(tmp_path / "res", "nb")
+    off = TinyLoader(unavailable=True)
+    measure_model("tiny/vit", images, store=store, loader=off, **KW)
+    assert measure_model("tiny/vit", images, store=store, loader=off, **KW).cached
+    assert off.calls == [True, False, True]  # one cheap re-check of the trained weights
+    on = TinyLoader()  # the weights have become available: recompute with them
+    run = measure_model("tiny/vit", images, store=store, loader=on, **KW)
+    assert not run.cached and run.status == "ok" and set(run.table.weights) == {"pretrained", "untrained"}
+
+
+def test_text_padding_does_not_change_numbers(tmp_path, sentences):
+    loader = TinyLoader("text")
+    one = measure_model("tiny/bert", sentences, store=ResultStore(tmp_path / "a", "nb"), loader=loader,
+                        **{**KW, "batch_size": 1})
+    many = measure_model("tiny/bert", sentences, store=ResultStore(tmp_path / "b", "nb"), loader=loader,
+                         **{**KW, "batch_size": 5})
+    key = ["weights", "input_id", "variant", "layer"]
+    a, b = one.table.sort_values(key).reset_index(drop=True), many.table.sort_values(key).reset_index(drop=True)
+    assert (a[key] == b[key]).all().all()
+    np.testing.assert_allclose(a[["kappa", "kappa_factor", "bound"]], b[["kappa", "kappa_factor", "bound"]], atol=1e-6)
+    # content tokens are the words; with_special adds [CLS] and [SEP] and never a pad token
+    words = {iid: len(s.split()) for iid, s in zip(sentences.ids, sentences.items())}
+    for _, row in b.iterrows():
+        assert row.n_tokens == words[row.input_id] + (2 if row.variant == "with_special" else 0)
+    # the equality test on each sentence agrees with the definition from the model's own attention
+    att = own_attention(loader.model(True), _tokens([sentences[0]]))
+    A = renorm(att[1, 0].mean(0), np.arange(1, words[sentences.ids[0]] + 1))
+    r = b[(b.weights == "pretrained") & (b.input_id == sentences.ids[0]) & (b.variant == "content") & (b.layer == 1)]
+    np.testing.assert_allclose(r.kappa.iloc[0], bf_kappa(A), atol=1e-6)
+
+
+def test_bad_arguments(tmp_path, images, sentences):
+    store = ResultStore(tmp_path / "res", "nb")
+    with pytest.raises(ValueError, match="weights"):
+        measure_model("tiny/vit", images, store=store, loader=TinyLoader(), weights=("trained",))
+    with pytest.raises(ValueError, match="batch_size"):
+        measure_model("tiny/vit", images, store=store, loader=TinyLoader(), batch_size=0)
+    with pytest.raises(ValueError, match="n_untrained"):
+        measure_model("tiny/vit", images, store=store, loader=TinyLoader(), n_untrained=0)
+    with pytest.raises(ValueError, match="text model but the inputs are images"):
+        measure_model("tiny/bert", images, store=store, loader=TinyLoader("text"), **KW)
+    with pytest.raises(ValueError, match="device"):
+        measure_model("tiny/vit", images, store=store, loader=TinyLoader(), device="nonsense")
+
+
+def test_fractions_and_plots(tmp_path, images):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dobrushin import plots
+    from dobrushin.stats import wilson
+
+    run = measure_model("tiny/vit", images, store=ResultStore(tmp_path / "res", "nb"), loader=TinyLoader(), **KW)
+    f = fractions(run.table)
+    for _, row in f.iterrows():
+        g = run.table[(run.table.weights == row.weights) & (run.table.variant == row.variant)]
+        assert (row.k, row.n) == (int(g.holds.sum()), len(g))
+        assert (row.fraction, row.ci_low, row.ci_high) == wilson(row.k, row.n)
+    lf = plots.layer_fractions(run.table)
+    assert len(lf) == 2 * 2 * L and (lf.n == len(images)).all()
+    figs = {
+        "profile": plots.layer_profile(run.table),
+        "slack": plots.slack_by_layer(run.table),
+        "rollout": plots.rollout_scatter(run.rollout),
+        "heads": plots.head_heatmap(run.heads),
+    }
+    for what, fig in figs.items():
+        assert sum(ax.get_visible() for ax in fig.axes if ax.get_label() != "<colorbar>") >= 1
+        paths = plots.save_figure(fig, "nb", what, tmp_path / "res")
+        assert [p.name for p in paths] == [f"nb-{what}.png", f"nb-{what}.svg"]
+        assert all(p.stat().st_size > 1000 for p in paths)
+    with pytest.raises(ValueError, match="not in the table"):
+        plots.layer_profile(run.table, models=["other/model"])
+    with pytest.raises(ValueError, match="lacks columns"):
+        plots.rollout_scatter(run.table)
