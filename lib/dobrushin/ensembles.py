@@ -1,0 +1,604 @@
+r"""Random row-stochastic matrices and the Monte-Carlo law of the equality condition.
+
+Ensembles (rows i.i.d., coordinates of a row exchangeable):
+
+* :func:`dirichlet` — every row ~ Dirichlet(α, …, α); α = 1 is the uniform distribution on the simplex;
+* :func:`softmax_gaussian` — every row is ``softmax(z / T)`` with ``z`` i.i.d. standard normal logits.
+
+For one matrix ``A`` let ``(i, j)`` be the pair attaining κ(A) (unique almost surely for these
+ensembles) and ``u = A_i − A_j``.  The two self-dominance comparisons of the pair are
+``X = [A_ii ≥ A_ji]`` and ``Y = [A_jj ≥ A_ij]``; the equality condition *holds* iff ``X and Y``; the
+pair is *both reversed* iff neither, and *mixed* otherwise.  With ``P = #{k: u_k > 0}``,
+``N = #{k: u_k < 0}`` and ``Z = n − P − N`` the *column-averaged score* of the matrix is
+
+.. math::  s(A) = \frac{(P+Z)(N+Z) - Z}{n(n-1)},
+
+the fraction of ordered pairs of distinct columns ``(c, d)`` with ``u_c ≥ 0 ≥ u_d``: the probability
+that the condition holds after the columns of ``A`` are permuted uniformly at random.  For an ensemble
+whose law is invariant under permuting columns, ``E[s(A)] = P(holds)`` (the column-averaging lemma of
+the chapter *The law of the random baseline*), so the mean of ``s`` is an unbiased estimator of the
+baseline with a far smaller variance than the fraction of matrices that hold.
+
+:func:`simulate` runs the loop for one ``(ensemble, n)``: seeded, batched, memory-bounded, and
+bit-for-bit reproducible — the matrices depend only on ``(seed, ensemble, n)`` and the matrix index,
+never on the batch size, and every accumulated quantity is an integer.  Each matrix is classified by
+:func:`dobrushin.analyse` (``tol = 0``: the comparisons are exact on the float64 entries) and, when
+``check=True``, also by the direct comparison of κ(½(I+A)) with ½(1+κ(A)); a float64 mismatch is
+settled in exact integer arithmetic (:func:`exact_equality`) and only a mismatch that survives that
+counts as a *disagreement* with the theorem.
+
+:func:`run_grid` caches one small JSON file per ``(ensemble, n, trials, seed, …)`` cell under
+``results/baseline/cells`` (atomic writes, parameter-keyed), :func:`summarise` turns counts into the
+tidy table (Wilson intervals for the direct fractions, Student-t intervals for the column-averaged
+estimator), and :func:`reference` reads the per-token-count reference table written by the
+``baseline_law`` notebook.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .core import analyse, kappa, rollout_factor
+from .results import atomic_write_csv, atomic_write_json, params_key, sha256_file
+from .stats import wilson
+
+#: bump when the meaning of a cached cell changes (sampler, classification, counters)
+ENSEMBLES_VERSION = 1
+#: matrix entries per random-number block: block ``b`` of ``(seed, ensemble, n)`` holds matrices
+#: ``b·m … (b+1)·m − 1`` with ``m = max(1, BLOCK_ELEMENTS // n²)``, independent of any batch size
+BLOCK_ELEMENTS = 2**20
+#: matrices below this float64 gap between the layer bound and the directly computed κ(½(I+A)), per
+#: unit of n, are treated as "equal" by the float64 direct comparison (rounding of n-term sums)
+DIRECT_RESOLUTION_PER_N = 16 * np.finfo(np.float64).eps
+
+_COUNT_FIELDS = (
+    "trials", "holds", "both_reversed", "mixed", "first_only", "ties", "checked", "float_mismatches",
+    "disagreements", "rb_holds_num", "rb_holds_num_sq", "rb_reversed_num", "rb_reversed_num_sq",
+    "imbalance_sq",
+)
+
+
+# ------------------------------------------------------------------------------------------- input
+def _check_n(n, minimum: int = 1) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise ValueError(f"n must be an integer, got {n!r}")
+    if n < minimum:
+        raise ValueError(f"n must be at least {minimum}, got {n}")
+    return int(n)
+
+
+def _check_count(k, name: str) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {k!r}")
+    return int(k)
+
+
+def _check_positive(x, name: str) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive number, got {x!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a finite positive number, got {x!r}")
+    return v
+
+
+def _check_rng(rng) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    return rng
+
+
+# ---------------------------------------------------------------------------------------- samplers
+def dirichlet(n: int, alpha: float, batch: int, rng: np.random.Generator) -> np.ndarray:
+    """``batch`` matrices ``(batch, n, n)`` whose rows are i.i.d. Dirichlet(α, …, α).
+
+    Sampled as normalised i.i.d. Gamma(α) weights (α = 1: uniform on the simplex).
+    """
+    n, batch = _check_n(n), _check_count(batch, "batch")
+    alpha = _check_positive(alpha, "alpha")
+    G = _check_rng(rng).standard_gamma(alpha, size=(batch, n, n))
+    S = G.sum(-1, keepdims=True)
+    if batch and not (S > 0).all():  # probability ~ 1e-30 per row even for α = 0.1
+        raise RuntimeError("a Dirichlet row underflowed to all zeros; use a larger alpha")
+    return G / S
+
+
+def softmax_gaussian(n: int, temperature: float, batch: int, rng: np.random.Generator) -> np.ndarray:
+    """``batch`` matrices ``(batch, n, n)`` whose rows are ``softmax(z / T)``, ``z`` i.i.d. N(0, 1).
+
+    Small ``T`` gives peaked rows (sharp attention), large ``T`` nearly uniform rows.
+    """
+    n, batch = _check_n(n), _check_count(batch, "batch")
+    T = _check_positive(temperature, "temperature")
+    Z = _check_rng(rng).standard_normal(size=(batch, n, n)) / T
+    Z -= Z.max(-1, keepdims=True)
+    np.exp(Z, out=Z)
+    Z /= Z.sum(-1, keepdims=True)
+    return Z
+
+
+@dataclass(frozen=True)
+class Ensemble:
+    """A named ensemble: ``kind`` is ``"dirichlet"`` (``param`` = α) or ``"softmax_gaussian"`` (``param`` = T)."""
+
+    kind: str
+    param: float
+
+    def __post_init__(self):
+        if self.kind not in _SAMPLERS:
+            raise ValueError(f"unknown ensemble kind {self.kind!r}; expected one of {sorted(_SAMPLERS)}")
+        object.__setattr__(self, "param", _check_positive(self.param, "ensemble parameter"))
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}({self.param:g})"
+
+    @property
+    def label(self) -> str:
+        """Human-readable label for plots and tables."""
+        if self.kind == "dirichlet":
+            return f"Dirichlet(α={self.param:g})"
+        return f"softmax(z/T), T={self.param:g}"
+
+    def sample(self, n: int, batch: int, rng: np.random.Generator) -> np.ndarray:
+        return _SAMPLERS[self.kind](n, self.param, batch, rng)
+
+    def code(self) -> int:
+        """A stable 32-bit integer naming the ensemble in the random-number streams."""
+        return int(hashlib.sha256(self.name.encode()).hexdigest()[:8], 16)
+
+
+_SAMPLERS: dict[str, Callable] = {"dirichlet": dirichlet, "softmax_gaussian": softmax_gaussian}
+_SPEC = re.compile(r"^\s*([a-z_]+)\s*\(\s*([^()]+?)\s*\)\s*$")
+
+
+def parse_ensemble(spec: "str | Ensemble") -> Ensemble:
+    """``"dirichlet(1)"``, ``"dirichlet(0.1)"``, ``"softmax_gaussian(0.5)"`` (or an :class:`Ensemble`)."""
+    if isinstance(spec, Ensemble):
+        return spec
+    m = _SPEC.match(str(spec))
+    if not m:
+        raise ValueError(f"cannot parse ensemble {spec!r}; write e.g. 'dirichlet(1)' or 'softmax_gaussian(0.5)'")
+    return Ensemble(m.group(1), m.group(2))
+
+
+# ------------------------------------------------------------------------------- random numbers
+def block_size(n: int) -> int:
+    """Matrices per random-number block for size ``n`` (depends on n only)."""
+    return max(1, BLOCK_ELEMENTS // (_check_n(n) ** 2))
+
+
+def block_rng(seed: int, ensemble: "str | Ensemble", n: int, block: int) -> np.random.Generator:
+    """The generator of block ``block`` of the stream ``(seed, ensemble, n)``."""
+    seed = _check_count(seed, "seed")
+    ens = parse_ensemble(ensemble)
+    ss = np.random.SeedSequence(seed, spawn_key=(ens.code(), _check_n(n), _check_count(block, "block")))
+    return np.random.Generator(np.random.PCG64(ss))
+
+
+def sample_matrices(ensemble, n: int, start: int, stop: int, seed: int) -> np.ndarray:
+    """Matrices ``start … stop−1`` of the stream ``(seed, ensemble, n)``, shape ``(stop−start, n, n)``.
+
+    Matrix ``k`` is the same whatever ``start``/``stop`` it is requested with: it is the
+    ``k mod m``-th matrix drawn from block ``k // m`` (``m = block_size(n)``).
+    """
+    ens = parse_ensemble(ensemble)
+    n = _check_n(n)
+    start, stop = _check_count(start, "start"), _check_count(stop, "stop")
+    if stop < start:
+        raise ValueError(f"stop={stop} < start={start}")
+    m = block_size(n)
+    out = []
+    k = start
+    while k < stop:
+        b, off = divmod(k, m)
+        take = min(stop - k, m - off)
+        # drawing off + take matrices and dropping the first off reproduces the block prefix exactly
+        X = ens.sample(n, off + take, block_rng(seed, ens, n, b))
+        out.append(X[off:])
+        k += take
+    return np.concatenate(out) if out else np.empty((0, n, n))
+
+
+# ------------------------------------------------------------------------ per-matrix statistics
+def pair_statistics(A: np.ndarray, witness: np.ndarray) -> dict:
+    """Comparisons and sign counts on the pair ``witness`` (``(b, 2)``) of each matrix of ``A`` (``(b, n, n)``).
+
+    Returns int64/bool arrays: ``x_ok = A_ii ≥ A_ji``, ``y_ok = A_jj ≥ A_ij``, ``strict`` (both
+    comparisons strict), ``pos``/``neg``/``zero`` = number of columns with ``A_ik − A_jk`` > 0, < 0, = 0.
+    """
+    b = A.shape[0]
+    r = np.arange(b)
+    i, j = witness[:, 0], witness[:, 1]
+    if b and (i.min() < 0 or j.min() < 0):
+        raise ValueError("no witness pair (n = 1)")
+    u = A[r, i] - A[r, j]  # (b, n): row i minus row j (sign exact in IEEE arithmetic)
+    aii, aji, ajj, aij = A[r, i, i], A[r, j, i], A[r, j, j], A[r, i, j]
+    pos = (u > 0).sum(1)
+    neg = (u < 0).sum(1)
+    return {
+        "x_ok": aii >= aji, "y_ok": ajj >= aij, "strict": (aii != aji) & (ajj != aij),
+        "pos": pos, "neg": neg, "zero": A.shape[-1] - pos - neg,
+    }
+
+
+def _exact_ints(A: np.ndarray) -> list:
+    """The entries of a float64 matrix as exact integers in units of 2**-1074 (nested lists)."""
+    out = []
+    for row in A:
+        r = []
+        for x in row.tolist():
+            if not (x >= 0 and math.isfinite(x)):
+                raise ValueError(f"exact_equality needs finite non-negative entries, got {x!r}")
+            p, q = float(x).as_integer_ratio()  # q is a power of two ≤ 2**1074
+            r.append(p << (1075 - q.bit_length()))
+        out.append(r)
+    return out
+
+
+def exact_equality(A: np.ndarray) -> bool:
+    """Direct test of κ(½(I+A)) = ½(1+κ(A)) in exact arithmetic on the float64 entries of one matrix.
+
+    Every float64 is an integer multiple of 2**-1074, so with ``M = A·2**1074`` (exact integers),
+    ``S = 2**1074``: 4S·κ(½(I+A)) = max Σ_k |(M + S·I)_ik − (M + S·I)_jk| and 4S·½(1+κ(A)) = 2S + max
+    Σ_k |M_ik − M_jk|.  No distance is rounded and no tolerance is used.  Cost O(n³) Python-integer
+    operations: meant for the rare matrices where the float64 comparison is too close to call.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] < 2:
+        raise ValueError(f"exact_equality takes one n x n matrix with n >= 2, got shape {A.shape}")
+    if (A > 1).any():
+        raise ValueError("exact_equality needs entries in [0, 1]")
+    S = 1 << 1074
+    M = np.array(_exact_ints(A), dtype=object)
+    Bm = M.copy()
+    for k in range(A.shape[0]):
+        Bm[k, k] += S
+    best_a = best_b = 0
+    for i in range(A.shape[0] - 1):
+        da = np.abs(M[i + 1:] - M[i]).sum(1)
+        db_ = np.abs(Bm[i + 1:] - Bm[i]).sum(1)
+        best_a = max(best_a, max(da))
+        best_b = max(best_b, max(db_))
+    return best_b == 2 * S + best_a
+
+
+def _resolution(n: int) -> float:
+    return DIRECT_RESOLUTION_PER_N * max(n, 8)
+
+
+# ---------------------------------------------------------------------------------- simulation
+def simulate(
+    ensemble: "str | Ensemble",
+    n: int,
+    trials: int,
+    seed: int = 0,
+    *,
+    batch: int | None = None,
+    check: bool = True,
+    start: int = 0,
+) -> dict:
+    """Sample ``trials`` matrices of size ``n`` from ``ensemble`` and count the events (integers).
+
+    Returns a dict with the fields of :data:`_COUNT_FIELDS`: ``holds`` (by :func:`dobrushin.analyse`,
+    tol = 0), ``both_reversed``, ``mixed``, ``first_only`` (X true, Y false) on the attaining pair;
+    ``ties`` (a comparison of the pair or a column of ``u`` equal to zero); with ``check``:
+    ``checked``, ``float_mismatches`` (float64 direct comparison ≠ theorem; settled exactly) and
+    ``disagreements`` (exact direct comparison ≠ theorem); the integer sums ``rb_holds_num`` =
+    Σ ((P+Z)(N+Z) − Z), ``rb_reversed_num`` = Σ P·N and their sums of squares (column-averaged
+    estimators: divide by ``trials·n(n−1)``), and ``imbalance_sq`` = Σ (P − N)².
+
+    ``batch`` bounds the matrices analysed at once (default: about 2**20 entries); it does not change
+    any count.  ``start`` skips the first ``start`` matrices of the stream (to extend a run).
+    """
+    ens = parse_ensemble(ensemble)
+    n = _check_n(n, 2)
+    trials = _check_count(trials, "trials")
+    seed = _check_count(seed, "seed")
+    start = _check_count(start, "start")
+    chunk = block_size(n) if batch is None else _check_count(batch, "batch")
+    if chunk == 0:
+        raise ValueError("batch must be at least 1")
+    c = {f: 0 for f in _COUNT_FIELDS}
+    c["trials"] = trials
+    m = block_size(n)
+    stop_all = start + trials
+    for b in range(start // m, -(-stop_all // m)):
+        lo, hi = max(start, b * m) - b * m, min(stop_all, (b + 1) * m) - b * m
+        # one random-number block at a time (≤ BLOCK_ELEMENTS entries); its first `hi` matrices do not
+        # depend on how many are drawn, because the samplers fill the array sequentially
+        block = ens.sample(n, hi, block_rng(seed, ens, n, b))
+        for k in range(lo, hi, chunk):
+            _accumulate(c, block[k:min(hi, k + chunk)], n, check)
+    return c
+
+
+def _accumulate(c: dict, A: np.ndarray, n: int, check: bool) -> None:
+    res = analyse(A, tol=0.0)
+    st = pair_statistics(A, res.witness)
+    holds = np.asarray(res.holds, dtype=bool)
+    x, y = st["x_ok"], st["y_ok"]
+    if not np.array_equal(holds, x & y):  # analyse's witness is an attaining pair
+        raise AssertionError("analyse's witness pair is inconsistent with its verdict")
+    c["holds"] += int(holds.sum())
+    c["both_reversed"] += int((~x & ~y).sum())
+    c["mixed"] += int((x ^ y).sum())
+    c["first_only"] += int((x & ~y).sum())
+    c["ties"] += int(((~st["strict"]) | (st["zero"] > 0)).sum())
+    P, N, Z = (st[f].astype(object) for f in ("pos", "neg", "zero"))  # Python ints: exact sums
+    h = (P + Z) * (N + Z) - Z
+    r = P * N
+    c["rb_holds_num"] += int(h.sum())
+    c["rb_holds_num_sq"] += int((h * h).sum())
+    c["rb_reversed_num"] += int(r.sum())
+    c["rb_reversed_num_sq"] += int((r * r).sum())
+    c["imbalance_sq"] += int(((P - N) * (P - N)).sum())
+    if check:
+        kB = np.asarray(kappa(rollout_factor(A, validate=False), validate=False))
+        direct = (res.bound - kB) <= _resolution(n)
+        c["checked"] += len(A)
+        for m in np.flatnonzero(direct != holds):
+            c["float_mismatches"] += 1
+            c["disagreements"] += int(exact_equality(A[m]) != bool(holds[m]))
+
+
+# ------------------------------------------------------------------------------------- summary
+def _t_quantile(df: int, conf: float = 0.95) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + conf / 2, df))
+
+
+def _mean_ci(total: int, total_sq: int, trials: int, scale: int) -> tuple[float, float, float]:
+    """Mean of per-matrix values v = num/scale from exact integer sums, with a Student-t 95% interval."""
+    if trials == 0:
+        return float("nan"), float("nan"), float("nan")
+    mean = Fraction(total, trials * scale)
+    if trials == 1:
+        return float(mean), float("nan"), float("nan")
+    # exact sample variance of num, then scaled
+    var_num = Fraction(total_sq * trials - total * total, trials * (trials - 1))
+    se = math.sqrt(max(float(var_num), 0.0) / trials) / scale
+    h = _t_quantile(trials - 1) * se
+    return float(mean), max(0.0, float(mean) - h), float(mean) + h
+
+
+def summarise(cells: pd.DataFrame) -> pd.DataFrame:
+    """Tidy table from count rows (columns ``n``, ``ensemble`` and the count fields).
+
+    Adds, for holds / both_reversed / mixed: the fraction ``p_*`` with its Wilson 95% interval
+    (``*_ci_low``/``*_ci_high``); the column-averaged estimates ``rb_p_holds`` (= ``rb_p_reversed``
+    in expectation), ``rb_p_mixed`` with Student-t 95% intervals; the phi coefficient ``corr`` of the two
+    comparisons and its lemma prediction ``4·p − 1``; and the sign-imbalance constant
+    ``c = E[(P − n/2)²]/n`` of the attaining pair.  ``p``/``ci_low``/``ci_high`` repeat the holds
+    fraction and its Wilson interval.
+    """
+    rows = []
+    for rec in cells.to_dict("records"):
+        n, T = int(rec["n"]), int(rec["trials"])
+        out = dict(rec)
+        for ev in ("holds", "both_reversed", "mixed"):
+            p, lo, hi = wilson(int(rec[ev]), T)
+            out[f"p_{ev}"], out[f"{ev}_ci_low"], out[f"{ev}_ci_high"] = p, lo, hi
+        out["p"], out["ci_low"], out["ci_high"] = out["p_holds"], out["holds_ci_low"], out["holds_ci_high"]
+        nn1 = n * (n - 1)
+        out["rb_p_holds"], out["rb_ci_low"], out["rb_ci_high"] = _mean_ci(
+            int(rec["rb_holds_num"]), int(rec["rb_holds_num_sq"]), T, nn1)
+        out["rb_p_reversed"], out["rb_reversed_ci_low"], out["rb_reversed_ci_high"] = _mean_ci(
+            int(rec["rb_reversed_num"]), int(rec["rb_reversed_num_sq"]), T, nn1)
+        # mixed = 1 − holds − reversed per matrix: its numerator is nn1 − h − r
+        mixed_num = T * nn1 - int(rec["rb_holds_num"]) - int(rec["rb_reversed_num"])
+        out["rb_p_mixed"] = mixed_num / (T * nn1) if T else float("nan")
+        a, b = int(rec["holds"]), int(rec["first_only"])
+        c_, d = int(rec["mixed"]) - b, int(rec["both_reversed"])
+        den = (a + b) * (c_ + d) * (a + c_) * (b + d)
+        out["corr"] = (a * d - b * c_) / math.sqrt(den) if den else float("nan")
+        out["corr_predicted"] = 4 * out["rb_p_holds"] - 1
+        out["imbalance_c"] = int(rec["imbalance_sq"]) / (4 * n * T) if T else float("nan")
+        rows.append(out)
+    df = pd.DataFrame(rows)
+    first = ["n", "ensemble", "trials", "holds", "both_reversed", "mixed", "p", "ci_low", "ci_high"]
+    return df[first + [c for c in df.columns if c not in first]]
+
+
+# ----------------------------------------------------------------------------------- exact values
+def holds_bounds(n: int) -> tuple[Fraction, Fraction]:
+    """Bounds on P(holds) valid for every column-exchangeable continuous ensemble:
+    1/n ≤ P(holds) ≤ ⌊n²/4⌋ / (n(n−1)) (from 1 ≤ P ≤ n−1 in the column-averaging lemma)."""
+    n = _check_n(n, 2)
+    return Fraction(1, n), Fraction((n * n) // 4, n * (n - 1))
+
+
+def exact_probability(n: int):
+    """The exact P(holds) where it does not depend on the ensemble: ½ for n = 2 and ⅓ for n = 3
+    (as a sympy Rational), for every continuous ensemble with exchangeable rows and columns.
+
+    By the column-averaging lemma P(holds) = E[P·N]/(n(n−1)) with P + N = n, 1 ≤ P ≤ n − 1; the
+    value is ensemble-free exactly when every admissible P gives the same P·N, i.e. n ≤ 3.
+    """
+    import sympy as sp
+
+    n = _check_n(n, 2)
+    products = {p * (n - p) for p in range(1, n)}
+    if len(products) != 1:
+        lo, hi = holds_bounds(n)
+        raise ValueError(f"P(holds) at n={n} depends on the ensemble (only bounds {lo} ≤ P ≤ {hi} are universal)")
+    return sp.Rational(products.pop(), n * (n - 1))
+
+
+def pair_split_constant(ensemble: "str | Ensemble") -> float:
+    r"""The split constant of a *fixed* pair of rows, :math:`c_W = \lim_n \mathbb E[(P - n/2)^2]/n`.
+
+    For rows ``W_k / Σ W`` with ``W`` i.i.d. of mean μ and variance σ², ``P = #{k: A_rk > A_sk}`` is, to
+    first order (delta method on the ratio of the row totals), a sum of n i.i.d. terms
+    ``[W_rk > W_sk] − ½ + (p′/μ)(W_rk − W_sk)`` with ``p(t) = P(W > tW′)``, ``p′ = p′(1) = −∫ w f(w)² dw``, so
+
+    .. math::  c_W = \tfrac14 + 2 p'^2 \sigma^2/\mu^2 + p' \, \mathbb E|W - W'| / \mu .
+
+    Dirichlet(α) (W ~ Gamma(α)): numerical integration (c = 1/8 exactly for α = 1).  softmax(z/T)
+    (W = e^{z/T}, s = 1/T): p′ = −1/(2s√π), σ²/μ² = e^{s²} − 1, E|W − W′|/μ = 2(2Φ(s/√2) − 1).
+    """
+    from scipy import integrate, stats
+
+    ens = parse_ensemble(ensemble)
+    if ens.kind == "dirichlet":
+        a = ens.param
+        dist = stats.gamma(a)
+        pprime = -integrate.quad(lambda w: w * dist.pdf(w) ** 2, 0, np.inf, limit=500)[0]
+        # E|W − W'| = 2 ∫ F (1 − F)
+        gmd = 2 * integrate.quad(lambda x: dist.cdf(x) * dist.sf(x), 0, np.inf, limit=500)[0]
+        return 0.25 + 2 * pprime**2 * a / a**2 + pprime * gmd / a
+    s = 1.0 / ens.param
+    pprime = -1.0 / (2 * s * math.sqrt(math.pi))
+    return 0.25 + 2 * pprime**2 * math.expm1(s * s) + pprime * 2 * (2 * stats.norm.cdf(s / math.sqrt(2)) - 1)
+
+
+# ------------------------------------------------------------------------------ cached grid runs
+def cell_params(ensemble, n: int, trials: int, seed: int, check: bool) -> dict:
+    return {
+        "version": ENSEMBLES_VERSION, "block_elements": BLOCK_ELEMENTS, "ensemble": parse_ensemble(ensemble).name,
+        "n": int(n), "trials": int(trials), "seed": int(seed), "check": bool(check), "tol": 0.0,
+    }
+
+
+def _cell_path(cache: Path, params: Mapping[str, Any]) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", params["ensemble"]).strip("-")
+    return cache / f"{slug}_n{params['n']}_{params_key(params)}.json"
+
+
+def load_cell(cache: Path, params: Mapping[str, Any]) -> dict | None:
+    """The cached cell for ``params`` if present and intact, else None."""
+    p = _cell_path(Path(cache), params)
+    try:
+        rec = json.loads(p.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    if not isinstance(rec, dict) or rec.get("params") != dict(params):
+        return None
+    counts = rec.get("counts")
+    if not isinstance(counts, dict) or set(counts) != set(_COUNT_FIELDS):
+        return None
+    return rec
+
+
+def run_cell(ensemble, n: int, trials: int, seed: int, *, check: bool, cache: "Path | None",
+             batch: int | None = None) -> dict:
+    """Counts for one cell, from the cache when the same parameters were run before.
+
+    Returns ``{"params", "counts", "wall_s", "cpu_s", "cached"}``; ``wall_s``/``cpu_s`` are the cost of
+    the run that produced the counts.
+    """
+    params = cell_params(ensemble, n, trials, seed, check)
+    if cache is not None:
+        rec = load_cell(cache, params)
+        if rec is not None:
+            return {**rec, "cached": True}
+    t0, c0 = time.perf_counter(), time.process_time()
+    counts = simulate(ensemble, n, trials, seed, batch=batch, check=check)
+    rec = {"params": params, "counts": counts, "wall_s": time.perf_counter() - t0,
+           "cpu_s": time.process_time() - c0}
+    if cache is not None:
+        atomic_write_json(_cell_path(Path(cache), params), rec)
+    return {**rec, "cached": False}
+
+
+def run_grid(
+    cells: Iterable[tuple[Any, int, int]],
+    seed: int,
+    *,
+    check: "bool | Callable[[int], bool]" = True,
+    cache: "Path | None" = None,
+    batch: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """Run (or load) every ``(ensemble, n, trials)`` cell and return the tidy :func:`summarise` table,
+    with ``wall_s``, ``cpu_s``, ``cached`` and ``seed`` columns.  ``check`` may be a function of n."""
+    rows = []
+    for ens, n, trials in cells:
+        ens = parse_ensemble(ens)
+        chk = check(n) if callable(check) else bool(check)
+        rec = run_cell(ens, n, trials, seed, check=chk, cache=cache, batch=batch)
+        rows.append({"n": int(n), "ensemble": ens.name, **rec["counts"], "seed": int(seed), "check": chk,
+                     "wall_s": rec["wall_s"], "cpu_s": rec["cpu_s"], "cached": rec["cached"]})
+        if progress:
+            how = "cached" if rec["cached"] else "%.1f s" % rec["wall_s"]
+            progress(f"{ens.name} n={n} trials={trials}: {how}")
+    if not rows:
+        raise ValueError("no cells to run")
+    return summarise(pd.DataFrame(rows))
+
+
+# ------------------------------------------------------------------------ tidy files + manifest
+def write_table(df: pd.DataFrame, path: Path, params: Mapping[str, Any]) -> dict:
+    """Write ``df`` to ``path`` (CSV) atomically and record it in ``<folder>/manifest.json`` under
+    ``files`` (parameter key, parameters, SHA-256, rows, time)."""
+    path = Path(path)
+    atomic_write_csv(path, df)
+    man_path = path.parent / "manifest.json"
+    try:
+        man = json.loads(man_path.read_text())
+        if not isinstance(man, dict):
+            raise ValueError
+    except (FileNotFoundError, ValueError):
+        man = {}
+    entry = {"file": path.name, "params_key": params_key(params), "params": dict(params),
+             "sha256": sha256_file(path), "rows": int(len(df)),
+             "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    man.setdefault("files", {})[path.name] = entry
+    atomic_write_json(man_path, man)
+    return entry
+
+
+def baseline_dir(results_dir=None) -> Path:
+    from .paths import results_dir as _rd
+
+    return Path(results_dir if results_dir is not None else _rd()) / "baseline"
+
+
+REFERENCE_COLUMNS = ("n", "ensemble", "p", "ci_low", "ci_high")
+
+
+def reference_table(results_dir=None) -> pd.DataFrame:
+    """``results/baseline/reference.csv``: the random baseline at the token counts of the real models
+    (columns ``n, ensemble, p, ci_low, ci_high`` first; written by the ``baseline_law`` notebook)."""
+    p = baseline_dir(results_dir) / "reference.csv"
+    if not p.exists():
+        raise FileNotFoundError(f"{p} does not exist; run the baseline_law notebook first")
+    df = pd.read_csv(p)
+    missing = [c for c in REFERENCE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{p} lacks columns {missing}")
+    return df
+
+
+def reference(n: int, ensemble: "str | Ensemble" = "dirichlet(1)", results_dir=None) -> tuple[float, float, float]:
+    """The baseline P(holds) at token count ``n`` for ``ensemble``: ``(p, ci_low, ci_high)`` from
+    :func:`reference_table`.  ValueError when the table has no such row."""
+    n = _check_n(n, 2)
+    name = parse_ensemble(ensemble).name
+    df = reference_table(results_dir)
+    hit = df[(df["n"] == n) & (df["ensemble"] == name)]
+    if hit.empty:
+        have = sorted(df.loc[df["ensemble"] == name, "n"].unique().tolist())
+        raise ValueError(f"no baseline for n={n}, {name} in the reference table (it has n = {have})")
+    r = hit.iloc[0]
+    return float(r["p"]), float(r["ci_low"]), float(r["ci_high"])
+
+
+__all__: Sequence[str] = [
+    "BLOCK_ELEMENTS", "ENSEMBLES_VERSION", "Ensemble", "baseline_dir", "block_rng", "block_size",
+    "cell_params", "dirichlet", "exact_equality", "exact_probability", "holds_bounds", "load_cell",
+    "pair_split_constant", "pair_statistics", "parse_ensemble", "reference", "reference_table", "run_cell", "run_grid",
+    "sample_matrices", "simulate", "softmax_gaussian", "summarise", "write_table",
+]
