@@ -337,3 +337,23 @@ def test_pair_split_constant_matches_fixed_pairs(spec):
     P = (A[:, 0] > A[:, 1]).sum(1)
     c = (P - n / 2) ** 2 / n
     assert abs(c.mean() - E.pair_split_constant(spec)) < 5 * c.std() / math.sqrt(len(c)) + 0.005
+
+
+def test_exact_equality_against_fractions():
+    """Independent exact computation with Fractions over all pairs (no float shortlist)."""
+    from fractions import Fraction
+
+    def exact_all_pairs(A):
+        n = A.shape[0]
+        F = [[Fraction(float(x)) for x in row] for row in A]
+        B = [[(Fraction(int(i == k)) + F[i][k]) / 2 for k in range(n)] for i in range(n)]
+        kap = lambda X: max(sum(abs(X[i][k] - X[j][k]) for k in range(n)) / 2  # noqa: E731
+                            for i in range(n) for j in range(i + 1, n))
+        return kap(B) == (1 + kap(F)) / 2
+
+    for spec, n in (("dirichlet(0.1)", 7), ("dirichlet(1)", 5), ("softmax_gaussian(0.3)", 6)):
+        A = E.sample_matrices(spec, n, 0, 40, seed=13)
+        assert [E.exact_equality(a) for a in A] == [exact_all_pairs(a) for a in A]
+    p, q = 1e-300, 2e-300  # the float64-invisible case
+    A = np.array([[p, 1 - p], [q, 1 - q]])
+    assert E.exact_equality(A) == exact_all_pairs(A) is False
