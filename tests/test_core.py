@@ -499,3 +499,19 @@ def test_restrict_zero_mass_row_is_named():
         restrict(A, [0, 2])
     raw = restrict(A, [0, 2], renormalize=False)  # the raw submatrix is still available
     assert np.array_equal(raw, np.array([[0.0, 0.0], [0.0, 1.0]]))
+
+
+def test_float32_input_is_analysed_exactly_without_a_float64_copy():
+    A32 = dirichlet(4, 30, 0.1, (3,)).astype(np.float32)
+    up = A32.astype(np.float64)
+    for X in (A32, torch.from_numpy(A32)):
+        r32, r64 = analyse(X, atol=1e-5), analyse(up, atol=1e-5)
+        for f in ("kappa", "kappa_factor", "bound", "slack", "holds", "witness"):
+            assert np.array_equal(getattr(r32, f), getattr(r64, f)), f
+        assert np.array_equal(np.asarray(kappa(X, atol=1e-5)), kappa(up, atol=1e-5))
+    assert check_stochastic(A32, atol=1e-5, convert=False) is A32  # validated in place
+    assert check_stochastic(A32, atol=1e-5).dtype == np.float64
+    bad = A32.copy()
+    bad[1, 2, 3] += np.float32(0.01)
+    with pytest.raises(ValueError, match=r"matrix \(1,\): row 2 sums to 1\.01"):
+        analyse(bad, atol=1e-5)

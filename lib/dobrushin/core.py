@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from . import kernel
-from .validation import DEFAULT_ATOL, check_stochastic, check_tol, is_torch, to_float64
+from .validation import DEFAULT_ATOL, check_stochastic, check_tol, is_torch, native_float, to_float64
 
 #: default absolute tolerance of the equality test: absorbs float64 rounding (~1e-16) of
 #: renormalised real attention, far below any meaningful difference.
@@ -35,6 +35,15 @@ DEFAULT_TOL = 1e-12
 
 def _prepare(A: Any, validate: bool, atol: float):
     X = check_stochastic(A, atol=atol) if validate else to_float64(A)
+    if not validate and X.ndim < 2:
+        raise ValueError(f"expected a matrix of shape (..., n, n), got shape {tuple(X.shape)}")
+    return X
+
+
+def _prepare_native(A: Any, validate: bool, atol: float):
+    """Like :func:`_prepare` but keeps float32 input as it is: the kernel reads it exactly (float32 →
+    float64 is exact), so the batch is never copied to float64 (half the memory)."""
+    X = check_stochastic(A, atol=atol, convert=False) if validate else native_float(A)
     if not validate and X.ndim < 2:
         raise ValueError(f"expected a matrix of shape (..., n, n), got shape {tuple(X.shape)}")
     return X
@@ -73,7 +82,7 @@ class Analysis:
 def analyse(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: float = DEFAULT_ATOL) -> Analysis:
     """Everything about ``A`` (``(..., n, n)``) in one pass of the pairwise-distance kernel."""
     tol = check_tol(tol)
-    X = _as_torch(_prepare(A, validate, atol))
+    X = _as_torch(_prepare_native(A, validate, atol))
     lead = tuple(X.shape[:-2])
     s = kernel.pair_summary(X.reshape((-1,) + tuple(X.shape[-2:])), tol)
     f = lambda t: t.reshape(lead).cpu().numpy()  # noqa: E731
@@ -91,7 +100,7 @@ def analyse(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: fl
 
 def kappa(A: Any, *, validate: bool = True, atol: float = DEFAULT_ATOL):
     """Dobrushin coefficient κ(A) = ½ max_{i,j} ‖A_i· − A_j·‖₁, float64, shape ``A.shape[:-2]``."""
-    X = _prepare(A, validate, atol)
+    X = _prepare_native(A, validate, atol)
     T = _as_torch(X)
     lead = tuple(T.shape[:-2])
     k = kernel.kappa_only(T.reshape((-1,) + tuple(T.shape[-2:])))

@@ -37,21 +37,31 @@ def to_float64(A: Any):
     return arr.astype(np.float64, copy=False)
 
 
+def native_float(A: Any):
+    """``A`` itself when it is a float32 or float64 numpy array / torch tensor (no copy), else
+    :func:`to_float64` of it.  For routines that read float32 exactly (the distance kernel)."""
+    if is_torch(A):
+        return A.detach() if A.dtype in (torch.float32, torch.float64) else to_float64(A)
+    arr = np.asarray(A)
+    return arr if arr.dtype in (np.float32, np.float64) else to_float64(arr)
+
+
 def _where(index: tuple, shape: tuple) -> str:
     lead = index[:-2] if len(shape) > 2 else ()
     return f"matrix {tuple(int(i) for i in lead)}: " if lead else ""
 
 
-def check_stochastic(A: Any, atol: float = DEFAULT_ATOL):
+def check_stochastic(A: Any, atol: float = DEFAULT_ATOL, *, convert: bool = True):
     """Check that ``A`` (shape ``(..., n, n)``) is a stack of row-stochastic matrices.
 
-    Returns the input converted to float64 (numpy array or torch tensor).  Raises
-    :class:`ValueError` naming the problem: not a matrix, not square, empty, NaN or inf,
-    a negative entry, or a row that does not sum to 1 within ``atol`` (naming the row).
+    Returns the input converted to float64 (numpy array or torch tensor); with ``convert=False`` a
+    float32 input is checked and returned as it is (no float64 copy of the batch; row sums are still
+    accumulated in float64).  Raises :class:`ValueError` naming the problem: not a matrix, not square,
+    empty, NaN or inf, a negative entry, or a row that does not sum to 1 within ``atol`` (naming the row).
     """
     if atol < 0 or not np.isfinite(atol):
         raise ValueError(f"atol must be a finite non-negative number, got {atol!r}")
-    X = to_float64(A)
+    X = to_float64(A) if convert else native_float(A)
     shape = tuple(X.shape)
     if len(shape) < 2:
         raise ValueError(f"expected a matrix of shape (..., n, n), got an array of shape {shape}")
@@ -65,13 +75,14 @@ def check_stochastic(A: Any, atol: float = DEFAULT_ATOL):
         bad = np.argwhere(~(finite.cpu().numpy() if is_torch(X) else finite))[0]
         val = float(X[tuple(bad)])
         return _raise(f"{_where(tuple(bad), shape)}entry ({bad[-2]}, {bad[-1]}) is {val} (NaN or inf)")
+    del finite  # one batch-sized boolean temporary at a time
     neg = X < -atol
     if bool(neg.any()):
         bad = np.argwhere(neg.cpu().numpy() if is_torch(X) else neg)[0]
         return _raise(
             f"{_where(tuple(bad), shape)}negative entry {float(X[tuple(bad)]):.6g} at ({bad[-2]}, {bad[-1]})"
         )
-    sums = X.sum(-1)
+    sums = X.sum(-1, dtype=torch.float64) if is_torch(X) else X.sum(-1, dtype=np.float64)
     off = (sums - 1).abs() > atol if is_torch(X) else np.abs(sums - 1) > atol
     if bool(off.any()):
         bad = np.argwhere(off.cpu().numpy() if is_torch(X) else off)[0]
