@@ -5,7 +5,6 @@ padding invariance, and the shared plots."""
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
 import pandas as pd

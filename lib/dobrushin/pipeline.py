@@ -25,8 +25,14 @@ Files, per model (``<slug>`` = :func:`dobrushin.results.slugify` of the id), in 
 ``<slug>.parquet`` (the :data:`~dobrushin.results.SCHEMA` table, both weights), ``<slug>.heads.parquet``
 (:data:`HEAD_COLUMNS`), ``<slug>.rollout.parquet`` (:data:`ROLLOUT_COLUMNS`) and the manifest entry.
 
+Manifest entry (``results/<notebook>/manifest.json``, key = slug): ``status``, ``model`` (the model id,
+as in the table's ``model`` column), ``display`` (short name), ``family``, ``wall_s``, ``device``,
+``inputs_per_s``, ``inputs`` (description of the selection), ``runs`` (per weights setting: status,
+inputs, load/measure/head times, loader notes), the secondary files and their SHA-256, and the
+cache parameters.
+
 Caching: the parameter key covers everything that affects the numbers — model id, weights settings,
-the selected input ids and their source, numbers of inputs, seed, image size, text length, batch
+the selected input ids (SHA-256 of the ordered ids) and their source, numbers of inputs, seed, image size, text length, batch
 size, tolerances, variants, head subset, device type and the versions of torch, transformers, timm
 and dobrushin.  A re-run with the same key reuses the files when all three are intact (SHA-256 in
 the manifest); a missing, partial or corrupt file triggers a full recomputation.  A cached entry
@@ -35,12 +41,10 @@ have since become available are used.
 """
 from __future__ import annotations
 
-import math
 import sys
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -315,13 +319,25 @@ def _run_weights(lm, inputs, *, extractor, model_id: str, weights: str, batch_si
     }
 
 
+def _inputs_key(inputs) -> dict:
+    """The selection's identity: source, seed, count and a SHA-256 of the ordered ids (the ids
+    themselves are in the tables)."""
+    import hashlib
+
+    k = dict(inputs.key())
+    ids = k.pop("ids")
+    k["n"] = len(ids)
+    k["ids_sha256"] = hashlib.sha256("\n".join(map(str, ids)).encode()).hexdigest()
+    return k
+
+
 def cache_params(model_id: str, inputs, *, weights: Sequence[str], n_untrained: Optional[int], batch_size: int,
                  seed: int, image_size: int, max_length: int, head_inputs: int, head_variants, variants,
                  tol: float, atol: float, device: torch.device) -> dict:
     """The parameter mapping whose hash keys the cache (everything that affects the numbers)."""
     return {
         "pipeline_version": PIPELINE_VERSION, "model_id": model_id, "weights": list(weights),
-        "inputs": inputs.key(), "n_inputs": len(inputs), "n_untrained": n_untrained,
+        "inputs": _inputs_key(inputs), "n_inputs": len(inputs), "n_untrained": n_untrained,
         "batch_size": batch_size, "seed": seed, "image_size": image_size, "max_length": max_length,
         "head_inputs": head_inputs, "head_variants": list(head_variants), "variants": list(variants),
         "tol": tol, "atol": atol, "device_type": device.type, "versions": versions(),

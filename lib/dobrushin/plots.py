@@ -90,7 +90,6 @@ def layer_profile(table: pd.DataFrame, *, variants: Sequence[str] = ("content", 
         ax.set_xlabel("layer")
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("fraction where equality holds")
     for ax in axes[::max(1, min(ncols, len(axes)))]:
         ax.set_ylabel("fraction where equality holds")
     _legend(fig, axes)
@@ -197,8 +196,6 @@ def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", weights: Opti
     _require(heads, ["model", "weights", "variant", "layer", "head", "holds"], "the heads table")
     df = heads[heads["variant"] == variant]
     models = _models(df, models)
-    import matplotlib.pyplot as plt
-
     fig, axes = _grid(len(models), ncols, panel=(3.6, 3.4), sharey=False)
     im = None
     for ax, m in zip(axes, models):
