@@ -120,6 +120,8 @@ def test_extract_attention_roles_and_stochastic_rows(data):
     per_head = tb.extract(model, (xn, xc), average_heads=False).attention
     assert per_head.shape == (5, 2, 4, 6, 6)
     torch.testing.assert_close(per_head.mean(2), ex.attention)
+    # the positional form (x_num, x_cat) goes through the public entry point too
+    torch.testing.assert_close(dobrushin.extract_attention(model, (xn, xc)).attention, ex.attention, rtol=0, atol=0)
     df = measure(ex.attention, ex.roles, model="tiny", input_ids=[str(i) for i in range(5)], weights="untrained")
     assert set(df.loc[df.variant == "content", "n_tokens"]) == {5}
     assert set(df.loc[df.variant == "with_special", "n_tokens"]) == {6}

@@ -161,6 +161,8 @@ def adapters() -> List[str]:
 
 def find_adapter(model) -> Adapter:
     """The first registered adapter matching ``model``; :class:`AttentionUnavailable` if none."""
+    if type(model).__module__.startswith("rtdl_revisiting_models"):
+        from . import tabular  # noqa: F401  (registers the FT-Transformer adapter on import)
     for a in _ADAPTERS:
         try:
             ok = a.matches(model)
@@ -185,7 +187,9 @@ def _to_device(inputs, device):
         return inputs.to(device)
     if isinstance(inputs, dict) or hasattr(inputs, "items"):
         return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
-    raise ValueError(f"inputs must be a tensor or a dict of tensors, got {type(inputs).__name__}")
+    if isinstance(inputs, (tuple, list)):  # positional inputs, e.g. FT-Transformer's (x_num, x_cat)
+        return type(inputs)(v.to(device) if isinstance(v, torch.Tensor) else v for v in inputs)
+    raise ValueError(f"inputs must be a tensor, a dict of tensors or a tuple of tensors, got {type(inputs).__name__}")
 
 
 def extract_attention(model, inputs, *, average_heads: bool = True) -> Extraction:

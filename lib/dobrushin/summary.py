@@ -194,6 +194,8 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None) -> pd.Da
         seen.add(model)
         status = str(e.get("status", "ok"))
         cc, sc = content_claim(model), special_claim(model)
+        if e.get("paper_benchmark") is False:  # e.g. FT-Transformer on an extra data set
+            cc = sc = None
         sub = table[table["model"] == model] if len(table) else table
         pre = sub[sub["weights"] == "pretrained"] if len(sub) else sub
         for variant, claim_key in (("content", cc), ("with_special", sc)):
