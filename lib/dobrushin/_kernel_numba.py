@@ -28,9 +28,11 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-#: rows and columns of one register tile (RB·CB float64 accumulators: 16 AVX-512 or 32 AVX2 registers)
+#: rows and columns of one register tile (RB·CB float64 accumulators, kept in SIMD registers)
 RB = 8
 CB = 16
+#: smallest n at which the tile bounds are computed (below, their cost is not repaid)
+PRUNE_MIN_N = 128
 
 _JIT = dict(cache=True, boundscheck=False, fastmath=False, nogil=True)
 
@@ -394,45 +396,157 @@ def _entry(Pan, i, j):
 
 
 @njit(**_JIT)
-def _row_block(Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out):
-    """Fold the pairs (i, j), i in row block q, j > i, into the per-row maxima.
+def _fold(Pa, r0, P, diag, n, i0, j0, tol, rowmax, rowpen, rowmsd, out):
+    """Fold one computed tile (rows i0.., columns j0..; only pairs j > i) into the per-row maxima.
 
-    For a pair: d = D_ij; x = A_ii − A_ji (A_ji = Pan[p, i, c], contiguous); y = A_jj − A_ij;
+    For a pair: d = D_ij; x = A_ii − A_ji (A_ji = P[i, c], contiguous); y = A_jj − A_ij;
     pen = d − x⁻ − y⁻ ≤ d, so x and y are only needed when d could raise rowpen or rowmsd.
+    Returns the tile's largest d and largest pen (−inf when it has no pair).
+    """
+    tmax = -np.inf
+    tpen = -np.inf
+    for r in range(RB):
+        i = i0 + r
+        if i >= n - 1:
+            break
+        dii = diag[i]
+        mx = rowmax[i]
+        pn = rowpen[i]
+        ms = rowmsd[i]
+        for c in range(max(0, i + 1 - j0), min(CB, n - j0)):
+            d = 0.5 * out[r, c]
+            if d > mx:
+                mx = d
+            if d > tmax:
+                tmax = d
+            if d > pn or d > ms or d > tpen:
+                j = j0 + c
+                x = dii - P[i, c]
+                y = diag[j] - Pa[j, r0 + r]
+                xn = -x if x < 0.0 else 0.0
+                yn = -y if y < 0.0 else 0.0
+                pen = d - xn - yn
+                if pen > pn:
+                    pn = pen
+                if pen > tpen:
+                    tpen = pen
+                if x >= -tol and y >= -tol and d > ms:
+                    ms = d
+        rowmax[i] = mx
+        rowpen[i] = pn
+        rowmsd[i] = ms
+    return tmax, tpen
+
+
+@njit(**_JIT)
+def _row_block(Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin):
+    """Fold the pairs (i, j), i in row block q, j > i, into the per-row maxima, skipping the tiles
+    already done (``done[q, p]``) and those whose upper bound ``ub[q, p]`` proves they can neither
+    attain κ (within tol) nor raise κ(½(I+A)): ``ub < min(lb[0] − tol, lb[1]) − margin``, where ``lb``
+    holds the largest D and pen found so far (it only grows, so a stale read is merely less pruning).
     """
     i0 = q * RB
     Pa = Pan[i0 // CB]
     r0 = i0 % CB
     for p in range((i0 + 1) // CB, Pan.shape[0]):
+        if done[q, p]:
+            continue
+        if ub[q, p] < min(lb[0] - tol, lb[1]) - margin:
+            continue
         P = Pan[p]
         _tile(Pa, r0, P, n, out)
-        j0 = p * CB
-        for r in range(RB):
-            i = i0 + r
-            if i >= n - 1:
-                break
-            dii = diag[i]
-            mx = rowmax[i]
-            pn = rowpen[i]
-            ms = rowmsd[i]
-            for c in range(max(0, i + 1 - j0), min(CB, n - j0)):
-                d = 0.5 * out[r, c]
-                if d > mx:
-                    mx = d
-                if d > pn or d > ms:
-                    j = j0 + c
-                    x = dii - P[i, c]
-                    y = diag[j] - Pa[j, r0 + r]
-                    xn = -x if x < 0.0 else 0.0
-                    yn = -y if y < 0.0 else 0.0
-                    pen = d - xn - yn
-                    if pen > pn:
-                        pn = pen
-                    if x >= -tol and y >= -tol and d > ms:
-                        ms = d
-            rowmax[i] = mx
-            rowpen[i] = pn
-            rowmsd[i] = ms
+        tmax, tpen = _fold(Pa, r0, P, diag, n, i0, p * CB, tol, rowmax, rowpen, rowmsd, out)
+        if tmax > lb[0]:
+            lb[0] = tmax
+        if tpen > lb[1]:
+            lb[1] = tpen
+
+
+@njit(fastmath={"reassoc", "nsz", "contract"}, cache=True, boundscheck=False, nogil=True)
+def _bounds(Pan, n, prune):
+    """Upper bounds ``ub[q, p] ≥ max D_ij`` over the tile (row block q, panel p), and the margin.
+
+    D_ij = ½(s_i + s_j) − Σ_k min(A_ik, A_jk) for any reals (s = row sums), and min(A_ik, A_jk) ≥
+    min(m_q[k], m_p[k]) with m the entry-wise minimum over the tile's rows (resp. columns), so
+    ub = ½(max s over q + max s over p) − Σ_k min(m_q[k], m_p[k]) bounds every pair of the tile.
+    The bound and D itself carry rounding errors below n·2⁻⁵²·Σ|A_ik| each; ``margin`` = 1e-9 × the
+    largest absolute row sum covers both with room to spare (this function may therefore let LLVM
+    re-associate its sums: only the margin-protected comparison reads its result).  A non-finite
+    entry → no pruning (``ub = +inf``); so does ``prune=False``, and n < PRUNE_MIN_N.
+    """
+    nb = (n + RB - 1) // RB
+    npan = Pan.shape[0]
+    ub = np.full((nb, npan), np.inf)
+    if not prune or n < PRUNE_MIN_N:
+        return ub, 0.0
+    rmin = np.full((nb, n), np.inf)
+    rs = np.zeros(n)
+    ra = np.zeros(n)
+    for i in range(n):  # Pan[p, k, c] = A[p·CB + c, k]
+        p = i // CB
+        c = i % CB
+        q = i // RB
+        s = 0.0
+        a = 0.0
+        for k in range(n):
+            v = Pan[p, k, c]
+            s += v
+            a += abs(v)
+            m = rmin[q, k]
+            rmin[q, k] = v if v < m else m
+        rs[i] = s
+        ra[i] = a
+    finite = True
+    scale = 0.0
+    rsum = np.full(nb, -np.inf)
+    for i in range(n):
+        finite = finite and np.isfinite(ra[i]) and np.isfinite(rs[i])
+        scale = max(scale, ra[i])
+        rsum[i // RB] = max(rsum[i // RB], rs[i])
+    if not finite:
+        return ub, 0.0
+    per = CB // RB
+    pmin = np.full((npan, n), np.inf)
+    psum = np.full(npan, -np.inf)
+    for q in range(nb):
+        p = q // per
+        psum[p] = max(psum[p], rsum[q])
+        for k in range(n):
+            pmin[p, k] = min(pmin[p, k], rmin[q, k])
+    for q in range(nb):
+        for p in range((q * RB + 1) // CB, npan):
+            t = 0.0
+            for k in range(n):
+                a = rmin[q, k]
+                b = pmin[p, k]
+                t += a if a < b else b
+            ub[q, p] = 0.5 * (rsum[q] + psum[p]) - t
+    return ub, 1e-9 * max(1.0, scale)
+
+
+@njit(**_JIT)
+def _seed(Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, done, lb):
+    """Compute the tiles with the largest upper bounds first (about 1/64 of them): they give the
+    lower bounds ``lb`` that make the bound test prune."""
+    nb, npan = ub.shape
+    flat = ub.ravel()
+    cand = np.flatnonzero(np.isfinite(flat))
+    if cand.size == 0:
+        return
+    take = min(cand.size, max(8, cand.size // 64))
+    order = cand[np.argsort(-flat[cand])[:take]]
+    out = np.empty((RB, CB))
+    for t in order:
+        q = t // npan
+        p = t % npan
+        i0 = q * RB
+        Pa = Pan[i0 // CB]
+        r0 = i0 % CB
+        _tile(Pa, r0, Pan[p], n, out)
+        tmax, tpen = _fold(Pa, r0, Pan[p], diag, n, i0, p * CB, tol, rowmax, rowpen, rowmsd, out)
+        done[q, p] = True
+        lb[0] = max(lb[0], tmax)
+        lb[1] = max(lb[1], tpen)
 
 
 @njit(**_JIT)
@@ -487,7 +601,7 @@ def _diag(Pan, n):
 
 
 @njit(**_JIT)
-def _summary_serial(A, tol):
+def _summary_serial(A, tol, prune):
     n = A.shape[0]
     if n < 2:
         return 0.0, 0.0, False, -1, -1
@@ -496,27 +610,33 @@ def _summary_serial(A, tol):
     rowmax = np.full(n, -np.inf)
     rowpen = np.full(n, -np.inf)
     rowmsd = np.full(n, -np.inf)
+    ub, margin = _bounds(Pan, n, prune)
+    done = np.zeros(ub.shape, dtype=np.bool_)
+    lb = np.full(2, -np.inf)
+    if prune:
+        _seed(Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, done, lb)
     out = np.empty((RB, CB))
     for q in range((n + RB - 1) // RB):
-        _row_block(Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out)
+        _row_block(Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin)
     return _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd)
 
 
-def _summary_batch(T, tol, kap, kf, holds, wit):
+# Serial and parallel drivers are separate functions on purpose: numba's on-disk cache is keyed by
+# the Python function, so two dispatchers built from one function would share (and mix up) entries.
+
+
+@njit(parallel=True, **_JIT)
+def summary_batch(T, tol, prune, kap, kf, holds, wit):
     """Fill kap, kf, holds, wit for each matrix of T (b, n, n); one matrix per thread."""
     for m in prange(T.shape[0]):
-        k, f, h, i, j = _summary_serial(T[m], tol)
-        kap[m] = k
-        kf[m] = f
-        holds[m] = h
-        wit[m, 0] = i
-        wit[m, 1] = j
+        kap[m], kf[m], holds[m], wit[m, 0], wit[m, 1] = _summary_serial(T[m], tol, prune)
 
 
-#: one matrix per thread (many or small matrices)
-summary_batch = njit(parallel=True, **_JIT)(_summary_batch)
-#: the same loop on the calling thread only (little total work: a parallel region would cost more)
-summary_batch_serial = njit(**_JIT)(_summary_batch)
+@njit(**_JIT)
+def summary_batch_serial(T, tol, prune, kap, kf, holds, wit):
+    """The same on the calling thread only (little total work: a parallel region would cost more)."""
+    for m in range(T.shape[0]):
+        kap[m], kf[m], holds[m], wit[m, 0], wit[m, 1] = _summary_serial(T[m], tol, prune)
 
 
 @njit(parallel=True, **_JIT)
@@ -533,7 +653,7 @@ def _pack_par(A):
 
 
 @njit(parallel=True, **_JIT)
-def summary_one(A, tol):
+def summary_one(A, tol, prune):
     """Same as one matrix of :func:`summary_batch`, with the threads sharing the matrix's row blocks
     (block q is paired with block nb−1−q so every work item has about the same number of pairs)."""
     n = A.shape[0]
@@ -544,47 +664,64 @@ def summary_one(A, tol):
     rowmax = np.full(n, -np.inf)
     rowpen = np.full(n, -np.inf)
     rowmsd = np.full(n, -np.inf)
+    ub, margin = _bounds(Pan, n, prune)
+    done = np.zeros(ub.shape, dtype=np.bool_)
+    lb = np.full(2, -np.inf)
+    if prune:
+        _seed(Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, done, lb)
     nb = (n + RB - 1) // RB
     for t in prange((nb + 1) // 2):
         q = np.int64(t)  # parfor indices may be unsigned; keep block arithmetic in int64
         out = np.empty((RB, CB))
-        _row_block(Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out)
+        _row_block(Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin)
         if nb - 1 - q != q:
-            _row_block(Pan, diag, n, nb - 1 - q, tol, rowmax, rowpen, rowmsd, out)
+            _row_block(Pan, diag, n, nb - 1 - q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin)
     return _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd)
 
 
-def _distances_one(A, D):
-    """D[i, j] = ½‖A_i − A_j‖₁ for one matrix (D is (n, n) float64, written in full)."""
+@njit(**_JIT)
+def _distance_block(Pan, D, n, q, out):
+    """D[i, j] = D[j, i] = ½‖A_i − A_j‖₁ for the rows i of block q and every j > i."""
+    i0 = q * RB
+    Pa = Pan[i0 // CB]
+    r0 = i0 % CB
+    for p in range((i0 + 1) // CB, Pan.shape[0]):
+        _tile(Pa, r0, Pan[p], n, out)
+        for r in range(RB):
+            i = i0 + r
+            if i >= n - 1:
+                break
+            for c in range(max(0, i + 1 - p * CB), min(CB, n - p * CB)):
+                j = p * CB + c
+                d = 0.5 * out[r, c]
+                D[i, j] = d
+                D[j, i] = d
+
+
+@njit(parallel=True, **_JIT)
+def distances_one(A, D):
+    """D[i, j] = ½‖A_i − A_j‖₁ for one matrix (D is (n, n) float64, written in full); the threads
+    share the row blocks (block q paired with block nb−1−q)."""
     n = A.shape[0]
     Pan = _pack(A)
     nb = (n + RB - 1) // RB
     for i in range(n):
         D[i, i] = 0.0
     for t in prange((nb + 1) // 2):
-        t0 = np.int64(t)
+        q = np.int64(t)
         out = np.empty((RB, CB))
-        for h in range(2):
-            q = t0 if h == 0 else nb - 1 - t0
-            if h == 1 and q == t0:
-                break
-            i0 = q * RB
-            Pa = Pan[i0 // CB]
-            r0 = i0 % CB
-            for p in range((i0 + 1) // CB, Pan.shape[0]):
-                _tile(Pa, r0, Pan[p], n, out)
-                for r in range(RB):
-                    i = i0 + r
-                    if i >= n - 1:
-                        break
-                    for c in range(max(0, i + 1 - p * CB), min(CB, n - p * CB)):
-                        j = p * CB + c
-                        d = 0.5 * out[r, c]
-                        D[i, j] = d
-                        D[j, i] = d
+        _distance_block(Pan, D, n, q, out)
+        if nb - 1 - q != q:
+            _distance_block(Pan, D, n, nb - 1 - q, out)
 
 
-#: full distance matrix of one matrix, threads sharing its row blocks
-distances_one = njit(parallel=True, **_JIT)(_distances_one)
-#: the same on the calling thread only
-distances_one_serial = njit(**_JIT)(_distances_one)
+@njit(**_JIT)
+def distances_one_serial(A, D):
+    """The same on the calling thread only."""
+    n = A.shape[0]
+    Pan = _pack(A)
+    out = np.empty((RB, CB))
+    for i in range(n):
+        D[i, i] = 0.0
+    for q in range((n + RB - 1) // RB):
+        _distance_block(Pan, D, n, q, out)

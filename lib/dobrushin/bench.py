@@ -3,7 +3,8 @@
 In one run, on the same matrices, it times
 
 * ``kernel``: :func:`dobrushin.kernel.pair_summary` (numba, exact float64, κ + κ(½(I+A)) + test + witness in
-  one pass), on float64 and on float32 input, batched and one matrix per call;
+  one pass), on float64 and on float32 input, batched and one matrix per call, with and without the
+  exact bound-based pruning of tiles;
 * ``analyse``: :func:`dobrushin.analyse` end to end (validation + kernel);
 * ``kernel-torch``: the torch path of the kernel (what CUDA tensors take), here on the CPU;
 * ``scipy``: ``scipy.spatial.distance.pdist(metric="cityblock")`` per matrix (κ only), and
@@ -250,6 +251,7 @@ class Bench:
 
         A32 = A.astype(np.float32)
         kernel_row("kernel f64 (batch)", lambda: kernel.pair_summary(A, TOL), b)
+        kernel_row("kernel f64 (batch, no pruning)", lambda: kernel._pair_summary_numba(A, TOL, prune=False), b)
 
         def per_matrix():
             parts = [kernel.pair_summary(A[m:m + 1], TOL) for m in range(b)]

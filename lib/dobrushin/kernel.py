@@ -42,6 +42,9 @@ BLOCK_BYTES = 2 * 2**20
 CUDA_BLOCK_BYTES = 256 * 2**20
 #: below this much work (b·n³) the numba path runs on the calling thread (about a millisecond)
 SERIAL_WORK = 2 * 10**7
+#: skip tiles of the numba path whose exact upper bound shows they cannot change any answer
+#: (results are identical either way; ``DOBRUSHIN_PRUNE=0`` turns it off)
+PRUNE = os.environ.get("DOBRUSHIN_PRUNE", "1").strip() not in ("0", "false", "no", "off")
 
 
 class PairSummary(NamedTuple):
@@ -164,7 +167,8 @@ def _threads() -> int:
     return numba.get_num_threads()
 
 
-def _pair_summary_numba(T, tol: float) -> PairSummary:
+def _pair_summary_numba(T, tol: float, prune: bool | None = None) -> PairSummary:
+    prune = PRUNE if prune is None else bool(prune)
     A = _as_numpy(T)
     b, n, _ = A.shape
     kap = np.zeros(b)
@@ -176,12 +180,12 @@ def _pair_summary_numba(T, tol: float) -> PairSummary:
             # little work in all: stay on this thread (waking the pool costs more, a lot more on a busy
             # machine); many matrices or small ones: one matrix per thread; else share each matrix
             if b * n**3 < SERIAL_WORK:
-                _nb.summary_batch_serial(A, float(tol), kap, kf, holds, wit)
+                _nb.summary_batch_serial(A, float(tol), prune, kap, kf, holds, wit)
             elif b >= 2 * _threads() or n <= 96:
-                _nb.summary_batch(A, float(tol), kap, kf, holds, wit)
+                _nb.summary_batch(A, float(tol), prune, kap, kf, holds, wit)
             else:
                 for m in range(b):
-                    kap[m], kf[m], holds[m], wit[m, 0], wit[m, 1] = _nb.summary_one(A[m], float(tol))
+                    kap[m], kf[m], holds[m], wit[m, 0], wit[m, 1] = _nb.summary_one(A[m], float(tol), prune)
     f = torch.from_numpy
     return PairSummary(f(kap), f(kf), f(holds), f(wit))
 
@@ -235,9 +239,9 @@ def warm_up() -> None:
         return
     A = np.full((1, 3, 3), 1 / 3)
     for a in (A, A.astype(np.float32)):
-        _pair_summary_numba(a, 0.0)
-        _pair_summary_numba(np.repeat(a, 8, 0), 0.0)
         with _nb.slp_enabled():
-            _nb.summary_batch(a, 0.0, np.zeros(1), np.zeros(1), np.zeros(1, np.bool_), np.zeros((1, 2), np.int64))
-            _nb.summary_one(a[0], 0.0)
-        _half_l1_numba(a)
+            for fn in (_nb.summary_batch, _nb.summary_batch_serial):
+                fn(a, 0.0, True, np.zeros(1), np.zeros(1), np.zeros(1, np.bool_), np.zeros((1, 2), np.int64))
+            _nb.summary_one(a[0], 0.0, True)
+            _nb.distances_one(a[0], np.zeros((3, 3)))
+            _nb.distances_one_serial(a[0], np.zeros((3, 3)))
