@@ -301,5 +301,9 @@ def test_built_book_passes_in_browser(tmp_path):
     assert not failures, failures
     assert sum(p.mathjax_outputs for p in report.pages) > 0, "no page of the book has typeset math"
     for p in report.pages:
-        if ch._wants_screenshot(p.path):
+        if ch._wants_screenshot(p.path) and not p.redirect:  # a redirect's target is shot instead
             assert p.screenshot and Path(p.screenshot).is_file()
+    shot = {p.path for p in report.pages if p.screenshot}
+    for p in report.pages:
+        if p.redirect and ch._wants_screenshot(p.path):
+            assert any(s.endswith(p.redirect.split("#")[0]) for s in shot), p
