@@ -14,7 +14,13 @@ upper triangle is computed, and the equality test is fused into the same pass: p
 ``holds`` ⇔ the latter reaches ``κ − tol``.  The witness row is then recomputed (one row block, ~1/(n/RB)
 of the work) to find the first qualifying pair in lexicographic order.
 
-No ``fastmath``: IEEE semantics, no re-association, no FMA contraction (there is no multiply).  LLVM's
+Pruning (``prune=True``): :func:`_bounds` gives every tile an upper bound on its distances (exact
+identity D_ij = ½(s_i + s_j) − Σ_k min(A_ik, A_jk), entry-wise minima over the tile's rows), the tiles
+with the largest bounds are computed first (:func:`_seed`), and a tile whose bound is below
+min(best D − tol, best pen) by more than a rounding margin is skipped: it cannot hold an attaining pair
+or the maximising pair of κ(½(I+A)), so every answer — κ, κ(½(I+A)), holds, the witness — is unchanged.
+
+No ``fastmath`` in the distance arithmetic: IEEE semantics, no re-association, no FMA contraction (there is no multiply).  LLVM's
 SLP vectoriser (off by default in numba) is switched on while these functions compile
 (:func:`slp_enabled`); it packs the unrolled scalar accumulators of :func:`_tile` into SIMD registers.
 

@@ -14,7 +14,11 @@ Two implementations:
 
 * **numba** (CPU, the default when numba is installed): register-tiled, upper triangle only, with the
   equality test fused into the same pass (:mod:`dobrushin._kernel_numba`); memory is O(n²) per thread
-  on top of the input (never a copy of the whole batch, never an n³ intermediate).
+  on top of the input (never a copy of the whole batch, never an n³ intermediate).  Tiles whose exact
+  upper bound ½(max s_i + max s_j) − Σ_k min(min_i A_ik, min_j A_jk) (plus a rounding margin) shows that
+  they can neither attain κ − tol nor raise κ(½(I+A)) are skipped (:data:`PRUNE`): the answers are the
+  same bits, and attention with "sink" tokens — most rows sharing mass on a few columns — skips most
+  tiles, while matrices without such structure pay a few per cent for the bounds.
 * **torch** (any device, used for CUDA tensors and as the CPU fallback/reference): row blocks of the
   distance matrix are accumulated one ``k`` at a time with in-place ops, so the temporary of a block
   stays under :data:`BLOCK_BYTES` (CPU) or :data:`CUDA_BLOCK_BYTES`.
