@@ -395,8 +395,10 @@ def test_bad_inputs_raise_value_error():
     tm = _eval(_seeded(timm_vit))
     with pytest.raises(ValueError, match="pixel tensor"):
         extract_attention(tm, torch.randn(3, IMG, IMG))
-    with pytest.raises(ValueError, match="tensor or a dict"):
+    with pytest.raises(ValueError, match="pixel tensor"):  # a list reaches the timm adapter, which names the problem
         extract_attention(tm, [1, 2, 3])
+    with pytest.raises(ValueError, match="tensor, a dict of tensors or a tuple"):
+        extract_attention(tm, "pixels")
     hm = _eval(_seeded(hf_bert))
     with pytest.raises(ValueError, match="input_ids"):
         extract_attention(hm, {"attention_mask": torch.ones(1, 3, dtype=torch.long)})
