@@ -9,7 +9,6 @@ STAMP   := $(VENV)/.installed
 NOTEBOOKS ?= theory baseline baseline_law language supervised_vit dinov2 tabular summary
 
 export PYTHONHASHSEED := 0
-export MPLBACKEND := Agg
 # Keep hub look-ups short so an offline build does not hang on them.
 export HF_HUB_ETAG_TIMEOUT ?= 5
 export HF_HUB_DOWNLOAD_TIMEOUT ?= 10
@@ -32,7 +31,7 @@ notebooks: $(STAMP)
 	@mkdir -p executed
 	@set -e; for nb in $(NOTEBOOKS); do \
 	  echo "=== $$nb ($(PROFILE))"; start=$$(date +%s); \
-	  $(VENV)/bin/papermill --log-level WARNING -k python3 --cwd notebooks \
+	  $(VENV)/bin/papermill --log-level WARNING --no-progress-bar -k python3 --cwd notebooks \
 	    -f params/$(PROFILE)/$$nb.yml -p profile $(PROFILE) \
 	    notebooks/$$nb.ipynb executed/$$nb.ipynb \
 	    || { echo "notebook $$nb FAILED; see executed/$$nb.ipynb"; exit 1; }; \

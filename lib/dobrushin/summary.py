@@ -172,11 +172,13 @@ def late_depth_row(df: pd.DataFrame, model: str) -> dict:
     return r
 
 
-def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
+                  reference: Optional[pd.DataFrame] = None) -> pd.DataFrame:
     """One row per claim x model x variant (see module docstring for the rule).
 
     ``baseline``: rows ``(n, holds, trials)`` of the Dirichlet(1) baseline to compare with the paper's
-    24–30% (one summary row per n).
+    24–30% (one summary row per n).  ``reference``: ``(n, p)`` grid of the baseline; each measured
+    model row then names the random baseline at its own token count in ``detail``.
     """
     rows: list[dict] = []
     if baseline is not None and len(baseline):
@@ -202,7 +204,10 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None) -> pd.Da
             claim = CLAIMS[claim_key] if claim_key else None
             part = pre[pre["variant"] == variant] if len(pre) else pre
             if len(part):
-                rows.append(_row(claim, model, variant, int(part["holds"].sum()), len(part)))
+                n_tok = float(part["n_tokens"].median())
+                ref = baseline_at(reference, n_tok)
+                detail = (f"random baseline at n = {n_tok:g}: {100 * ref:.1f}%" if np.isfinite(ref) else "")
+                rows.append(_row(claim, model, variant, int(part["holds"].sum()), len(part), detail=detail))
             else:
                 reason = status if status != "ok" else "no pretrained results"
                 rows.append(_not_run(claim, model, variant, reason))
@@ -236,25 +241,35 @@ def _is_uniform(name: str) -> bool:
 
 
 def load_baseline(results_dir) -> Optional[pd.DataFrame]:
-    """Dirichlet(1) baseline estimates ``(n, trials, holds, p, ci_low, ci_high)`` from results/baseline/*.csv.
-
-    Uses the file with the most trials per n when several contain the same n; None when there is none.
-    """
-    d = Path(results_dir) / "baseline"
-    frames = []
-    for p in sorted(d.glob("*.csv")) if d.exists() else []:
-        try:
-            f = pd.read_csv(p)
-        except Exception:
-            continue
-        if {"n", "ensemble", "trials", "holds"} <= set(f.columns):
-            frames.append(f[f["ensemble"].map(_is_uniform)][["n", "trials", "holds"]])
-    if not frames:
+    """Dirichlet(1) estimates ``(n, trials, holds, p, ci_low, ci_high)`` from results/baseline/baseline.csv
+    (the baseline chapter's grid, counted matrices); None when it does not exist."""
+    path = Path(results_dir) / "baseline" / "baseline.csv"
+    if not path.exists():
         return None
-    f = pd.concat(frames).sort_values("trials").groupby("n", as_index=False).last()
+    f = pd.read_csv(path)
+    f = f[f["ensemble"].map(_is_uniform)][["n", "trials", "holds"]].copy()
+    if not len(f):
+        return None
     ci = [wilson(h, t) for h, t in zip(f["holds"], f["trials"])]
     f["p"], f["ci_low"], f["ci_high"] = zip(*ci)
     return f.sort_values("n").reset_index(drop=True)
+
+
+def load_reference_grid(results_dir) -> Optional[pd.DataFrame]:
+    """The Dirichlet(1) baseline on every n known: the model token counts of results/baseline/reference.csv
+    (column-averaged estimates) and the baseline grid; ``(n, p)`` sorted by n, None if neither exists."""
+    frames = []
+    ref = Path(results_dir) / "baseline" / "reference.csv"
+    if ref.exists():
+        r = pd.read_csv(ref)
+        frames.append(r[r["ensemble"].map(_is_uniform)][["n", "p"]])
+    grid = load_baseline(results_dir)
+    if grid is not None:
+        frames.append(grid[["n", "p"]])
+    if not frames:
+        return None
+    f = pd.concat(frames).drop_duplicates("n", keep="first").sort_values("n")
+    return f.reset_index(drop=True)
 
 
 def baseline_at(grid: Optional[pd.DataFrame], n: float) -> float:
