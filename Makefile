@@ -49,7 +49,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
-	$(PY) -m dobrushin.bench
+	$(PY) -m dobrushin.bench $(BENCH_ARGS)
 
 check-html: $(STAMP)
 	$(PY) -m dobrushin.check_html _build/html

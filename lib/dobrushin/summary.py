@@ -458,3 +458,34 @@ class Text:
 
     def _repr_markdown_(self) -> str:
         return self.s
+
+
+def bench_table(bench: pd.DataFrame) -> pd.DataFrame:
+    """The benchmark in a few rows: the exact kernel's speed and agreement against SciPy per size and
+    matrix source, peak memory of a large batch, and the cost of attention capture."""
+    rows = []
+    k = bench[bench["method"] == "kernel f64 (batch)"]
+    s = bench[bench["method"] == "scipy+test"].set_index(["n", "source"])
+    for _, r in k.iterrows():
+        sc = s.loc[(r["n"], r["source"])] if (r["n"], r["source"]) in s.index else None
+        rows.append({
+            "measurement": f"κ + equality test, n = {int(r['n'])}, {r['source']}",
+            "this kernel": f"{r['matrices_per_s']:,.0f} matrices/s",
+            "scipy pdist + test": f"{sc['matrices_per_s']:,.0f} matrices/s" if sc is not None else "—",
+            "ratio": f"{r['speedup_vs_scipy']:.1f}× faster",
+            "identical answers": "yes" if bool(r["agree_exact"]) and float(r["holds_agree"]) == 1.0 else "NO",
+        })
+    for _, r in bench[bench["method"].str.startswith("memory:")].iterrows():
+        rows.append({
+            "measurement": f"peak memory, {r['method'][8:]}, {int(r['matrices'])} matrices, n = {int(r['n'])}",
+            "this kernel": f"+{r['peak_mem_mb']:.0f} MB",
+            "scipy pdist + test": "—",
+            "ratio": f"{r['mem_ratio']:.2f}× the batch ({r['batch_mb']:.0f} MB)",
+            "identical answers": "",
+        })
+    for _, r in bench[bench["method"] == "capture + test overhead"].iterrows():
+        rows.append({
+            "measurement": f"attention capture + test vs eager forward, {r['source']} ({r['note']})",
+            "this kernel": "", "scipy pdist + test": "", "ratio": f"+{r['overhead_pct']:.1f}%", "identical answers": "",
+        })
+    return pd.DataFrame(rows)
