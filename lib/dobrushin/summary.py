@@ -376,7 +376,8 @@ def headlines(table: pd.DataFrame) -> dict:
 
     out["minilm_content"] = frac("minilm", "content")
     out["minilm_special"] = frac("minilm", "with special tokens")
-    out["tabular_content"] = frac("ft-transformer", "content")
+    out["tabular_california"] = frac("ft-transformer/california", "content")
+    out["tabular_adult"] = frac("ft-transformer/adult", "content")
     base = table[table["claim"] == CLAIMS["baseline"].text]
     base = base[base["measured"].notna()]
     out["baseline_range"] = (f"{100 * base['measured'].min():.1f}–{100 * base['measured'].max():.1f}%"
@@ -456,8 +457,11 @@ class Text:
     def __repr__(self) -> str:
         return self.s
 
-    def _repr_markdown_(self) -> str:
-        return self.s
+    def _repr_html_(self) -> str:  # pasted inline as plain text, not as a code literal
+        import html
+
+        return f'<span class="pasted-text">{html.escape(self.s)}</span>'
+
 
 
 def bench_table(bench: pd.DataFrame) -> pd.DataFrame:
