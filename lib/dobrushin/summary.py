@@ -282,33 +282,39 @@ def baseline_at(grid: Optional[pd.DataFrame], n: float) -> float:
 
 # --- figures --------------------------------------------------------------------------------------
 def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None):
-    """Fraction holding vs relative depth for every model, faceted by variant."""
+    """Fraction holding vs relative depth, faceted by variant: one coloured line per trained model (with a
+    dotted line of the same colour at the random baseline for its token count) and every untrained
+    control as a thin grey line."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     t = table.assign(rel=relative_depth(table))
     variants = [v for v in ("content", "with_special") if v in set(t["variant"])]
-    fig, axes = plt.subplots(1, len(variants), figsize=(6.5 * len(variants), 4.8), sharey=True, squeeze=False)
-    models = sorted(t["model"].unique())
-    cmap = plt.get_cmap("tab20")
-    colours = {m: cmap(i % 20) for i, m in enumerate(models)}
+    fig, axes = plt.subplots(1, len(variants), figsize=(6.5 * len(variants), 4.6), sharey=True, squeeze=False)
+    trained = sorted(t.loc[t["weights"] == "pretrained", "model"].unique())
+    cmap = plt.get_cmap("tab10")
+    colours = {m: cmap(i % 10) for i, m in enumerate(trained)}
+    handles = []
     for ax, variant in zip(axes[0], variants):
         sub = t[t["variant"] == variant]
-        for (model, weights), g in sub.groupby(["model", "weights"]):
+        for model, g in sub[sub["weights"] == "untrained"].groupby("model"):
             prof = g.groupby("rel")["holds"].mean()
-            ls = "-" if weights == "pretrained" else "--"
-            label = model if weights == "pretrained" else f"{model} (untrained)"
-            ax.plot(prof.index, prof.values, ls, marker="o", ms=3, color=colours[model], label=label, lw=1.4)
-            if weights == "pretrained" or (g["model"].iloc[0], "pretrained") not in set(zip(sub["model"], sub["weights"])):
-                ref = baseline_at(baseline_grid, float(g["n_tokens"].median()))
-                if np.isfinite(ref):
-                    ax.axhline(ref, color=colours[model], ls=":", lw=1)
+            ax.plot(prof.index, prof.values, "-", color="0.6", lw=0.8, alpha=0.6, zorder=1)
+        for model, g in sub[sub["weights"] == "pretrained"].groupby("model"):
+            prof = g.groupby("rel")["holds"].mean()
+            ax.plot(prof.index, prof.values, "-", marker="o", ms=3.5, lw=2, color=colours[model], zorder=3)
+            ref = baseline_at(baseline_grid, float(g["n_tokens"].median()))
+            if np.isfinite(ref):
+                ax.axhline(ref, color=colours[model], ls=":", lw=1.2, zorder=2)
         ax.set_title({"content": "content tokens", "with_special": "with special tokens"}[variant])
         ax.set_xlabel("relative depth  layer / (L − 1)")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("fraction of inputs where equality holds")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, bbox_to_anchor=(0.5, -0.02 - 0.03 * (len(labels) // 3)))
+    handles = [Line2D([], [], color=colours[m], lw=2, marker="o", ms=3.5, label=f"{m} (trained)") for m in trained]
+    handles.append(Line2D([], [], color="0.6", lw=0.8, label="untrained controls (every architecture)"))
+    handles.append(Line2D([], [], color="k", ls=":", lw=1.2, label="random baseline at the model's token count"))
+    fig.legend(handles=handles, loc="upper center", ncol=2, fontsize=8, bbox_to_anchor=(0.5, 0.0))
     fig.tight_layout()
     return fig
 
