@@ -55,8 +55,13 @@ _MODEL_CLAIMS = [
     ("dinov2", "essentially_all", True),
     ("roberta", "essentially_all", True),
     ("distilbert", "essentially_all", True),
-    ("deit", "deit", False),
-    ("vit", "vit", False),  # after deit and dinov2, whose ids also contain "vit" in timm
+    # the paper's supervised models exactly (HF ids and timm names); other DeiT/ViT sizes get no claim
+    ("deit-base-patch16-224", "deit", False),
+    ("deit_base_patch16_224", "deit", False),
+    ("deit-base-distilled-patch16-224", "deit", False),
+    ("deit_base_distilled_patch16_224", "deit", False),
+    ("vit-base-patch16-224", "vit", False),
+    ("vit_base_patch16_224", "vit", False),
     ("ft-transformer", "tabular", False),
 ]
 # models the paper does not report, compared with nothing
@@ -83,9 +88,10 @@ def special_claim(model: str) -> Optional[str]:
     return None
 
 
-def decide(ci_low: float, ci_high: float, claim: Claim) -> str:
-    """``reproduced`` iff the Wilson interval [ci_low, ci_high] overlaps [claim.low, claim.high]."""
-    if not (np.isfinite(ci_low) and np.isfinite(ci_high)):
+def decide(ci_low: float, ci_high: float, claim: Claim, n: int = 1) -> str:
+    """``reproduced`` iff the Wilson interval [ci_low, ci_high] overlaps [claim.low, claim.high];
+    ``not run: no measurement`` when there are no pairs (``n = 0``)."""
+    if n <= 0 or not (np.isfinite(ci_low) and np.isfinite(ci_high)):
         return "not run: no measurement"
     return "reproduced" if (ci_high >= claim.low and ci_low <= claim.high) else "differs"
 
@@ -98,7 +104,7 @@ def _row(claim: Optional[Claim], model, variant, k, n, detail="", weights="pretr
     else:
         variant_label = VARIANT_LABEL.get(variant, variant)
         claim_used = claim
-    status = decide(lo, hi, claim_used) if claim_used else "no paper value"
+    status = decide(lo, hi, claim_used, n) if claim_used else "no paper value"
     return {
         "claim": claim.text if claim else "(not in the paper)",
         "model": model,
@@ -128,13 +134,23 @@ def _not_run(claim: Optional[Claim], model, variant, reason) -> dict:
     }
 
 
-def load_family_results(results_dir) -> tuple[pd.DataFrame, dict]:
-    """All per-model tables of the family notebooks plus their manifest entries.
+def _current(manifest: dict, entry: dict, profile: Optional[str]) -> bool:
+    """Is a manifest entry part of the notebook's latest run (its model list, and the profile asked for)?"""
+    models = (manifest.get("parameters") or {}).get("models")
+    if models is not None and entry.get("model") not in models:
+        return False
+    prof = entry.get("profile", manifest.get("profile"))
+    return profile is None or prof is None or prof == profile
 
-    Returns ``(table, entries)`` where ``table`` has the results schema plus ``notebook`` and
-    ``entries`` maps ``(notebook, model)`` to the manifest record.
+
+def load_family_results(results_dir, profile: Optional[str] = None) -> tuple[pd.DataFrame, dict]:
+    """The per-model tables of the family notebooks' latest runs plus their manifest entries.
+
+    Entries left over from earlier runs (a model no longer in the notebook's ``models`` parameter, or a
+    different profile than ``profile``) are ignored.  Returns ``(table, entries)`` where ``table`` has
+    the results schema plus ``notebook`` and ``entries`` maps ``(notebook, model)`` to the manifest record.
     """
-    from .results import ResultStore
+    from .results import ResultStore, conform, sha256_file
 
     frames, entries = [], {}
     for nb in FAMILY_NOTEBOOKS:
@@ -142,27 +158,33 @@ def load_family_results(results_dir) -> tuple[pd.DataFrame, dict]:
         if not (d / "manifest.json").exists():
             continue
         store = ResultStore(results_dir, nb)
-        for slug, e in store.manifest()["entries"].items():
+        m = store.manifest()
+        for slug, e in m["entries"].items():
+            if not _current(m, e, profile):
+                continue
             model = e.get("model") or e.get("params", {}).get("model_id") or slug
             entries[(nb, model)] = e
-        t = store.tables()
-        if len(t):
-            t = t.assign(notebook=nb)
-            frames.append(t)
-            for model in t["model"].unique():
-                entries.setdefault((nb, model), {})
+            f = e.get("file")
+            if f and (d / f).exists() and e.get("sha256") == sha256_file(d / f):
+                t = conform(pd.read_parquet(d / f))
+                frames.append(t.assign(notebook=nb))
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return table, entries
 
 
 def late_depth_row(df: pd.DataFrame, model: str) -> dict:
-    """"All failures late in depth": share of failing pairs at relative depth ≥ ½, with Wilson CI."""
+    """"All failures late in depth": share of failing pairs at relative depth ≥ ½, with Wilson CI.
+
+    No failures at all satisfies the claim trivially (reported as such); a one-layer model cannot be
+    judged (not run)."""
     claim = CLAIMS["late"]
     L = int(df["layer"].max()) + 1
+    if L < 2:
+        return _not_run(claim, model, "content", "a single layer has no depth")
     fails = df[~df["holds"]]
-    if L < 2 or len(fails) == 0:
-        r = _row(claim, model, "content", 0, 0, detail="no failures to locate")
-        r.update(status="no paper value" if len(fails) == 0 else r["status"], paper_value=claim.paper_value)
+    if len(fails) == 0:
+        r = _row(claim, model, "content", 0, 0, detail=f"no failing pair in {L} layers: trivially true")
+        r.update(status="reproduced", measured=np.nan)
         return r
     rel = fails["layer"].to_numpy() / (L - 1)
     k = int((rel >= 0.5).sum())
@@ -173,7 +195,7 @@ def late_depth_row(df: pd.DataFrame, model: str) -> dict:
 
 
 def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
-                  reference: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+                  reference: Optional[pd.DataFrame] = None, profile: Optional[str] = None) -> pd.DataFrame:
     """One row per claim x model x variant (see module docstring for the rule).
 
     ``baseline``: rows ``(n, holds, trials)`` of the Dirichlet(1) baseline to compare with the paper's
@@ -190,7 +212,7 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
     else:
         rows.append(_not_run(CLAIMS["baseline"], "random Dirichlet(1) rows", "content", "baseline results missing"))
 
-    table, entries = load_family_results(results_dir)
+    table, entries = load_family_results(results_dir, profile)
     seen = set()
     for (nb, model), e in sorted(entries.items()):
         seen.add(model)
@@ -207,6 +229,8 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
                 n_tok = float(part["n_tokens"].median())
                 ref = baseline_at(reference, n_tok)
                 detail = (f"random baseline at n = {n_tok:g}: {100 * ref:.1f}%" if np.isfinite(ref) else "")
+                if e.get("inputs"):
+                    detail = f"{detail}; inputs: {e['inputs']}" if detail else f"inputs: {e['inputs']}"
                 rows.append(_row(claim, model, variant, int(part["holds"].sum()), len(part), detail=detail))
             else:
                 reason = status if status != "ok" else "no pretrained results"

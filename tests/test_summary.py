@@ -1,0 +1,86 @@
+"""The paper-vs-build summary: the decision rule, the depth claim and reading result folders."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dobrushin import summary
+from dobrushin.results import ResultStore
+from dobrushin.stats import wilson
+
+
+def _table(model, holds_by_layer, weights="pretrained", variant="content", n_tokens=10):
+    rows = []
+    for layer, holds in enumerate(holds_by_layer):
+        for i, h in enumerate(holds):
+            rows.append(dict(model=model, input_id=str(i), layer=layer, n_tokens=n_tokens, kappa=0.5,
+                             kappa_factor=0.75 if h else 0.7, bound=0.75, slack=0.0 if h else 0.05,
+                             holds=bool(h), variant=variant, weights=weights))
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("k,n,claim,expected", [
+    (99, 100, "essentially_all", "reproduced"),   # interval reaches 0.99
+    (80, 100, "essentially_all", "differs"),
+    (64, 100, "vit", "reproduced"),
+    (30, 100, "vit", "differs"),
+    (25, 100, "baseline", "reproduced"),
+    (60, 100, "tabular", "differs"),
+])
+def test_decide_is_interval_overlap(k, n, claim, expected):
+    p, lo, hi = wilson(k, n)
+    c = summary.CLAIMS[claim]
+    assert summary.decide(lo, hi, c, n) == expected
+    assert (expected == "reproduced") == (hi >= c.low and lo <= c.high)
+
+
+def test_decide_without_pairs_is_not_run():
+    p, lo, hi = wilson(0, 0)
+    assert summary.decide(lo, hi, summary.CLAIMS["baseline"], 0).startswith("not run")
+
+
+def test_claims_match_the_papers_models_only():
+    assert summary.content_claim("facebook/dinov2-small") == "essentially_all"
+    assert summary.content_claim("timm/vit_small_patch14_reg4_dinov2.lvd142m") == "essentially_all"
+    assert summary.content_claim("google/vit-base-patch16-224") == "vit"
+    assert summary.content_claim("facebook/deit-base-patch16-224") == "deit"
+    assert summary.content_claim("google/vit-large-patch16-224") is None  # not the paper's ViT-B/16
+    assert summary.content_claim("facebook/deit-small-patch16-224") is None
+    assert summary.content_claim("sentence-transformers/all-MiniLM-L6-v2") is None
+    assert summary.special_claim("FacebookAI/roberta-base") == "special"
+    assert summary.special_claim("google/vit-base-patch16-224") is None
+
+
+def test_late_depth_rule():
+    L = 4
+    late = _table("m", [[1, 1], [1, 1], [1, 0], [0, 0]])  # failures in layers 2, 3 of 0..3
+    r = summary.late_depth_row(late, "m")
+    assert r["status"] == "reproduced" and r["n_pairs"] == 3
+    early = _table("m", [[0, 1], [1, 1], [1, 1], [1, 0]])
+    assert summary.late_depth_row(early, "m")["status"] == "differs"
+    none = _table("m", [[1]] * L)
+    assert summary.late_depth_row(none, "m")["status"] == "reproduced"
+    assert summary.late_depth_row(_table("m", [[0, 1]]), "m")["status"].startswith("not run")
+
+
+def test_build_summary_reads_only_the_latest_run(tmp_path):
+    store = ResultStore(tmp_path, "language")
+    t_old = _table("old/model", [[1, 1]])
+    store.save("old/model", {"x": 1}, t_old, model="old/model", status="ok")
+    t = pd.concat([_table("FacebookAI/roberta-base", [[1, 1, 1, 0]] * 2),
+                   _table("FacebookAI/roberta-base", [[1, 0, 0, 0]] * 2, weights="untrained")])
+    store.save("FacebookAI/roberta-base", {"x": 2}, t, model="FacebookAI/roberta-base", status="ok")
+    store.record("distilbert/distilbert-base-uncased", {"x": 3}, model="distilbert/distilbert-base-uncased",
+                 status="weights unavailable: offline")
+    store.update_manifest(parameters={"models": ["FacebookAI/roberta-base", "distilbert/distilbert-base-uncased"]})
+    s = summary.build_summary(tmp_path)
+    assert "old/model" not in set(s["model"])
+    rob = s[(s["model"] == "FacebookAI/roberta-base") & (s["variant"] == "content")].iloc[0]
+    assert rob["n_pairs"] == 8 and rob["measured"] == pytest.approx(6 / 8)
+    assert rob["status"] == summary.decide(rob["ci_low"], rob["ci_high"], summary.CLAIMS["essentially_all"], 8)
+    un = s[(s["model"] == "FacebookAI/roberta-base") & s["variant"].str.startswith("untrained")]
+    assert set(un["status"]) == {"no paper value"} and un["measured"].iloc[0] == pytest.approx(2 / 8)
+    dist = s[s["model"] == "distilbert/distilbert-base-uncased"]
+    assert len(dist) and all(st == "not run: weights unavailable: offline" for st in dist["status"])
+    assert s.columns.tolist() == summary.COLUMNS
