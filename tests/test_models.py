@@ -362,3 +362,21 @@ def test_pretrained_hf_from_local_folder(offline, tmp_path):
         torch.testing.assert_close(lm.model.state_dict()[k], v)
     ex = extract_attention(lm.model, lm.preprocess([_photo("L")]))
     assert ex.attention.shape[-1] == 1 + 16
+
+
+def test_pretrained_text_weights_without_their_tokenizer_are_unavailable(offline, tmp_path):
+    # a trained RoBERTa folder with weights but no tokenizer files: measuring it with the offline
+    # WordPiece tokenizer would be a silent substitution, so the weights count as unavailable
+    cfg = transformers.RobertaConfig(vocab_size=50265, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=64)
+    torch.manual_seed(0)
+    transformers.RobertaModel(cfg).save_pretrained(tmp_path)
+    with pytest.raises(WeightsUnavailable, match="tokenizer"):
+        load_model(str(tmp_path))
+    # an uncased BERT checkpoint shares the offline WordPiece vocabulary exactly and still loads
+    bdir = tmp_path / "bert"
+    bcfg = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
+                                   num_attention_heads=4, intermediate_size=64)
+    transformers.BertModel(bcfg).save_pretrained(bdir)
+    lm = load_model(str(bdir))
+    assert lm.weights == "pretrained" and "wordpiece" in lm.notes.lower()

@@ -520,10 +520,25 @@ def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout:
     else:
         try:
             tok = AutoTokenizer.from_pretrained(source, local_files_only=True)
+            # transformers can build an *empty* tokenizer (a handful of special tokens) when the folder
+            # has no vocabulary files; that is not the model's tokenizer
+            vs = int(getattr(model.config, "vocab_size", 0) or 0)
+            if vs and not (0.9 * vs <= len(tok) <= vs + 1024):
+                raise ValueError(f"tokenizer has {len(tok)} entries, the model's vocabulary {vs}")
             note = "tokenizer: the model's own"
             remap = None
-        except Exception:
-            tok, remap, note = _offline_tokenizer_for(mid, model.config)
+        except Exception as exc:
+            # Trained weights must see the token ids they were trained on: the offline WordPiece
+            # tokenizer is used only where it is the model's own vocabulary (uncased BERT/DistilBERT,
+            # 30 522 entries); anything else would be a silent substitution.
+            cfg = model.config
+            if getattr(cfg, "model_type", "") in ("bert", "distilbert") and \
+                    getattr(cfg, "vocab_size", 0) == offline_wordpiece_tokenizer().vocab_size:
+                tok, remap, note = _offline_tokenizer_for(mid, cfg)
+            else:
+                raise WeightsUnavailable(f"{model_id}: weights found but not the model's own tokenizer "
+                                         f"({type(exc).__name__}); measuring with another tokenizer would "
+                                         f"feed the trained model token ids it never saw") from None
         preprocess = _text_preprocess(tok, model, max_length, remap)
     notes.append(note)
     return LoadedModel(model=model, preprocess=preprocess, kind=kind, source="hf", weights="pretrained",
