@@ -45,7 +45,8 @@ def measure(
     ``roles[b]``: the role of each of the n tokens of input b.  The kept tokens' submatrix is
     renormalised with :func:`dobrushin.restrict` before the test (``atol`` is the tolerance on
     the row sums of the captured float32 attention).  Inputs with the same kept-token layout are
-    analysed as one batch.
+    analysed as one batch.  An input that keeps fewer than two tokens in a variant (e.g. a one-word
+    sentence on content tokens) has no pair to test and contributes no rows to that variant.
     """
     A = attention if isinstance(attention, torch.Tensor) else torch.as_tensor(np.asarray(attention))
     A = A.detach().to("cpu", torch.float64)
@@ -62,7 +63,9 @@ def measure(
                 raise ValueError(f"input {b}: {len(roles[b])} roles for {A.shape[-1]} tokens")
             groups[tuple(keep_indices(roles[b], variant).tolist())].append(b)
         for keep, members in groups.items():
-            if len(keep) == 0:
+            if len(keep) < 2:
+                # fewer than two kept tokens: no pair exists, so the condition is vacuous (κ = 0 and
+                # the test would count a "failure" that says nothing); such inputs are left out
                 continue
             sub = restrict(A[members], np.asarray(keep, dtype=np.int64), atol=atol)
             res = analyse(sub, tol, validate=False)
@@ -81,6 +84,6 @@ def measure(
                 "weights": weights,
             }))
     if not frames:
-        raise ValueError("no input had any kept token")
+        raise ValueError("no input kept two or more tokens")
     df = pd.concat(frames, ignore_index=True)
     return conform(df)

@@ -52,6 +52,9 @@ def _atomic(path: Path, write: Callable[[Path], None]) -> None:
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; results are meant to be shared
+        with open(tmp, "rb") as f:  # flush to disk before the rename makes the file visible
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,42 @@
+"""dobrushin.measure: variants, restriction and inputs with too few tokens."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dobrushin as db
+from dobrushin.measure import keep_indices, measure
+
+
+def _stochastic(rng, B, L, n):
+    A = rng.random((B, L, n, n))
+    return A / A.sum(-1, keepdims=True)
+
+
+def test_measure_matches_a_direct_computation_per_variant():
+    rng = np.random.default_rng(0)
+    A = _stochastic(rng, 2, 3, 5)
+    roles = [["cls", "content", "content", "content", "sep"], ["cls", "content", "content", "pad", "pad"]]
+    df = measure(A, roles, model="m", input_ids=["a", "b"], weights="untrained")
+    for b, iid in enumerate(["a", "b"]):
+        for variant in ("content", "with_special"):
+            keep = keep_indices(roles[b], variant)
+            for layer in range(3):
+                sub = A[b, layer][np.ix_(keep, keep)]
+                sub = sub / sub.sum(-1, keepdims=True)
+                row = df[(df.input_id == iid) & (df.variant == variant) & (df.layer == layer)].iloc[0]
+                assert row.n_tokens == len(keep)
+                assert row.kappa == pytest.approx(db.kappa(sub), abs=1e-12)
+                assert row.holds == db.equality_holds(sub)
+
+
+def test_inputs_with_fewer_than_two_kept_tokens_are_left_out():
+    rng = np.random.default_rng(1)
+    A = _stochastic(rng, 2, 2, 4)
+    roles = [["cls", "content", "sep", "pad"], ["cls", "content", "content", "sep"]]
+    df = measure(A, roles, model="m", input_ids=["one-word", "two-words"], weights="untrained")
+    content = df[df.variant == "content"]
+    assert set(content.input_id) == {"two-words"}  # one content token: no pair, nothing to test
+    assert set(df[df.variant == "with_special"].input_id) == {"one-word", "two-words"}
+    with pytest.raises(ValueError, match="two or more tokens"):
+        measure(A[:1], roles[:1], model="m", input_ids=["x"], weights="untrained", variants=("content",))
