@@ -51,7 +51,7 @@ import pandas as pd
 import torch
 
 from .core import DEFAULT_TOL, analyse, kappa, restrict, rollout
-from .measure import keep_indices, measure
+from .measure import MEASURE_VERSION, keep_indices, measure
 from .results import (
     SCHEMA,
     VARIANTS,
@@ -336,7 +336,7 @@ def cache_params(model_id: str, inputs, *, weights: Sequence[str], n_untrained: 
                  tol: float, atol: float, device: torch.device) -> dict:
     """The parameter mapping whose hash keys the cache (everything that affects the numbers)."""
     return {
-        "pipeline_version": PIPELINE_VERSION, "model_id": model_id, "weights": list(weights),
+        "pipeline_version": PIPELINE_VERSION, "measure_version": MEASURE_VERSION, "model_id": model_id, "weights": list(weights),
         "inputs": _inputs_key(inputs), "n_inputs": len(inputs), "n_untrained": n_untrained,
         "batch_size": batch_size, "seed": seed, "image_size": image_size, "max_length": max_length,
         "head_inputs": head_inputs, "head_variants": list(head_variants), "variants": list(variants),

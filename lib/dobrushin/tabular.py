@@ -489,7 +489,7 @@ def extract_rows(model, data: TabularData, part: str, rows, *, average_heads: bo
 
 
 #: bump when the measurement's output for the same parameters changes
-MEASURE_VERSION = 1
+from .measure import MEASURE_VERSION  # noqa: E402  (shared with the other notebooks' cache keys)
 
 
 def select_rows(n: int, k: Optional[int], seed: int = 0) -> np.ndarray:
