@@ -50,8 +50,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import torch
 
-#: the token roles, in the order used by :mod:`dobrushin.measure`
-ROLES = ("cls", "register", "distillation", "sep", "pad", "content")
+from .measure import ROLES, keep_indices  # one definition of the roles and of the kept tokens
 
 #: keys a tokenizer may return that are not forward arguments (removed before the forward pass)
 _NON_FORWARD_KEYS = ("special_tokens_mask", "offset_mapping", "length", "overflowing_tokens",
@@ -104,14 +103,9 @@ class Extraction:
     def keep(self, b: int, variant: str = "content"):
         """Token indices of input ``b`` kept by ``variant``: ``"content"`` (content tokens only),
         ``"with_special"`` (all but padding) or ``"unpadded"`` (same as ``with_special``)."""
-        import numpy as np
-
-        r = np.asarray(self.roles[b])
-        if variant == "content":
-            return np.flatnonzero(r == "content")
-        if variant in ("with_special", "unpadded"):
-            return np.flatnonzero(r != "pad")
-        raise ValueError(f"unknown variant {variant!r}; expected 'content', 'with_special' or 'unpadded'")
+        if variant not in ("content", "with_special", "unpadded"):
+            raise ValueError(f"unknown variant {variant!r}; expected 'content', 'with_special' or 'unpadded'")
+        return keep_indices(self.roles[b], "content" if variant == "content" else "with_special")
 
     def unpadded(self, b: int):
         """``(attention, roles)`` of input ``b`` with pad rows and columns removed

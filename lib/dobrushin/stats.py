@@ -25,17 +25,3 @@ def wilson(k: int, n: int, z: float = Z95) -> Tuple[float, float, float]:
     centre = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
     return p, max(0.0, centre - half), min(1.0, centre + half)
-
-
-def wilson_frame(df, by, col: str = "holds"):
-    """Group ``df`` by ``by`` and return fraction, Wilson bounds and counts of boolean column ``col``."""
-    import pandas as pd
-
-    rows = []
-    for key, g in df.groupby(by, sort=True, observed=True):
-        k, n = int(np.sum(g[col])), len(g)
-        p, lo, hi = wilson(k, n)
-        key = key if isinstance(key, tuple) else (key,)
-        rows.append((*key, k, n, p, lo, hi))
-    by = [by] if isinstance(by, str) else list(by)
-    return pd.DataFrame(rows, columns=[*by, "k", "n", "fraction", "ci_low", "ci_high"])
