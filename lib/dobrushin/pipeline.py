@@ -57,7 +57,6 @@ from .results import (
     VARIANTS,
     WEIGHTS,
     ResultStore,
-    atomic_write_parquet,
     conform,
     sha256_file,
     slugify,
@@ -494,12 +493,7 @@ def measure_model(
     heads = pd.concat([r["heads"] for r in results], ignore_index=True)
     roll = pd.concat([r["rollout"] for r in results], ignore_index=True)
     heads, roll = _frame(heads, HEAD_COLUMNS), _frame(roll, ROLLOUT_COLUMNS)
-    for what, df in (("heads", heads), ("rollout", roll)):
-        p = store.path(slug, f".{what}.parquet")
-        atomic_write_parquet(p, df)
-        info[f"{what}_file"] = p.name
-        info[f"{what}_sha256"] = sha256_file(p)
-    entry = store.save(slug, params, table, **info)
+    entry = store.save(slug, params, table, secondary={"heads": heads, "rollout": roll}, **info)
     return ModelRun(model_id, slug, status, conform(table), heads, roll, runs, entry)
 
 

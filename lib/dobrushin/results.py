@@ -15,7 +15,7 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 import pandas as pd
 
@@ -158,8 +158,18 @@ class ResultStore:
         except Exception:  # corrupt parquet or schema drift
             return None
 
-    def save(self, slug: str, params: Mapping[str, Any], df: pd.DataFrame, **info) -> dict:
-        """Write the table atomically, then record it (params key, sha256, ``info``) in the manifest."""
+    def save(self, slug: str, params: Mapping[str, Any], df: pd.DataFrame,
+             secondary: Optional[Mapping[str, pd.DataFrame]] = None, **info) -> dict:
+        """Write the table atomically, then record it (params key, sha256, ``info``) in the manifest.
+
+        ``secondary``: extra tables of the same model (e.g. ``{"heads": ..., "rollout": ...}``), each
+        written first to ``<slug>.<name>.parquet`` and recorded as ``<name>_file`` / ``<name>_sha256``.
+        """
+        for what, extra in (secondary or {}).items():
+            sp = self.path(slug, f".{what}.parquet")
+            atomic_write_parquet(sp, extra)
+            info[f"{what}_file"] = sp.name
+            info[f"{what}_sha256"] = sha256_file(sp)
         df = conform(df)
         p = self.path(slug)
         atomic_write_parquet(p, df)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 from typing import Tuple
 
-import numpy as np
 
 Z95 = 1.959963984540054
 

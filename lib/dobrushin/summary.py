@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -422,7 +422,6 @@ def headlines(table: pd.DataFrame) -> dict:
 def parameter_table(notebooks_dir, params_dir) -> pd.DataFrame:
     """Every notebook parameter: name, default (from the ``parameters`` cell), comment, and the value
     each profile sets (from ``params/<profile>/<notebook>.yml``)."""
-    import ast
     import re
 
     import nbformat

@@ -564,7 +564,6 @@ def measure_and_store(store, slug: str, *, models: Dict[str, Any], data: Tabular
 
     from .core import DEFAULT_TOL
     from .pipeline import HEAD_COLUMNS, ROLLOUT_COLUMNS, _frame, _load_cached, describe_device
-    from .results import atomic_write_parquet, sha256_file
 
     bad = set(models) - {"pretrained", "untrained"}
     if bad or not models:
@@ -598,12 +597,7 @@ def measure_and_store(store, slug: str, *, models: Dict[str, Any], data: Tabular
     table = pd.concat([r["table"] for r in results], ignore_index=True)
     heads = _frame([r["heads"] for r in results], HEAD_COLUMNS)
     roll = _frame([r["rollout"] for r in results], ROLLOUT_COLUMNS)
-    for what, df in (("heads", heads), ("rollout", roll)):
-        p = store.path(slug, f".{what}.parquet")
-        atomic_write_parquet(p, df)
-        entry_info[f"{what}_file"] = p.name
-        entry_info[f"{what}_sha256"] = sha256_file(p)
-    entry = store.save(slug, params, table, **entry_info)
+    entry = store.save(slug, params, table, secondary={"heads": heads, "rollout": roll}, **entry_info)
     return {"table": store.load(slug, params)[0], "heads": heads, "rollout": roll, "entry": entry, "cached": False}
 
 
