@@ -607,11 +607,9 @@ def _diag(Pan, n):
 
 
 @njit(**_JIT)
-def _summary_serial(A, tol, prune):
-    n = A.shape[0]
-    if n < 2:
-        return 0.0, 0.0, False, -1, -1
-    Pan = _pack(A)
+def _init_state(Pan, n, tol, prune):
+    """Per-matrix state of a driver: the diagonal, the running row maxima (distance, κ(B) penalty,
+    self-dominant distance), the tile bounds and, when pruning, the tiles already seeded."""
     diag = _diag(Pan, n)
     rowmax = np.full(n, -np.inf)
     rowpen = np.full(n, -np.inf)
@@ -621,6 +619,16 @@ def _summary_serial(A, tol, prune):
     lb = np.full(2, -np.inf)
     if prune:
         _seed(Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, done, lb)
+    return diag, rowmax, rowpen, rowmsd, ub, margin, done, lb
+
+
+@njit(**_JIT)
+def _summary_serial(A, tol, prune):
+    n = A.shape[0]
+    if n < 2:
+        return 0.0, 0.0, False, -1, -1
+    Pan = _pack(A)
+    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(Pan, n, tol, prune)
     out = np.empty((RB, CB))
     for q in range((n + RB - 1) // RB):
         _row_block(Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin)
@@ -666,15 +674,7 @@ def summary_one(A, tol, prune):
     if n < 2:
         return 0.0, 0.0, False, -1, -1
     Pan = _pack_par(A)
-    diag = _diag(Pan, n)
-    rowmax = np.full(n, -np.inf)
-    rowpen = np.full(n, -np.inf)
-    rowmsd = np.full(n, -np.inf)
-    ub, margin = _bounds(Pan, n, prune)
-    done = np.zeros(ub.shape, dtype=np.bool_)
-    lb = np.full(2, -np.inf)
-    if prune:
-        _seed(Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, done, lb)
+    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(Pan, n, tol, prune)
     nb = (n + RB - 1) // RB
     for t in prange((nb + 1) // 2):
         q = np.int64(t)  # parfor indices may be unsigned; keep block arithmetic in int64
