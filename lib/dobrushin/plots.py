@@ -90,8 +90,13 @@ def layer_profile(table: pd.DataFrame, *, variants: Sequence[str] = ("content", 
         ax.set_xlabel("layer")
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
+    return _finish_grid(fig, axes, ncols, "fraction where equality holds", title)
+
+
+def _finish_grid(fig, axes, ncols: int, ylabel: str, title: Optional[str]):
+    """Label the first panel of each row, add the shared legend and the title."""
     for ax in axes[::max(1, min(ncols, len(axes)))]:
-        ax.set_ylabel("fraction where equality holds")
+        ax.set_ylabel(ylabel)
     _legend(fig, axes)
     if title:
         fig.suptitle(title)
@@ -139,12 +144,7 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
         ax.set_title(_name(m), fontsize=10)
         ax.set_xlabel("layer")
         ax.grid(alpha=0.3, axis="y")
-    for ax in axes[::max(1, min(ncols, len(axes)))]:
-        ax.set_ylabel("slack ½(1+κ(A)) − κ(½(I+A))")
-    _legend(fig, axes)
-    if title:
-        fig.suptitle(title)
-    return fig
+    return _finish_grid(fig, axes, ncols, "slack ½(1+κ(A)) − κ(½(I+A))", title)
 
 
 def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
