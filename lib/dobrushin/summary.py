@@ -68,24 +68,24 @@ _MODEL_CLAIMS = [
 _EXTRA = ("minilm",)
 
 
-def content_claim(model: str) -> Optional[str]:
+def _match(model: str):
+    """The ``_MODEL_CLAIMS`` entry for ``model`` (None for extra models and models the paper lacks)."""
     m = model.lower()
     if any(e in m for e in _EXTRA):
         return None
-    for frag, claim, _ in _MODEL_CLAIMS:
-        if frag in m:
-            return claim
-    return None
+    return next((entry for entry in _MODEL_CLAIMS if entry[0] in m), None)
+
+
+def content_claim(model: str) -> Optional[str]:
+    """Key of the paper's content-token claim for ``model`` (None: no claim)."""
+    hit = _match(model)
+    return hit[1] if hit else None
 
 
 def special_claim(model: str) -> Optional[str]:
-    m = model.lower()
-    if any(e in m for e in _EXTRA):
-        return None
-    for frag, _, special in _MODEL_CLAIMS:
-        if frag in m:
-            return "special" if special else None
-    return None
+    """``"special"`` when the paper states the special-token figure for ``model``'s family, else None."""
+    hit = _match(model)
+    return "special" if hit and hit[2] else None
 
 
 def decide(ci_low: float, ci_high: float, claim: Claim, n: int = 1) -> str:
