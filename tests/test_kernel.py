@@ -8,8 +8,6 @@ same order.
 """
 from __future__ import annotations
 
-import re
-from pathlib import Path
 
 import numpy as np
 import pytest

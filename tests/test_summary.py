@@ -1,7 +1,6 @@
 """The paper-vs-build summary: the decision rule, the depth claim and reading result folders."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 

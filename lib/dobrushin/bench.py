@@ -159,7 +159,6 @@ def dirichlet(n: int, b: int, alpha: float = 0.05, seed: int = 0) -> np.ndarray:
 
 
 def _long_texts(count: int) -> List[str]:
-    k = len(SENTENCES)
     return [" ".join((SENTENCES[s:] + SENTENCES[:s]) * 2) for s in range(count)]
 
 

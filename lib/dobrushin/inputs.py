@@ -295,7 +295,7 @@ def load_images(source: Optional[str] = None, n: Optional[int] = None, *, seed: 
             folder = d / "imagenet_samples"
             if not folder.is_dir():
                 raise DataUnavailable(f"DOBRUSHIN_DATA={str(d)!r} has no imagenet_samples/ folder")
-            return _folder_images(folder, n, seed, f"ImageNet sample photos ($DOBRUSHIN_DATA/imagenet_samples)")
+            return _folder_images(folder, n, seed, "ImageNet sample photos ($DOBRUSHIN_DATA/imagenet_samples)")
         return _embedded_images(n, seed)
     if not isinstance(source, (str, os.PathLike)):
         raise ValueError(f"image source must be a folder, 'embedded', 'hf:<dataset id>' or None, got {source!r}")

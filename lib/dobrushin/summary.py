@@ -213,9 +213,7 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
         rows.append(_not_run(CLAIMS["baseline"], "random Dirichlet(1) rows", "content", "baseline results missing"))
 
     table, entries = load_family_results(results_dir, profile)
-    seen = set()
     for (nb, model), e in sorted(entries.items()):
-        seen.add(model)
         status = str(e.get("status", "ok"))
         cc, sc = content_claim(model), special_claim(model)
         if e.get("paper_benchmark") is False:  # e.g. FT-Transformer on an extra data set

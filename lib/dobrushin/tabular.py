@@ -423,7 +423,7 @@ def capture(model, x_num: Optional[torch.Tensor], x_cat: Optional[torch.Tensor])
         raise RuntimeError(f"captured {len(probs)} attention maps / {len(inputs)} inputs for {len(mods)} blocks")
     hooked, recomputed = [], []
     for m, p, x in zip(mods, probs, inputs):
-        B, n = x.shape[0], x.shape[1]
+        B = x.shape[0]
         hooked.append(p.reshape(B, m._n_heads, p.shape[-2], p.shape[-1]).float().cpu())
         recomputed.append(recompute_attention(m, x).float().cpu())
     return Capture(hooked=hooked, inputs=[x.float().cpu() for x in inputs], recomputed=recomputed, outputs=out)
