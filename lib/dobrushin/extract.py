@@ -11,7 +11,10 @@ Built-in adapters
     (ViT, DeiT incl. distilled, DINOv2, DINOv2-with-registers, BERT/MiniLM, RoBERTa, DistilBERT and
     any other model listing its attention class in ``_can_record_outputs["attentions"]``).  Forward
     hooks on those modules read the post-softmax weights ``(B, H, n, n)`` and average the heads at
-    once, so memory stays ``O(B·L·n²)``.  A model under SDPA/flash/flex attention returns no weights;
+    once, so memory stays ``O(B·L·n²)``.  Attention classes that declare no recorder and return weights
+    only under ``output_attentions=True`` (MPNet's ``MPNetSelfAttention``, listed in
+    :data:`_SOFTMAX_DROPOUT`) are read at the output of the dropout applied to their softmax (the
+    identity in eval mode), like timm's ``attn_drop``.  A model under SDPA/flash/flex attention returns no weights;
     it is switched to eager attention (``model.set_attn_implementation("eager")``) with a
     :class:`UserWarning` saying so.
 ``"timm"``
@@ -397,10 +400,19 @@ def _hf_attention_specs(model):
     return tuple(classes), names, index
 
 
+#: HF attention classes without ``_can_record_outputs`` -> the submodule that receives exactly their
+#: post-softmax probabilities (a dropout, the identity in eval mode); its output is captured (index None)
+_SOFTMAX_DROPOUT = {"MPNetSelfAttention": "dropout"}
+
+
 def _hf_attention_modules(model):
     classes, names, index = _hf_attention_specs(model)
     mods = [m for nm, m in model.named_modules()
             if (classes and isinstance(m, classes)) or any(nm.endswith(s) for s in names)]
+    if not mods:
+        mods = [getattr(m, _SOFTMAX_DROPOUT[type(m).__name__]) for m in model.modules()
+                if type(m).__name__ in _SOFTMAX_DROPOUT and type(m).__module__.startswith("transformers.")]
+        index = None if mods else index
     return mods, index
 
 
@@ -451,7 +463,8 @@ def _hf_run(model, inputs, average_heads: bool) -> Extraction:
     cap = _Capture(average_heads)
     if mods:
         for m in mods:
-            cap.hook_output(m, lambda out: out[index] if isinstance(out, tuple) and len(out) > index else None)
+            cap.hook_output(m, lambda out: out if index is None else
+                            out[index] if isinstance(out, tuple) and len(out) > index else None)
         try:
             outputs = model(**kw)
         finally:

