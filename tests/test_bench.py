@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dobrushin import analyse, bench
+from dobrushin import analyse
+from dobrushin.tools import bench
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 40])

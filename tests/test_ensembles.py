@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dobrushin as db
-from dobrushin import ensembles as E
+from dobrushin.random import ensembles as E
 
 ENSEMBLES = ["dirichlet(1)", "dirichlet(0.1)", "dirichlet(10)", "softmax_gaussian(0.3)", "softmax_gaussian(2)"]
 

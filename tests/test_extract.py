@@ -20,8 +20,8 @@ from timm.models.deit import VisionTransformerDistilled  # noqa: E402
 from timm.models.vision_transformer import VisionTransformer  # noqa: E402
 
 import dobrushin  # noqa: E402
-from dobrushin import extract as ex_mod  # noqa: E402
-from dobrushin.extract import (  # noqa: E402
+from dobrushin.capture import extract as ex_mod  # noqa: E402
+from dobrushin.capture.extract import (  # noqa: E402
     AttentionUnavailable,
     Extraction,
     extract_attention,
@@ -496,7 +496,7 @@ def test_minilm_padding_invariance_with_its_tokenizer(minilm):
 
 
 def test_minilm_content_fraction(minilm):
-    from dobrushin.measure import measure
+    from dobrushin.experiments.measure import measure
 
     inputs = minilm.preprocess(SENTENCES)
     ex = extract_attention(minilm.model, inputs)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dobrushin as db
-from dobrushin.measure import keep_indices, measure
+from dobrushin.experiments.measure import keep_indices, measure
 
 
 def _stochastic(rng, B, L, n):

@@ -13,8 +13,8 @@ transformers = pytest.importorskip("transformers")
 timm = pytest.importorskip("timm")
 from PIL import Image  # noqa: E402
 
-from dobrushin import models as M  # noqa: E402
-from dobrushin.extract import extract_attention  # noqa: E402
+from dobrushin.models import loading as M  # noqa: E402
+from dobrushin.capture.extract import extract_attention  # noqa: E402
 from dobrushin.models import (  # noqa: E402
     DEFAULT_MODELS,
     EMBEDDED_CONFIGS,
@@ -198,7 +198,7 @@ def test_every_default_hf_id_has_an_embedded_architecture():
 
 @pytest.mark.parametrize("model_id", sorted(EMBEDDED_CONFIGS))
 def test_embedded_architecture_builds_and_has_one_attention_per_layer(model_id):
-    from dobrushin.extract import _hf_attention_modules
+    from dobrushin.capture.extract import _hf_attention_modules
 
     cfg = M._hf_config_from_dict(EMBEDDED_CONFIGS[model_id]["config"])
     with torch.device("meta"):  # structure only: no memory, no init cost

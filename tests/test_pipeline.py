@@ -12,9 +12,9 @@ import pytest
 import torch
 from PIL import Image
 
-from dobrushin.inputs import load_images, load_texts
+from dobrushin.data.inputs import load_images, load_texts
 from dobrushin.models import LoadedModel, WeightsUnavailable
-from dobrushin.pipeline import (
+from dobrushin.experiments.pipeline import (
     HEAD_COLUMNS,
     ROLLOUT_COLUMNS,
     collect,
@@ -24,7 +24,7 @@ from dobrushin.pipeline import (
     rollout_summary,
     status_table,
 )
-from dobrushin.results import SCHEMA, ResultStore
+from dobrushin.store.results import SCHEMA, ResultStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -317,8 +317,8 @@ def test_fractions_and_plots(tmp_path, images):
     import matplotlib
 
     matplotlib.use("Agg")
-    from dobrushin import plots
-    from dobrushin.stats import wilson
+    from dobrushin.report import plots
+    from dobrushin.math.stats import wilson
 
     run = measure_model("tiny/vit", images, store=ResultStore(tmp_path / "res", "nb"), loader=TinyLoader(), **KW)
     f = fractions(run.table)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dobrushin import summary
-from dobrushin.results import ResultStore
-from dobrushin.stats import wilson
+from dobrushin.report import summary
+from dobrushin.store.results import ResultStore
+from dobrushin.math.stats import wilson
 
 
 def _table(model, holds_by_layer, weights="pretrained", variant="content", n_tokens=10):

@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 
 import dobrushin
-from dobrushin import tabular as tb
-from dobrushin import tabular_data as td
-from dobrushin.measure import measure
+from dobrushin.models import ft_transformer as tb
+from dobrushin.data import tabular_data as td
+from dobrushin.experiments.measure import measure
 
 TINY = {"n_blocks": 2, "d_block": 16, "attention_n_heads": 4, "attention_dropout": 0.2,
         "ffn_d_hidden_multiplier": 4 / 3, "ffn_dropout": 0.1, "residual_dropout": 0.0}
@@ -233,7 +233,7 @@ def test_measure_rows_tables(data):
 
 
 def test_measure_and_store_caches_results(data, tmp_path):
-    from dobrushin.results import ResultStore
+    from dobrushin.store.results import ResultStore
 
     store = ResultStore(tmp_path, "tabular")
     models = {"pretrained": tb.make_model(data, 1, **TINY), "untrained": tb.make_model(data, 0, **TINY)}

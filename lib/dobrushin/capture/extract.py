@@ -50,7 +50,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import torch
 
-from .measure import ROLES, keep_indices  # one definition of the roles and of the kept tokens
+from ..experiments.measure import ROLES, keep_indices  # one definition of the roles and of the kept tokens
 
 #: keys a tokenizer may return that are not forward arguments (removed before the forward pass)
 _NON_FORWARD_KEYS = ("special_tokens_mask", "offset_mapping", "length", "overflowing_tokens",
@@ -156,7 +156,7 @@ def adapters() -> List[str]:
 def find_adapter(model) -> Adapter:
     """The first registered adapter matching ``model``; :class:`AttentionUnavailable` if none."""
     if type(model).__module__.startswith("rtdl_revisiting_models"):
-        from . import tabular  # noqa: F401  (registers the FT-Transformer adapter on import)
+        from ..models import ft_transformer  # noqa: F401  (registers the FT-Transformer adapter on import)
     for a in _ADAPTERS:
         try:
             ok = a.matches(model)

@@ -50,9 +50,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .core import DEFAULT_TOL, analyse, kappa, restrict, rollout
+from ..math.coefficient import DEFAULT_TOL, analyse, kappa, restrict, rollout
 from .measure import MEASURE_VERSION, keep_indices, measure
-from .results import (
+from ..store.results import (
     SCHEMA,
     VARIANTS,
     WEIGHTS,
@@ -61,7 +61,7 @@ from .results import (
     sha256_file,
     slugify,
 )
-from .stats import wilson
+from ..math.stats import wilson
 
 #: bump when the pipeline's output for the same parameters changes
 PIPELINE_VERSION = 1
@@ -222,19 +222,19 @@ def head_rows(attention: torch.Tensor, roles: Sequence[Sequence[str]], *, model:
 
 
 def _default_loader():
-    from .models import load_model
+    from ..models.loading import load_model
 
     return load_model
 
 
 def _default_extractor():
-    from .extract import extract_attention
+    from ..capture.extract import extract_attention
 
     return extract_attention
 
 
 def _unavailable_types():
-    from .models import ArchitectureUnavailable, WeightsUnavailable
+    from ..models.loading import ArchitectureUnavailable, WeightsUnavailable
 
     return WeightsUnavailable, ArchitectureUnavailable
 
@@ -245,7 +245,7 @@ def _status_of(exc: BaseException) -> str:
     if isinstance(exc, AU):
         return f"architecture unavailable: {reason}"
     try:
-        from .models import unavailable_status
+        from ..models.loading import unavailable_status
 
         s = unavailable_status(exc)
         if isinstance(s, str) and s.startswith("weights unavailable"):
@@ -470,7 +470,7 @@ def measure_model(
         del lm
     if not family:
         try:
-            from .models import model_family
+            from ..models.loading import model_family
 
             family = model_family(model_id)
         except Exception:  # noqa: BLE001

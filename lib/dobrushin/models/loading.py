@@ -676,7 +676,7 @@ def _timm_load(model_id: str, name: str, pretrained: bool, seed: int, image_size
                 model = _timm_create(name, True, image_size, pretrained_cfg_overlay={"file": str(ckpt)})
                 notes.append("weights: torch hub cache")
     model = _finish(model)
-    from .extract import ensure_eager
+    from ..capture.extract import ensure_eager
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)

@@ -56,9 +56,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .paths import cache_dir as _default_cache_dir
-from .results import atomic_write_bytes, atomic_write_json, params_key
-from .tabular_data import TabularData
+from ..store.paths import cache_dir as _default_cache_dir
+from ..store.results import atomic_write_bytes, atomic_write_json, params_key
+from ..data.tabular_data import TabularData
 
 try:
     import rtdl_revisiting_models as rtdl
@@ -437,7 +437,7 @@ def roles_for(model, n_tokens: int) -> List[str]:
 
 
 def _extraction_class():
-    from .extract import Extraction
+    from ..capture.extract import Extraction
 
     return Extraction
 
@@ -463,7 +463,7 @@ def _matches(model) -> bool:
 
 def _register() -> bool:
     try:
-        from .extract import register_adapter
+        from ..capture.extract import register_adapter
     except ImportError as e:  # pragma: no cover - extract.py is part of the package
         warnings.warn(f"dobrushin.extract unavailable ({e}); FT-Transformer adapter not registered", UserWarning)
         return False
@@ -489,7 +489,7 @@ def extract_rows(model, data: TabularData, part: str, rows, *, average_heads: bo
 
 
 #: bump when the measurement's output for the same parameters changes
-from .measure import MEASURE_VERSION  # noqa: E402  (shared with the other notebooks' cache keys)
+from ..experiments.measure import MEASURE_VERSION  # noqa: E402  (shared with the other notebooks' cache keys)
 
 
 def select_rows(n: int, k: Optional[int], seed: int = 0) -> np.ndarray:
@@ -514,9 +514,9 @@ def measure_rows(model, data: TabularData, part: str, rows, *, model_name: str, 
     """
     import pandas as pd
 
-    from .core import DEFAULT_TOL
-    from .measure import measure
-    from .pipeline import HEAD_COLUMNS, ROLLOUT_COLUMNS, _frame, head_rows, rollout_rows
+    from ..math.coefficient import DEFAULT_TOL
+    from ..experiments.measure import measure
+    from ..experiments.pipeline import HEAD_COLUMNS, ROLLOUT_COLUMNS, _frame, head_rows, rollout_rows
 
     tol = DEFAULT_TOL if tol is None else tol
     rows = np.asarray(rows, dtype=np.int64)
@@ -562,8 +562,8 @@ def measure_and_store(store, slug: str, *, models: Dict[str, Any], data: Tabular
     """
     import pandas as pd
 
-    from .core import DEFAULT_TOL
-    from .pipeline import HEAD_COLUMNS, ROLLOUT_COLUMNS, _frame, _load_cached, describe_device
+    from ..math.coefficient import DEFAULT_TOL
+    from ..experiments.pipeline import HEAD_COLUMNS, ROLLOUT_COLUMNS, _frame, _load_cached, describe_device
 
     bad = set(models) - {"pretrained", "untrained"}
     if bad or not models:

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .core import DEFAULT_TOL, analyse, restrict
-from .results import conform
+from ..math.coefficient import DEFAULT_TOL, analyse, restrict
+from ..store.results import conform
 
 ROLES = ("cls", "register", "distillation", "sep", "pad", "content")
 #: bump when a change here changes any measured number; cache keys of the notebooks include it

@@ -47,7 +47,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from .paths import data_dir
+from ..store.paths import data_dir
 
 PARTS = ("train", "val", "test")
 

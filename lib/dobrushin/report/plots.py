@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .stats import wilson
+from ..math.stats import wilson
 
 WEIGHT_STYLE = {"pretrained": {"color": "C0", "label": "trained weights"},
                 "untrained": {"color": "C1", "label": "untrained control"}}
@@ -247,8 +247,8 @@ def admonition(title: str, body: str, kind: str = "warning") -> Admonition:
 def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
     """Write ``fig`` to ``<results_dir>/figures/<notebook>-<what>.png`` and ``.svg`` (atomically);
     returns the two paths."""
-    from .paths import results_dir as default_results
-    from .results import _atomic, slugify
+    from ..store.paths import results_dir as default_results
+    from ..store.results import _atomic, slugify
 
     root = Path(results_dir) if results_dir is not None else default_results()
     out = []

@@ -42,7 +42,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
-from .paths import data_dir
+from ..store.paths import data_dir
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 

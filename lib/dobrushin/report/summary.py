@@ -23,7 +23,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from .stats import wilson
+from ..math.stats import wilson
 
 COLUMNS = ["claim", "model", "variant", "paper_value", "measured", "ci_low", "ci_high", "n_pairs", "status", "detail"]
 VARIANT_LABEL = {"content": "content", "with_special": "with special tokens"}
@@ -150,7 +150,7 @@ def load_family_results(results_dir, profile: Optional[str] = None) -> tuple[pd.
     different profile than ``profile``) are ignored.  Returns ``(table, entries)`` where ``table`` has
     the results schema plus ``notebook`` and ``entries`` maps ``(notebook, model)`` to the manifest record.
     """
-    from .results import ResultStore, conform, sha256_file
+    from ..store.results import ResultStore, conform, sha256_file
 
     frames, entries = [], {}
     for nb in FAMILY_NOTEBOOKS:
@@ -457,7 +457,7 @@ def _short(v, width: int = 60) -> str:
 
 
 def schema_table() -> pd.DataFrame:
-    from .results import SCHEMA
+    from ..store.results import SCHEMA
 
     meaning = {
         "model": "model id (HF or timm id; FT-Transformer/<dataset>)",
