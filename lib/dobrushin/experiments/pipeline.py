@@ -60,8 +60,8 @@ import torch
 
 from ..capture.extract import to_device
 from ..math.coefficient import DEFAULT_TOL
-from ..report.names import display_name
-from ..store.results import VARIANTS, WEIGHTS, ResultStore, conform, empty, frame, HEAD_COLUMNS, ROLLOUT_COLUMNS, slugify
+from ..models.configs import display_name
+from ..store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, VARIANTS, WEIGHTS, ResultStore, conform, empty, frame, slugify
 from .measure import MEASURE_VERSION, head_rows, measure, rollout_rows
 
 #: bump when the pipeline's output for the same parameters changes

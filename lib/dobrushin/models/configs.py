@@ -103,6 +103,11 @@ def canonical(model_id: str) -> str:
     return ALIASES.get(model_id, model_id)
 
 
+def display_name(model_id: str) -> str:
+    """Short name of an id for tables, figures and the manifest: the last path component."""
+    return str(model_id).rstrip("/").split("/")[-1]
+
+
 def model_family(model_id: str) -> str:
     """Family label of an id, from the id alone (``"dinov2-registers"``, ``"deit-distilled"``, ...)."""
     s = canonical(str(model_id)).lower()
@@ -124,4 +129,4 @@ def model_family(model_id: str) -> str:
 
 
 __all__ = ["ALIASES", "DEFAULT_MODELS", "EMBEDDED_CONFIGS", "IMAGENET", "MINILM_ID", "TIMM_EQUIVALENTS",
-           "canonical", "model_family"]
+           "canonical", "display_name", "model_family"]

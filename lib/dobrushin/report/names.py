@@ -1,6 +1,8 @@
 """Display names of models and families, for tables, figures and the manifest (strings only)."""
 from __future__ import annotations
 
+from ..models.configs import display_name, model_family
+
 #: family labels of the report, by :func:`dobrushin.models.model_family` value
 FAMILY_LABELS = {"dinov2": "DINOv2", "dinov2-registers": "DINOv2", "deit": "DeiT", "deit-distilled": "DeiT",
                  "vit": "ViT", "roberta": "RoBERTa", "distilbert": "DistilBERT", "bert": "BERT",
@@ -9,16 +11,9 @@ WEIGHTS_LABELS = {"pretrained": "trained weights", "untrained": "untrained contr
 VARIANT_LABELS = {"content": "content tokens", "with_special": "with special tokens"}
 
 
-def display_name(model_id: str) -> str:
-    """Short name for tables and figures: the last path component of the id."""
-    return str(model_id).rstrip("/").split("/")[-1]
-
-
 def family_label(model: str, notebook: str = "") -> str:
     """The family of a model id as the report names it (``"DINOv2"``, ``"MiniLM"``, ...); ``notebook``
     (or ``"other"``) when the id names no known family."""
-    from ..models.configs import model_family
-
     fam = model_family(model)
     if fam == "bert" and "minilm" in str(model).lower():
         fam = "minilm"
