@@ -53,10 +53,10 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
-	$(PY) -m dobrushin.bench $(BENCH_ARGS)
+	$(PY) -m dobrushin.tools.bench $(BENCH_ARGS)
 
 check-html: $(STAMP)
-	$(PY) -m dobrushin.check_html _build/html
+	$(PY) -m dobrushin.tools.check_html _build/html
 
 clean:
 	rm -rf _build executed

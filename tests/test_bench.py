@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dobrushin import analyse, bench
+from dobrushin import analyse
+from dobrushin.tools import bench
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 40])
@@ -24,8 +25,9 @@ def test_scipy_reference_matches_the_library(n, tol):
 def test_measure_peak_sees_a_large_allocation():
     out, peak = bench.measure_peak(lambda: np.ones(20_000_000).sum())
     assert out == 20_000_000
-    if peak is not None:  # Linux with /proc/self/clear_refs
-        assert peak >= 100 * 2**20  # the 160 MB temporary was resident at the peak
+    if peak is None:  # said, not passed silently
+        pytest.skip("peak memory is not measurable here (needs Linux /proc/self/clear_refs and VmHWM)")
+    assert peak >= 100 * 2**20  # the 160 MB temporary was resident at the peak
 
 
 def test_plans_cover_the_issue_sizes():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dobrushin import check_html as ch
+from dobrushin.tools import check_html as ch
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "_build" / "html"

@@ -20,8 +20,8 @@ from timm.models.deit import VisionTransformerDistilled  # noqa: E402
 from timm.models.vision_transformer import VisionTransformer  # noqa: E402
 
 import dobrushin  # noqa: E402
-from dobrushin import extract as ex_mod  # noqa: E402
-from dobrushin.extract import (  # noqa: E402
+from dobrushin.capture import extract as ex_mod  # noqa: E402
+from dobrushin.capture.extract import (  # noqa: E402
     AttentionUnavailable,
     Extraction,
     extract_attention,
@@ -496,7 +496,7 @@ def test_minilm_padding_invariance_with_its_tokenizer(minilm):
 
 
 def test_minilm_content_fraction(minilm):
-    from dobrushin.measure import measure
+    from dobrushin.experiments.measure import measure
 
     inputs = minilm.preprocess(SENTENCES)
     ex = extract_attention(minilm.model, inputs)
@@ -513,11 +513,21 @@ def test_minilm_content_fraction(minilm):
     # n_tokens is the number of content tokens of each input
     for b in range(B):
         assert set(content[content["input_id"] == str(b)]["n_tokens"]) == {ex.roles[b].count("content")}
-    frac = float(content["holds"].mean())
-    assert 0.0 <= frac <= 1.0
     # the holds column is the equality condition of the renormalised content submatrix
     for b in range(B):
         sub = dobrushin.restrict(ex.attention[b].double(), ex.keep(b), atol=1e-4)
         want = np.asarray(dobrushin.equality_holds(sub.numpy(), validate=False))
-        got = content[content["input_id"] == str(b)].sort_values("layer")["holds"].to_numpy()
-        np.testing.assert_array_equal(got, want)
+        rows = content[content["input_id"] == str(b)].sort_values("layer")
+        np.testing.assert_array_equal(rows["holds"].to_numpy(), want)
+        # and κ, κ(½(I+A)) by their definitions, from the content rows and columns renormalised here
+        keep = [t for t, r in enumerate(ex.roles[b]) if r == "content"]
+        for layer in range(L):
+            S = ex.attention[b, layer].double().numpy()[np.ix_(keep, keep)]
+            S = S / S.sum(1, keepdims=True)
+            F = 0.5 * (np.eye(len(keep)) + S)
+            k = 0.5 * np.abs(S[:, None, :] - S[None, :, :]).sum(-1).max()
+            kf = 0.5 * np.abs(F[:, None, :] - F[None, :, :]).sum(-1).max()
+            r = rows.iloc[layer]
+            np.testing.assert_allclose([r["kappa"], r["kappa_factor"]], [k, kf], atol=1e-9)
+            if abs(0.5 * (1 + k) - kf) > 1e-6:  # a clear-cut case: the bound is not attained
+                assert not r["holds"]

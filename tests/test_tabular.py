@@ -14,9 +14,10 @@ import torch
 import torch.nn.functional as F
 
 import dobrushin
-from dobrushin import tabular as tb
-from dobrushin import tabular_data as td
-from dobrushin.measure import measure
+from dobrushin.capture import ft_transformer as ftc
+from dobrushin.models import ft_transformer as tb
+from dobrushin.data import tabular_data as td
+from dobrushin.experiments.measure import measure
 
 TINY = {"n_blocks": 2, "d_block": 16, "attention_n_heads": 4, "attention_dropout": 0.2,
         "ffn_d_hidden_multiplier": 4 / 3, "ffn_dropout": 0.1, "residual_dropout": 0.0}
@@ -84,7 +85,7 @@ def test_cls_is_prepended_and_capture_matches_independent_forward(data):
         ref_out, ref_att = manual_forward(model, xn, xc)
         own_out = model(xn, xc)
     torch.testing.assert_close(ref_out, own_out, rtol=1e-5, atol=1e-6)  # the reference forward is right
-    cap = tb.capture(model, xn, xc)
+    cap = ftc.capture(model, xn, xc)
     torch.testing.assert_close(cap.outputs, own_out)
     full = cap.full()
     assert full.shape == (7, 2, 4, 6, 6)  # 1 CLS + 3 numeric + 2 categorical tokens
@@ -92,15 +93,15 @@ def test_cls_is_prepended_and_capture_matches_independent_forward(data):
         torch.testing.assert_close(full[:, layer], ref_att[layer], rtol=1e-5, atol=1e-6)
     # the last block computes only the CLS query: one row, equal to row 0 of the full matrix
     assert cap.hooked[-1].shape == (7, 4, 1, 6)
-    torch.testing.assert_close(cap.hooked[-1][:, :, 0], ref_att[-1][:, :, tb.CLS_POSITION], rtol=1e-5, atol=1e-6)
-    assert tb.CLS_POSITION == 0
+    torch.testing.assert_close(cap.hooked[-1][:, :, 0], ref_att[-1][:, :, ftc.CLS_POSITION], rtol=1e-5, atol=1e-6)
+    assert ftc.CLS_POSITION == 0
 
 
 def test_recomputation_equals_hooked_attention_for_earlier_blocks():
     d = synthetic(n=(64, 16, 40))
     model = tb.make_model(d, seed=1, **{**TINY, "n_blocks": 4})
     xn, xc = tb.tensors(d, "test")
-    cap = tb.capture(model, xn, xc)
+    cap = ftc.capture(model, xn, xc)
     for layer in range(3):  # blocks that compute every query: the recomputation is the same kernel
         assert torch.equal(cap.hooked[layer], cap.recomputed[layer]), layer
     torch.testing.assert_close(cap.hooked[3][:, :, 0], cap.recomputed[3][:, :, 0], rtol=0, atol=1e-6)
@@ -114,10 +115,11 @@ def test_extract_attention_roles_and_stochastic_rows(data):
     xn, xc = tb.tensors(data, "test", np.arange(5))
     ex = dobrushin.extract_attention(model, {"x_num": xn, "x_cat": xc})
     assert ex.adapter == "ft-transformer"
+    assert all(b["attention"].dropout is None for b in model.backbone.blocks)  # the stand-in is gone again
     assert ex.attention.dtype == torch.float32 and ex.attention.shape == (5, 2, 6, 6)
     assert ex.roles == [["cls"] + ["content"] * 5] * 5
     torch.testing.assert_close(ex.attention.sum(-1), torch.ones(5, 2, 6), atol=1e-6, rtol=0)
-    per_head = tb.extract(model, (xn, xc), average_heads=False).attention
+    per_head = ftc.extract(model, (xn, xc), average_heads=False).attention
     assert per_head.shape == (5, 2, 4, 6, 6)
     torch.testing.assert_close(per_head.mean(2), ex.attention)
     # the positional form (x_num, x_cat) goes through the public entry point too
@@ -130,13 +132,13 @@ def test_extract_attention_roles_and_stochastic_rows(data):
 def test_bad_inputs_are_value_errors(data):
     model = tb.make_model(data, seed=0, **TINY)
     with pytest.raises(ValueError, match="x_num"):
-        tb.extract(model, {"numbers": None})
+        ftc.extract(model, {"numbers": None})
     with pytest.raises(ValueError, match="unknown FT-Transformer option"):
         tb.make_model(data, seed=0, n_layers=2)
     with pytest.raises(ValueError, match="max_epochs"):
         tb.fit(data, 0, cache=False, max_epochs=0)
     with pytest.raises(ValueError, match="FTTransformer"):
-        tb.capture(torch.nn.Linear(2, 2), None, None)
+        ftc.capture(torch.nn.Linear(2, 2), None, None)
 
 
 def test_a_few_steps_reduce_the_loss(data):
@@ -212,48 +214,59 @@ def test_checkpoint_cache_is_reused_and_corruption_is_detected(data, tmp_path):
         assert not tb.fit(data, 0, **kw).from_cache
 
 
-def test_measure_rows_tables(data):
+def test_measure_tabular_tables(data, tmp_path):
+    from dobrushin.experiments.tabular import TABULAR_CONFIG, measure_tabular
+    from dobrushin.store.results import ResultStore
+
     model = tb.make_model(data, seed=0, **TINY)
     rows = np.arange(10)
-    r = tb.measure_rows(model, data, "test", rows, model_name="FT-Transformer tiny", weights="untrained",
-                        head_inputs=4, batch_size=4)
-    tidy, heads, roll = r["table"], r["heads"], r["rollout"]
+    run = measure_tabular(ResultStore(tmp_path, "tabular"), "tiny", models={"untrained": model},
+                          provenance={"untrained": {"source": "untrained", "seed": 0}}, data=data, rows=rows,
+                          model_name="FT-Transformer tiny", config=TABULAR_CONFIG.replace(head_inputs=4, batch_size=4))
+    tidy, heads, roll = run.table, run.heads, run.rollout
     assert len(tidy) == 10 * 2 * 2  # inputs x layers x variants
-    assert set(tidy["input_id"]) == {f"test/{i}" for i in rows}
+    assert set(tidy["input_id"]) == {f"test/{int(data.index['test'][i])}" for i in rows}
     # per-head rows on the first 4 inputs agree with an independent per-head pass through measure()
-    assert set(heads["input_id"]) == {f"test/{i}" for i in range(4)} and set(heads["head"]) == set(range(4))
+    ids4 = [f"test/{int(data.index['test'][i])}" for i in range(4)]
+    assert set(heads["input_id"]) == set(ids4) and set(heads["head"]) == set(range(4))
     xn, xc = tb.tensors(data, "test", rows[:4])
-    AH = tb.capture(model, xn, xc).full()
+    AH = ftc.capture(model, xn, xc).full()
     for h in range(4):
-        m = measure(AH[:, :, h], [tb.roles_for(model, 6)] * 4, model="t", input_ids=[f"test/{i}" for i in range(4)],
+        m = measure(AH[:, :, h], [ftc.roles_for(model, 6)] * 4, model="t", input_ids=ids4,
                     weights="untrained", variants=("content",))
         got = heads[heads["head"] == h].sort_values(["input_id", "layer"])["holds"].to_numpy()
         assert np.array_equal(got, m.sort_values(["input_id", "layer"])["holds"].to_numpy())
     assert (roll["kappa_rollout"] <= roll["bound"] + 1e-12).all() and len(roll) == 10 * 2
 
 
-def test_measure_and_store_caches_results(data, tmp_path):
-    from dobrushin.results import ResultStore
+def test_measure_tabular_caches_results_keyed_by_provenance(data, tmp_path):
+    import pandas as pd
+
+    from dobrushin.experiments.tabular import measure_tabular
+    from dobrushin.store.results import ResultStore
 
     store = ResultStore(tmp_path, "tabular")
     models = {"pretrained": tb.make_model(data, 1, **TINY), "untrained": tb.make_model(data, 0, **TINY)}
-    kw = dict(models=models, data=data, rows=np.arange(6), model_name="FT-Transformer tiny",
-              key_params={"checkpoint": "abc"}, head_inputs=2)
-    a = tb.measure_and_store(store, "tiny-seed0", **kw)
-    assert not a["cached"] and set(a["table"]["weights"]) == {"pretrained", "untrained"}
+    prov = {"pretrained": {"source": "trained here", "checkpoint": "abc", "sha256": "0" * 64},
+            "untrained": {"source": "untrained", "seed": 0}}
+    kw = dict(models=models, provenance=prov, data=data, rows=np.arange(6), model_name="FT-Transformer tiny",
+              dataset="tiny")
+    a = measure_tabular(store, "tiny-seed0", **kw)
+    assert not a.cached and set(a.table["weights"]) == {"pretrained", "untrained"}
     entry = store.manifest()["entries"]["tiny-seed0"]
     assert entry["status"] == "ok" and entry["family"] == "ft-transformer" and entry["heads_file"]
-    b = tb.measure_and_store(store, "tiny-seed0", **kw)
-    assert b["cached"]
-    import pandas as pd
-
-    pd.testing.assert_frame_equal(a["table"], b["table"])
-    # another checkpoint key, or a damaged secondary file: recomputed
-    assert not tb.measure_and_store(store, "tiny-seed0", **{**kw, "key_params": {"checkpoint": "xyz"}})["cached"]
+    assert entry["dataset"] == "tiny" and entry["provenance"] == prov
+    assert entry["runs"]["pretrained"]["provenance"] == prov["pretrained"]
+    b = measure_tabular(store, "tiny-seed0", **kw)
+    assert b.cached
+    pd.testing.assert_frame_equal(a.table, b.table)
+    # another checkpoint (same parameters otherwise), or a damaged secondary file: recomputed
+    other = {**prov, "pretrained": {**prov["pretrained"], "checkpoint": "xyz"}}
+    assert not measure_tabular(store, "tiny-seed0", **{**kw, "provenance": other}).cached
     store.path("tiny-seed0", ".rollout.parquet").write_bytes(b"garbage")
-    assert not tb.measure_and_store(store, "tiny-seed0", **{**kw, "key_params": {"checkpoint": "xyz"}})["cached"]
+    assert not measure_tabular(store, "tiny-seed0", **{**kw, "provenance": other}).cached
     with pytest.raises(ValueError, match="pretrained"):
-        tb.measure_and_store(store, "x", **{**kw, "models": {"trained": models["pretrained"]}})
+        measure_tabular(store, "x", **{**kw, "models": {"trained": models["pretrained"]}})
 
 
 def test_select_rows():

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dobrushin import tabular_data as td
+from dobrushin.data import tabular_data as td
 
 
 def _data_root():

@@ -5,7 +5,7 @@ Matrix routines (numpy arrays or torch tensors, batched over leading axes ``(...
 :func:`mutually_self_dominant`, :func:`equality_holds`, :func:`restrict`, :func:`rollout`,
 :func:`rollout_bound`, :func:`check_stochastic`, and :func:`analyse` (all per-matrix numbers in one pass).
 """
-from .core import (
+from .math.coefficient import (
     DEFAULT_TOL,
     Analysis,
     analyse,
@@ -20,22 +20,22 @@ from .core import (
     rollout_bound,
     rollout_factor,
 )
-from .stats import wilson
-from .validation import check_stochastic
+from .math.stats import wilson
+from .math.validation import check_stochastic
 
 __version__ = "0.1.0"
 
 
 def __getattr__(name):  # lazy: importing the extraction stack pulls in transformers/timm
-    if name in ("extract_attention", "Extraction"):
-        from . import extract
+    if name in ("extract_attention", "Extraction", "register_adapter"):
+        from . import capture
 
-        return getattr(extract, name)
+        return getattr(capture, name)
     raise AttributeError(f"module 'dobrushin' has no attribute {name!r}")
 
 
 __all__ = [
     "DEFAULT_TOL", "Analysis", "analyse", "attaining_pairs", "check_stochastic", "equality_holds",
-    "extract_attention", "kappa", "kappa_factor", "layer_bound", "mutually_self_dominant", "restrict",
+    "extract_attention", "Extraction", "register_adapter", "kappa", "kappa_factor", "layer_bound", "mutually_self_dominant", "restrict",
     "rollout", "rollout_bound", "rollout_factor", "wilson",
 ]

@@ -34,8 +34,8 @@ def _load(path: Path) -> np.ndarray:
 
 
 def check(path: Path, tol: float, atol: float, out=None) -> int:
-    from .core import analyse
-    from .validation import check_stochastic
+    from .math.coefficient import analyse
+    from .math.validation import check_stochastic
 
     out = sys.stdout if out is None else out  # the stream of the moment, not the one at import time
 
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     c.add_argument("--tol", type=float, default=None, help="absolute tolerance of the test (default 1e-12)")
     c.add_argument("--atol", type=float, default=1e-6, help="tolerance on row sums when validating (default 1e-6)")
     args = p.parse_args(argv)
-    from .core import DEFAULT_TOL
+    from .math.coefficient import DEFAULT_TOL
 
     try:
         return check(args.file, DEFAULT_TOL if args.tol is None else args.tol, args.atol)

@@ -162,7 +162,10 @@ def mutually_self_dominant(
 def equality_holds(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: float = DEFAULT_ATOL):
     """True iff some pair attaining κ(A) (within ``tol``) is mutually self-dominant (within ``tol``).
 
-    By the theorem this is exactly ``kappa(rollout_factor(A)) == layer_bound(A)``.  For a single
+    By the theorem, at ``tol=0`` and in exact arithmetic this is exactly
+    ``kappa(rollout_factor(A)) == layer_bound(A)``.  With the default ``tol`` (or any ``tol > 0``) it is a
+    tolerance version: ties and dominance are decided up to ``tol``, so it may hold where the float64
+    values of the two sides differ by rounding, and need not agree with a floating-point ``==``.  For a single
     matrix returns a Python bool; for a batch a bool array of shape ``A.shape[:-2]`` (numpy) or a
     bool tensor (torch).  Edge case ``n = 1``: no pair exists, κ(A) = κ(½(I+A)) = 0 < ½, so False.
     """

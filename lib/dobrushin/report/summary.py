@@ -16,76 +16,21 @@ The rule (written once, here, and quoted in the book's summary chapter):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import pandas as pd
 
-from .stats import wilson
+from ..math.stats import wilson
+from ..random.ensembles import parse_ensemble
+from ..store.results import ResultStore
+from .claims import CLAIMS, Claim, content_claim, special_claim
+from .names import family_label
 
 COLUMNS = ["claim", "model", "variant", "paper_value", "measured", "ci_low", "ci_high", "n_pairs", "status", "detail"]
 VARIANT_LABEL = {"content": "content", "with_special": "with special tokens"}
 FAMILY_NOTEBOOKS = ("dinov2", "language", "supervised_vit", "tabular")
-
-
-@dataclass(frozen=True)
-class Claim:
-    key: str
-    text: str  # the claim in words
-    paper_value: str  # as the paper states it
-    low: float
-    high: float
-
-
-CLAIMS = {
-    "baseline": Claim("baseline", "uniformly random stochastic matrices satisfy the condition", "24–30%", 0.24, 0.30),
-    "essentially_all": Claim("essentially_all", "holds for essentially every input and layer (content tokens)",
-                             "≈100%", 0.99, 1.0),
-    "deit": Claim("deit", "DeiT-B: fraction of input-layer pairs (content tokens)", "91%", 0.905, 0.915),
-    "vit": Claim("vit", "ViT-B/16: fraction of input-layer pairs (content tokens)", "64%", 0.635, 0.645),
-    "late": Claim("late", "supervised ViTs: all failures occur late in depth", "all failures late", 1.0, 1.0),
-    "tabular": Claim("tabular", "FT-Transformer on tabular benchmarks (content tokens)", "11–44%", 0.11, 0.44),
-    "special": Claim("special", "with special tokens included (DINOv2 and language models)", "82–97%", 0.82, 0.97),
-}
-
-# model-id fragments -> the content claim and whether the paper reports the special-token variant
-_MODEL_CLAIMS = [
-    ("dinov2", "essentially_all", True),
-    ("roberta", "essentially_all", True),
-    ("distilbert", "essentially_all", True),
-    # the paper's supervised models exactly (HF ids and timm names); other DeiT/ViT sizes get no claim
-    ("deit-base-patch16-224", "deit", False),
-    ("deit_base_patch16_224", "deit", False),
-    ("deit-base-distilled-patch16-224", "deit", False),
-    ("deit_base_distilled_patch16_224", "deit", False),
-    ("vit-base-patch16-224", "vit", False),
-    ("vit_base_patch16_224", "vit", False),
-    ("ft-transformer", "tabular", False),
-]
-# models the paper does not report, compared with nothing
-_EXTRA = ("minilm",)
-
-
-def _match(model: str):
-    """The ``_MODEL_CLAIMS`` entry for ``model`` (None for extra models and models the paper lacks)."""
-    m = model.lower()
-    if any(e in m for e in _EXTRA):
-        return None
-    return next((entry for entry in _MODEL_CLAIMS if entry[0] in m), None)
-
-
-def content_claim(model: str) -> Optional[str]:
-    """Key of the paper's content-token claim for ``model`` (None: no claim)."""
-    hit = _match(model)
-    return hit[1] if hit else None
-
-
-def special_claim(model: str) -> Optional[str]:
-    """``"special"`` when the paper states the special-token figure for ``model``'s family, else None."""
-    hit = _match(model)
-    return "special" if hit and hit[2] else None
 
 
 def decide(ci_low: float, ci_high: float, claim: Claim, n: int = 1) -> str:
@@ -150,8 +95,6 @@ def load_family_results(results_dir, profile: Optional[str] = None) -> tuple[pd.
     different profile than ``profile``) are ignored.  Returns ``(table, entries)`` where ``table`` has
     the results schema plus ``notebook`` and ``entries`` maps ``(notebook, model)`` to the manifest record.
     """
-    from .results import ResultStore, conform, sha256_file
-
     frames, entries = [], {}
     for nb in FAMILY_NOTEBOOKS:
         d = Path(results_dir) / nb
@@ -164,9 +107,8 @@ def load_family_results(results_dir, profile: Optional[str] = None) -> tuple[pd.
                 continue
             model = e.get("model") or e.get("params", {}).get("model_id") or slug
             entries[(nb, model)] = e
-            f = e.get("file")
-            if f and (d / f).exists() and e.get("sha256") == sha256_file(d / f):
-                t = conform(pd.read_parquet(d / f))
+            t = store.read(e, "table")
+            if t is not None:
                 frames.append(t.assign(notebook=nb))
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return table, entries
@@ -257,9 +199,11 @@ def relative_depth(df: pd.DataFrame) -> pd.Series:
 
 # --- random baseline ------------------------------------------------------------------------------
 def _is_uniform(name: str) -> bool:
-    s = str(name).lower().replace(" ", "")
-    return s in {"dirichlet(1)", "dirichlet(1.0)", "dirichlet1", "dirichlet-1", "dirichlet_1", "uniform", "dirichlet(alpha=1)",
-                 "dirichlet(α=1)", "dirichlet(alpha=1.0)", "dirichlet_alpha1", "dirichlet-alpha1"}
+    """Is ``name`` a spelling of the Dirichlet(1) ensemble (rows uniform on the simplex)?"""
+    try:
+        return parse_ensemble(str(name)) == parse_ensemble("dirichlet(1)")
+    except ValueError:
+        return False
 
 
 def load_baseline(results_dir) -> Optional[pd.DataFrame]:
@@ -341,21 +285,12 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
     return fig
 
 
-def family_of(model: str, notebook: str = "") -> str:
-    m = model.lower()
-    for frag, fam in (("dinov2", "DINOv2"), ("deit", "DeiT"), ("ft-transformer", "FT-Transformer"),
-                      ("roberta", "RoBERTa"), ("distilbert", "DistilBERT"), ("minilm", "MiniLM"), ("vit", "ViT")):
-        if frag in m:
-            return fam
-    return notebook or "other"
-
-
 def plot_slack_by_family(table: pd.DataFrame):
     """Box plots of the slack per family (content tokens), trained vs untrained."""
     import matplotlib.pyplot as plt
 
     t = table[table["variant"] == "content"].copy()
-    t["family"] = [family_of(m, nb) for m, nb in zip(t["model"], t.get("notebook", [""] * len(t)))]
+    t["family"] = [family_label(m, nb) for m, nb in zip(t["model"], t.get("notebook", [""] * len(t)))]
     fams = sorted(t["family"].unique())
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(fams)), 4.2))
     pos, data, colours = [], [], []
@@ -457,7 +392,7 @@ def _short(v, width: int = 60) -> str:
 
 
 def schema_table() -> pd.DataFrame:
-    from .results import SCHEMA
+    from ..store.results import SCHEMA
 
     meaning = {
         "model": "model id (HF or timm id; FT-Transformer/<dataset>)",

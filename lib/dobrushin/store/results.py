@@ -1,7 +1,9 @@
-"""The results store: tidy tables, manifests, atomic writes and a parameter-keyed cache.
+"""The results store: every table schema, tidy tables, manifests, atomic writes, checksums and a
+parameter-keyed cache.
 
 Each notebook writes ``results/<notebook>/<model-slug>.parquet`` (one row per input x layer x
-variant, columns :data:`SCHEMA`) and ``results/<notebook>/manifest.json``.  A table is reused only when
+variant, columns :data:`SCHEMA`), the secondary tables ``<slug>.heads.parquet`` (:data:`HEAD_COLUMNS`)
+and ``<slug>.rollout.parquet`` (:data:`ROLLOUT_COLUMNS`), and ``results/<notebook>/manifest.json``.  A table is reused only when
 the manifest records the same parameter key *and* the file's SHA-256; a missing, partial or corrupt
 file is recomputed.  Every file is written to a temporary name and renamed into place, so an
 interrupted run never leaves a half-written file under the final name.
@@ -36,6 +38,22 @@ SCHEMA = {
 VARIANTS = ("content", "with_special")
 WEIGHTS = ("pretrained", "untrained")
 
+#: columns of ``<slug>.heads.parquet``: the condition per input x layer x head (head attention, not averaged)
+HEAD_COLUMNS = {
+    "model": "string", "weights": "string", "input_id": "string", "layer": "int64", "head": "int64",
+    "variant": "string", "n_tokens": "int64", "kappa": "float64", "slack": "float64", "holds": "bool",
+}
+#: columns of ``<slug>.rollout.parquet``: per input x variant, κ of the rollout of the restricted
+#: per-layer matrices vs the product of the per-factor coefficients and the product of the layer bounds
+ROLLOUT_COLUMNS = {
+    "model": "string", "weights": "string", "input_id": "string", "variant": "string",
+    "n_layers": "int64", "n_tokens": "int64", "kappa_rollout": "float64", "factor_product": "float64",
+    "bound": "float64", "layers_holding": "int64",
+}
+#: the tables of one model: name -> (file suffix, columns); "table" is the main table
+TABLES = {"table": (".parquet", SCHEMA), "heads": (".heads.parquet", HEAD_COLUMNS),
+          "rollout": (".rollout.parquet", ROLLOUT_COLUMNS)}
+
 
 def slugify(name: str) -> str:
     """``facebook/dinov2-small`` -> ``facebook--dinov2-small`` (safe as a file name)."""
@@ -45,7 +63,9 @@ def slugify(name: str) -> str:
     return s
 
 
-def _atomic(path: Path, write: Callable[[Path], None]) -> None:
+def atomic_write(path, write: Callable[[Path], None]) -> None:
+    """Write ``path`` atomically: ``write(tmp)`` fills a temporary file beside it, which is then
+    flushed and renamed into place (an interrupted write leaves no partial file under ``path``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -62,7 +82,7 @@ def _atomic(path: Path, write: Callable[[Path], None]) -> None:
 
 
 def atomic_write_bytes(path, data: bytes) -> None:
-    _atomic(Path(path), lambda p: p.write_bytes(data))
+    atomic_write(path, lambda p: p.write_bytes(data))
 
 
 def atomic_write_text(path, text: str) -> None:
@@ -74,14 +94,20 @@ def atomic_write_json(path, obj: Any) -> None:
 
 
 def atomic_write_parquet(path, df: pd.DataFrame) -> None:
-    _atomic(Path(path), lambda p: df.to_parquet(p, index=False))
+    atomic_write(path, lambda p: df.to_parquet(p, index=False))
 
 
 def atomic_write_csv(path, df: pd.DataFrame) -> None:
-    _atomic(Path(path), lambda p: df.to_csv(p, index=False))
+    atomic_write(path, lambda p: df.to_csv(p, index=False))
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def sha256_file(path) -> str:
+    """Hex SHA-256 of the file at ``path`` (read in 1 MiB chunks)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -93,6 +119,35 @@ def params_key(params: Mapping[str, Any]) -> str:
     """Stable hash of a JSON-serialisable parameter mapping."""
     blob = json.dumps(params, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def frame(rows_or_frames, columns: Mapping[str, str]) -> pd.DataFrame:
+    """A table with exactly ``columns`` (name -> dtype), from row tuples, a frame or a list of frames;
+    an empty input gives an empty table of that schema.  ValueError when a column is missing."""
+    if isinstance(rows_or_frames, pd.DataFrame):
+        df = rows_or_frames
+    elif len(rows_or_frames) and isinstance(rows_or_frames[0], pd.DataFrame):
+        df = pd.concat(rows_or_frames, ignore_index=True)
+    else:
+        df = pd.DataFrame(list(rows_or_frames), columns=list(columns))
+    if df.empty:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in columns.items()})
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"table lacks columns {missing}")
+    return df[list(columns)].astype(dict(columns)).reset_index(drop=True)
+
+
+def empty(what: str = "table") -> pd.DataFrame:
+    """An empty table of the schema ``what`` (``"table"``, ``"heads"`` or ``"rollout"``)."""
+    return conform_as(what, frame([], TABLES[what][1]))
+
+
+def conform_as(what: str, df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`conform` for the main table, :func:`frame` with the schema for the others."""
+    if what not in TABLES:
+        raise ValueError(f"unknown table {what!r}; expected one of {tuple(TABLES)}")
+    return conform(df) if what == "table" else frame(df, TABLES[what][1])
 
 
 def conform(df: pd.DataFrame) -> pd.DataFrame:
@@ -142,21 +197,49 @@ class ResultStore:
         return self.dir / f"{slugify(slug)}{suffix}"
 
     # tables -------------------------------------------------------------------------------
+    def read(self, entry: Mapping[str, Any], what: str = "table") -> Optional[pd.DataFrame]:
+        """The table ``what`` of a manifest entry when its file exists, matches the recorded SHA-256
+        and has the schema; None otherwise (missing, partial, modified or corrupt)."""
+        name, digest = (("file", "sha256") if what == "table" else (f"{what}_file", f"{what}_sha256"))
+        f = entry.get(name)
+        if what not in TABLES or not f:
+            return None
+        p = self.dir / f
+        if not p.exists() or entry.get(digest) != sha256_file(p):
+            return None
+        try:
+            return conform_as(what, pd.read_parquet(p))
+        except Exception:  # noqa: BLE001 - corrupt parquet or schema drift
+            return None
+
+    def entry(self, slug: str, params: Optional[Mapping[str, Any]] = None) -> Optional[dict]:
+        """The manifest entry of ``slug`` (None when absent or, with ``params``, computed with others)."""
+        e = self.manifest()["entries"].get(slugify(slug))
+        if e is None or (params is not None and e.get("params_key") != params_key(params)):
+            return None
+        return e
+
     def load(self, slug: str, params: Mapping[str, Any]):
         """Cached table for ``slug`` if it was computed with ``params`` and is intact, else None.
 
         Returns ``(df, entry)`` where ``entry`` is the manifest record (status, wall time, ...).
         """
-        entry = self.manifest()["entries"].get(slugify(slug))
-        p = self.path(slug)
-        if not entry or entry.get("params_key") != params_key(params) or not p.exists():
+        entry = self.entry(slug, params)
+        df = self.read(entry, "table") if entry else None
+        return None if df is None else (df, entry)
+
+    def load_all(self, slug: str, params: Mapping[str, Any]) -> Optional[dict]:
+        """``{"table", "heads", "rollout", "entry"}`` of ``slug`` when it was computed with ``params``
+        and all three files are intact; None otherwise (then everything is recomputed)."""
+        entry = self.entry(slug, params)
+        if entry is None:
             return None
-        if entry.get("sha256") != sha256_file(p):
-            return None  # partial or modified file
-        try:
-            return conform(pd.read_parquet(p)), entry
-        except Exception:  # corrupt parquet or schema drift
-            return None
+        out = {"entry": entry}
+        for what in TABLES:
+            out[what] = self.read(entry, what)
+            if out[what] is None:
+                return None
+        return out
 
     def save(self, slug: str, params: Mapping[str, Any], df: pd.DataFrame,
              secondary: Optional[Mapping[str, pd.DataFrame]] = None, **info) -> dict:
@@ -195,13 +278,9 @@ class ResultStore:
         atomic_write_json(self.manifest_path, m)
         return entry
 
-    def tables(self) -> pd.DataFrame:
-        """All intact tables listed in the manifest, concatenated (empty frame if none)."""
-        frames = []
-        for slug, e in self.manifest()["entries"].items():
-            f = e.get("file")
-            if f and (self.dir / f).exists() and e.get("sha256") == sha256_file(self.dir / f):
-                frames.append(conform(pd.read_parquet(self.dir / f)))
-        if not frames:
-            return conform(pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMA.items()}))
-        return pd.concat(frames, ignore_index=True)
+    def tables(self, what: str = "table", entries: Optional[Mapping[str, dict]] = None) -> pd.DataFrame:
+        """All intact tables ``what`` listed in the manifest (or in ``entries``), concatenated (an
+        empty table of the schema if none)."""
+        entries = self.manifest()["entries"] if entries is None else entries
+        frames = [df for df in (self.read(e, what) for e in entries.values()) if df is not None]
+        return pd.concat(frames, ignore_index=True) if frames else empty(what)

@@ -1,6 +1,6 @@
 """Shared figures of the measurement notebooks, drawn from the tidy result tables only.
 
-Every function takes a table in the :data:`dobrushin.results.SCHEMA` layout (or the pipeline's
+Every function takes a table in the :data:`dobrushin.store.results.SCHEMA` layout (or the pipeline's
 heads / rollout tables), draws one panel per model and returns the matplotlib ``Figure``;
 :func:`save_figure` writes it as PNG and SVG to ``results/figures/<notebook>-<what>.{png,svg}``.
 Layers are shown 1-based (layer 1 acts first).  Colours: trained weights ``C0``, untrained control
@@ -15,16 +15,15 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .stats import wilson
+from ..math.stats import wilson
+from ..store.paths import results_dir as default_results
+from ..store.results import atomic_write, slugify
+from .names import display_name
 
 WEIGHT_STYLE = {"pretrained": {"color": "C0", "label": "trained weights"},
                 "untrained": {"color": "C1", "label": "untrained control"}}
 VARIANT_STYLE = {"content": {"linestyle": "-", "label": "content tokens"},
                  "with_special": {"linestyle": "--", "label": "with special tokens"}}
-
-
-def _name(model_id: str) -> str:
-    return str(model_id).rstrip("/").split("/")[-1]
 
 
 def _grid(n_panels: int, ncols: int, panel=(4.0, 3.0), sharey=True):
@@ -86,7 +85,7 @@ def layer_profile(table: pd.DataFrame, *, variants: Sequence[str] = ("content", 
             ax.fill_between(x, g["ci_low"], g["ci_high"], color=ws["color"], alpha=0.15 if v == "content" else 0.07,
                             linewidth=0)
         n_in = int(sub["n"].max()) if len(sub) else 0
-        ax.set_title(f"{_name(m)} (≤{n_in} inputs/layer)", fontsize=10)
+        ax.set_title(f"{display_name(m)} (≤{n_in} inputs/layer)", fontsize=10)
         ax.set_xlabel("layer")
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
@@ -141,7 +140,7 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
             ax.plot([], [], color=WEIGHT_STYLE[w]["color"], lw=6, alpha=0.6, label=WEIGHT_STYLE[w]["label"])
         step = max(1, len(layers) // 12)
         ax.set_xticks(layers[::step] + 1)
-        ax.set_title(_name(m), fontsize=10)
+        ax.set_title(display_name(m), fontsize=10)
         ax.set_xlabel("layer")
         ax.grid(alpha=0.3, axis="y")
     return _finish_grid(fig, axes, ncols, "slack ½(1+κ(A)) − κ(½(I+A))", title)
@@ -177,7 +176,7 @@ def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Opt
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-        ax.set_title(_name(m), fontsize=10)
+        ax.set_title(display_name(m), fontsize=10)
         ax.set_xlabel("bound ∏ ½(1+κ(Ã_l))")
         ax.set_ylabel("κ(rollout)")
         ax.grid(alpha=0.3, which="both")
@@ -206,7 +205,7 @@ def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", weights: Opti
         im = ax.imshow(piv.to_numpy(float), vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower",
                        extent=(0.5, piv.shape[1] + 0.5, 0.5, piv.shape[0] + 0.5), interpolation="nearest")
         k = g["input_id"].nunique()
-        ax.set_title(f"{_name(m)}\n{WEIGHT_STYLE.get(w, {'label': w})['label']}, {k} input{'s' if k != 1 else ''}",
+        ax.set_title(f"{display_name(m)}\n{WEIGHT_STYLE.get(w, {'label': w})['label']}, {k} input{'s' if k != 1 else ''}",
                      fontsize=9)
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
@@ -247,14 +246,11 @@ def admonition(title: str, body: str, kind: str = "warning") -> Admonition:
 def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
     """Write ``fig`` to ``<results_dir>/figures/<notebook>-<what>.png`` and ``.svg`` (atomically);
     returns the two paths."""
-    from .paths import results_dir as default_results
-    from .results import _atomic, slugify
-
     root = Path(results_dir) if results_dir is not None else default_results()
     out = []
     for ext in ("png", "svg"):
         p = root / "figures" / f"{slugify(notebook)}-{slugify(what)}.{ext}"
-        _atomic(p, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=150 if ext == "png" else None,
+        atomic_write(p, lambda tmp, ext=ext: fig.savefig(tmp, format=ext, dpi=150 if ext == "png" else None,
                                                     metadata={"Date": None} if ext == "svg" else None))
         out.append(p)
     return out

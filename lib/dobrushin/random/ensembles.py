@@ -48,9 +48,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .core import analyse, kappa, rollout_factor
-from .results import atomic_write_csv, atomic_write_json, params_key, sha256_file
-from .stats import wilson
+from ..math.coefficient import analyse, kappa, rollout_factor
+from ..store.results import atomic_write_csv, atomic_write_json, params_key, sha256_file
+from ..math.stats import wilson
 
 #: bump when the meaning of a cached cell changes (sampler, classification, counters)
 ENSEMBLES_VERSION = 1
@@ -257,7 +257,7 @@ def _exact_max_distance(M: list, X: np.ndarray) -> int:
     """
     import torch
 
-    from .kernel import half_l1_distances
+    from ..math.kernel import half_l1_distances
 
     n = X.shape[0]
     D = np.asarray(half_l1_distances(torch.from_numpy(np.ascontiguousarray(X)[None]))[0].cpu().numpy())
@@ -582,7 +582,7 @@ def write_table(df: pd.DataFrame, path: Path, params: Mapping[str, Any]) -> dict
 
 
 def baseline_dir(results_dir=None) -> Path:
-    from .paths import results_dir as _rd
+    from ..store.paths import results_dir as _rd
 
     return Path(results_dir if results_dir is not None else _rd()) / "baseline"
 

@@ -37,7 +37,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from .models import MPNET_ID, WeightsUnavailable
+from .configs import MPNET_ID
+from .errors import WeightsUnavailable
 
 _CHUNK = 1 << 20
 _MARKER = ".dobrushin-packaged.json"
@@ -224,7 +225,7 @@ class ConcatReader(io.RawIOBase):
 
 def _packaged_root(cache: Optional[Union[str, Path]]) -> Path:
     if cache is None:
-        from .paths import cache_dir
+        from ..store.paths import cache_dir
 
         cache = cache_dir()
     return Path(cache) / "packaged"

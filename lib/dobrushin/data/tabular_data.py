@@ -47,7 +47,9 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
-from .paths import data_dir
+from ..store.paths import data_dir
+from ..store.results import sha256_bytes, sha256_file
+from .availability import DataUnavailable
 
 PARTS = ("train", "val", "test")
 
@@ -78,36 +80,12 @@ DOWNLOAD_TIMEOUT_S = 20
 DATASETS = ("california", "adult", "breast_cancer")
 #: display names
 TITLES = {"california": "California Housing", "adult": "Adult", "breast_cancer": "Breast cancer"}
-#: task type and headline metric per dataset
-TASKS = {"california": "regression", "adult": "binclass", "breast_cancer": "binclass"}
+#: headline metric per dataset
 METRICS = {"california": "rmse", "adult": "accuracy", "breast_cancer": "accuracy"}
-#: FT-Transformer results published by Gorishniy et al. (2021), Table 2 (single models)
-PUBLISHED = {"california": 0.459, "adult": 0.859}
-
-
-class DataUnavailable(RuntimeError):
-    """The data set could not be obtained; ``status`` is ``"data unavailable: <reason>"``."""
-
-    def __init__(self, reason: str):
-        super().__init__(f"data unavailable: {reason}")
-        self.reason = reason
-        self.status = f"data unavailable: {reason}"
 
 
 # -------------------------------------------------------------------------------------------------
 # raw sources
-
-
-def _sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _sums(root: Path) -> Dict[str, str]:
@@ -147,7 +125,7 @@ def local_file(rel: str) -> Tuple[Path, str]:
     expected = _sums(root).get(rel)
     if expected is None:
         raise DataUnavailable(f"{rel} is not listed in {root / 'SHA256SUMS'}")
-    got = _sha256_file(path)
+    got = sha256_file(path)
     if got != expected:
         raise DataUnavailable(f"{path}: sha256 {got} does not match SHA256SUMS ({expected})")
     return path, got
@@ -227,7 +205,7 @@ def load_adult() -> Tuple[Dict[str, pd.DataFrame], dict]:
             except Exception as e:
                 raise DataUnavailable(f"DOBRUSHIN_DATA is unset and downloading {url} failed: "
                                       f"{type(e).__name__}: {e}") from e
-            digest = _sha256_bytes(data)
+            digest = sha256_bytes(data)
             if digest != ADULT_SHA256[part]:
                 raise DataUnavailable(f"{url}: sha256 {digest} differs from the known {ADULT_SHA256[part]}")
             out[part] = _read_adult(data, part)

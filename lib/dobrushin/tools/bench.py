@@ -46,10 +46,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import kernel
-from .core import DEFAULT_TOL, analyse
-from .paths import results_dir
-from .results import atomic_write_csv, atomic_write_json
+from ..math import kernel
+from ..math.coefficient import DEFAULT_TOL, analyse
+from ..store.paths import results_dir
+from ..store.results import atomic_write_csv, atomic_write_json
 
 TOL = DEFAULT_TOL
 NAIVE_LIMIT_BYTES = 2 * 10**9
@@ -164,8 +164,8 @@ def _long_texts(count: int) -> List[str]:
 
 def minilm_attention(n: int, sequences: int) -> np.ndarray:
     """Head-averaged attention of all 6 MiniLM layers on ``sequences`` texts cut to exactly n tokens."""
-    from .extract import extract_attention
-    from .models import MINILM_ID, load_model
+    from ..capture.extract import extract_attention
+    from ..models.loading import MINILM_ID, load_model
 
     lm = load_model(MINILM_ID, pretrained=True, max_length=n)
     enc = lm.preprocess(_long_texts(sequences))
@@ -178,8 +178,8 @@ def minilm_attention(n: int, sequences: int) -> np.ndarray:
 
 def vit_attention(model_id: str, image_size: int, images: int, seed: int = 0) -> np.ndarray:
     """Head-averaged attention of every layer of an untrained (seeded) ViT on seeded noise images."""
-    from .extract import extract_attention
-    from .models import load_model
+    from ..capture.extract import extract_attention
+    from ..models.loading import load_model
 
     lm = load_model(model_id, pretrained=False, seed=seed, image_size=image_size)
     x = torch.randn(images, 3, image_size, image_size, generator=torch.Generator().manual_seed(seed))
@@ -334,9 +334,9 @@ class Bench:
 
     def extraction(self, batch: int, reps: int):
         """Eager forward of ViT-B/16 at 224 px vs the same forward with capture + test."""
-        from .extract import extract_attention
-        from .measure import measure
-        from .models import load_model
+        from ..capture.extract import extract_attention
+        from ..experiments.measure import measure
+        from ..models.loading import load_model
 
         lm = load_model("google/vit-base-patch16-224", pretrained=False, seed=0, image_size=224)
         model = lm.model.eval()

@@ -42,7 +42,8 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
-from .paths import data_dir
+from ..store.paths import data_dir
+from .availability import DataUnavailable, hub_offline
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 
@@ -54,15 +55,6 @@ SKIMAGE_PHOTOS = (
 )
 #: photographs bundled with scikit-learn (``sklearn.datasets.load_sample_images``)
 SKLEARN_PHOTOS = ("china.jpg", "flower.jpg")
-
-
-class DataUnavailable(RuntimeError):
-    """The requested data could not be obtained (offline, missing package, missing file).
-    ``reason`` is a short human-readable explanation; ``str(exc)`` is the same."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass
@@ -150,7 +142,9 @@ def select(ids: Sequence[str], n: Optional[int], seed: int) -> List[int]:
 # images
 
 
-def _to_rgb(img):
+def to_rgb(img):
+    """An RGB ``PIL.Image`` of ``img`` (a PIL image of any mode or an array): greyscale is repeated,
+    transparency is composed on white, other arrays are scaled to 0..255."""
     from PIL import Image
 
     if not isinstance(img, Image.Image):
@@ -177,7 +171,7 @@ def _open_image(path: Path):
     try:
         with Image.open(path) as im:
             im.load()
-            return _to_rgb(im)
+            return to_rgb(im)
     except Exception as e:  # noqa: BLE001 - name the file
         raise ValueError(f"{path}: cannot read as an image: {e}") from None
 
@@ -215,13 +209,13 @@ def _embedded_image(name: str):
 
         if what.startswith("motorcycle_"):  # the stereo pair: (left, right, disparity)
             left, right, _ = skimage.data.stereo_motorcycle()
-            return _to_rgb(left if what == "motorcycle_left" else right)
-        return _to_rgb(getattr(skimage.data, what)())
+            return to_rgb(left if what == "motorcycle_left" else right)
+        return to_rgb(getattr(skimage.data, what)())
     from sklearn.datasets import load_sample_images
 
     data = load_sample_images()
     names = [os.path.basename(f) for f in data.filenames]
-    return _to_rgb(data.images[names.index(what)])
+    return to_rgb(data.images[names.index(what)])
 
 
 def _embedded_images(n, seed) -> InputSet:
@@ -236,15 +230,10 @@ def _embedded_images(n, seed) -> InputSet:
     return InputSet("image", chosen, src, len(ids), seed, lambda i: _embedded_image(chosen[i]))
 
 
-def _hf_offline() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-               for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
-
 def _hf_rows(dataset: str, split: str, n: Optional[int], config: Optional[str] = None):
     """The first ``n`` rows of a hub dataset split (streaming) or DataUnavailable."""
     what = f"{dataset}" + (f" ({config})" if config else "") + f", split {split}"
-    if _hf_offline():
+    if hub_offline(datasets=True):
         raise DataUnavailable(f"Hugging Face dataset {what}: HF_HUB_OFFLINE is set, so nothing is downloaded")
     try:
         import datasets  # noqa: F401
@@ -278,7 +267,7 @@ def _hf_images(spec: str, n, seed) -> InputSet:
         col = next((c for c in ("image", "img", "pixel_values") if rows and c in rows[0]), None)
     if col is None:
         raise DataUnavailable(f"Hugging Face dataset {dataset}: no image column found")
-    images = [_to_rgb(r[col]) for r in rows]
+    images = [to_rgb(r[col]) for r in rows]
     # streaming gives the split's own order; the selection is its first n rows (seed unused)
     ids = [f"{dataset}:{split}:{i}" for i in range(len(images))]
     return InputSet("image", ids, f"Hugging Face dataset {dataset} (split {split}, first rows)",
@@ -434,6 +423,6 @@ def load_inputs(kind: str, source: Optional[str] = None, n: Optional[int] = None
 
 
 __all__ = [
-    "DataUnavailable", "InputSet", "embedded_image_names", "embedded_sentences", "image_files",
+    "DataUnavailable", "InputSet", "to_rgb", "embedded_image_names", "embedded_sentences", "image_files",
     "load_images", "load_inputs", "load_texts", "read_sst2_tsv", "select",
 ]

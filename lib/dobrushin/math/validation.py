@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-try:  # torch is a dependency, but the matrix routines work without it
-    import torch
+try:  # torch is a required dependency (coefficient.py and kernel.py import it, and numpy input goes
+    import torch  # numpy -> torch -> numpy there); only this module's checks also run without it
 except ImportError:  # pragma: no cover
     torch = None  # type: ignore[assignment]
 

@@ -1,0 +1,34 @@
+"""Capturing post-softmax attention: token roles (:mod:`.roles`), one hook mechanism (:mod:`.hooks`),
+eager switching (:mod:`.eager`) and one adapter per model family, registered here explicitly:
+``"ft-transformer"`` (:mod:`.ft_transformer`), ``"timm"`` (:mod:`.timm`), ``"hf"`` (:mod:`.hf`).
+
+Depends on torch and numpy only (no pandas, nothing above it in the package).  A new family needs an
+adapter: ``register_adapter(name, matches, run, prepare=...)`` (see :mod:`.extract`).
+"""
+from . import ft_transformer as _ft
+from . import hf as _hf
+from . import timm as _timm
+from .eager import ensure_eager
+from .errors import AttentionUnavailable
+from .extract import (
+    Adapter,
+    Extraction,
+    adapters,
+    extract_attention,
+    find_adapter,
+    prepare_for_capture,
+    register_adapter,
+)
+from .hooks import HookPoint, recording
+from .roles import ROLES, keep_indices, text_roles, vision_roles
+
+# the built-in adapters, tried after any registered by the user (first match wins)
+register_adapter("ft-transformer", _ft.matches, _ft.extract, first=False)
+register_adapter("timm", _timm.matches, _timm.run, first=False, prepare=ensure_eager)
+register_adapter("hf", _hf.matches, _hf.run, first=False, prepare=ensure_eager)
+
+__all__ = [
+    "ROLES", "Adapter", "AttentionUnavailable", "Extraction", "HookPoint", "adapters", "ensure_eager",
+    "extract_attention", "find_adapter", "keep_indices", "prepare_for_capture", "recording", "register_adapter",
+    "text_roles", "vision_roles",
+]

@@ -1,0 +1,135 @@
+"""The one hook mechanism of the capture layer: named hook points and a context manager.
+
+A :class:`HookPoint` names a submodule of a model (its dotted path, as in ``model.named_modules()``)
+and what to read there: the module's output (or one element of a tuple output) or one of its
+positional inputs.  :func:`recording` puts a forward hook (output) or forward pre-hook (input) on
+every point for the duration of a ``with`` block and collects what passes, optionally transformed at
+once (e.g. averaged over heads and moved to the CPU, so memory stays ``O(B·L·n²)``); the hooks are
+removed when the block ends, also on an error.  An optional module that is absent (an attribute set
+to ``None``, such as rtdl's attention dropout at rate 0) is stood in for by ``torch.nn.Identity``
+while the block runs, so that it can be hooked too.  Every adapter captures through this.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
+
+import torch
+
+from .errors import AttentionUnavailable
+
+
+@dataclass(frozen=True)
+class HookPoint:
+    """``name``: dotted path of the submodule; ``read``: ``"output"`` or ``"input"``; ``index``: the
+    element of a tuple output or the positional input to read (None: the output itself)."""
+
+    name: str
+    read: str = "output"
+    index: Optional[int] = None
+
+    def __post_init__(self):
+        if self.read not in ("output", "input"):
+            raise ValueError(f"hook point {self.name!r}: read must be 'output' or 'input', got {self.read!r}")
+        if self.read == "input" and self.index is None:
+            raise ValueError(f"hook point {self.name!r}: reading an input needs the argument index")
+
+    def pick(self, value) -> Optional[torch.Tensor]:
+        """The tensor this point reads from a module's output or positional-argument tuple (None if absent)."""
+        if self.index is None:
+            return value if isinstance(value, torch.Tensor) else None
+        if isinstance(value, (tuple, list)) and len(value) > self.index:
+            v = value[self.index]
+            return v if isinstance(v, torch.Tensor) else None
+        return None
+
+
+class Recording:
+    """What the hooks of :func:`recording` saw: per point name, one entry per call (None when the
+    point carried no tensor, e.g. an attention module that returned no weights)."""
+
+    def __init__(self, points: Sequence[HookPoint]):
+        self.points = list(points)
+        self.values: Dict[str, List[Optional[torch.Tensor]]] = {p.name: [] for p in self.points}
+
+    def per_point(self, what: str) -> List[torch.Tensor]:
+        """Exactly one tensor per point, in the order of the points; :class:`AttentionUnavailable`
+        naming the points that saw no call, several calls or no tensor."""
+        counts = {p.name: len(self.values[p.name]) for p in self.points}
+        wrong = [n for n, c in counts.items() if c != 1]
+        if wrong:
+            raise AttentionUnavailable(f"{what}: hook point(s) {wrong} were called {[counts[n] for n in wrong]} "
+                                       f"times in one forward pass, expected once each")
+        out = [self.values[p.name][0] for p in self.points]
+        missing = [i for i, v in enumerate(out) if v is None]
+        if missing:
+            raise AttentionUnavailable(f"{what}: layer(s) {missing} returned no attention weights")
+        return out
+
+
+def _resolve(model: torch.nn.Module, name: str):
+    """``(parent, attribute, module)`` of the dotted path ``name`` (module None when the attribute is None)."""
+    parent_name, _, attr = name.rpartition(".")
+    try:
+        parent = model.get_submodule(parent_name) if parent_name else model
+    except AttributeError as e:
+        raise AttentionUnavailable(f"hook point {name!r}: no such submodule ({e})") from None
+    if not hasattr(parent, attr):
+        raise AttentionUnavailable(f"hook point {name!r}: {type(parent).__name__} has no attribute {attr!r}")
+    mod = getattr(parent, attr)
+    if mod is not None and not isinstance(mod, torch.nn.Module):
+        raise AttentionUnavailable(f"hook point {name!r} is a {type(mod).__name__}, not a module")
+    return parent, attr, mod
+
+
+@contextlib.contextmanager
+def recording(model: torch.nn.Module, points: Sequence[HookPoint],
+              transform: Optional[Callable[[torch.Tensor], torch.Tensor]] = None) -> Iterator[Recording]:
+    """Hook every point of ``model`` while the block runs; yields the :class:`Recording`.
+
+    ``transform`` is applied to every captured tensor at once (after ``detach``)."""
+    rec = Recording(points)
+    handles, stand_ins = [], []
+    try:
+        for p in points:
+            parent, attr, mod = _resolve(model, p.name)
+            if mod is None:  # an absent optional module: an identity stands in while the block runs
+                mod = torch.nn.Identity()
+                setattr(parent, attr, mod)
+                stand_ins.append((parent, attr))
+            store = rec.values[p.name]
+
+            def keep(value, p=p, store=store):
+                t = p.pick(value)
+                if t is not None:
+                    t = t.detach()
+                    t = transform(t) if transform is not None else t
+                store.append(t)
+
+            if p.read == "output":
+                handles.append(mod.register_forward_hook(lambda m, args, out, keep=keep: keep(out)))
+            else:
+                handles.append(mod.register_forward_pre_hook(lambda m, args, keep=keep: keep(args)))
+        yield rec
+    finally:
+        for h in handles:
+            h.remove()
+        for parent, attr in stand_ins:
+            setattr(parent, attr, None)
+
+
+def attention_maps(average_heads: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The transform for attention weights ``(B, H, n_q, n)``: float32, averaged over heads unless
+    ``average_heads=False``, on the CPU; :class:`AttentionUnavailable` for another shape."""
+
+    def transform(w: torch.Tensor) -> torch.Tensor:
+        if w.ndim != 4:
+            raise AttentionUnavailable(f"captured attention has shape {tuple(w.shape)}, expected (B, H, n, n)")
+        w = w.float()
+        return (w.mean(1) if average_heads else w).to("cpu")
+
+    return transform
+
+
+__all__ = ["HookPoint", "Recording", "attention_maps", "recording"]

@@ -1,0 +1,1 @@
+"""Inputs: images and sentences (:mod:`.inputs`) and the tabular benchmarks (:mod:`.tabular_data`)."""

@@ -1,0 +1,1 @@
+"""Experiments: the measurement of models on inputs, cached in the results store."""

@@ -1,0 +1,435 @@
+"""The measurement loop — the one loop of the project — with its cache: one model (trained weights
+and/or the untrained control) over a set of inputs, to the tidy result tables.  It serves the
+transformer families (:func:`measure_model` with :func:`dobrushin.models.load_model`) and FT-Transformer
+(:mod:`dobrushin.experiments.tabular`, which hands it the trained and the initial model); everything
+that changes the numbers is one :class:`MeasureConfig`.
+
+For every weights setting (``"pretrained"``: trained weights via :func:`dobrushin.models.load_model`;
+``"untrained"``: the same architecture at a seeded random initialisation) :func:`measure_model`
+
+1. loads the model (a :class:`~dobrushin.models.WeightsUnavailable` for the trained weights is
+   recorded as ``status = "weights unavailable: <reason>"`` and the untrained control still runs);
+2. runs the inputs in batches (progress bar), captures the head-averaged post-softmax attention of
+   every layer with :func:`dobrushin.extract_attention`, and tests the equality condition on every
+   (input, layer) with :func:`dobrushin.experiments.measure.measure` for the variants ``content`` (content tokens
+   only: CLS, registers, distillation, separator and pad tokens removed, rows renormalised with
+   :func:`dobrushin.restrict`) and ``with_special`` (all tokens except padding, renormalised);
+3. per input and variant, rolls out those *same restricted, renormalised per-layer matrices*
+   :math:`\\tilde A_l` — :math:`R = F_L\\cdots F_1`, :math:`F_l = \\tfrac12(I+\\tilde A_l)`
+   (:func:`dobrushin.rollout`) — and compares :math:`\\kappa(R)` with
+   :math:`\\prod_l \\kappa(F_l)` and the whole-rollout bound :math:`\\prod_l \\tfrac12(1+\\kappa(\\tilde A_l))`
+   (:func:`dobrushin.rollout_bound`);  this is *not* the rollout of the full attention over all tokens;
+4. per head (no head averaging), on the first ``head_inputs`` inputs only so memory and time stay
+   bounded, tests the condition on each head's restricted attention;
+5. times the loop (inputs per second, device) and writes everything through
+   :class:`dobrushin.store.results.ResultStore`.
+
+Files, per model (``<slug>`` = :func:`dobrushin.store.results.slugify` of the id), in ``results/<notebook>/``:
+``<slug>.parquet`` (the :data:`~dobrushin.store.results.SCHEMA` table, both weights), ``<slug>.heads.parquet``
+(:data:`~dobrushin.store.results.HEAD_COLUMNS`), ``<slug>.rollout.parquet``
+(:data:`~dobrushin.store.results.ROLLOUT_COLUMNS`) and the manifest entry.
+
+Manifest entry (``results/<notebook>/manifest.json``, key = slug): ``status``, ``model`` (the model id,
+as in the table's ``model`` column), ``display`` (short name), ``family``, ``wall_s``, ``device``,
+``inputs_per_s``, ``inputs`` (description of the selection), ``runs`` (per weights setting: status,
+inputs, load/measure/head times, loader notes, ``provenance`` of the weights), ``provenance`` (per
+weights setting, as keyed), the secondary files and their SHA-256, and the cache parameters.
+
+Caching: the parameter key covers everything that affects the numbers — model id, weights settings,
+the selected input ids (SHA-256 of the ordered ids) and their source, numbers of inputs, seed, image size, text length, batch
+size, tolerances, variants, head subset, device type, the versions of torch, transformers, timm
+and dobrushin, and the *provenance* of each weights setting (:func:`dobrushin.models.weights_provenance`:
+package + version + file SHA-256, hub snapshot revision, checkpoint file SHA-256, or ``untrained`` + seed),
+so that weights from another source with otherwise equal parameters are measured again.  A re-run with the same key reuses the files when all three are intact (SHA-256 in
+the manifest); a missing, partial or corrupt file triggers a full recomputation.  A cached entry
+whose trained weights were unavailable is re-checked (one cheap load attempt) so that weights that
+have since become available are used.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..capture.extract import to_device
+from ..math.coefficient import DEFAULT_TOL
+from ..models.configs import display_name
+from ..store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, VARIANTS, WEIGHTS, ResultStore, conform, empty, frame, slugify
+from .measure import MEASURE_VERSION, head_rows, measure, rollout_rows
+
+#: bump when the pipeline's output for the same parameters changes
+#: (2: the key holds the provenance of the weights)
+PIPELINE_VERSION = 2
+
+
+def _choice(values, allowed, what) -> Tuple[str, ...]:
+    if isinstance(values, str):
+        values = (values,)
+    values = tuple(values)
+    bad = [v for v in values if v not in allowed]
+    if not values or bad:
+        raise ValueError(f"{what} must be a non-empty subset of {allowed}, got {values}")
+    return values
+
+
+def _integer(name: str, v, lo: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    """Everything that decides how a model is measured; checked on construction (ValueError naming
+    the field).  ``weights``: which of ``("pretrained", "untrained")`` to run; ``n_untrained``: inputs for
+    the untrained control (a prefix of the inputs; None = all); ``batch_size``: inputs per forward pass;
+    ``seed``: seed of the untrained initialisation; ``image_size``, ``max_length``: passed to the loader;
+    ``head_inputs``: inputs (a prefix) for the per-head table, on ``head_variants``; ``variants``: of the
+    main table; ``tol``: the equality test's tolerance; ``atol``: on the row sums of the captured
+    attention; ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``...; ``force``: ignore the cache;
+    ``progress``: a text progress bar; ``recheck_unavailable``: on a cached entry whose trained weights
+    were unavailable, try loading them once again.  ``replace(**changes)`` gives a modified copy."""
+
+    weights: Tuple[str, ...] = WEIGHTS
+    n_untrained: Optional[int] = None
+    batch_size: int = 8
+    seed: int = 0
+    image_size: int = 224
+    max_length: int = 128
+    head_inputs: int = 4
+    head_variants: Tuple[str, ...] = ("content",)
+    variants: Tuple[str, ...] = VARIANTS
+    tol: float = DEFAULT_TOL
+    atol: float = 1e-4
+    device: str = "auto"
+    force: bool = False
+    progress: bool = True
+    recheck_unavailable: bool = True
+
+    def __post_init__(self):
+        s = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731  (frozen: normalise in place once)
+        s("weights", _choice(self.weights, WEIGHTS, "weights"))
+        s("variants", _choice(self.variants, VARIANTS, "variants"))
+        s("head_variants", _choice(self.head_variants, VARIANTS, "head_variants"))
+        for name, lo in (("batch_size", 1), ("head_inputs", 0), ("image_size", 1), ("max_length", 2)):
+            s(name, _integer(name, getattr(self, name), lo))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        s("seed", int(self.seed))
+        if self.n_untrained is not None:
+            s("n_untrained", _integer("n_untrained", self.n_untrained, 1))
+        for name in ("tol", "atol"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating)) or not (np.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite non-negative number, got {v!r}")
+            s(name, float(v))
+
+    def replace(self, **changes) -> "MeasureConfig":
+        return dataclasses.replace(self, **changes)
+
+    def key(self) -> dict:
+        """The fields that change the numbers (for the cache key; the device enters as its type)."""
+        return {"weights": list(self.weights), "n_untrained": self.n_untrained, "batch_size": self.batch_size,
+                "seed": self.seed, "image_size": self.image_size, "max_length": self.max_length,
+                "head_inputs": self.head_inputs, "head_variants": list(self.head_variants),
+                "variants": list(self.variants), "tol": self.tol, "atol": self.atol}
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """``"auto"`` → CUDA when available, else CPU; otherwise ``torch.device(device)``."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"unknown device {device!r}: {e}") from None
+    if d.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but CUDA is not available")
+    return d
+
+
+def describe_device(d: torch.device) -> str:
+    """``"cpu (2 threads)"`` or ``"cuda:0 (NVIDIA H200)"``."""
+    if d.type == "cuda":
+        return f"{d} ({torch.cuda.get_device_name(d)})"
+    return f"{d} ({torch.get_num_threads()} threads)"
+
+
+def versions() -> Dict[str, str]:
+    """Versions of the packages whose behaviour affects the numbers."""
+    import importlib.metadata as md
+
+    out = {"python": sys.version.split()[0], "numpy": np.__version__, "torch": torch.__version__}
+    for pkg in ("transformers", "timm", "rtdl-revisiting-models", "dobrushin"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+@dataclass
+class ModelRun:
+    """Everything measured for one model.
+
+    ``table``: the tidy :data:`~dobrushin.store.results.SCHEMA` table (both weights); ``heads``,
+    ``rollout``: the secondary tables; ``status``: ``"ok"`` or ``"weights unavailable: <reason>"``
+    (about the trained weights); ``runs``: per weights setting, ``{"status", "n_inputs", "wall_s",
+    "inputs_per_s", "device", "notes", "provenance", ...}``; ``entry``: the manifest entry; ``cached``: reused.
+    """
+
+    model_id: str
+    slug: str
+    status: str
+    table: pd.DataFrame
+    heads: pd.DataFrame
+    rollout: pd.DataFrame
+    runs: Dict[str, dict]
+    entry: dict
+    cached: bool = False
+
+    @property
+    def name(self) -> str:
+        return display_name(self.model_id)
+
+
+# ------------------------------------------------------------------------------------------------
+# the loop
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm.std import tqdm
+
+    return tqdm(total=total, desc=desc, unit="input", file=sys.stdout, disable=not enabled,
+                mininterval=15.0, ascii=True, dynamic_ncols=False, ncols=80)
+
+
+def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: MeasureConfig,
+                device: torch.device) -> dict:
+    """The loop over one loaded model (``lm``: a :class:`~dobrushin.models.LoadedModel` or anything with
+    ``model``, ``preprocess``, ``model_id``): batches of ``inputs`` → ``lm.preprocess`` → ``extractor``
+    (head-averaged attention) → :func:`~dobrushin.experiments.measure.measure` and
+    :func:`~dobrushin.experiments.measure.rollout_rows`; then the per-head table on the first
+    ``config.head_inputs`` inputs.  Returns ``{"table", "rollout", "heads", "info"}``."""
+    model_id, cfg = lm.model_id, config
+    model = lm.model.to(device)
+    model.eval()
+    tables, rolls, heads = [], [], []
+    n = len(inputs)
+    t0 = time.perf_counter()
+    with _progress(n, f"{display_name(model_id)} [{weights}]", cfg.progress) as bar:
+        for start in range(0, n, cfg.batch_size):
+            ids = inputs.ids[start:start + cfg.batch_size]
+            ex = extractor(model, to_device(lm.preprocess(inputs.items(start, start + cfg.batch_size)), device))
+            if ex.attention.ndim != 4:
+                raise ValueError(f"{model_id}: expected head-averaged attention (B, L, n, n), "
+                                 f"got shape {tuple(ex.attention.shape)}")
+            t = measure(ex.attention, ex.roles, model=model_id, input_ids=ids, weights=weights,
+                        variants=cfg.variants, tol=cfg.tol, atol=cfg.atol)
+            tables.append(t)
+            rolls.append(rollout_rows(ex.attention, ex.roles, t, model=model_id, input_ids=ids,
+                                      weights=weights, variants=cfg.variants, atol=cfg.atol))
+            del ex
+            bar.update(len(ids))
+    wall = time.perf_counter() - t0
+    # per-head subset: small batches, heads not averaged
+    th = time.perf_counter()
+    k = min(cfg.head_inputs, n)
+    hb = max(1, min(cfg.batch_size, 2))
+    for start in range(0, k, hb):
+        stop = min(start + hb, k)
+        ex = extractor(model, to_device(lm.preprocess(inputs.items(start, stop)), device), average_heads=False)
+        heads.append(head_rows(ex.attention, ex.roles, model=model_id, input_ids=inputs.ids[start:stop],
+                               weights=weights, variants=cfg.head_variants, tol=cfg.tol, atol=cfg.atol))
+        del ex
+    head_s = time.perf_counter() - th
+    model.to("cpu")
+    return {
+        "table": pd.concat(tables, ignore_index=True),
+        "rollout": pd.concat(rolls, ignore_index=True),
+        "heads": frame(heads, HEAD_COLUMNS),
+        "info": {"status": "ok", "n_inputs": n, "wall_s": round(wall, 3),
+                 "inputs_per_s": round(n / wall, 4) if wall > 0 else None,
+                 "head_inputs": k, "head_wall_s": round(head_s, 3),
+                 "family": getattr(lm, "family", "") or "", "notes": getattr(lm, "notes", "") or "",
+                 "source": getattr(lm, "source", "") or "",
+                 "provenance": dict(getattr(lm, "provenance", None) or {})},
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# the cache key
+
+
+def _inputs_key(inputs) -> dict:
+    """The selection's identity: source, seed, count and a SHA-256 of the ordered ids (the ids
+    themselves are in the tables)."""
+    k = dict(inputs.key())
+    ids = k.pop("ids")
+    k["n"] = len(ids)
+    k["ids_sha256"] = hashlib.sha256("\n".join(map(str, ids)).encode()).hexdigest()
+    return k
+
+
+def cache_params(model_id: str, inputs, config: MeasureConfig, device: torch.device,
+                 provenance: Mapping[str, dict], extra: Optional[Mapping[str, Any]] = None) -> dict:
+    """The parameter mapping whose hash keys the cache (everything that affects the numbers, and
+    where each weights setting comes from); ``extra`` adds caller fields (e.g. a checkpoint key)."""
+    return {
+        "pipeline_version": PIPELINE_VERSION, "measure_version": MEASURE_VERSION, "model_id": model_id,
+        "inputs": _inputs_key(inputs), "n_inputs": len(inputs), **config.key(), "device_type": device.type,
+        "versions": versions(), "provenance": {w: dict(provenance[w]) for w in config.weights},
+        **dict(extra or {}),
+    }
+
+
+ProvenanceArg = Union[None, Callable[..., dict], Mapping[str, dict]]
+
+
+def _provenance(model_id: str, config: MeasureConfig, provenance: ProvenanceArg, loader) -> Dict[str, dict]:
+    if provenance is None and loader is None:
+        from ..models.loading import weights_provenance
+
+        provenance = weights_provenance
+    if provenance is None:
+        provenance = getattr(loader, "provenance", None)
+    out = {}
+    for w in config.weights:
+        pre = w == "pretrained"
+        if isinstance(provenance, Mapping):
+            if w not in provenance:
+                raise ValueError(f"provenance has no entry for the {w!r} weights (it has {sorted(provenance)})")
+            out[w] = dict(provenance[w])
+        elif callable(provenance):
+            out[w] = dict(provenance(model_id, pretrained=pre, seed=config.seed))
+        else:  # a loader that says nothing about its weights: keyed by what is known
+            out[w] = {"source": "loader", "loader": f"{type(loader).__module__}.{type(loader).__qualname__}"} \
+                if pre else {"source": "untrained", "seed": config.seed}
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# one model
+
+
+def measure_model(model_id: str, inputs, *, store: ResultStore, config: Optional[MeasureConfig] = None,
+                  loader: Optional[Callable] = None, extractor: Optional[Callable] = None,
+                  provenance: ProvenanceArg = None, slug: Optional[str] = None,
+                  key_extra: Optional[Mapping[str, Any]] = None, info: Optional[Mapping[str, Any]] = None
+                  ) -> ModelRun:
+    """Measure ``model_id`` on ``inputs`` (an :class:`~dobrushin.data.inputs.InputSet`, or any object with
+    ``ids``, ``kind``, ``items(start, stop)``, ``head(n)``, ``key()``, ``describe()``) with ``config``
+    (default :class:`MeasureConfig()`); see the module docstring.
+
+    ``loader(model_id, pretrained=, seed=, image_size=, max_length=)`` defaults to
+    :func:`dobrushin.models.load_model`, ``extractor(model, x, average_heads=)`` to
+    :func:`dobrushin.extract_attention`.  ``provenance``: where each weights setting comes from, for
+    the cache key — a mapping ``{weights: dict}``, or a callable ``(model_id, pretrained=, seed=)``;
+    default :func:`dobrushin.models.weights_provenance` with the default loader (else the loader's own
+    ``provenance`` attribute, else the loader's name).  ``slug``: the file name (default from the id);
+    ``key_extra``: more cache-key fields; ``info``: more manifest fields.
+    """
+    cfg = MeasureConfig() if config is None else config
+    if not isinstance(cfg, MeasureConfig):
+        raise ValueError(f"config must be a MeasureConfig, got {type(cfg).__name__}")
+    if len(inputs) == 0:
+        raise ValueError("no inputs to measure")
+    from ..models.loading import ArchitectureUnavailable, WeightsUnavailable, model_family, unavailable_status
+
+    prov = _provenance(model_id, cfg, provenance, loader)
+    if loader is None:
+        from ..models.loading import load_model as loader
+    if extractor is None:
+        from ..capture.extract import extract_attention as extractor
+    dev = resolve_device(cfg.device)
+    slug = slugify(slug or model_id)
+    params = cache_params(model_id, inputs, cfg, dev, prov, key_extra)
+    load_kw = dict(seed=cfg.seed, image_size=cfg.image_size, max_length=cfg.max_length)
+    unavailable = (WeightsUnavailable, ArchitectureUnavailable)
+
+    if not cfg.force:
+        hit = store.load_all(slug, params)
+        if hit is not None:
+            entry = hit["entry"]
+            stale = False
+            if cfg.recheck_unavailable and "pretrained" in cfg.weights and entry.get("status", "ok") != "ok":
+                try:  # trained weights may have become available since
+                    loader(model_id, pretrained=True, **load_kw)
+                    stale = True
+                except unavailable:
+                    pass
+            if not stale:
+                return ModelRun(model_id, slug, entry.get("status", "ok"), hit["table"], hit["heads"],
+                                hit["rollout"], entry.get("runs", {}), entry, cached=True)
+
+    t_all = time.perf_counter()
+    runs: Dict[str, dict] = {}
+    results = []
+    status = "ok"
+    family = ""
+    for w in cfg.weights:
+        pretrained = w == "pretrained"
+        subset = inputs if pretrained or cfg.n_untrained is None else inputs.head(cfg.n_untrained)
+        tl = time.perf_counter()
+        try:
+            lm = loader(model_id, pretrained=pretrained, **load_kw)
+        except unavailable as e:
+            st = unavailable_status(e)
+            runs[w] = {"status": st, "n_inputs": 0, "provenance": prov[w]}
+            if pretrained:
+                status = st
+            continue
+        load_s = time.perf_counter() - tl
+        kind = getattr(lm, "kind", None)
+        if kind is not None and {"vision": "image", "text": "text"}.get(kind, kind) != inputs.kind:
+            raise ValueError(f"{model_id} is a {kind} model but the inputs are {inputs.kind}s")
+        r = run_weights(lm, subset, extractor=extractor, weights=w, config=cfg, device=dev)
+        r["info"]["load_s"] = round(load_s, 3)
+        r["info"]["device"] = describe_device(dev)
+        r["info"]["provenance"] = r["info"]["provenance"] or prov[w]
+        family = family or r["info"]["family"]
+        runs[w] = r["info"]
+        results.append(r)
+        del lm
+    family = family or model_family(model_id)
+    wall = time.perf_counter() - t_all
+    measured = [runs[w] for w in cfg.weights if runs.get(w, {}).get("status") == "ok"]
+    n_done = sum(r["n_inputs"] for r in measured)
+    loop_s = sum(r["wall_s"] for r in measured)
+    entry_info = {
+        "status": status, "model": model_id, "display": display_name(model_id), "family": family,
+        "wall_s": round(wall, 3), "device": describe_device(dev),
+        "inputs_per_s": round(n_done / loop_s, 4) if loop_s > 0 else None,
+        "inputs": inputs.describe(), "runs": runs, "provenance": prov, **dict(info or {}),
+    }
+    if not results:  # nothing could be loaded at all
+        entry = store.record(slug, params, **entry_info)
+        return ModelRun(model_id, slug, status, empty("table"), empty("heads"), empty("rollout"), runs, entry)
+    table = conform(pd.concat([r["table"] for r in results], ignore_index=True))
+    heads = frame([r["heads"] for r in results], HEAD_COLUMNS)
+    roll = frame([r["rollout"] for r in results], ROLLOUT_COLUMNS)
+    entry = store.save(slug, params, table, secondary={"heads": heads, "rollout": roll}, **entry_info)
+    return ModelRun(model_id, slug, status, table, heads, roll, runs, entry)
+
+
+def measure_models(model_ids: Sequence[str], inputs, *, store: ResultStore, config: Optional[MeasureConfig] = None,
+                   **kw) -> List[ModelRun]:
+    """:func:`measure_model` for each id, in order (``kw``: its other keyword arguments)."""
+    if isinstance(model_ids, str):
+        model_ids = [model_ids]
+    if not model_ids:
+        raise ValueError("no models to measure")
+    return [measure_model(m, inputs, store=store, config=config, **kw) for m in model_ids]
+
+
+__all__ = [
+    "MeasureConfig", "ModelRun", "PIPELINE_VERSION", "cache_params", "describe_device", "measure_model",
+    "measure_models", "resolve_device", "run_weights", "versions",
+]

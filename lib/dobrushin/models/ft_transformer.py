@@ -1,0 +1,328 @@
+"""FT-Transformer (Gorishniy et al. 2021) on tabular data: training, a checkpoint cache, and attention.
+
+Model and training
+------------------
+:func:`make_model` builds ``rtdl_revisiting_models.FTTransformer`` with the package's default
+configuration (``FTTransformer.get_default_kwargs()``: 3 blocks, d_block 192, 8 heads, attention
+dropout 0.2, FFN dropout 0.1, ReGLU, residual dropout 0) and a seeded initialisation.
+:func:`fit` trains it with the package's default optimiser (``make_default_optimizer``: AdamW,
+lr 1e-4, weight decay 1e-5 with weight decay 0 for embeddings, normalisation layers and biases),
+batch 256, loss MSE (regression, standardised target) or binary cross-entropy, evaluating on the
+validation split after every epoch and stopping after ``patience`` (16) epochs without improvement or at
+``max_epochs``; the best validation state is kept.  Everything random (initialisation, batch order,
+dropout) is drawn from generators seeded with ``seed``, so the same data, configuration and seed give
+the same weights on the same machine and torch thread count (the thread count is not part of the cache
+key: a different count may change the last bits, not the model).
+
+Checkpoint cache
+----------------
+A trained model is stored under ``dobrushin.store.paths.cache_dir()/tabular/`` as
+``<dataset>-seed<k>-<key>.pt`` plus a ``.json`` sidecar holding its SHA-256 and the training record;
+``key`` hashes the data checksum (:attr:`dobrushin.data.tabular_data.TabularData.checksum`), the model
+configuration, the training settings and the seed.  Both files are written atomically.  A checkpoint
+is reused only when the sidecar's key and SHA-256 match and the state dict loads strictly; anything
+else (truncated, modified, unreadable) is reported as corrupt and the model is retrained.
+
+Attention
+---------
+The attention of these models is captured by :mod:`dobrushin.capture.ft_transformer` (the
+``"ft-transformer"`` adapter of :func:`dobrushin.extract_attention`) and measured by the one
+measurement loop (:mod:`dobrushin.experiments.tabular`).
+"""
+from __future__ import annotations
+
+import copy
+import io
+import json
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..store.paths import cache_dir as _default_cache_dir
+from ..store.results import atomic_write_bytes, atomic_write_json, params_key, sha256_bytes
+from ..data.tabular_data import TabularData
+
+try:
+    import rtdl_revisiting_models as rtdl
+except ImportError as e:  # pragma: no cover - a declared dependency
+    raise ImportError("dobrushin.models.ft_transformer needs the 'rtdl-revisiting-models' package") from e
+
+CHECKPOINT_FORMAT = 1
+#: defaults of the training loop (the FT-Transformer paper / rtdl_revisiting_models defaults)
+TRAIN_DEFAULTS = {"batch_size": 256, "lr": 1e-4, "weight_decay": 1e-5, "patience": 16, "max_epochs": None}
+
+#: number of times :func:`fit` actually trained (not loaded) a model in this process; tests use it
+TRAIN_RUNS = 0
+
+
+# -------------------------------------------------------------------------------------------------
+# model
+
+
+def model_config(data: TabularData, **overrides) -> Dict[str, Any]:
+    """Constructor arguments of the default FT-Transformer for ``data`` (``overrides`` replace defaults)."""
+    kw = rtdl.FTTransformer.get_default_kwargs()
+    unknown = set(overrides) - set(kw) - {"ffn_activation"}
+    if unknown:
+        raise ValueError(f"unknown FT-Transformer option(s) {sorted(unknown)}; known: {sorted(kw)}")
+    kw.update(overrides)
+    if overrides:
+        kw["_is_default"] = False
+    d_out = 1 if data.task in ("regression", "binclass") else int(data.n_classes)
+    return {"n_cont_features": len(data.num_names), "cat_cardinalities": list(data.cat_cardinalities),
+            "d_out": d_out, **kw}
+
+
+def make_model(data: TabularData, seed: int, **overrides) -> "rtdl.FTTransformer":
+    """FT-Transformer for ``data`` with a seeded initialisation (the untrained control), in eval mode."""
+    cfg = model_config(data, **overrides)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        model = rtdl.FTTransformer(**cfg)
+    return model.eval()
+
+
+def tensors(data: TabularData, part: str, rows=None) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """``(x_num, x_cat)`` tensors of split ``part`` (optionally only ``rows``); None for an absent kind."""
+    sel = (lambda a: a) if rows is None else (lambda a: a[rows])
+    xn = None if data.X_num is None or not data.num_names else torch.as_tensor(sel(data.X_num[part]))
+    xc = None if data.X_cat is None or not data.cat_names else torch.as_tensor(sel(data.X_cat[part]))
+    return xn, xc
+
+
+@torch.no_grad()
+def predict(model, data: TabularData, part: str, batch_size: int = 1024) -> np.ndarray:
+    """Raw model outputs on a split: ``(n,)`` for regression/binary (standardised target / logit), else ``(n, C)``."""
+    was = model.training
+    model.eval()
+    xn, xc = tensors(data, part)
+    n = data.size(part)
+    out = []
+    for i in range(0, n, batch_size):
+        out.append(model(None if xn is None else xn[i:i + batch_size], None if xc is None else xc[i:i + batch_size]))
+    model.train(was)
+    y = torch.cat(out).float()
+    return (y.squeeze(-1) if y.shape[-1] == 1 else y).numpy()
+
+
+def score(data: TabularData, pred: np.ndarray, part: str) -> Dict[str, float]:
+    """Metrics on ``part``: regression ``rmse`` (original units: ``y_std`` × RMSE of the standardised
+    target); classification ``accuracy``."""
+    y = data.y[part]
+    if data.task == "regression":
+        return {"rmse": float(np.sqrt(np.mean((pred.astype(np.float64) - y) ** 2)) * data.y_std)}
+    labels = (pred > 0).astype(np.int64) if pred.ndim == 1 else pred.argmax(-1)
+    return {"accuracy": float(np.mean(labels == y))}
+
+
+def _val_score(data: TabularData, pred: np.ndarray) -> float:
+    m = score(data, pred, "val")
+    return -m["rmse"] if "rmse" in m else m["accuracy"]
+
+
+def _loss(data: TabularData, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if data.task == "regression":
+        return F.mse_loss(out.squeeze(-1), y.float())
+    if data.task == "binclass":
+        return F.binary_cross_entropy_with_logits(out.squeeze(-1), y.float())
+    return F.cross_entropy(out, y)
+
+
+# -------------------------------------------------------------------------------------------------
+# training
+
+
+@dataclass
+class TrainResult:
+    """A trained model and its training record.
+
+    ``epochs``: epochs run; ``best_epoch``: epoch (1-based) whose validation score was kept;
+    ``history``: per epoch ``{"epoch", "train_loss", "val_score"}``; ``train_seconds``: wall time of the
+    original training (also when loaded from the cache); ``from_cache``: loaded, not trained;
+    ``cache_note``: why the cache was not used (``"miss"``, ``"corrupt: ..."``, ``"disabled"``) or ``"hit"``.
+    """
+
+    model: Any
+    key: str
+    epochs: int
+    best_epoch: int
+    history: List[dict]
+    train_seconds: float
+    from_cache: bool
+    cache_note: str
+    checkpoint: Optional[Path] = None
+    config: dict = field(default_factory=dict)
+    sha256: Optional[str] = None
+
+    @property
+    def provenance(self) -> Dict[str, Any]:
+        """Where the trained weights come from, for the results' cache key and manifest: trained in
+        this build under checkpoint ``key`` (data checksum, configuration, settings, seed), with the
+        SHA-256 of the serialised state dict.  The same whether trained now or read from the cache."""
+        return {"source": "trained in this build", "checkpoint_key": self.key, "sha256": self.sha256,
+                "proxy_for": None}
+
+
+def train_settings(**overrides) -> Dict[str, Any]:
+    s = dict(TRAIN_DEFAULTS)
+    unknown = set(overrides) - set(s)
+    if unknown:
+        raise ValueError(f"unknown training setting(s) {sorted(unknown)}; known: {sorted(s)}")
+    s.update(overrides)
+    if int(s["batch_size"]) < 1:
+        raise ValueError(f"batch_size must be positive, got {s['batch_size']}")
+    if int(s["patience"]) < 1:
+        raise ValueError(f"patience must be positive, got {s['patience']}")
+    if s["max_epochs"] is not None and int(s["max_epochs"]) < 1:
+        raise ValueError(f"max_epochs must be positive or None, got {s['max_epochs']}")
+    return s
+
+
+def cache_key(data: TabularData, seed: int, config: dict, settings: dict) -> str:
+    """Key of a checkpoint: data checksum + model configuration + training settings + seed."""
+    if not data.checksum:
+        raise ValueError("the data set has no checksum; build it with dobrushin.tabular_data")
+    return params_key({"format": CHECKPOINT_FORMAT, "data": data.checksum, "config": config,
+                       "train": settings, "seed": int(seed)})
+
+
+def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=None):
+    global TRAIN_RUNS
+    TRAIN_RUNS += 1
+    t0 = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        model = rtdl.FTTransformer(**config)
+        opt = torch.optim.AdamW(model.make_parameter_groups(), lr=settings["lr"],
+                                weight_decay=settings["weight_decay"])
+        gen = torch.Generator().manual_seed(int(seed))
+        xn, xc = tensors(data, "train")
+        y = torch.as_tensor(data.y["train"])
+        n, bs = len(y), int(settings["batch_size"])
+        best, best_state, best_epoch, bad, history = -math.inf, None, 0, 0, []
+        epoch = 0
+        max_epochs = settings["max_epochs"]
+        while max_epochs is None or epoch < int(max_epochs):
+            epoch += 1
+            model.train()
+            perm = torch.randperm(n, generator=gen)
+            total = 0.0
+            for i in range(0, n, bs):
+                b = perm[i:i + bs]
+                opt.zero_grad(set_to_none=True)
+                loss = _loss(data, model(None if xn is None else xn[b], None if xc is None else xc[b]), y[b])
+                loss.backward()
+                opt.step()
+                total += float(loss.detach()) * len(b)
+            val = _val_score(data, predict(model, data, "val"))
+            history.append({"epoch": epoch, "train_loss": total / n, "val_score": val})
+            if progress:
+                progress(f"{data.name} seed {seed} epoch {epoch}: train loss {total / n:.4f}, val score {val:.4f}")
+            if val > best:
+                best, best_epoch, bad = val, epoch, 0
+                best_state = copy.deepcopy(model.state_dict())
+            else:
+                bad += 1
+                if bad >= int(settings["patience"]):
+                    break
+    if best_state is None:
+        raise RuntimeError(f"{data.name} seed {seed}: no epoch gave a finite validation score (training diverged)")
+    model.load_state_dict(best_state)
+    model.eval()
+    return model, epoch, best_epoch, history, time.perf_counter() - t0
+
+
+def _paths(root: Path, data: TabularData, seed: int, key: str) -> Tuple[Path, Path]:
+    stem = f"{data.name}-seed{int(seed)}-{key}"
+    return root / f"{stem}.pt", root / f"{stem}.json"
+
+
+def load_checkpoint(data: TabularData, seed: int, config: dict, settings: dict, root: Path):
+    """``(model, record, note)``: the cached model or ``None`` with ``note`` "miss" / "corrupt: <why>"."""
+    key = cache_key(data, seed, config, settings)
+    pt, meta = _paths(root, data, seed, key)
+    if not pt.exists() and not meta.exists():
+        return None, None, "miss"
+    try:
+        rec = json.loads(meta.read_text())
+    except FileNotFoundError:
+        return None, None, f"corrupt: {meta.name} is missing"
+    except ValueError as e:
+        return None, None, f"corrupt: {meta.name} is not valid JSON ({e})"
+    if not pt.exists():
+        return None, None, f"corrupt: {pt.name} is missing"
+    blob = pt.read_bytes()
+    if rec.get("key") != key:
+        return None, None, f"corrupt: {meta.name} records key {rec.get('key')!r}, expected {key!r}"
+    if rec.get("sha256") != sha256_bytes(blob):
+        return None, None, f"corrupt: {pt.name} does not match the SHA-256 in {meta.name}"
+    try:
+        state = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
+        model = rtdl.FTTransformer(**config)
+        model.load_state_dict(state, strict=True)
+    except Exception as e:
+        return None, None, f"corrupt: {pt.name} does not load ({type(e).__name__}: {e})"
+    return model.eval(), rec, "hit"
+
+
+def fit(data: TabularData, seed: int, *, model_overrides: Optional[dict] = None, cache: bool = True,
+        cache_root: Optional[Path] = None, progress=None, **settings) -> TrainResult:
+    """Train FT-Transformer on ``data`` with ``seed``, or load it from the checkpoint cache.
+
+    ``settings`` override :data:`TRAIN_DEFAULTS` (``batch_size``, ``lr``, ``weight_decay``, ``patience``,
+    ``max_epochs``).  ``cache_root`` defaults to ``dobrushin.store.paths.cache_dir() / "tabular"``.
+    ``progress``: optional callable receiving one line per epoch.
+    """
+    config = model_config(data, **(model_overrides or {}))
+    settings = train_settings(**settings)
+    key = cache_key(data, seed, config, settings)
+    root = Path(cache_root) if cache_root is not None else _default_cache_dir() / "tabular"
+    note = "disabled"
+    if cache:
+        model, rec, note = load_checkpoint(data, seed, config, settings, root)
+        if model is not None:
+            return TrainResult(model=model, key=key, epochs=rec["epochs"], best_epoch=rec["best_epoch"],
+                               history=rec["history"], train_seconds=rec["train_seconds"], from_cache=True,
+                               cache_note="hit", checkpoint=_paths(root, data, seed, key)[0], config=config,
+                               sha256=rec["sha256"])
+        if note.startswith("corrupt"):
+            warnings.warn(f"checkpoint for {data.name} seed {seed} is {note}; retraining", UserWarning, stacklevel=2)
+    model, epochs, best_epoch, history, secs = _train(data, seed, config, settings, progress)
+    pt = None
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    blob = buf.getvalue()
+    if cache:
+        pt, meta = _paths(root, data, seed, key)
+        atomic_write_bytes(pt, blob)
+        atomic_write_json(meta, {"key": key, "sha256": sha256_bytes(blob), "dataset": data.name, "seed": int(seed),
+                                 "data_checksum": data.checksum, "config": config, "settings": settings,
+                                 "epochs": epochs, "best_epoch": best_epoch, "history": history,
+                                 "train_seconds": secs, "torch": torch.__version__})
+    return TrainResult(model=model, key=key, epochs=epochs, best_epoch=best_epoch, history=history,
+                       train_seconds=secs, from_cache=False, cache_note=note, checkpoint=pt, config=config,
+                       sha256=sha256_bytes(blob))
+
+
+# -------------------------------------------------------------------------------------------------
+# attention
+
+
+def select_rows(n: int, k: Optional[int], seed: int = 0) -> np.ndarray:
+    """``k`` row numbers out of ``n`` (seeded, sorted); all rows when ``k`` is None or ≥ n."""
+    if k is None or k >= n:
+        return np.arange(n)
+    if isinstance(k, bool) or int(k) < 1:
+        raise ValueError(f"number of rows must be a positive integer or None, got {k!r}")
+    return np.sort(np.random.default_rng(seed).choice(n, size=int(k), replace=False))
+
+
+__all__ = ["TRAIN_DEFAULTS", "TrainResult", "cache_key", "fit", "load_checkpoint", "make_model", "model_config",
+           "predict", "score", "select_rows", "tensors", "train_settings"]

@@ -1,0 +1,1 @@
+"""The report: the paper's claims, tables, figures, display names and the summary; reads the store."""

@@ -1,0 +1,86 @@
+"""Tables of the report, plain functions of the tidy result tables: fractions with Wilson intervals,
+per-head and rollout summaries, the status of each run, and everything a store holds."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+
+from ..math.stats import wilson
+from ..store.results import WEIGHTS, ResultStore
+
+
+def fractions(table: pd.DataFrame, by: Sequence[str] = ("model", "weights", "variant")) -> pd.DataFrame:
+    """Fraction of rows where the condition holds, per group, with Wilson 95% intervals.
+
+    Columns: ``*by, k, n, fraction, ci_low, ci_high``; groups in the order they first appear in ``table``.
+    """
+    by = [by] if isinstance(by, str) else list(by)
+    rows = []
+    for key, g in table.groupby(by, sort=False, observed=True):  # groups in order of first appearance
+        key = key if isinstance(key, tuple) else (key,)
+        k, n = int(g["holds"].sum()), len(g)
+        rows.append((*key, k, n, *wilson(k, n)))
+    return pd.DataFrame(rows, columns=[*by, "k", "n", "fraction", "ci_low", "ci_high"])
+
+
+def status_table(runs: Sequence) -> pd.DataFrame:
+    """One row per model x weights: status, inputs, load and measurement time, inputs/s, device,
+    whether the files were reused, and the loader's notes (how weights/tokenizer/processor were obtained)."""
+    rows = []
+    for r in runs:
+        for w in WEIGHTS:
+            info = r.runs.get(w)
+            if info is None:
+                continue
+            rows.append({
+                "model": r.model_id, "weights": w, "status": info.get("status", ""),
+                "inputs": info.get("n_inputs", 0), "load_s": info.get("load_s"),
+                "wall_s": info.get("wall_s"), "inputs_per_s": info.get("inputs_per_s"),
+                "device": info.get("device", ""), "reused from cache": r.cached,
+                "notes": info.get("notes", ""),
+            })
+    return pd.DataFrame(rows)
+
+
+def head_summary(heads: pd.DataFrame) -> pd.DataFrame:
+    """Per model x weights x variant: fraction of (input, layer, head) triples where the condition
+    holds (Wilson 95%), and how the per-head fractions (over inputs and layers) spread."""
+    if heads.empty:
+        return pd.DataFrame(columns=["model", "weights", "variant", "inputs", "heads", "k", "n", "fraction",
+                                     "ci_low", "ci_high", "head_min", "head_median", "head_max"])
+    f = fractions(heads, ("model", "weights", "variant"))
+    per_head = heads.groupby(["model", "weights", "variant", "head"], observed=True)["holds"].mean()
+    spread = per_head.groupby(level=[0, 1, 2], observed=True).agg(["min", "median", "max"])
+    spread.columns = ["head_min", "head_median", "head_max"]
+    counts = heads.groupby(["model", "weights", "variant"], observed=True).agg(
+        inputs=("input_id", "nunique"), heads=("head", "nunique"))
+    out = f.merge(counts.reset_index(), on=["model", "weights", "variant"]).merge(
+        spread.reset_index(), on=["model", "weights", "variant"])
+    return out[["model", "weights", "variant", "inputs", "heads", "k", "n", "fraction", "ci_low", "ci_high",
+                "head_min", "head_median", "head_max"]]
+
+
+def rollout_summary(roll: pd.DataFrame) -> pd.DataFrame:
+    """Per model x weights x variant: inputs, median κ(R), median bound, median ratio κ(R)/bound,
+    and the number of inputs violating κ(R) ≤ ∏κ(F_l) ≤ ∏½(1+κ(Ã_l)) (must be 0; tolerance 1e-9)."""
+    if roll.empty:
+        return pd.DataFrame(columns=["model", "weights", "variant", "inputs", "median_kappa_rollout",
+                                     "median_bound", "median_ratio", "violations"])
+    r = roll.assign(ratio=roll["kappa_rollout"] / roll["bound"],
+                    bad=(roll["kappa_rollout"] > roll["factor_product"] + 1e-9)
+                    | (roll["factor_product"] > roll["bound"] + 1e-9))
+    g = r.groupby(["model", "weights", "variant"], observed=True)
+    return g.agg(inputs=("input_id", "count"), median_kappa_rollout=("kappa_rollout", "median"),
+                 median_bound=("bound", "median"), median_ratio=("ratio", "median"),
+                 violations=("bad", "sum")).reset_index()
+
+
+def collect(store: ResultStore) -> dict:
+    """Every intact table listed in a store's manifest: ``{"table", "heads", "rollout", "entries"}``."""
+    entries = store.manifest()["entries"]
+    return {"table": store.tables("table", entries), "heads": store.tables("heads", entries),
+            "rollout": store.tables("rollout", entries), "entries": entries}
+
+
+__all__ = ["collect", "fractions", "head_summary", "rollout_summary", "status_table"]
