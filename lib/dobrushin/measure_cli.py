@@ -189,6 +189,12 @@ def _main(args) -> int:
         raise CliError(str(e).replace("parameter weights", "--weights")) from None
     if not args.model_id.strip():
         raise CliError("MODEL_ID is empty")
+    # inputs that cannot exist are reported before the model is loaded
+    if args.text is not None and not args.text.is_file():
+        raise CliError(f"cannot load inputs: --text {args.text}: no such file")
+    if args.inputs is not None and args.inputs not in ("embedded", "auto", "glue") \
+            and not args.inputs.startswith("hf:") and not Path(args.inputs).expanduser().exists():
+        raise CliError(f"cannot load inputs: --inputs {args.inputs}: no such file or folder")
 
     import warnings
 
