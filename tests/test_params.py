@@ -234,6 +234,15 @@ def test_unknown_name_from_papermills_injected_cell():
         P.resolve(ns, ROOT / "notebooks" / "supervised_vit.ipynb")
 
 
+def test_papermill_inject_paths_are_not_unknown_parameters():
+    src = injected_cell(PAPERMILL_INPUT_PATH="in.ipynb", PAPERMILL_OUTPUT_PATH="out.ipynb", n_inputs=4)
+    ns = ns_for("supervised_vit", PAPERMILL_INPUT_PATH="in.ipynb", PAPERMILL_OUTPUT_PATH="out.ipynb", n_inputs=4,
+                In=["", "<params>", src, "<this>"])
+    assert P.resolve(ns, ROOT / "notebooks" / "supervised_vit.ipynb")["n_inputs"] == 4
+    del ns["In"]
+    assert P.resolve(ns, ROOT / "notebooks" / "supervised_vit.ipynb")["n_inputs"] == 4
+
+
 def test_interactive_reruns_are_not_mistaken_for_parameters():
     """Under IPython, names left by later cells (a second Run All) are not parameters."""
     ns = ns_for("supervised_vit", table=object(), RESULTS="/tmp", r=1)

@@ -128,6 +128,9 @@ RULES: Dict[str, Rule] = {
 #: names IPython / Jupyter put into every namespace
 JUPYTER_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open", "display"})
 
+#: papermill --inject-paths adds PAPERMILL_INPUT_PATH / PAPERMILL_OUTPUT_PATH: its own, never unknown
+PAPERMILL_PREFIX = "PAPERMILL_"
+
 _NONE_WORDS = ("none", "null", "~", "")
 
 
@@ -535,10 +538,10 @@ def unknown_names(ns: MutableMapping[str, Any], known: Sequence[str]) -> List[st
         injected = prev.lstrip().startswith("# Parameters")
         if not injected and sum(n in known for n in names) * 2 < len(names):
             return []  # an assignment cell run by hand that is not a parameters cell
-        return [n for n in dict.fromkeys(names) if n not in known]
+        return [n for n in dict.fromkeys(names) if n not in known and not n.startswith(PAPERMILL_PREFIX)]
     out = []
     for k, v in ns.items():
-        if k.startswith("_") or k in known or k in JUPYTER_NAMES:
+        if k.startswith(("_", PAPERMILL_PREFIX)) or k in known or k in JUPYTER_NAMES:
             continue
         if isinstance(v, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)):
             continue
