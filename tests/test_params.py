@@ -271,3 +271,15 @@ def test_parameters_cell_parsing():
         P.parse_parameters_cell("import os\n")
     with pytest.raises(P.ParameterError, match="not a literal"):
         P.parse_parameters_cell("x = os.getcwd()\n")
+
+
+@pytest.mark.parametrize("profile", sorted(p.name for p in (ROOT / "params").iterdir() if p.is_dir()))
+def test_every_profile_passes_as_make_book_passes_it(profile):
+    """`make book` runs papermill with -f params/<profile>/<nb>.yml -p profile <profile>: every value is valid."""
+    for nb in NOTEBOOKS:
+        given = {**(yaml.safe_load((ROOT / "params" / profile / f"{nb}.yml").read_text()) or {}), "profile": profile}
+        ns = ns_for(nb, **given, In=["", "<parameters cell>", injected_cell(**given), "<this>"])
+        out = P.resolve(ns, ROOT / "notebooks" / f"{nb}.ipynb")
+        assert out["profile"] == profile
+        for k, v in given.items():
+            assert out[k] == v or (isinstance(v, dict) and out[k] == {int(a): int(b) for a, b in v.items()}), (nb, k)

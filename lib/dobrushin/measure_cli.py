@@ -81,9 +81,11 @@ def _load_models(model_id: str, weights, seed: int, image_size: int, max_length:
         try:
             out[w] = load_model(model_id, pretrained=(w == "pretrained"), seed=seed, image_size=image_size,
                                 max_length=max_length)
-        except (ModelUnavailable, ValueError, OSError) as e:
+        except Exception as e:  # noqa: BLE001 - whatever the loader raises, the model cannot be loaded
             what = "trained weights" if w == "pretrained" else "untrained control"
-            raise CliError(f"cannot load {model_id} ({what}): {_one_line(e)}") from None
+            why = _one_line(e) if isinstance(e, (ModelUnavailable, ValueError, OSError)) \
+                else f"{type(e).__name__}: {_one_line(e)}"
+            raise CliError(f"cannot load {model_id} ({what}): {why}") from None
     return out
 
 
@@ -217,6 +219,12 @@ def _main(args) -> int:
                            progress=sys.stdout.isatty())
         except ValueError as e:
             raise CliError(_one_line(e)) from None
+        except RuntimeError as e:  # the attention cannot be captured (dobrushin.extract.AttentionUnavailable)
+            from .extract import AttentionUnavailable
+
+            if not isinstance(e, AttentionUnavailable):
+                raise
+            raise CliError(f"cannot measure {args.model_id}: {_one_line(e)}") from None
     failed = {w: i.get("status") for w, i in run.runs.items() if i.get("status") != "ok"}
     if failed:
         raise CliError("; ".join(f"{args.model_id} ({w}): {s}" for w, s in failed.items()))
