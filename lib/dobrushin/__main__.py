@@ -1,4 +1,6 @@
-"""Command line: ``python -m dobrushin check FILE`` (also installed as ``dobrushin check FILE``).
+"""Command line: ``python -m dobrushin check FILE`` and ``python -m dobrushin measure MODEL_ID`` (also installed as ``dobrushin``).
+
+``measure`` is documented in :mod:`dobrushin.experiments.measure_cli`.
 
 FILE is ``.npy`` (one n x n matrix or a stack ``(..., n, n)``) or ``.csv`` (one matrix, comma separated,
 no header).  For each matrix prints κ(A), κ(½(I+A)), the bound ½(1+κ(A)), whether equality holds and
@@ -77,7 +79,12 @@ def main(argv=None) -> int:
     c.add_argument("file", type=Path)
     c.add_argument("--tol", type=float, default=None, help="absolute tolerance of the test (default 1e-12)")
     c.add_argument("--atol", type=float, default=1e-6, help="tolerance on row sums when validating (default 1e-6)")
+    from .experiments.measure_cli import add_parser as add_measure_parser
+
+    add_measure_parser(sub)
     args = p.parse_args(argv)
+    if args.cmd == "measure":
+        return args.func(args)
     from .math.coefficient import DEFAULT_TOL
 
     try:

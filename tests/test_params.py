@@ -1,0 +1,286 @@
+"""dobrushin.experiments.params: what papermill / YAML / a parameters cell can pass is read as meant, and
+everything else is refused with a message that names the parameter, the value and what is allowed."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from dobrushin.experiments import params as P
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+
+
+def rule(nb, name):
+    return P.declared(ROOT / "notebooks" / f"{nb}.ipynb")[name].rule
+
+
+def ns_for(nb, **overrides):
+    """A namespace as the parameters cell leaves it (defaults), with overrides as papermill injects them."""
+    ns = {n: p.default for n, p in P.declared(ROOT / "notebooks" / f"{nb}.ipynb").items()}
+    ns.update(overrides)
+    return ns
+
+
+# ------------------------------------------------------------------------------------------------
+# the declarations
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS)
+def test_every_parameter_has_a_type_and_its_default_is_valid(nb):
+    decl = P.declared(ROOT / "notebooks" / f"{nb}.ipynb")
+    src = next(c.source for c in nbformat.read(ROOT / "notebooks" / f"{nb}.ipynb", as_version=4).cells
+               if "parameters" in c.metadata.get("tags", []))
+    # the declared names are exactly the names the cell assigns, in order
+    assert list(decl) == re.findall(r"^([A-Za-z_]\w*)\s*=", src, re.M)
+    for name, p in decl.items():
+        assert p.type != "any", f"{nb}.{name}: default None and no entry in dobrushin.experiments.params.RULES"
+        assert P.coerce(name, p.default, p.rule) == p.default, f"{nb}.{name}: the default does not pass its own rule"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS)
+def test_defaults_survive_the_ways_papermill_passes_them(nb):
+    """-p passes JSON text for lists and dicts, -y/-f pass YAML: both read back to the default."""
+    for name, p in P.declared(ROOT / "notebooks" / f"{nb}.ipynb").items():
+        if p.type in ("list", "dict"):
+            assert P.coerce(name, json.dumps(p.default), p.rule) == p.default, name
+            flow = yaml.safe_dump(p.default, default_flow_style=True).strip()
+            assert P.coerce(name, flow, p.rule) == p.default, name
+            assert P.coerce(name, yaml.safe_load(yaml.safe_dump({name: p.default}))[name], p.rule) == p.default
+
+
+def test_every_notebook_calls_resolve_right_after_its_parameters_cell():
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "add_params_cell.py"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for nb in NOTEBOOKS:
+        cells = nbformat.read(ROOT / "notebooks" / f"{nb}.ipynb", as_version=4).cells
+        i = next(k for k, c in enumerate(cells) if "parameters" in c.metadata.get("tags", []))
+        assert f'dobrushin.experiments.params.resolve(globals(), "{nb}")' in cells[i + 1].source
+
+
+# ------------------------------------------------------------------------------------------------
+# lists
+
+
+MODEL = "facebook/deit-small-patch16-224"
+TIMM = "timm/vit_tiny_patch16_224.augreg_in21k_ft_in1k"
+
+
+@pytest.mark.parametrize("given, want", [
+    ([MODEL], [MODEL]),                                     # parameters cell, -y, -f
+    ((MODEL, TIMM), [MODEL, TIMM]),
+    (f'["{MODEL}"]', [MODEL]),                              # -p models '["..."]' (the README command)
+    (f'["{MODEL}", "{TIMM}"]', [MODEL, TIMM]),
+    (f"[{MODEL}, {TIMM}]", [MODEL, TIMM]),                  # YAML flow list
+    (f"  [ '{MODEL}' ]  ", [MODEL]),
+    (MODEL, [MODEL]),                                       # bare id
+    (f"{MODEL},{TIMM}", [MODEL, TIMM]),                     # comma separated
+])
+def test_models_accepts_every_list_spelling(given, want):
+    assert P.coerce("models", given, rule("supervised_vit", "models")) == want
+
+
+def test_broken_list_string_is_an_error_not_a_model_id():
+    bad = f'["{MODEL}"'
+    with pytest.raises(P.ParameterError) as e:
+        P.coerce("models", bad, rule("supervised_vit", "models"))
+    msg = str(e.value)
+    assert msg.startswith("parameter models:") and bad in msg  # the value whole, as given
+
+
+@pytest.mark.parametrize("given, want", [
+    ('["pretrained"]', ["pretrained"]), ("pretrained", ["pretrained"]), ("pretrained,untrained", ["pretrained", "untrained"]),
+    (["untrained"], ["untrained"]), ("[pretrained, untrained]", ["pretrained", "untrained"]),
+])
+def test_weights(given, want):
+    assert P.coerce("weights", given, rule("language", "weights")) == want
+
+
+@pytest.mark.parametrize("given, needle", [
+    ("pretrainde", "did you mean 'pretrained'"), ("[]", "empty list"), ('["pretrained", "pretrained"]', "more than once"),
+    ("[1]", "one of 'pretrained', 'untrained'"),
+])
+def test_weights_errors_say_what_is_allowed(given, needle):
+    with pytest.raises(P.ParameterError) as e:
+        P.coerce("weights", given, rule("language", "weights"))
+    assert str(e.value).startswith("parameter weights") and needle in str(e.value)
+
+
+@pytest.mark.parametrize("given, want", [
+    ("[0, 1, 2]", [0, 1, 2]), ("3", [3]), (3, [3]), ("0,1", [0, 1]), ([0.0, 1], [0, 1]), ("[1e1]", [10]),
+])
+def test_int_lists(given, want):
+    out = P.coerce("seeds", given, rule("tabular", "seeds"))
+    assert out == want and all(type(v) is int for v in out)
+
+
+def test_list_rules():
+    with pytest.raises(P.ParameterError, match=r"parameter baseline_ns \(item 1\): got 1 .*>= 2"):
+        P.coerce("baseline_ns", "[4, 1]", rule("summary", "baseline_ns"))
+    band = P.Rule(type="list", item="float", min=0, max=1, length=2)  # a fixed-length list of bounded floats
+    with pytest.raises(P.ParameterError, match="exactly 2"):
+        P.coerce("band", "0.25", band)
+    assert P.coerce("band", "[0.2, 0.3]", band) == [0.2, 0.3]
+    with pytest.raises(P.ParameterError, match=r"in \[0, 1\]"):
+        P.coerce("band", "[0.2, 3]", band)
+    ens = P.coerce("ensembles", "dirichlet(1),softmax_gaussian(0.3)", rule("baseline_law", "ensembles"))
+    assert ens == ["dirichlet(1)", "softmax_gaussian(0.3)"]  # commas inside brackets do not split
+    with pytest.raises(P.ParameterError, match="expected a list"):
+        P.coerce("models", '{"a": 1}', rule("dinov2", "models"))
+    with pytest.raises(P.ParameterError, match="no spaces"):
+        P.coerce("models", ["facebook/dinov2 small"], rule("dinov2", "models"))
+
+
+# ------------------------------------------------------------------------------------------------
+# scalars and mappings
+
+
+def test_numbers_and_bools_from_strings():
+    assert P.coerce("n_inputs", "8", rule("language", "n_inputs")) == 8
+    assert P.coerce("n_inputs", 8.0, rule("language", "n_inputs")) == 8
+    assert P.coerce("small_trials", "200_000", rule("baseline_law", "small_trials")) == 200_000
+    assert P.coerce("target_halfwidth", "1e-3", rule("baseline_law", "target_halfwidth")) == 1e-3
+    for s, b in (("true", True), ("False", False), ("yes", True), ("0", False), (1, True)):
+        assert P.coerce("force", s, rule("language", "force")) is b
+
+
+@pytest.mark.parametrize("name, value, needle", [
+    ("n_inputs", "eight", "parameter n_inputs: got 'eight'; expected an integer >= 1"),
+    ("n_inputs", 0, "parameter n_inputs: got 0 (int); expected an integer >= 1"),
+    ("n_inputs", 2.5, "expected an integer"),
+    ("n_inputs", True, "expected an integer"),
+    ("force", "maybe", "parameter force: got 'maybe'; expected true or false"),
+    ("device", "gpu", "parameter device: got 'gpu'; expected a string"),
+    ("text_source", 3, "pass a string with -r NAME VALUE"),
+    ("seed", -1, ">= 0"),
+    ("batch_size", None, "parameter batch_size: got None"),
+])
+def test_scalar_errors(name, value, needle):
+    with pytest.raises(P.ParameterError) as e:
+        P.coerce(name, value, rule("language", name))
+    assert needle in str(e.value)
+
+
+def test_optional_parameters_take_none_spellings():
+    for v in (None, "None", "null", ""):
+        assert P.coerce("n_untrained", v, rule("language", "n_untrained")) is None
+        assert P.coerce("text_source", v, rule("language", "text_source")) is None
+    assert P.coerce("n_untrained", "4", rule("language", "n_untrained")) == 4
+    assert P.coerce("results_dir", "/tmp/x", rule("language", "results_dir")) == "/tmp/x"
+
+
+def test_dicts():
+    r = rule("baseline", "trials_large")
+    assert P.coerce("trials_large", '{"96": "2000", "128": 10}', r) == {96: 2000, 128: 10}
+    assert P.coerce("trials_large", "{96: 5}", r) == {96: 5}
+    with pytest.raises(P.ParameterError, match="as a mapping"):
+        P.coerce("trials_large", "{96: ", r)
+    with pytest.raises(P.ParameterError, match=r"trials_large \['x'\]|trials_large \(key\)"):
+        P.coerce("trials_large", {"x": 1}, r)
+
+
+# ------------------------------------------------------------------------------------------------
+# resolve and unknown names
+
+
+def test_resolve_converts_in_place_and_returns_in_declaration_order():
+    ns = ns_for("supervised_vit", models=f'["{MODEL}"]', weights="pretrained", n_inputs="4")
+    out = P.resolve(ns, ROOT / "notebooks" / "supervised_vit.ipynb")
+    assert list(out) == list(P.declared(ROOT / "notebooks" / "supervised_vit.ipynb"))
+    assert ns["models"] == out["models"] == [MODEL]
+    assert ns["weights"] == ["pretrained"] and ns["n_inputs"] == 4
+    assert P.resolve(ns, ROOT / "notebooks" / "supervised_vit.ipynb") == out  # idempotent
+
+
+def test_resolve_finds_the_notebook_by_name_from_the_notebooks_folder(monkeypatch):
+    monkeypatch.chdir(ROOT / "notebooks")
+    assert P.resolve(ns_for("theory"), "theory") == {"profile": "quick", "results_dir": None}
+
+
+def test_unknown_name_in_a_plain_namespace():
+    import math as some_module
+
+    ns = ns_for("supervised_vit", model=MODEL, some_module=some_module, helper=lambda: 0, _private=1, In=[], Out={})
+    with pytest.raises(P.ParameterError) as e:
+        P.resolve(ns, ROOT / "notebooks" / "supervised_vit.ipynb")
+    msg = str(e.value)
+    assert "unknown parameter 'model' (did you mean 'models'?)" in msg
+    assert "the known parameters are: profile, results_dir, models, weights" in msg
+
+
+def injected_cell(**kw):
+    """The cell papermill injects (papermill's own translator)."""
+    from papermill.translators import translate_parameters
+
+    return translate_parameters("python3", "python", kw, "Parameters")
+
+
+def test_unknown_name_from_papermills_injected_cell():
+    src = injected_cell(model=MODEL, n_inputs=4)
+    assert src.startswith("# Parameters")
+    ns = ns_for("supervised_vit", model=MODEL, n_inputs=4, table=object(), In=["", "<params>", src, "<this>"])
+    with pytest.raises(P.ParameterError, match="unknown parameter 'model' .did you mean 'models'"):
+        P.resolve(ns, ROOT / "notebooks" / "supervised_vit.ipynb")
+    # a misspelling with no near match still lists what is known
+    ns["In"][-2] = injected_cell(zzz=1)
+    with pytest.raises(P.ParameterError, match="'zzz' .no similar name.; the known parameters are: profile"):
+        P.resolve(ns, ROOT / "notebooks" / "supervised_vit.ipynb")
+
+
+def test_papermill_inject_paths_are_not_unknown_parameters():
+    src = injected_cell(PAPERMILL_INPUT_PATH="in.ipynb", PAPERMILL_OUTPUT_PATH="out.ipynb", n_inputs=4)
+    ns = ns_for("supervised_vit", PAPERMILL_INPUT_PATH="in.ipynb", PAPERMILL_OUTPUT_PATH="out.ipynb", n_inputs=4,
+                In=["", "<params>", src, "<this>"])
+    assert P.resolve(ns, ROOT / "notebooks" / "supervised_vit.ipynb")["n_inputs"] == 4
+    del ns["In"]
+    assert P.resolve(ns, ROOT / "notebooks" / "supervised_vit.ipynb")["n_inputs"] == 4
+
+
+def test_interactive_reruns_are_not_mistaken_for_parameters():
+    """Under IPython, names left by later cells (a second Run All) are not parameters."""
+    ns = ns_for("supervised_vit", table=object(), RESULTS="/tmp", r=1)
+    for prev in ("import numpy as np\ntable = np.zeros(3)", "r = table.sum()\nRESULTS = '/tmp'",
+                 'import dobrushin.experiments.params\n_params = dobrushin.experiments.params.resolve(globals(), "supervised_vit")'):
+        ns["In"] = ["", prev, "<this>"]
+        P.resolve(ns, ROOT / "notebooks" / "supervised_vit.ipynb")
+    # ...but the parameters cell itself, edited by hand with a misspelt name, is checked
+    ns["In"] = ["", 'profile = "quick"\nmodels = ["a/b"]\nweights = ["untrained"]\nmodel = "a/b"', "<this>"]
+    with pytest.raises(P.ParameterError, match="'model' .did you mean 'models'"):
+        P.resolve(ns, ROOT / "notebooks" / "supervised_vit.ipynb")
+
+
+def test_missing_parameter():
+    ns = ns_for("theory")
+    del ns["results_dir"]
+    with pytest.raises(P.ParameterError, match="results_dir not defined; run the parameters cell first"):
+        P.resolve(ns, ROOT / "notebooks" / "theory.ipynb")
+
+
+def test_parameters_cell_parsing():
+    d = P.parse_parameters_cell('a = 1  # one\nb: int = 2\nc = list(range(3)) + [7]  # computed\nd = None\n')
+    assert {k: v.default for k, v in d.items()} == {"a": 1, "b": 2, "c": [0, 1, 2, 7], "d": None}
+    assert d["a"].help == "one" and d["c"].help == "computed" and d["c"].rule.item == "int"
+    with pytest.raises(P.ParameterError, match="only 'name = value'"):
+        P.parse_parameters_cell("import os\n")
+    with pytest.raises(P.ParameterError, match="not a literal"):
+        P.parse_parameters_cell("x = os.getcwd()\n")
+
+
+@pytest.mark.parametrize("profile", sorted(p.name for p in (ROOT / "params").iterdir() if p.is_dir()))
+def test_every_profile_passes_as_make_book_passes_it(profile):
+    """`make book` runs papermill with -f params/<profile>/<nb>.yml -p profile <profile>: every value is valid."""
+    for nb in NOTEBOOKS:
+        given = {**(yaml.safe_load((ROOT / "params" / profile / f"{nb}.yml").read_text()) or {}), "profile": profile}
+        ns = ns_for(nb, **given, In=["", "<parameters cell>", injected_cell(**given), "<this>"])
+        out = P.resolve(ns, ROOT / "notebooks" / f"{nb}.ipynb")
+        assert out["profile"] == profile
+        for k, v in given.items():
+            assert out[k] == v or (isinstance(v, dict) and out[k] == {int(a): int(b) for a, b in v.items()}), (nb, k)
