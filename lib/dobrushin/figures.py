@@ -121,7 +121,10 @@ def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str 
     spans the text column and the margin). With ``resize`` the figure is scaled to the chosen width
     (height in proportion) so its text is legible there. ``close`` closes it, so the inline backend
     does not show it a second time without caption. The label is ``fig-<notebook>-<name>``.
-    Returns the paths written by :func:`dobrushin.plots.save_figure`.
+    A full-width figure needs a page with at least one section heading: sphinx-book-theme folds its
+    "Contents" sidebar away while full-width content is in view, and its script throws a console
+    error (which ``make check-html`` reports) when the page has no such sidebar.
+    Returns the paths written by :func:`dobrushin.plots.save_figure` (a list that displays as nothing).
     """
     from IPython.display import Image, Markdown, display
     from myst_nb import glue
@@ -142,7 +145,15 @@ def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str 
         plt.close(fig)
     glue(label, Image(data=Path(png).read_bytes(), format="png"), display=False)
     display(Markdown(md))
-    return paths
+    return SavedFigure(paths)
+
+
+class SavedFigure(list):
+    """The paths :func:`figure` wrote. Shows nothing when it is a cell's last value (the figure
+    itself was already displayed), so no list of paths appears on the page."""
+
+    def _ipython_display_(self):
+        pass
 
 
 # ---------------------------------------------------------------- numbers and tables
@@ -323,5 +334,5 @@ def html_escape(s: str) -> str:
     return _html.escape(str(s))
 
 
-__all__ = ["COLORS", "LINESTYLES", "Table", "WIDTHS_IN", "banner", "color_for", "details", "figure",
+__all__ = ["COLORS", "LINESTYLES", "SavedFigure", "Table", "WIDTHS_IN", "banner", "color_for", "details", "figure",
            "figure_label", "figure_markdown", "format_number", "html_escape", "table"]
