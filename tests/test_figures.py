@@ -338,3 +338,34 @@ def test_helpers_render_in_a_jupyter_book(tmp_path, monkeypatch):
     # the banner shows the literal placeholder, which check_html must flag; nothing else is wrong
     assert page.problems and all("placeholder" in x and "<reason>" in x for x in page.problems), page.problems
     assert page.images == 2 and page.screenshot
+
+
+# ---------------------------------------------------------------- provenance
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("/tmp/abc/results", "(local path)"),
+    ("results at /home/u/x.npy, ok", "results at (local path), ok"),
+    ("{root}/results/figures", "results/figures"),
+    ("C:\\Users\\me\\f.txt", "(local path)"),
+    ("~/data", "(local path)"),
+    ("facebook/dinov2-small", "facebook/dinov2-small"),
+    ("ratio 1/2, n = 5/8", "ratio 1/2, n = 5/8"),
+    ("http://x.org/a/b", "http://x.org/a/b"),
+    ("in (/tmp/x)", "in ((local path))"),
+])
+def test_scrub_paths(tmp_path, text, expected):
+    assert F.scrub_paths(text.format(root=tmp_path), root=tmp_path) == expected
+
+
+def test_provenance_block_has_no_machine_paths(tmp_path):
+    md = F.provenance({"profile": "quick", "results_dir": "/tmp/x/results", "cache": None,
+                       "models": ["facebook/dinov2-small", str(tmp_path / "w.bin")], "n": 768.0},
+                      versions={"torch": "2.5.1"}, device="cpu", timings={"measure": 12.345},
+                      root=tmp_path)._repr_markdown_()
+    assert md.startswith("::::{admonition} How this chapter was run\n:class: dropdown")
+    rows = [r for t in md.split(":::{table}")[1:] for r in _cells(t)]
+    assert ["results_dir", "(local path)"] in rows and ["cache", "default"] in rows
+    assert ["models", "facebook/dinov2-small, w.bin"] in rows and ["n", "768"] in rows
+    assert ["device", "cpu"] in rows and ["torch", "2.5.1"] in rows and ["measure", "12.3"] in rows
+    assert "/tmp" not in md and str(tmp_path) not in md

@@ -13,6 +13,8 @@ chapter reads the same way:
   horizontally when wider than the column (``_static/dobrushin.css``).
 * :func:`details` — a collapsed block ("click to show") for long tables or provenance.
 * :func:`banner` — the one "not reproduced in this build" warning at the top of a chapter.
+* :func:`provenance` — the collapsed "how this chapter was run" block at its end (parameters,
+  versions, device, timings; no machine paths).
 
 How it works (verified with Jupyter Book 1.0.4.post1 / myst-nb 1.4 and ``nb_render_markdown_format:
 myst`` in ``_config.yml``): :func:`figure` glues the PNG into the notebook (``myst_nb.glue``, not
@@ -35,6 +37,9 @@ Usage in a notebook cell::
     F.table(per_head, caption="Per-head fractions.", name="tab-dinov2-heads")
     F.details("All 87 parameters", F.table(params_df))
     F.banner("Not reproduced in this build", "weights unavailable: no network (HF_HUB_OFFLINE=1)")
+    # last cell of the chapter
+    F.provenance({"profile": profile, "results_dir": results_dir}, versions={"torch": torch.__version__},
+                 device="cpu", timings={"measure": 12.3})
 
 Refer to a figure from prose with ``{numref}`fig-dinov2-depth``` (label ``fig-<notebook>-<name>``).
 """
@@ -315,6 +320,67 @@ def details(summary: str, *content) -> _Markdown:
     return _Markdown(md, summary + "\n" + "\n".join(texts))
 
 
+# ---------------------------------------------------------------- provenance
+
+# An absolute path of this machine (POSIX, home-relative or Windows), inside any text.
+_PATH_RX = re.compile(r"(?<![\w.:/\\])(?:~[/\\]|[A-Za-z]:[/\\]|/)[^\s,;:'\"()<>]*")
+
+
+def scrub_paths(value, root=None) -> str:
+    """``value`` as text with this machine's absolute paths taken out: a path inside the project
+    ``root`` (default :func:`dobrushin.paths.project_root`) becomes relative to it, any other becomes
+    ``(local path)``. For the provenance block: a page shows no ``/tmp/…`` or ``/home/…``."""
+    from .paths import project_root
+
+    root = Path(root) if root is not None else project_root()
+    text = str(value)
+
+    def repl(m):
+        s = m.group(0)
+        if s == "/":
+            return s
+        try:
+            q = Path(s).expanduser()
+            if root is not None and q.is_absolute():  # (a Windows path is not absolute on POSIX)
+                rel = q.resolve().relative_to(Path(root).resolve())
+                return rel.as_posix() or "."
+        except (ValueError, OSError):
+            pass
+        return "(local path)"
+
+    return _PATH_RX.sub(repl, text)
+
+
+def provenance(parameters: dict, *, versions: Optional[dict] = None, device: Optional[str] = None,
+               timings: Optional[dict] = None, title: str = "How this chapter was run", root=None) -> _Markdown:
+    """The one collapsed "how this chapter was run" block at the end of a chapter: the notebook's
+    parameters, package versions, device and timings (seconds), each a small table; machine paths are
+    removed (:func:`scrub_paths`); ``None`` parameters show as ``default``."""
+    import pandas as pd
+
+    if not isinstance(parameters, dict):
+        raise TypeError("parameters must be a dict of name -> value")
+
+    def val(v):
+        if v is None:
+            return "default"
+        if isinstance(v, (list, tuple)):
+            return ", ".join(scrub_paths(x, root) for x in v)
+        return scrub_paths(v, root) if not isinstance(v, (bool, numbers.Number)) else v
+
+    parts = [table(pd.DataFrame({"parameter": list(parameters), "value": [val(v) for v in parameters.values()]}),
+                   formats={"value": lambda v: v if isinstance(v, str) else format_number(v)})]
+    env = dict(versions or {})
+    if device is not None:
+        env = {"device": device, **env}
+    if env:
+        parts.append(table(pd.DataFrame({"software / hardware": list(env),
+                                         "version": [scrub_paths(v, root) for v in env.values()]})))
+    if timings:
+        parts.append(table(pd.DataFrame({"step": list(timings), "seconds": [float(v) for v in timings.values()]})))
+    return details(title, *parts)
+
+
 # ---------------------------------------------------------------- banner
 
 
@@ -335,4 +401,4 @@ def html_escape(s: str) -> str:
 
 
 __all__ = ["COLORS", "LINESTYLES", "SavedFigure", "Table", "WIDTHS_IN", "banner", "color_for", "details", "figure",
-           "figure_label", "figure_markdown", "format_number", "html_escape", "table"]
+           "figure_label", "figure_markdown", "format_number", "html_escape", "provenance", "scrub_paths", "table"]
