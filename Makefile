@@ -30,12 +30,14 @@ $(STAMP): pyproject.toml
 
 book: notebooks html
 
+# TQDM_DISABLE=1: third-party progress bars (tqdm's default) stay out of the executed notebooks;
+# the library's own bars draw only on a terminal (dobrushin.experiments.pipeline.progress_enabled).
 notebooks: $(STAMP)
 	@test -d params/$(PROFILE) || { echo "unknown PROFILE=$(PROFILE): no folder params/$(PROFILE)"; exit 2; }
 	@mkdir -p executed
 	@set -e; for nb in $(NOTEBOOKS); do \
 	  echo "=== $$nb ($(PROFILE))"; start=$$(date +%s); \
-	  $(VENV)/bin/papermill --log-level WARNING --no-progress-bar -k python3 --cwd notebooks \
+	  TQDM_DISABLE=1 $(VENV)/bin/papermill --log-level WARNING --no-progress-bar -k python3 --cwd notebooks \
 	    -f params/$(PROFILE)/$$nb.yml -p profile $(PROFILE) \
 	    notebooks/$$nb.ipynb executed/$$nb.ipynb \
 	    || { echo "notebook $$nb FAILED; see executed/$$nb.ipynb"; exit 1; }; \

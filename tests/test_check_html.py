@@ -1,4 +1,4 @@
-"""The browser check of the built book (``dobrushin.check_html``).
+"""The browser check of the built book (``dobrushin.tools.check_html``).
 
 Three layers:
 * pure-Python parts (page discovery, link resolution, raw-TeX detection) — always run;
@@ -60,6 +60,14 @@ MATHJAX_HEAD = ("<script>window.MathJax = {options: {processHtmlClass: 'math'}}<
                 "<script defer src='_static/mathjax/tex-chtml.js'></script>")
 
 
+def _fake_math(width_px: int, container_style: str, outer: str = "") -> str:
+    """A display equation as MathJax lays it out (mjx-container > mjx-math), of a given width,
+    in a 300 px text column; no MathJax needed."""
+    return (f"<div style='width:300px;{outer}'><mjx-container class='MathJax' jax='CHTML' display='true' "
+            f"style='display:block;{container_style}'><mjx-math style='display:inline-block;"
+            f"width:{width_px}px;height:1em'></mjx-math></mjx-container></div>")
+
+
 def write_site(root: Path) -> dict:
     """A synthetic built site: {page: what is wrong with it} ('' for the clean ones)."""
     (root / "_static").mkdir(parents=True)
@@ -72,7 +80,9 @@ def write_site(root: Path) -> dict:
         "index.html": ("", page(
             "Index",
             "<p>A clean page: an image, links to pages and anchors, and prose dollars "
-            "($5 and $10) that are not math.</p><img src='pic.png' alt='pic'>"
+            "($5 and $10) that are not math, a comparison κ < 1 and n > 2, a placeholder in code "
+            "<code>&lt;reason&gt;</code>, a custom element <my-note>note</my-note>.</p>"
+            "<img src='pic.png' alt='a small test gradient'><img src='pic.png' alt='' role='presentation'>"
             "<p id='here'><a href='#here'>self</a> <a href='other.html#sec'>other</a> "
             "<a href='sub/'>sub folder</a> <a href='pic.png'>file</a> "
             "<a href='https://example.com/page'>an external link is fine to have</a></p>")),
@@ -93,6 +103,21 @@ def write_site(root: Path) -> dict:
         "moved_broken.html": ("redirect", "<meta http-equiv='refresh' content='0; URL=nowhere.html'>"),
         "raw_tex.html": ("rawtex", page(
             "Raw TeX", r"<p>The value $\kappa(A)$ was never typeset, nor was \(x^2\).</p>")),
+        # a `<reason>` placeholder that Markdown passed through as a tag: its text is gone
+        "swallowed_tag.html": ("unknown-element", page(
+            "Swallowed", "<p>weights unavailable: “<reason>”</p>")),
+        "visible_placeholder.html": ("placeholder", page(
+            "Visible", "<p>weights unavailable: &lt;reason&gt;</p>")),
+        "entity_text.html": ("entity", page(
+            "Entity", "<p>weights unavailable: &amp;lt;reason&amp;gt;</p>")),
+        "alt_text.html": ("alt", page(
+            "Alt text", "<img src='pic.png'><img src='pic.png' alt=''><img src='pic.png' alt='pic.png'>"
+            "<img src='sub/../pic.png' alt='pic'><img src='pic.png' alt='A described picture'>")),
+        # display math measured without MathJax: mjx-math of a given width in a 300 px column
+        "math_fits.html": ("", page("Fits", _fake_math(200, ""))),
+        "math_cut.html": ("math-cut", page("Cut", _fake_math(800, "", outer="overflow:hidden"))),
+        "math_scroll.html": ("math-scroll", page("Scroll", _fake_math(800, "overflow-x:auto"))),
+        "math_past.html": ("math-past", page("Past", _fake_math(800, ""))),
     }
     if MATHJAX is not None:
         (root / "_static" / "mathjax").symlink_to(MATHJAX, target_is_directory=True)
@@ -100,6 +125,10 @@ def write_site(root: Path) -> dict:
             "Theory", r"<p>Inline <span class='math notranslate nohighlight'>\(\kappa(A)\le 1\)</span>"
             r" and display</p><div class='math notranslate nohighlight'>"
             r"\[\kappa(\tfrac12(I+A)) \le \tfrac12(1+\kappa(A))\]</div>", head=MATHJAX_HEAD))
+        long_sum = " + ".join(f"\\kappa(A_{{{i}}})" for i in range(40))
+        pages["theory_wide.html"] = ("math-wide", page(
+            "Wide", f"<div style='width:400px'><div class='math notranslate nohighlight'>\\[{long_sum}\\]</div></div>",
+            head=MATHJAX_HEAD))
         pages["math_error.html"] = ("mathjax-error", page(
             "Math error", r"<p><span class='math'>\(\frac{1}\)</span></p>", head=MATHJAX_HEAD))
     for rel, (_, html) in pages.items():
@@ -179,7 +208,7 @@ def test_every_page_checked_and_clean_pages_pass(synthetic):
 def test_clean_page_counts(synthetic):
     _, _, report, _ = synthetic
     p = report.page("index.html")
-    assert p.images == 1
+    assert p.images == 2  # one described, one decorative (alt="" with role="presentation")
     assert p.links_checked == 4  # #here, other.html#sec, sub/, pic.png
     assert p.external_links == 1
 
@@ -261,10 +290,84 @@ def test_mathjax_error_detected(synthetic):
     assert any(x.startswith("MathJax error") for x in probs), probs
 
 
+def test_placeholder_detection():
+    found = ch._placeholders(["weights unavailable: <reason>", "see <model id> and </b>",
+                              "shown &lt;reason&gt; and &#60;", "κ < 1 and n > 2", "a<-b", "x <= y"])
+    kinds = [f.split(":")[0] for f in found]
+    assert kinds == ["placeholder <…>"] * 3 + ["HTML entity as text"] * 2, found
+    assert "'&lt;reason&gt;'" in found[3]
+    assert "'<reason>'" in found[0] and "weights unavailable" in found[0]
+
+
+@pytest.mark.parametrize("src,alt,problem", [
+    ("pic.png", None, "no alt"),
+    ("pic.png", "  ", "empty"),
+    ("_images/abc123.png", "_images/abc123.png", "file name"),
+    ("../_images/abc123.png", "_images/abc123.png", "file name"),
+    ("../_images/abc123.png", "abc123", "file name"),
+    ("pic.png", "Fraction holding per layer", None),
+    ("data:image/png;base64,AAAA", "a plot", None),
+    ("pic.png", "", None),  # decorative (see below)
+])
+def test_alt_problem(src, alt, problem):
+    decorative = problem is None and alt == ""
+    got = ch.alt_problem(src, alt, decorative)
+    assert (got is None) if problem is None else (problem in got), got
+
+
+def test_math_problem():
+    assert ch.math_problem({"need": 300.5, "avail": 300, "how": "is cut off"}) is None  # sub-pixel
+    msg = ch.math_problem({"need": 812, "avail": 690, "how": "is cut off", "tex": r"\kappa(A) + 2\kappa"})
+    assert "cut off" in msg and "812 px" in msg and "690 px" in msg and "2\\kappa" in msg
+
+
 @needs_browser
-def test_screenshots_of_index_summary_theory(synthetic):
+def test_placeholders_and_unknown_elements_detected(synthetic):
+    report = synthetic[2]
+    probs = report.page("swallowed_tag.html").problems
+    assert len(probs) == 1 and "unknown HTML element <reason>" in probs[0] and "weights unavailable" in probs[0], probs
+    probs = report.page("visible_placeholder.html").problems
+    assert len(probs) == 1 and "raw placeholder" in probs[0] and "'<reason>'" in probs[0], probs
+    probs = report.page("entity_text.html").problems
+    assert len(probs) == 1 and "HTML entity as text" in probs[0] and "&lt;" in probs[0], probs
+
+
+@needs_browser
+def test_missing_alt_text_detected(synthetic):
+    p = synthetic[2].page("alt_text.html")
+    assert p.images == 5
+    alt = [x for x in p.problems if "alt text" in x]
+    assert len(alt) == 4 and len(p.problems) == 4, p.problems
+    assert sum("no alt text" in x for x in alt) == 1 and sum("empty alt" in x for x in alt) == 1
+    assert sum("is the file name" in x for x in alt) == 2
+
+
+@needs_browser
+@pytest.mark.parametrize("rel,how", [("math_cut.html", "is cut off"),
+                                     ("math_scroll.html", "needs a horizontal scroll bar"),
+                                     ("math_past.html", "runs past the text column")])
+def test_clipped_display_math_detected(synthetic, rel, how):
+    p = synthetic[2].page(rel)
+    assert p.display_math == 1
+    assert len(p.problems) == 1 and how in p.problems[0] and "800 px" in p.problems[0] \
+        and "300 px" in p.problems[0], p.problems
+    assert synthetic[2].page("math_fits.html").display_math == 1
+
+
+@needs_browser
+@pytest.mark.skipif(MATHJAX is None, reason="sphinx-mathjax-offline (local MathJax) not installed")
+def test_wide_mathjax_equation_detected(synthetic):
+    p = synthetic[2].page("theory_wide.html")
+    assert p.display_math == 1 and p.mathjax_outputs == 1
+    assert len(p.problems) == 1 and "runs past the text column" in p.problems[0] \
+        and "400 px column" in p.problems[0] and "kappa(A_{39})" in p.problems[0], p.problems
+    assert synthetic[2].page("theory.html").display_math == 1  # the short one fits
+
+
+@needs_browser
+def test_screenshots_of_every_page(synthetic):
     root, defects, report, shots = synthetic
-    want = {rel for rel in defects if rel == "index.html" or "theory" in rel or "summary" in rel}
+    want = {p.path for p in report.pages if not p.redirect}
     got = {p.path for p in report.pages if p.screenshot}
     assert got == want
     for rel in want:
@@ -301,7 +404,7 @@ def test_built_book_passes_in_browser(tmp_path):
     assert not failures, failures
     assert sum(p.mathjax_outputs for p in report.pages) > 0, "no page of the book has typeset math"
     for p in report.pages:
-        if ch._wants_screenshot(p.path) and not p.redirect:  # a redirect's target is shot instead
+        if ch._wants_screenshot(p.path) and not p.redirect:  # every page except genindex/search
             assert p.screenshot and Path(p.screenshot).is_file()
     shot = {p.path for p in report.pages if p.screenshot}
     for p in report.pages:

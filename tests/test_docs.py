@@ -65,8 +65,8 @@ NOT_RUN = {
                                            "environment.yml lists exactly pyproject.toml's packages",
 }
 #: what the dry runs must show
-DRY_RUN_SAYS = {"make test": "-m pytest", "make html": "jupyter-book build", "make check-html": "dobrushin.check_html",
-                "make bench": "dobrushin.bench"}
+DRY_RUN_SAYS = {"make test": "-m pytest", "make html": "jupyter-book build", "make check-html": "dobrushin.tools.check_html",
+                "make bench": "dobrushin.tools.bench"}
 COMMAND_WORDS = ("make", "python", "python3", "pip", "conda", "papermill", "jupyter-book", "mkdir")
 
 

@@ -206,10 +206,20 @@ class ModelRun:
 # the loop
 
 
+def progress_enabled(requested: bool = True, stream=None) -> bool:
+    """Whether to draw a progress bar: only when asked for and ``stream`` (default stdout) is a
+    terminal. Under papermill / in the book the stream is not a terminal, so no bar is printed."""
+    stream = sys.stdout if stream is None else stream
+    try:
+        return bool(requested) and bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
 def _progress(total: int, desc: str, enabled: bool):
     from tqdm.std import tqdm
 
-    return tqdm(total=total, desc=desc, unit="input", file=sys.stdout, disable=not enabled,
+    return tqdm(total=total, desc=desc, unit="input", file=sys.stdout, disable=not progress_enabled(enabled),
                 mininterval=15.0, ascii=True, dynamic_ncols=False, ncols=80)
 
 

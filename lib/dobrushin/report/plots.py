@@ -3,12 +3,14 @@
 Every function takes a table in the :data:`dobrushin.store.results.SCHEMA` layout (or the pipeline's
 heads / rollout tables), draws one panel per model and returns the matplotlib ``Figure``;
 :func:`save_figure` writes it as PNG and SVG to ``results/figures/<notebook>-<what>.{png,svg}``.
-Layers are shown 1-based (layer 1 acts first).  Colours: trained weights ``C0``, untrained control
-``C1``; line style: ``content`` solid, ``with_special`` dashed.
+Layers are shown 1-based (layer 1 acts first).  Colours: the book's convention
+:data:`dobrushin.report.style.COLORS` (trained weights blue, untrained control orange, random baseline
+grey); line style: ``content`` solid, ``with_special`` dashed.
 """
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -19,9 +21,10 @@ from ..math.stats import wilson
 from ..store.paths import results_dir as default_results
 from ..store.results import atomic_write, slugify
 from .names import display_name
+from .style import COLORS
 
-WEIGHT_STYLE = {"pretrained": {"color": "C0", "label": "trained weights"},
-                "untrained": {"color": "C1", "label": "untrained control"}}
+WEIGHT_STYLE = {"pretrained": {"color": COLORS["trained"], "label": "trained weights"},
+                "untrained": {"color": COLORS["untrained"], "label": "untrained control"}}
 VARIANT_STYLE = {"content": {"linestyle": "-", "label": "content tokens"},
                  "with_special": {"linestyle": "--", "label": "with special tokens"}}
 
@@ -220,15 +223,19 @@ class Admonition:
     """A warning box for notebook output: HTML with the admonition classes of the book's theme
     (Jupyter Book renders a ``text/html`` output as is), Markdown and plain-text fallbacks."""
 
-    def __init__(self, title: str, body: str, kind: str = "warning"):
+    def __init__(self, title: str, body: str, kind: str = "warning", classes: Sequence[str] = ()):
         if kind not in ("note", "warning", "important", "caution", "danger", "tip"):
             raise ValueError(f"unknown admonition kind {kind!r}")
-        self.title, self.body, self.kind = str(title), str(body), kind
+        bad = [c for c in classes if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", str(c))]
+        if bad:
+            raise ValueError(f"CSS class names must be letters, digits, '-' or '_': {bad}")
+        self.title, self.body, self.kind, self.classes = str(title), str(body), kind, tuple(classes)
 
     def _repr_html_(self) -> str:
         import html
 
-        return (f'<div class="admonition {self.kind}"><p class="admonition-title">{html.escape(self.title)}</p>'
+        cls = " ".join(("admonition", self.kind, *self.classes))
+        return (f'<div class="{cls}"><p class="admonition-title">{html.escape(self.title)}</p>'
                 f"<p>{html.escape(self.body)}</p></div>")
 
     def _repr_markdown_(self) -> str:

@@ -1,4 +1,4 @@
-"""Check the built book in a real browser: ``python -m dobrushin.check_html _build/html``.
+"""Check the built book in a real browser: ``python -m dobrushin.tools.check_html _build/html``.
 
 Every ``.html`` page of the built site is opened in headless Chromium (Debian's ``/usr/bin/chromium``,
 driven by Playwright; no browser is ever downloaded) and served from a throwaway HTTP server on
@@ -13,10 +13,21 @@ For each page the check asserts
 * **nothing leaves the machine** — no request to any origin other than the local server;
 * **no broken local resources** — no local request answered with an HTTP error;
 * **no broken internal links** — every ``<a href>`` to a local page resolves to an existing file,
-  and its ``#fragment`` names an ``id`` (or ``<a name>``) in that page.
+  and its ``#fragment`` names an ``id`` (or ``<a name>``) in that page;
+* **no raw placeholders** — no ``<word>`` text (e.g. ``weights unavailable: <reason>``) and no HTML
+  entity shown as text (``&lt;reason&gt;``) in the visible text outside code and math, and no unknown
+  HTML element in the page (a placeholder such as ``<reason>`` that the Markdown parser took for a
+  tag, so its text vanished: the browser makes it an ``HTMLUnknownElement``);
+* **no clipped display equation** — the typeset formula of every display ``mjx-container`` fits the
+  width of its container: not cut off by ``overflow: hidden``, not running past the text column and
+  not needing a horizontal scroll bar (at the 1280 px window the reader and the screenshots see);
+* **alt text on images** — every ``<img>`` has a non-empty ``alt`` that is not its file name (as
+  Sphinx writes for an image output that has none), unless it is marked decorative
+  (``role="presentation"`` or ``aria-hidden="true"``).
 
-Full-page screenshots of the index, summary and theory pages (file name containing ``summary`` or
-``theory``) are written to ``--screenshots`` (default ``_build/screenshots``, next to the site).
+A full-page screenshot of every page that is loaded (at the 1280×900 window; Sphinx's ``genindex``
+and ``search`` pages excepted) is written to ``--screenshots`` (default ``_build/screenshots``, next
+to the site), named after the page (``executed/theory.html`` -> ``executed__theory.png``).
 The report lists each page; the exit status is 0 when every page passes, 1 on any failure, 2 when
 the check could not run (no site, no Chromium).
 """
@@ -58,7 +69,8 @@ CHROMIUM_ARGS = [
 ]
 # Folders of a Sphinx build that hold assets or templates, not pages.
 NON_PAGE_DIRS = {"_static", "_sources", "_images", "_downloads", ".doctrees", "reports"}
-SCREENSHOT_WORDS = ("summary", "theory")
+# Pages that Sphinx generates for every site: checked, but not worth a screenshot.
+NO_SCREENSHOT = {"genindex.html", "search.html", "py-modindex.html"}
 MAX_LISTED = 25  # problems printed per page (all are kept in the PageResult)
 
 # Raw TeX that MathJax should have replaced. `$…$` follows pandoc's rule for inline math: the
@@ -73,6 +85,14 @@ RAW_TEX = [
 ]
 
 
+# Text that a reader should never see: an unfilled `<placeholder>` and an HTML entity shown as text.
+# `<` must be followed directly by a letter (so "κ < 1 and n > 2" is not a placeholder).
+PLACEHOLDER = [
+    ("placeholder <…>", re.compile(r"</?[A-Za-z][A-Za-z0-9_.:/ -]{0,60}>")),
+    ("HTML entity as text", re.compile(r"&lt;[^\s&<>]{1,60}&gt;|&(?:lt|gt|amp|quot|apos|nbsp|#\d{1,6}|#x[0-9A-Fa-f]{1,6});")),
+]
+
+
 @dataclass
 class PageResult:
     """What the browser saw on one page; ``problems`` is empty when the page passes."""
@@ -84,6 +104,7 @@ class PageResult:
     images: int = 0
     links_checked: int = 0
     external_links: int = 0
+    display_math: int = 0  # display equations measured for clipping
     blocked_requests: list = field(default_factory=list)
     console_errors: list = field(default_factory=list)
     screenshot: Optional[str] = None
@@ -259,7 +280,9 @@ async (timeoutMs) => {
       try { await img.decode(); decoded = true; } catch (e) { decoded = false; }
     }
     out.push({src: (img.getAttribute('src') || '').slice(0, 200), complete: img.complete,
-              naturalWidth: img.naturalWidth, decoded});
+              naturalWidth: img.naturalWidth, decoded,
+              alt: img.hasAttribute('alt') ? img.getAttribute('alt') : null,
+              decorative: img.getAttribute('role') === 'presentation' || img.getAttribute('aria-hidden') === 'true'});
   }
   return out;
 }
@@ -301,8 +324,41 @@ _DOM_JS = """
   const ids = Array.from(document.querySelectorAll('[id]')).map(e => e.id)
       .concat(Array.from(document.querySelectorAll('a[name]')).map(e => e.getAttribute('name')));
   const links = Array.from(document.querySelectorAll('a[href]')).map(a => a.href);
+  // Elements the HTML parser did not know (a `<reason>` placeholder read as a tag). Custom elements
+  // (with a "-", e.g. MathJax's mjx-*) and SVG/MathML content are not HTMLUnknownElements.
+  const unknown = Array.from(document.body.querySelectorAll('*'))
+      .filter(e => e instanceof HTMLUnknownElement)
+      .map(e => { const p = e.parentElement;
+                  const ctx = (p ? p.textContent : '').replace(/\\s+/g, ' ').trim().slice(0, 100);
+                  return {tag: e.tagName.toLowerCase(), context: ctx}; });
+  // Display equations: the typeset formula (mjx-math) must fit the box that shows it.
+  const math = [];
+  for (const c of document.querySelectorAll('mjx-container[display="true"]')) {
+    const inner = c.querySelector('mjx-math');
+    if (!inner || !c.getClientRects().length) continue;  // not rendered (e.g. in a closed block)
+    const avail = c.clientWidth;
+    if (avail === 0) continue;
+    const r = inner.getBoundingClientRect();
+    const need = Math.max(r.width, inner.scrollWidth);
+    // the first ancestor (from the container up) that does not let content overflow visibly
+    let how = 'runs past the text column', el = c;
+    for (; el && el !== document.body; el = el.parentElement) {
+      const ox = getComputedStyle(el).overflowX;
+      if (ox !== 'visible') {
+        how = (ox === 'auto' || ox === 'scroll') ? 'needs a horizontal scroll bar' : 'is cut off';
+        break;
+      }
+    }
+    let tex = null;  // the TeX source, from MathJax's own record of what it typeset here
+    try {
+      const items = window.MathJax.startup.document.getMathItemsWithin(c);
+      if (items && items.length) tex = items[0].math;
+    } catch (e) { tex = null; }
+    math.push({need: need, avail: avail, how: how, tex: tex,
+               text: (c.querySelector('mjx-assistive-mml') || c).textContent.replace(/\\s+/g, ' ').trim().slice(0, 80)});
+  }
   return {text: visibleText, mathElements: mathEls.length, untypeset, errors,
-          mjx: document.querySelectorAll('mjx-container').length, ids, links};
+          mjx: document.querySelectorAll('mjx-container').length, ids, links, unknown, math};
 }
 """
 
@@ -316,12 +372,52 @@ def _raw_tex(texts) -> list:
     return found
 
 
+def _placeholders(texts) -> list:
+    """Unfilled ``<placeholder>`` text and HTML entities shown as text in ``texts``."""
+    found = []
+    for t in texts:
+        for name, rx in PLACEHOLDER:
+            for m in rx.finditer(t):
+                a, b = max(0, m.start() - 30), min(len(t), m.end() + 30)
+                found.append(f"{name}: {m.group(0)!r} in {' '.join(t[a:b].split())!r}")
+    return found
+
+
+def alt_problem(src: str, alt: Optional[str], decorative: bool = False) -> Optional[str]:
+    """What is wrong with the ``alt`` of an image ``src`` (None when fine): missing, empty, or the
+    file name (with or without extension, as Sphinx writes for image outputs that have none)."""
+    if decorative:
+        return None
+    if alt is None:
+        return "no alt text"
+    a = alt.strip()
+    if not a:
+        return "empty alt text"
+    path = unquote(urlsplit(src).path) if not src.startswith("data:") else ""
+    name = path.rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    if name and (a in {path, name, stem} or a.rsplit("/", 1)[-1] in {name, stem}):
+        return f"alt text is the file name ({a[:80]!r})"
+    return None
+
+
+def math_problem(m: dict, tol_px: float = 1.0) -> Optional[str]:
+    """A display equation that does not fit: ``m`` has the formula's width ``need``, the container's
+    ``avail`` and ``how`` (what the page does with the overflow)."""
+    if m["need"] > m["avail"] + tol_px:
+        what = " ".join(str(m.get("tex") or m.get("text") or "?").split())
+        if len(what) > 90:
+            what = f"{what[:40]} … {what[-40:]}"
+        return (f"display equation {m['how']}: {m['need']:.0f} px wide in a {m['avail']:.0f} px "
+                f"column: “{what}”")
+    return None
+
+
 # ---------------------------------------------------------------- the browser run
 
 
 def _wants_screenshot(rel: str) -> bool:
-    name = rel.rsplit("/", 1)[-1].lower()
-    return rel == "index.html" or any(w in name for w in SCREENSHOT_WORDS)
+    return rel not in NO_SCREENSHOT
 
 
 def check_site(
@@ -335,7 +431,7 @@ def check_site(
 ) -> SiteReport:
     """Open every page of the built site ``root`` in headless Chromium and check it (see module doc).
 
-    ``screenshots``: folder for full-page screenshots of index/summary/theory pages (None: none).
+    ``screenshots``: folder for full-page screenshots of every loaded page (None: none).
     ``pages``: relative page paths to check (default: all of ``find_pages(root)``).
     ``log``: callable receiving one line per page as it is checked (e.g. ``print``).
     Raises ValueError when ``root`` holds no pages and FileNotFoundError when Chromium is missing.
@@ -468,12 +564,29 @@ def check_site(
                     res.problems.append(f"raw TeX in visible text, {t}")
                 if len(raw) > 5:
                     res.problems.append(f"raw TeX in visible text: {len(raw) - 5} more places")
+                for m in dom["math"]:
+                    res.display_math += 1
+                    prob = math_problem(m)
+                    if prob:
+                        res.problems.append(prob)
+                # placeholders shown as text or swallowed as tags
+                ph = _placeholders(dom["text"])
+                for t in ph[:5]:
+                    res.problems.append(f"raw placeholder in visible text, {t}")
+                if len(ph) > 5:
+                    res.problems.append(f"raw placeholder in visible text: {len(ph) - 5} more places")
+                for u in dom["unknown"]:
+                    res.problems.append(f"unknown HTML element <{u['tag']}> (a placeholder taken for a tag?) "
+                                        f"in {u['context']!r}")
                 # images
                 res.images = len(imgs)
                 for im in imgs:
                     if not im["decoded"]:
                         why = "did not load" if not im["complete"] else "not decoded (naturalWidth 0)"
                         res.problems.append(f"image {why}: {im['src']!r}")
+                    prob = alt_problem(im["src"], im["alt"], im["decorative"])
+                    if prob:
+                        res.problems.append(f"image {prob}: {im['src'][:100]!r}")
                 # network
                 res.blocked_requests = sorted(set(state["blocked"]))
                 for u in res.blocked_requests:
@@ -504,7 +617,13 @@ def check_site(
                 # screenshot
                 if screenshots is not None and rel in shoot:
                     shot = screenshots / (rel[:-5].replace("/", "__") + ".png")
-                    page.screenshot(path=str(shot), full_page=True)
+                    # the whole page, but only the 1280 px a reader's window shows: content running
+                    # past the right edge (reported above) must not widen the picture
+                    height = page.evaluate("() => Math.max(document.documentElement.scrollHeight, "
+                                           "document.body ? document.body.scrollHeight : 0)")
+                    vw = (page.viewport_size or {}).get("width", 1280)
+                    page.screenshot(path=str(shot), full_page=True,
+                                    clip={"x": 0, "y": 0, "width": vw, "height": max(1, height)})
                     res.screenshot = str(shot)
                 res.seconds = time.perf_counter() - t0
                 results.append(res)
@@ -534,7 +653,7 @@ def _log(log, res: PageResult) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dobrushin.check_html", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m dobrushin.tools.check_html", description=__doc__.split("\n")[0])
     ap.add_argument("html_dir", help="the built site, e.g. _build/html")
     ap.add_argument("--screenshots", default=None,
                     help="folder for screenshots (default: <html_dir>/../screenshots)")

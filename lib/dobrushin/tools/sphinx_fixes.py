@@ -9,9 +9,19 @@ body=...)``) registered after the HTML builder started (sphinx-thebe does so in
 ("Identifier 'THEBE_JS_URL' has already been declared"), which ``make check-html`` reports.
 
 This extension keeps the first of each identical script on every page. Enable it with
-``sphinx: extra_extensions: [dobrushin.sphinx_fixes]`` in ``_config.yml``.
+``sphinx: extra_extensions: [dobrushin.tools.sphinx_fixes]`` in ``_config.yml``.
+
+It also keeps build noise off the rendered pages: before myst-nb parses a notebook (Sphinx's
+``source-read`` event), every cell tagged ``parameters`` or papermill's ``injected-parameters`` gets
+the ``remove-cell`` tag, which myst-nb honours (the cell is dropped, source and output). The executed
+notebook on disk keeps its cells; only the page loses them. So no chapter needs to remember the tags.
 """
 from __future__ import annotations
+
+import json
+
+# Cell tags whose cells never appear on a page: the notebook's defaults and papermill's overrides.
+HIDDEN_CELL_TAGS = ("parameters", "injected-parameters")
 
 
 def _key(js):
@@ -38,7 +48,33 @@ def _on_page_context(app, pagename, templatename, context, doctree):
         context["script_files"] = dedupe_script_files(scripts)
 
 
+def hide_build_cells(text: str) -> str:
+    """Notebook JSON ``text`` with ``remove-cell`` added to the tags of every cell tagged with one of
+    :data:`HIDDEN_CELL_TAGS`; returned unchanged when nothing is tagged or it is not notebook JSON."""
+    try:
+        nb = json.loads(text)
+    except ValueError:
+        return text  # not JSON (e.g. a text-based notebook): leave it to myst-nb
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        return text
+    changed = False
+    for cell in nb["cells"]:
+        meta = cell.get("metadata")
+        tags = meta.get("tags") if isinstance(meta, dict) else None
+        if isinstance(tags, list) and any(t in HIDDEN_CELL_TAGS for t in tags) and "remove-cell" not in tags:
+            tags.append("remove-cell")
+            changed = True
+    return json.dumps(nb, ensure_ascii=False, indent=1) if changed else text
+
+
+def _on_source_read(app, docname, source):
+    path = app.env.doc2path(docname)
+    if str(path).endswith(".ipynb"):
+        source[0] = hide_build_cells(source[0])
+
+
 def setup(app):
     # late priority: after every extension that adds page-specific scripts
     app.connect("html-page-context", _on_page_context, priority=900)
+    app.connect("source-read", _on_source_read)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

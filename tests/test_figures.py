@@ -1,0 +1,371 @@
+"""The book's presentation helpers (``dobrushin.report.figures``), the build-noise filter of
+``dobrushin.tools.sphinx_fixes`` and the terminal gate of progress bars.
+
+Pure parts are checked directly. One test renders the helpers' real notebook outputs (captured from
+the calls, no kernel) into a tiny Jupyter Book and reads the built HTML: numbered figures with alt
+text and computed captions, numbered tables, the hidden parameter cells; it runs when jupyter-book is
+installed, and in Chromium (``check_html``) when the browser is there too.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from dobrushin.report import figures as F  # noqa: E402
+from dobrushin.report import plots  # noqa: E402
+from dobrushin.experiments.pipeline import progress_enabled  # noqa: E402
+from dobrushin.tools.sphinx_fixes import HIDDEN_CELL_TAGS, hide_build_cells  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+JB = Path(sys.executable).with_name("jupyter-book")
+
+
+# ---------------------------------------------------------------- numbers
+
+
+@pytest.mark.parametrize("v,expected", [
+    (768.0, "768"), (np.float64(1370.0), "1370"), (np.int64(42), "42"), (0, "0"), (0.0, "0"),
+    (3.43e-07, "3.43e-07"), (-2.5e-5, "-2.50e-05"), (0.4831, "0.483"), (17.84, "17.8"),
+    (0.5, "0.5"), (1234.5, "1230"), (2.5e6, "2.50e+06"), (0.001, "0.001"),
+    (float("nan"), "–"), (None, "–"), (True, "True"), (np.bool_(False), "False"), ("x", "x"),
+])
+def test_format_number(v, expected):
+    assert F.format_number(v) == expected
+
+
+def test_format_number_round_trips_within_digits():
+    rng = np.random.default_rng(1)
+    for x in 10.0 ** rng.uniform(-9, 7, size=200) * rng.choice([-1, 1], size=200):
+        s = F.format_number(x)
+        assert abs(float(s) - x) <= 5e-3 * abs(x), (x, s)  # 3 significant digits
+        assert "e" in s or abs(x) >= 1e-3  # tiny values never print as 0.000
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _cells(md: str) -> list:
+    """Rows of the pipe table in ``md``, cells un-escaped (CommonMark backslash escapes)."""
+    rows = [ln for ln in md.splitlines() if ln.startswith("|")]
+    return [[re.sub(r"\\(.)", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", r)[1:-1]] for r in rows]
+
+
+def test_table_formats_without_index_and_escapes():
+    df = pd.DataFrame({"model": ["a/b", "c"], "count": [768.0, 12.0], "median slack": [3.43e-7, 0.25],
+                       "holds": [True, False], "note": ["<reason>", "$5 | $10"]}, index=[7, 9])
+    t = F.table(df, caption="Computed: n = 2.", name="tab-x")
+    md = t._repr_markdown_()
+    assert md.startswith(":::{table} Computed: n = 2.\n:class: dobrushin-table\n:name: tab-x\n")
+    rows = _cells(md)
+    assert rows[0] == ["model", "count", "median slack", "holds", "note"]  # no index column
+    assert rows[1] == [":---", "---:", "---:", ":---", ":---"]  # numbers right-aligned, bool not
+    assert rows[2] == ["a/b", "768", "3.43e-07", "True", "<reason>"]
+    assert rows[3] == ["c", "12", "0.25", "False", "$5 | $10"]
+    assert r"\<reason\>" in md and r"\$5 \| \$10" in md  # shown literally, not a tag / math / column
+    assert list(t.frame.columns) == list(df.columns) and len(t.frame) == 2
+
+
+def test_table_named_index_becomes_columns_and_nothing_is_truncated():
+    df = pd.DataFrame({"n": np.arange(100), "p": np.linspace(0, 1, 100)}).set_index("n")
+    rows = _cells(F.table(df)._repr_markdown_())
+    assert rows[0] == ["n", "p"] and len(rows) == 2 + 100
+    assert rows[-1] == ["99", "1"]
+
+
+def test_table_drop_constant_and_rename():
+    df = pd.DataFrame({"weights": ["pretrained"] * 3, "layer": [0, 1, 2], "k": [1.0, 2.0, 3.0]})
+    t = F.table(df, drop_constant=True, columns={"k": "holding"})
+    assert _cells(t._repr_markdown_())[0] == ["layer", "holding"]
+    assert t.note == "All rows: weights = pretrained."
+    with pytest.raises(ValueError, match="not in the table"):
+        F.table(df, columns={"nope": "x"})
+    with pytest.raises(TypeError, match="DataFrame"):
+        F.table([[1, 2]])
+    with pytest.raises(ValueError, match="table name"):
+        F.table(df, name="bad name")
+
+
+def test_details_nests_a_table_in_a_collapsed_block():
+    inner = F.table(pd.DataFrame({"a": [1, 2]}), caption="Inner.")
+    d = F.details("All rows", inner, "Some *text*.")
+    md = d._repr_markdown_()
+    assert md.startswith("::::{admonition} All rows\n:class: dropdown dobrushin-details\n")
+    assert md.rstrip().endswith("::::") and ":::{table} Inner." in md and "Some *text*." in md
+    # the outer fence is longer than every inner one, so the block closes where it should
+    fences = re.findall(r"^(:{3,})", md, re.M)
+    assert max(len(f) for f in fences[1:-1]) < len(fences[0]) == len(fences[-1])
+
+
+# ---------------------------------------------------------------- banner, colours
+
+
+def test_banner_escapes_the_reason_and_extends_admonition():
+    b = F.banner("Not reproduced in this build", "weights unavailable: <reason> & more")
+    assert isinstance(b, plots.Admonition)
+    h = b._repr_html_()
+    assert h.startswith('<div class="admonition warning dobrushin-banner">')
+    assert "weights unavailable: &lt;reason&gt; &amp; more" in h and "<reason>" not in h
+    with pytest.raises(ValueError, match="reason is empty"):
+        F.banner("t", "  ")
+    with pytest.raises(ValueError, match="CSS class"):
+        plots.Admonition("t", "b", classes=("a b",))
+    assert plots.admonition("t", "b")._repr_html_().startswith('<div class="admonition warning">')
+
+
+def test_one_colour_convention():
+    assert len(set(F.COLORS.values())) == len(F.COLORS) == 4
+    assert F.color_for("pretrained") == F.color_for("trained") == F.COLORS["trained"]
+    assert plots.WEIGHT_STYLE["pretrained"]["color"] == F.COLORS["trained"]
+    assert plots.WEIGHT_STYLE["untrained"]["color"] == F.COLORS["untrained"]
+    with pytest.raises(ValueError, match="no colour"):
+        F.color_for("purple")
+
+
+# ---------------------------------------------------------------- figures
+
+
+def test_figure_markdown_and_validation():
+    md = F.figure_markdown("fig-nb-depth", "What is plotted; what to see: $x$ = 0.5.", "A line plot.", "full")
+    assert md.splitlines()[:5] == [":::{glue:figure} fig-nb-depth", ":name: fig-nb-depth",
+                                   ":alt: A line plot.", ":width: 100%", ":figclass: dobrushin-figure full-width"]
+    assert "What is plotted; what to see: $x$ = 0.5." in md
+    assert F.figure_label("dinov2", "per_head") == "fig-dinov2-per-head"
+    for bad in [dict(alt=" "), dict(caption=""), dict(caption="one\n\ntwo"), dict(width="half")]:
+        kw = dict(label="fig-a", caption="c", alt="a", width="column") | bad
+        with pytest.raises(ValueError):
+            F.figure_markdown(**kw)
+    with pytest.raises(ValueError, match="letters"):
+        F.figure_label("my notebook", "x")
+
+
+class _Capture:
+    """Records what the helpers display, as nbformat outputs (what the kernel would write)."""
+
+    def __init__(self, monkeypatch):
+        import IPython.display
+        import myst_nb.ext.glue as glue_mod
+        from IPython.core.formatters import format_display_data
+
+        self.outputs = []
+
+        def display(obj, raw=False, metadata=None, **_):
+            data, md = (obj, metadata or {}) if raw else format_display_data(obj)
+            data = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in data.items()}
+            self.outputs.append({"output_type": "display_data", "data": data, "metadata": md})
+
+        monkeypatch.setattr(IPython.display, "display", display)
+        monkeypatch.setattr(glue_mod, "ipy_display", display)
+
+    def result(self, obj):
+        from IPython.core.formatters import format_display_data
+
+        data, md = format_display_data(obj)
+        if data:
+            self.outputs.append({"output_type": "execute_result", "data": data, "metadata": md,
+                                 "execution_count": 1})
+
+
+def _three_panel():
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3), layout="constrained")
+    for i, ax in enumerate(axes):
+        ax.plot([1, 2, 3], [i, i + 1, i * 2], color=F.COLORS["trained"])
+    return fig
+
+
+def test_figure_saves_150dpi_sized_png_and_glues_it(tmp_path, monkeypatch):
+    cap = _Capture(monkeypatch)
+    fig = _three_panel()
+    paths = F.figure(fig, notebook="nb", name="depth", width="full", results_dir=tmp_path,
+                     caption="Three panels; computed 0.25.", alt="Three line plots.")
+    assert [p.name for p in paths] == ["nb-depth.png", "nb-depth.svg"]
+    assert all(p.parent == tmp_path / "figures" for p in paths)
+    png = paths[0].read_bytes()
+    w, h = struct.unpack(">II", png[16:24])
+    assert w == round(F.WIDTHS_IN["full"] * 150) and abs(h - round(3 * F.WIDTHS_IN["full"] / 12 * 150)) <= 1
+    assert not plt.fignum_exists(fig.number)  # closed: the inline backend will not show it again
+    glued, shown = cap.outputs
+    assert glued["metadata"]["scrapbook"]["name"] == "fig-nb-depth"
+    assert glued["metadata"]["scrapbook"]["mime_prefix"]  # stored, not displayed in place
+    import base64
+
+    (key,) = [k for k in glued["data"] if k.endswith("image/png")]
+    assert base64.b64decode(glued["data"][key]) == png  # the page shows exactly the saved PNG
+    assert shown["data"]["text/markdown"].startswith(":::{glue:figure} fig-nb-depth\n")
+    cap.result(paths)
+    assert len(cap.outputs) == 2  # the returned paths add nothing to the page
+
+
+def test_figure_rejects_before_writing(tmp_path, monkeypatch):
+    _Capture(monkeypatch)
+    fig = _three_panel()
+    with pytest.raises(ValueError, match="alt text is empty"):
+        F.figure(fig, notebook="nb", name="x", caption="c", alt="", results_dir=tmp_path)
+    assert not (tmp_path / "figures").exists()
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- build noise
+
+
+def test_hide_build_cells_tags_parameter_cells_only():
+    nb = {"cells": [
+        {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": "a = 1"},
+        {"cell_type": "code", "metadata": {"tags": ["injected-parameters"]}, "source": "a = 2"},
+        {"cell_type": "code", "metadata": {"tags": ["hide-input"]}, "source": "print(a)"},
+        {"cell_type": "code", "metadata": {}, "source": "b = 3"},
+        {"cell_type": "markdown", "metadata": {"tags": ["parameters", "remove-cell"]}, "source": "x"},
+    ], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    out = json.loads(hide_build_cells(json.dumps(nb)))
+    tags = [c["metadata"].get("tags") for c in out["cells"]]
+    assert tags == [["parameters", "remove-cell"], ["injected-parameters", "remove-cell"], ["hide-input"],
+                    None, ["parameters", "remove-cell"]]
+    assert set(HIDDEN_CELL_TAGS) == {"parameters", "injected-parameters"}
+    untouched = json.dumps({"cells": [nb["cells"][2]]})
+    assert hide_build_cells(untouched) == untouched
+    assert hide_build_cells("# a MyST text notebook") == "# a MyST text notebook"
+
+
+def test_progress_bars_only_on_a_terminal():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert progress_enabled(True, Tty()) is True
+    assert progress_enabled(False, Tty()) is False
+    assert progress_enabled(True, io.StringIO()) is False  # papermill / the book: not a terminal
+    closed = io.StringIO()
+    closed.close()  # isatty() raises ValueError on a closed stream
+    assert progress_enabled(True, closed) is False
+    assert progress_enabled(True, object()) is False  # no isatty at all
+
+
+def test_pipeline_bar_prints_nothing_off_a_terminal(capsys):
+    from dobrushin.experiments.pipeline import _progress
+
+    with _progress(3, "demo", True) as bar:  # pytest's captured stdout is not a terminal
+        bar.update(3)
+    assert capsys.readouterr().out == ""
+
+
+# ---------------------------------------------------------------- a tiny book
+
+
+def _notebook(cells) -> dict:
+    return {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                        "language": "python"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+@pytest.mark.skipif(not JB.exists(), reason="jupyter-book not installed next to this Python")
+def test_helpers_render_in_a_jupyter_book(tmp_path, monkeypatch):
+    book = tmp_path / "book"
+    (book / "executed").mkdir(parents=True)
+    shutil.copy(ROOT / "_config.yml", book / "_config.yml")
+    shutil.copytree(ROOT / "_static", book / "_static")
+    (book / "book").mkdir()
+    shutil.copy(ROOT / "book" / "references.bib", book / "book" / "references.bib")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: executed/demo\n")
+
+    cap = _Capture(monkeypatch)
+    F.figure(_three_panel(), notebook="demo", name="panels", width="full", results_dir=tmp_path / "results",
+             caption=f"Three panels with a computed value {0.1 + 0.2:.2f} and math $\\kappa(A)$.",
+             alt="Three line plots side by side.")
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot([0, 1], [0, 1])
+    F.figure(fig, notebook="demo", name="line", results_dir=tmp_path / "results",
+             caption="One panel.", alt="A rising line.")
+    figs = cap.outputs[:]
+    cap.outputs.clear()
+    cap.result(F.banner("Not reproduced in this build", "weights unavailable: <reason>"))
+    banner = cap.outputs[:]
+    cap.outputs.clear()
+    wide = pd.DataFrame({f"column_{i}": [3.43e-7 * i, 768.0] for i in range(1, 16)})
+    cap.result(F.details("Wide table", F.table(wide, caption="Fifteen columns.", name="tab-wide")))
+    tables = cap.outputs[:]
+
+    code = lambda src, outputs, tags: {"cell_type": "code", "execution_count": 1, "metadata": {"tags": tags},
+                                       "source": src, "outputs": outputs, "id": f"c{len(src)}{len(tags)}"}
+    nb = _notebook([
+        {"cell_type": "markdown", "metadata": {}, "source": "# Demo\n\nSee {numref}`fig-demo-line`.", "id": "m1"},
+        # a section heading gives the page its "Contents" sidebar, which the theme's script for
+        # full-width content expects (without one it throws a console error that check_html reports)
+        {"cell_type": "markdown", "metadata": {}, "source": "## Results", "id": "m2"},
+        code("profile = 'quick'  # SECRET-PARAMETERS-CELL", [], ["parameters"]),
+        code("# Parameters\nprofile = 'paper'  # SECRET-INJECTED-CELL", [], ["injected-parameters"]),
+        code("banner", banner, ["remove-input"]),
+        code("figures", figs, ["remove-input"]),
+        code("tables", tables, ["remove-input"]),
+    ])
+    (book / "executed" / "demo.ipynb").write_text(json.dumps(nb))
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "lib") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([str(JB), "build", str(book), "-W", "-n", "--keep-going"], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    html = (book / "_build" / "html" / "executed" / "demo.html").read_text()
+    assert "SECRET-PARAMETERS-CELL" not in html and "SECRET-INJECTED-CELL" not in html
+    figs_html = re.findall(r"<figure[^>]*>.*?</figure>", html, re.S)
+    assert len(figs_html) == 2
+    assert 'id="fig-demo-panels"' in figs_html[0] and "full-width" in figs_html[0]
+    assert 'alt="Three line plots side by side."' in figs_html[0] and "Fig. 1" in figs_html[0]
+    assert "computed value 0.30" in figs_html[0] and r"\(\kappa(A)\)" in figs_html[0]
+    assert 'alt="A rising line."' in figs_html[1] and "Fig. 2" in figs_html[1]
+    assert re.search(r'href="#fig-demo-line"><span class="std std-numref">Fig\. 2', html)
+    assert "weights unavailable: &lt;reason&gt;" in html and "dobrushin-banner" in html
+    assert "dobrushin-table" in html and "Table 1" in html and "3.43e-07" in html
+    assert "dropdown" in html and "dobrushin.css" in html
+
+    from dobrushin.tools import check_html as ch
+
+    if not (Path(ch.CHROMIUM).is_file() and os.access(ch.CHROMIUM, os.X_OK)):
+        return
+    report = ch.check_site(book / "_build" / "html", screenshots=tmp_path / "shots")
+    page = report.page("executed/demo.html")
+    # the banner shows the literal placeholder, which check_html must flag; nothing else is wrong
+    assert page.problems and all("placeholder" in x and "<reason>" in x for x in page.problems), page.problems
+    assert page.images == 2 and page.screenshot
+
+
+# ---------------------------------------------------------------- provenance
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("/tmp/abc/results", "(local path)"),
+    ("results at /home/u/x.npy, ok", "results at (local path), ok"),
+    ("{root}/results/figures", "results/figures"),
+    ("C:\\Users\\me\\f.txt", "(local path)"),
+    ("~/data", "(local path)"),
+    ("facebook/dinov2-small", "facebook/dinov2-small"),
+    ("ratio 1/2, n = 5/8", "ratio 1/2, n = 5/8"),
+    ("http://x.org/a/b", "http://x.org/a/b"),
+    ("in (/tmp/x)", "in ((local path))"),
+])
+def test_scrub_paths(tmp_path, text, expected):
+    assert F.scrub_paths(text.format(root=tmp_path), root=tmp_path) == expected
+
+
+def test_provenance_block_has_no_machine_paths(tmp_path):
+    md = F.provenance({"profile": "quick", "results_dir": "/tmp/x/results", "cache": None,
+                       "models": ["facebook/dinov2-small", str(tmp_path / "w.bin")], "n": 768.0},
+                      versions={"torch": "2.5.1"}, device="cpu", timings={"measure": 12.345},
+                      root=tmp_path)._repr_markdown_()
+    assert md.startswith("::::{admonition} How this chapter was run\n:class: dropdown")
+    rows = [r for t in md.split(":::{table}")[1:] for r in _cells(t)]
+    assert ["results_dir", "(local path)"] in rows and ["cache", "default"] in rows
+    assert ["models", "facebook/dinov2-small, w.bin"] in rows and ["n", "768"] in rows
+    assert ["device", "cpu"] in rows and ["torch", "2.5.1"] in rows and ["measure", "12.3"] in rows
+    assert "/tmp" not in md and str(tmp_path) not in md
