@@ -35,8 +35,8 @@ import numpy as np
 from numba import njit, prange
 
 #: rows and columns of one register tile (RB·CB float64 accumulators, kept in SIMD registers)
-RB = 8
-CB = 16
+RB = 4
+CB = 8
 #: smallest n at which the tile bounds are computed (below, their cost is not repaid)
 PRUNE_MIN_N = 128
 
@@ -76,18 +76,14 @@ def tile_source(rb: int = RB, cb: int = CB) -> str:
     return "\n".join(lines) + "\n"
 
 
-# --- BEGIN GENERATED: tile_source(8, 16) ---
+# --- BEGIN GENERATED: tile_source(4, 8) ---
 @njit(**_JIT)
 def _tile(Pa, r0, P, n, out):
-    """out[r, c] = Σ_k |Pa[k, r0 + r] − P[k, c]| (k in order), r < 8, c < 16. Generated."""
-    s0_0 = s0_1 = s0_2 = s0_3 = s0_4 = s0_5 = s0_6 = s0_7 = s0_8 = s0_9 = s0_10 = s0_11 = s0_12 = s0_13 = s0_14 = s0_15 = 0.0
-    s1_0 = s1_1 = s1_2 = s1_3 = s1_4 = s1_5 = s1_6 = s1_7 = s1_8 = s1_9 = s1_10 = s1_11 = s1_12 = s1_13 = s1_14 = s1_15 = 0.0
-    s2_0 = s2_1 = s2_2 = s2_3 = s2_4 = s2_5 = s2_6 = s2_7 = s2_8 = s2_9 = s2_10 = s2_11 = s2_12 = s2_13 = s2_14 = s2_15 = 0.0
-    s3_0 = s3_1 = s3_2 = s3_3 = s3_4 = s3_5 = s3_6 = s3_7 = s3_8 = s3_9 = s3_10 = s3_11 = s3_12 = s3_13 = s3_14 = s3_15 = 0.0
-    s4_0 = s4_1 = s4_2 = s4_3 = s4_4 = s4_5 = s4_6 = s4_7 = s4_8 = s4_9 = s4_10 = s4_11 = s4_12 = s4_13 = s4_14 = s4_15 = 0.0
-    s5_0 = s5_1 = s5_2 = s5_3 = s5_4 = s5_5 = s5_6 = s5_7 = s5_8 = s5_9 = s5_10 = s5_11 = s5_12 = s5_13 = s5_14 = s5_15 = 0.0
-    s6_0 = s6_1 = s6_2 = s6_3 = s6_4 = s6_5 = s6_6 = s6_7 = s6_8 = s6_9 = s6_10 = s6_11 = s6_12 = s6_13 = s6_14 = s6_15 = 0.0
-    s7_0 = s7_1 = s7_2 = s7_3 = s7_4 = s7_5 = s7_6 = s7_7 = s7_8 = s7_9 = s7_10 = s7_11 = s7_12 = s7_13 = s7_14 = s7_15 = 0.0
+    """out[r, c] = Σ_k |Pa[k, r0 + r] − P[k, c]| (k in order), r < 4, c < 8. Generated."""
+    s0_0 = s0_1 = s0_2 = s0_3 = s0_4 = s0_5 = s0_6 = s0_7 = 0.0
+    s1_0 = s1_1 = s1_2 = s1_3 = s1_4 = s1_5 = s1_6 = s1_7 = 0.0
+    s2_0 = s2_1 = s2_2 = s2_3 = s2_4 = s2_5 = s2_6 = s2_7 = 0.0
+    s3_0 = s3_1 = s3_2 = s3_3 = s3_4 = s3_5 = s3_6 = s3_7 = 0.0
     for k in range(n):
         p0 = P[k, 0]
         p1 = P[k, 1]
@@ -97,14 +93,6 @@ def _tile(Pa, r0, P, n, out):
         p5 = P[k, 5]
         p6 = P[k, 6]
         p7 = P[k, 7]
-        p8 = P[k, 8]
-        p9 = P[k, 9]
-        p10 = P[k, 10]
-        p11 = P[k, 11]
-        p12 = P[k, 12]
-        p13 = P[k, 13]
-        p14 = P[k, 14]
-        p15 = P[k, 15]
         a = Pa[k, r0 + 0]
         s0_0 += abs(a - p0)
         s0_1 += abs(a - p1)
@@ -114,14 +102,6 @@ def _tile(Pa, r0, P, n, out):
         s0_5 += abs(a - p5)
         s0_6 += abs(a - p6)
         s0_7 += abs(a - p7)
-        s0_8 += abs(a - p8)
-        s0_9 += abs(a - p9)
-        s0_10 += abs(a - p10)
-        s0_11 += abs(a - p11)
-        s0_12 += abs(a - p12)
-        s0_13 += abs(a - p13)
-        s0_14 += abs(a - p14)
-        s0_15 += abs(a - p15)
         a = Pa[k, r0 + 1]
         s1_0 += abs(a - p0)
         s1_1 += abs(a - p1)
@@ -131,14 +111,6 @@ def _tile(Pa, r0, P, n, out):
         s1_5 += abs(a - p5)
         s1_6 += abs(a - p6)
         s1_7 += abs(a - p7)
-        s1_8 += abs(a - p8)
-        s1_9 += abs(a - p9)
-        s1_10 += abs(a - p10)
-        s1_11 += abs(a - p11)
-        s1_12 += abs(a - p12)
-        s1_13 += abs(a - p13)
-        s1_14 += abs(a - p14)
-        s1_15 += abs(a - p15)
         a = Pa[k, r0 + 2]
         s2_0 += abs(a - p0)
         s2_1 += abs(a - p1)
@@ -148,14 +120,6 @@ def _tile(Pa, r0, P, n, out):
         s2_5 += abs(a - p5)
         s2_6 += abs(a - p6)
         s2_7 += abs(a - p7)
-        s2_8 += abs(a - p8)
-        s2_9 += abs(a - p9)
-        s2_10 += abs(a - p10)
-        s2_11 += abs(a - p11)
-        s2_12 += abs(a - p12)
-        s2_13 += abs(a - p13)
-        s2_14 += abs(a - p14)
-        s2_15 += abs(a - p15)
         a = Pa[k, r0 + 3]
         s3_0 += abs(a - p0)
         s3_1 += abs(a - p1)
@@ -165,82 +129,6 @@ def _tile(Pa, r0, P, n, out):
         s3_5 += abs(a - p5)
         s3_6 += abs(a - p6)
         s3_7 += abs(a - p7)
-        s3_8 += abs(a - p8)
-        s3_9 += abs(a - p9)
-        s3_10 += abs(a - p10)
-        s3_11 += abs(a - p11)
-        s3_12 += abs(a - p12)
-        s3_13 += abs(a - p13)
-        s3_14 += abs(a - p14)
-        s3_15 += abs(a - p15)
-        a = Pa[k, r0 + 4]
-        s4_0 += abs(a - p0)
-        s4_1 += abs(a - p1)
-        s4_2 += abs(a - p2)
-        s4_3 += abs(a - p3)
-        s4_4 += abs(a - p4)
-        s4_5 += abs(a - p5)
-        s4_6 += abs(a - p6)
-        s4_7 += abs(a - p7)
-        s4_8 += abs(a - p8)
-        s4_9 += abs(a - p9)
-        s4_10 += abs(a - p10)
-        s4_11 += abs(a - p11)
-        s4_12 += abs(a - p12)
-        s4_13 += abs(a - p13)
-        s4_14 += abs(a - p14)
-        s4_15 += abs(a - p15)
-        a = Pa[k, r0 + 5]
-        s5_0 += abs(a - p0)
-        s5_1 += abs(a - p1)
-        s5_2 += abs(a - p2)
-        s5_3 += abs(a - p3)
-        s5_4 += abs(a - p4)
-        s5_5 += abs(a - p5)
-        s5_6 += abs(a - p6)
-        s5_7 += abs(a - p7)
-        s5_8 += abs(a - p8)
-        s5_9 += abs(a - p9)
-        s5_10 += abs(a - p10)
-        s5_11 += abs(a - p11)
-        s5_12 += abs(a - p12)
-        s5_13 += abs(a - p13)
-        s5_14 += abs(a - p14)
-        s5_15 += abs(a - p15)
-        a = Pa[k, r0 + 6]
-        s6_0 += abs(a - p0)
-        s6_1 += abs(a - p1)
-        s6_2 += abs(a - p2)
-        s6_3 += abs(a - p3)
-        s6_4 += abs(a - p4)
-        s6_5 += abs(a - p5)
-        s6_6 += abs(a - p6)
-        s6_7 += abs(a - p7)
-        s6_8 += abs(a - p8)
-        s6_9 += abs(a - p9)
-        s6_10 += abs(a - p10)
-        s6_11 += abs(a - p11)
-        s6_12 += abs(a - p12)
-        s6_13 += abs(a - p13)
-        s6_14 += abs(a - p14)
-        s6_15 += abs(a - p15)
-        a = Pa[k, r0 + 7]
-        s7_0 += abs(a - p0)
-        s7_1 += abs(a - p1)
-        s7_2 += abs(a - p2)
-        s7_3 += abs(a - p3)
-        s7_4 += abs(a - p4)
-        s7_5 += abs(a - p5)
-        s7_6 += abs(a - p6)
-        s7_7 += abs(a - p7)
-        s7_8 += abs(a - p8)
-        s7_9 += abs(a - p9)
-        s7_10 += abs(a - p10)
-        s7_11 += abs(a - p11)
-        s7_12 += abs(a - p12)
-        s7_13 += abs(a - p13)
-        s7_14 += abs(a - p14)
-        s7_15 += abs(a - p15)
     out[0, 0] = s0_0
     out[0, 1] = s0_1
     out[0, 2] = s0_2
@@ -249,14 +137,6 @@ def _tile(Pa, r0, P, n, out):
     out[0, 5] = s0_5
     out[0, 6] = s0_6
     out[0, 7] = s0_7
-    out[0, 8] = s0_8
-    out[0, 9] = s0_9
-    out[0, 10] = s0_10
-    out[0, 11] = s0_11
-    out[0, 12] = s0_12
-    out[0, 13] = s0_13
-    out[0, 14] = s0_14
-    out[0, 15] = s0_15
     out[1, 0] = s1_0
     out[1, 1] = s1_1
     out[1, 2] = s1_2
@@ -265,14 +145,6 @@ def _tile(Pa, r0, P, n, out):
     out[1, 5] = s1_5
     out[1, 6] = s1_6
     out[1, 7] = s1_7
-    out[1, 8] = s1_8
-    out[1, 9] = s1_9
-    out[1, 10] = s1_10
-    out[1, 11] = s1_11
-    out[1, 12] = s1_12
-    out[1, 13] = s1_13
-    out[1, 14] = s1_14
-    out[1, 15] = s1_15
     out[2, 0] = s2_0
     out[2, 1] = s2_1
     out[2, 2] = s2_2
@@ -281,14 +153,6 @@ def _tile(Pa, r0, P, n, out):
     out[2, 5] = s2_5
     out[2, 6] = s2_6
     out[2, 7] = s2_7
-    out[2, 8] = s2_8
-    out[2, 9] = s2_9
-    out[2, 10] = s2_10
-    out[2, 11] = s2_11
-    out[2, 12] = s2_12
-    out[2, 13] = s2_13
-    out[2, 14] = s2_14
-    out[2, 15] = s2_15
     out[3, 0] = s3_0
     out[3, 1] = s3_1
     out[3, 2] = s3_2
@@ -297,78 +161,6 @@ def _tile(Pa, r0, P, n, out):
     out[3, 5] = s3_5
     out[3, 6] = s3_6
     out[3, 7] = s3_7
-    out[3, 8] = s3_8
-    out[3, 9] = s3_9
-    out[3, 10] = s3_10
-    out[3, 11] = s3_11
-    out[3, 12] = s3_12
-    out[3, 13] = s3_13
-    out[3, 14] = s3_14
-    out[3, 15] = s3_15
-    out[4, 0] = s4_0
-    out[4, 1] = s4_1
-    out[4, 2] = s4_2
-    out[4, 3] = s4_3
-    out[4, 4] = s4_4
-    out[4, 5] = s4_5
-    out[4, 6] = s4_6
-    out[4, 7] = s4_7
-    out[4, 8] = s4_8
-    out[4, 9] = s4_9
-    out[4, 10] = s4_10
-    out[4, 11] = s4_11
-    out[4, 12] = s4_12
-    out[4, 13] = s4_13
-    out[4, 14] = s4_14
-    out[4, 15] = s4_15
-    out[5, 0] = s5_0
-    out[5, 1] = s5_1
-    out[5, 2] = s5_2
-    out[5, 3] = s5_3
-    out[5, 4] = s5_4
-    out[5, 5] = s5_5
-    out[5, 6] = s5_6
-    out[5, 7] = s5_7
-    out[5, 8] = s5_8
-    out[5, 9] = s5_9
-    out[5, 10] = s5_10
-    out[5, 11] = s5_11
-    out[5, 12] = s5_12
-    out[5, 13] = s5_13
-    out[5, 14] = s5_14
-    out[5, 15] = s5_15
-    out[6, 0] = s6_0
-    out[6, 1] = s6_1
-    out[6, 2] = s6_2
-    out[6, 3] = s6_3
-    out[6, 4] = s6_4
-    out[6, 5] = s6_5
-    out[6, 6] = s6_6
-    out[6, 7] = s6_7
-    out[6, 8] = s6_8
-    out[6, 9] = s6_9
-    out[6, 10] = s6_10
-    out[6, 11] = s6_11
-    out[6, 12] = s6_12
-    out[6, 13] = s6_13
-    out[6, 14] = s6_14
-    out[6, 15] = s6_15
-    out[7, 0] = s7_0
-    out[7, 1] = s7_1
-    out[7, 2] = s7_2
-    out[7, 3] = s7_3
-    out[7, 4] = s7_4
-    out[7, 5] = s7_5
-    out[7, 6] = s7_6
-    out[7, 7] = s7_7
-    out[7, 8] = s7_8
-    out[7, 9] = s7_9
-    out[7, 10] = s7_10
-    out[7, 11] = s7_11
-    out[7, 12] = s7_12
-    out[7, 13] = s7_13
-    out[7, 14] = s7_14
-    out[7, 15] = s7_15
 # --- END GENERATED ---
 
 
@@ -402,15 +194,18 @@ def _entry(Pan, i, j):
 
 
 @njit(**_JIT)
-def _fold(Pa, r0, P, diag, n, i0, j0, tol, rowmax, rowpen, rowmsd, out):
+def _fold(A, P, diag, n, i0, j0, tol, rowmax, rowpen, rowmsd, out):
     """Fold one computed tile (rows i0.., columns j0..; only pairs j > i) into the per-row maxima.
 
-    For a pair: d = D_ij; x = A_ii − A_ji (A_ji = P[i, c], contiguous); y = A_jj − A_ij;
-    pen = d − x⁻ − y⁻ ≤ d, so x and y are only needed when d could raise rowpen or rowmsd.
-    Returns the tile's largest d and largest pen (−inf when it has no pair).
+    For a pair: d = D_ij; x = A_ii − A_ji (A_ji = P[i, c]); y = A_jj − A_ij (A_ij = A[i, j], the input
+    itself); pen = d − x⁻ − y⁻.  Branch-free selects (the same comparisons, so the same results, NaN
+    included, as ``if d > m: m = d``), contiguous in c, so LLVM vectorises the loop over the columns.
+    Returns the largest row maximum of D and of pen over the tile's rows (real values of pairs: valid
+    lower bounds of κ and of max pen), −inf when the tile has no pair.
     """
     tmax = -np.inf
     tpen = -np.inf
+    ninf = -np.inf
     for r in range(RB):
         i = i0 + r
         if i >= n - 1:
@@ -420,52 +215,105 @@ def _fold(Pa, r0, P, diag, n, i0, j0, tol, rowmax, rowpen, rowmsd, out):
         pn = rowpen[i]
         ms = rowmsd[i]
         for c in range(max(0, i + 1 - j0), min(CB, n - j0)):
+            j = j0 + c
             d = 0.5 * out[r, c]
-            if d > mx:
-                mx = d
-            if d > tmax:
-                tmax = d
-            if d > pn or d > ms or d > tpen:
-                j = j0 + c
-                x = dii - P[i, c]
-                y = diag[j] - Pa[j, r0 + r]
-                xn = -x if x < 0.0 else 0.0
-                yn = -y if y < 0.0 else 0.0
-                pen = d - xn - yn
-                if pen > pn:
-                    pn = pen
-                if pen > tpen:
-                    tpen = pen
-                if x >= -tol and y >= -tol and d > ms:
-                    ms = d
+            x = dii - P[i, c]
+            y = diag[j] - np.float64(A[i, j])
+            xn = -x if x < 0.0 else 0.0
+            yn = -y if y < 0.0 else 0.0
+            pen = d - xn - yn
+            dm = d if (x >= -tol) & (y >= -tol) else ninf
+            mx = d if d > mx else mx
+            pn = pen if pen > pn else pn
+            ms = dm if dm > ms else ms
         rowmax[i] = mx
         rowpen[i] = pn
         rowmsd[i] = ms
+        tmax = mx if mx > tmax else tmax
+        tpen = pn if pn > tpen else tpen
     return tmax, tpen
 
 
 @njit(**_JIT)
-def _row_block(Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin):
+def _fold_full(A, P, diag, i0, j0, tol, out, M):
+    """Fold an interior tile (every pair has j > i and j < n) lane-wise into ``M`` (3, RB, CB): the
+    running maxima of d, pen and the self-dominant d per (row, column lane) of the row block.  No
+    horizontal reduction, no branch: LLVM vectorises it; :func:`_row_block` reduces M per row at the end
+    (max with ``a if a > b else b`` is order-independent on the values it can see, so the row maxima
+    are the same bits as :func:`_fold`'s)."""
+    ninf = -np.inf
+    for r in range(RB):
+        i = i0 + r
+        dii = diag[i]
+        for c in range(CB):
+            d = 0.5 * out[r, c]
+            x = dii - P[i, c]
+            y = diag[j0 + c] - np.float64(A[i, j0 + c])
+            xn = -x if x < 0.0 else 0.0
+            yn = -y if y < 0.0 else 0.0
+            pen = d - xn - yn
+            dm = d if (x >= -tol) & (y >= -tol) else ninf
+            m = M[0, r, c]
+            M[0, r, c] = d if d > m else m
+            m = M[1, r, c]
+            M[1, r, c] = pen if pen > m else m
+            m = M[2, r, c]
+            M[2, r, c] = dm if dm > m else m
+
+
+@njit(**_JIT)
+def _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin):
     """Fold the pairs (i, j), i in row block q, j > i, into the per-row maxima, skipping the tiles
     already done (``done[q, p]``) and those whose upper bound ``ub[q, p]`` proves they can neither
     attain κ (within tol) nor raise κ(½(I+A)): ``ub < min(lb[0] − tol, lb[1]) − margin``, where ``lb``
     holds the largest D and pen found so far (it only grows, so a stale read is merely less pruning).
+    Interior tiles go through :func:`_fold_full`, the diagonal and last tiles through :func:`_fold`.
     """
     i0 = q * RB
     Pa = Pan[i0 // CB]
     r0 = i0 % CB
+    M = np.full((3, RB, CB), -np.inf)
     for p in range((i0 + 1) // CB, Pan.shape[0]):
         if done[q, p]:
             continue
         if ub[q, p] < min(lb[0] - tol, lb[1]) - margin:
             continue
         P = Pan[p]
+        j0 = p * CB
         _tile(Pa, r0, P, n, out)
-        tmax, tpen = _fold(Pa, r0, P, diag, n, i0, p * CB, tol, rowmax, rowpen, rowmsd, out)
-        if tmax > lb[0]:
-            lb[0] = tmax
-        if tpen > lb[1]:
-            lb[1] = tpen
+        if j0 >= i0 + RB and j0 + CB <= n:
+            _fold_full(A, P, diag, i0, j0, tol, out, M)
+        else:
+            tmax, tpen = _fold(A, P, diag, n, i0, j0, tol, rowmax, rowpen, rowmsd, out)
+            if tmax > lb[0]:
+                lb[0] = tmax
+            if tpen > lb[1]:
+                lb[1] = tpen
+    tmax = -np.inf
+    tpen = -np.inf
+    for r in range(RB):
+        i = i0 + r
+        if i >= n - 1:
+            break
+        mx = rowmax[i]
+        pn = rowpen[i]
+        ms = rowmsd[i]
+        for c in range(CB):
+            v = M[0, r, c]
+            mx = v if v > mx else mx
+            v = M[1, r, c]
+            pn = v if v > pn else pn
+            v = M[2, r, c]
+            ms = v if v > ms else ms
+        rowmax[i] = mx
+        rowpen[i] = pn
+        rowmsd[i] = ms
+        tmax = mx if mx > tmax else tmax
+        tpen = pn if pn > tpen else tpen
+    if tmax > lb[0]:
+        lb[0] = tmax
+    if tpen > lb[1]:
+        lb[1] = tpen
 
 
 @njit(fastmath={"reassoc", "nsz", "contract"}, cache=True, boundscheck=False, nogil=True)
@@ -531,7 +379,7 @@ def _bounds(Pan, n, prune):
 
 
 @njit(**_JIT)
-def _seed(Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, done, lb):
+def _seed(A, Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, done, lb):
     """Compute the tiles with the largest upper bounds first (about 1/64 of them): they give the
     lower bounds ``lb`` that make the bound test prune."""
     nb, npan = ub.shape
@@ -549,7 +397,7 @@ def _seed(Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, done, lb):
         Pa = Pan[i0 // CB]
         r0 = i0 % CB
         _tile(Pa, r0, Pan[p], n, out)
-        tmax, tpen = _fold(Pa, r0, Pan[p], diag, n, i0, p * CB, tol, rowmax, rowpen, rowmsd, out)
+        tmax, tpen = _fold(A, Pan[p], diag, n, i0, p * CB, tol, rowmax, rowpen, rowmsd, out)
         done[q, p] = True
         lb[0] = max(lb[0], tmax)
         lb[1] = max(lb[1], tpen)
@@ -607,7 +455,7 @@ def _diag(Pan, n):
 
 
 @njit(**_JIT)
-def _init_state(Pan, n, tol, prune):
+def _init_state(A, Pan, n, tol, prune):
     """Per-matrix state of a driver: the diagonal, the running row maxima (distance, κ(B) penalty,
     self-dominant distance), the tile bounds and, when pruning, the tiles already seeded."""
     diag = _diag(Pan, n)
@@ -618,7 +466,7 @@ def _init_state(Pan, n, tol, prune):
     done = np.zeros(ub.shape, dtype=np.bool_)
     lb = np.full(2, -np.inf)
     if prune:
-        _seed(Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, done, lb)
+        _seed(A, Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, done, lb)
     return diag, rowmax, rowpen, rowmsd, ub, margin, done, lb
 
 
@@ -628,10 +476,10 @@ def _summary_serial(A, tol, prune):
     if n < 2:
         return 0.0, 0.0, False, -1, -1
     Pan = _pack(A)
-    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(Pan, n, tol, prune)
+    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, Pan, n, tol, prune)
     out = np.empty((RB, CB))
     for q in range((n + RB - 1) // RB):
-        _row_block(Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin)
+        _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin)
     return _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd)
 
 
@@ -674,14 +522,14 @@ def summary_one(A, tol, prune):
     if n < 2:
         return 0.0, 0.0, False, -1, -1
     Pan = _pack_par(A)
-    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(Pan, n, tol, prune)
+    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, Pan, n, tol, prune)
     nb = (n + RB - 1) // RB
     for t in prange((nb + 1) // 2):
         q = np.int64(t)  # parfor indices may be unsigned; keep block arithmetic in int64
         out = np.empty((RB, CB))
-        _row_block(Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin)
+        _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin)
         if nb - 1 - q != q:
-            _row_block(Pan, diag, n, nb - 1 - q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin)
+            _row_block(A, Pan, diag, n, nb - 1 - q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin)
     return _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd)
 
 
