@@ -229,9 +229,8 @@ def test_tile_bounds_are_upper_bounds_and_prune_sink_heavy_matrices(kind):
     for m in range(2):
         D = 0.5 * squareform(pdist(A[m], "cityblock"))
         with nb.slp_enabled():
-            Pan = nb._pack(A[m])
-            ub, margin = nb._bounds(Pan, n, True)
-            assert np.all(np.isinf(nb._bounds(Pan, n, False)[0]))
+            ub, margin = nb._bounds(A[m], n, True)
+            assert np.all(np.isinf(nb._bounds(A[m], n, False)[0]))
         assert 0 < margin < 1e-6
         kap = D[np.triu_indices(n, 1)].max()
         n_skip = 0
@@ -252,5 +251,5 @@ def test_bounds_are_off_for_non_finite_input():
     A = dirichlet(np.random.default_rng(0), 150, 0.1, 1)[0]
     A[3, 5] = np.inf
     with nb.slp_enabled():
-        ub, margin = nb._bounds(nb._pack(A), 150, True)
+        ub, margin = nb._bounds(A, 150, True)
     assert np.all(np.isinf(ub)) and margin == 0.0
