@@ -232,27 +232,29 @@ def _screened_chunk(X: torch.Tensor, tol: float) -> PairSummary:
     dev = X.device
     ninf = -float("inf")
     X64 = X.to(torch.float64)
-    # screen: D̃ from cdist in the input's precision; E bounds |D̃ − D| (and the bound arithmetic)
+    # screen: D̃ from cdist in the input's precision; per matrix one bound E ≥ |D̃ − D| (+ the bound
+    # arithmetic): c·(r_i + r_j + x⁻ + y⁻) ≤ 4c·max_i r_i, since x⁻ + y⁻ ≤ |A_ii| + |A_ji| + |A_jj| + |A_ij|
     D = torch.cdist(X, X, p=1).to(torch.float64).mul_(0.5)
-    r = X64.abs().sum(-1)
+    E = X64.abs().sum(-1).amax(1).mul_(4.0 * screen_coefficient(n, X.dtype))  # (c,)
     diag = X64.diagonal(dim1=-2, dim2=-1)
     x = diag[:, :, None] - X64.transpose(-1, -2)  # x[i, j] = A_ii − A_ji
     y = diag[:, None, :] - X64  # y[i, j] = A_jj − A_ij
-    neg = x.neg().clamp_min_(0).add_(y.neg().clamp_min(0))  # x⁻ + y⁻
-    E = (r[:, :, None] + r[:, None, :]).add_(neg).mul_(screen_coefficient(n, X.dtype))
-    upper = torch.ones(n, n, dtype=torch.bool, device=dev).triu_(1)
-    lo = (D - E).masked_fill_(~upper, ninf)  # ≤ D_ij
-    hi = D.add_(E)  # ≥ D_ij  (D̃ is not needed any more)
-    del E
-    k_lo = lo.flatten(1).amax(1)  # ≤ κ
-    p_lo = lo.sub_(neg).flatten(1).amax(1)  # ≤ max pen
-    cand1 = upper & (hi >= (k_lo - tol)[:, None, None])  # ⊇ the attaining pairs
-    cand2 = upper & (hi.sub_(neg) >= p_lo[:, None, None])  # ⊇ the maximisers of pen
-    del hi, lo
-    cand = cand1 | cand2
+    lower = torch.ones(n, n, dtype=torch.bool, device=dev).tril_()
+    D.masked_fill_(lower, ninf)
+    pen = D - x.neg().clamp_min_(0)
+    pen.sub_(y.neg().clamp_min(0))  # D̃ − x⁻ − y⁻ (−inf off the upper triangle)
+    # every pair with D ≥ κ − tol has D̃ ≥ max D̃ − 2E − tol; the maximiser of pen has p̃en ≥ max p̃en − 2E
+    # (the 2⁻⁵⁰ terms cover the rounding of these thresholds whatever the size of tol)
+    dmax = D.flatten(1).amax(1)
+    pmax = pen.flatten(1).amax(1)
+    cand1 = D >= (dmax - 2 * E - tol - 2.0**-50 * (dmax.abs() + abs(tol)))[:, None, None]
+    cand = pen >= (pmax - 2 * E - 2.0**-50 * pmax.abs())[:, None, None]
+    in2_full = cand.clone()
+    cand |= cand1
+    del pen, D
     m, i, j = cand.nonzero(as_tuple=True)  # lexicographic order within each matrix
-    in1, in2 = cand1[m, i, j], cand2[m, i, j]
-    del cand, cand1, cand2
+    in1, in2 = cand1[m, i, j], in2_full[m, i, j]
+    del cand, cand1, in2_full
     # exact recheck of the candidates, in index order
     d = 0.5 * _exact_pair_sums(X64[m, i], X64[m, j]).to(dev)
     xs, ys = x[m, i, j], y[m, i, j]
@@ -282,10 +284,10 @@ def _pair_summary_torch(T: torch.Tensor, tol: float) -> PairSummary:
     additions in some order, so (Higham, Accuracy and Stability, §4.2) the computed sum is within
     γ_n Σ_k |A_ik − A_jk| ≤ γ_n (r_i + r_j) of the exact one, r_i = Σ_k |A_ik|, and the contract's
     float64 index-order sum is within γ_n^(64) (r_i + r_j) of it too; :func:`screen_coefficient`
-    doubles both and adds slack for the float64 bound arithmetic (E below also carries x⁻ + y⁻ so the
-    penalty comparisons are covered).  With lo = D̃ − E ≤ D ≤ hi = D̃ + E:
-    κ ≥ max lo, so every pair with D ≥ κ − tol has hi ≥ max lo − tol; and the maximiser of
-    pen = D − x⁻ − y⁻ has hi − x⁻ − y⁻ ≥ max(lo − x⁻ − y⁻).  Only those candidate pairs are recomputed
+    doubles both and adds slack for the float64 bound arithmetic; one bound per matrix,
+    E = 4c·max_i r_i ≥ c·(r_i + r_j + x⁻ + y⁻), covers every pair and the penalty arithmetic.  With
+    |D̃ − D| ≤ E: κ ≥ max D̃ − E, so every pair with D ≥ κ − tol has D̃ ≥ max D̃ − 2E − tol; and the
+    maximiser of pen = D − x⁻ − y⁻ has D̃ − x⁻ − y⁻ ≥ max(D̃ − x⁻ − y⁻) − 2E.  Only those candidate pairs are recomputed
     exactly (:func:`_exact_pair_sums`), and κ, the attaining set, the test, the witness and κ(½(I+A))
     are taken over them: the same bits as the numba kernel, whatever the cdist implementation's order.
     Memory: chunks of matrices whose temporaries stay under :data:`SCREEN_BYTES` (CPU) or
