@@ -16,7 +16,7 @@ export PYTHONHASHSEED := 0
 export HF_HUB_ETAG_TIMEOUT ?= 5
 export HF_HUB_DOWNLOAD_TIMEOUT ?= 10
 
-.PHONY: book notebooks html test bench check-html clean clean-results install
+.PHONY: book notebooks html test bench bench-ci check-html clean clean-results install
 
 install: $(STAMP)
 
@@ -54,8 +54,14 @@ html: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# full benchmark for the reproducibility chapter (tens of minutes); BENCH_ARGS=--quick for small sizes
 bench: $(STAMP)
 	$(PY) -m dobrushin.tools.bench $(BENCH_ARGS)
+
+# CI's short profile (under two minutes on 2 cores): the ratios at n = 257 and 1370, the hardware
+# reference and the extraction overhead, written to a separate file so it never replaces the full run
+bench-ci: $(STAMP)
+	$(PY) -m dobrushin.tools.bench --ci --out results/bench-ci/bench.csv $(BENCH_ARGS)
 
 check-html: $(STAMP)
 	$(PY) -m dobrushin.tools.check_html _build/html

@@ -37,3 +37,46 @@ def test_plans_cover_the_issue_sizes():
     assert {s for _, s, _ in full["groups"]} >= {"dirichlet", "minilm", "vit-b16-224"}
     quick = bench.plan(quick=True)
     assert all(c <= 16 for _, _, c in quick["groups"])
+
+
+def test_plain_loop_reference_matches_scipy_bitwise():
+    """The hardware reference sums in index order, as pdist does: the same κ bits."""
+    from scipy.spatial.distance import pdist
+
+    A = bench.dirichlet(30, 3, alpha=0.2, seed=4)
+    ks = bench.plain_loop_kappa(A)
+    assert [0.5 * pdist(a, "cityblock").max() for a in A] == ks.tolist()
+
+
+def test_ci_plan_keeps_the_issue_ratios():
+    ci = bench.plan(profile="ci")
+    sizes = {(n, s) for n, s, _ in ci["groups"]}
+    assert {(257, "dirichlet"), (1370, "dirichlet")} <= sizes
+    assert any(n == 257 and s != "dirichlet" for n, s in sizes)  # real attention at n = 257
+    assert ci["memory"] is None and ci["extraction"][1] >= 5
+    with pytest.raises(ValueError, match="unknown bench profile"):
+        bench.plan(profile="huge")
+
+
+def test_spread():
+    assert bench._spread([1.0]) == 0.0
+    assert bench._spread([2.0, 3.0, 2.5]) == pytest.approx(0.5)
+
+
+def test_run_group_rows_agree_and_summarise():
+    """A tiny group through every method: all exact methods agree with scipy+test, and the summary
+    names the targets."""
+    b = bench.Bench("ci")
+    A = bench.dirichlet(20, 3, seed=2)
+    sub = dict(scipy=3, torch=2, cdist=2, naive=2, hwref=2, slow_reps=1)
+    b.run_group(20, "dirichlet", A, sub, reps=2)
+    import pandas as pd
+
+    df = pd.DataFrame(b.rows).reindex(columns=bench.COLUMNS)
+    exact = df[df.method.isin(["kernel f64 (batch)", "analyse f64 (validate+kernel)", "kernel f32 input (batch)",
+                               "kernel-torch (CUDA path, on CPU)", "hardware ref (plain loop, 1 thread)"])]
+    assert len(exact) == 5 and exact.agree_exact.all()
+    assert (df.wall_s.dropna() > 0).all()
+    env = dict(cpu="x", cpu_count=2, loadavg_start=0, loadavg_end=0, wall_s=1, reps=2)
+    text = bench.summary(df, env)
+    assert "analyse" in text and "torch path on CPU" in text and "hw ref" in text

@@ -68,6 +68,23 @@ def sink_heavy(rng, n, b=1):
     return out
 
 
+def near_tie(rng, n, b=1):
+    """Adversarial for any float screen: tie-heavy binary-fraction rows, then in some rows a tiny mass
+    ε ∈ {2⁻⁵², 2⁻⁴⁰, 1e-9, 1e-6} moved between two entries, so many distances differ from the
+    maximum (or from each other) by a few ulps up to 1e-6 — inside the screens' error bounds."""
+    out = tie_heavy(rng, n, b)
+    eps = np.array([2.0**-52, 2.0**-40, 1e-9, 1e-6])
+    for m in range(b):
+        for i in rng.choice(n, size=max(1, n // 2), replace=False):
+            e = eps[rng.integers(0, len(eps))]
+            src = np.flatnonzero(out[m, i] >= e)
+            k1, k2 = rng.integers(0, n), src[rng.integers(0, len(src))]
+            if k1 != k2:
+                out[m, i, k1] += e
+                out[m, i, k2] -= e
+    return out
+
+
 def brute_distances(A: np.ndarray) -> np.ndarray:
     """Independent: plain Python floats, sum in index order."""
     n = A.shape[0]
@@ -118,6 +135,7 @@ KINDS = {
     "binary-64": lambda rng, n, b: binary(rng, n, b),
     "tie-heavy": tie_heavy,
     "sink-heavy": sink_heavy,
+    "near-tie": near_tie,
 }
 
 
@@ -169,12 +187,78 @@ def test_binary_fraction_ties_are_found_with_tol_zero():
 
 @SETTINGS
 @given(n=st.integers(1, 40), seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(sorted(KINDS)),
-       tol=st.sampled_from([0.0, 1e-12, 1e-3]))
-def test_property_fast_equals_torch(n, seed, kind, tol):
+       tol=st.sampled_from([0.0, 1e-12, 1e-3]), f32=st.booleans())
+def test_property_fast_equals_torch(n, seed, kind, tol, f32):
+    """numba kernel == screened torch path (cdist screen + exact recheck) == the exact torch reference
+    (every distance in index order), on float64 and float32 input."""
     A = KINDS[kind](np.random.default_rng(seed), n, 2)
+    if f32:
+        A = A.astype(np.float32)
     fast = kernel._pair_summary_numba(A, tol)
-    ref = kernel._pair_summary_torch(torch.from_numpy(A), tol)
-    assert summaries_equal(fast, ref)
+    assert summaries_equal(fast, kernel._pair_summary_torch(torch.from_numpy(A), tol))
+    assert summaries_equal(fast, kernel._pair_summary_torch_exact(torch.from_numpy(A), tol))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n", [2, 9, 64, 200])
+def test_torch_screen_never_changes_an_answer_on_near_ties(n, dtype):
+    """Near-tie matrices (distances a few ulps to 1e-6 apart): the float screen cannot settle those
+    pairs, the exact recheck must; answers equal the brute force and the numba kernel bit for bit."""
+    rng = np.random.default_rng(n)
+    A = near_tie(rng, n, 3).astype(dtype)
+    for tol in (0.0, 1e-12, 1e-7):
+        s = kernel._pair_summary_torch(torch.from_numpy(A), tol)
+        assert summaries_equal(s, kernel._pair_summary_numba(A, tol))
+        if n <= 64:
+            for m in range(3):
+                k, kf, h, w = brute_summary(A[m].astype(np.float64), tol)
+                assert (s.kappa[m].item(), s.kappa_factor[m].item(), bool(s.holds[m])) == (k, kf, h)
+                assert tuple(s.witness[m].tolist()) == w
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("kind", ["dirichlet-0.05", "uniform-random", "near-tie"])
+def test_screen_error_bound_holds(kind, dtype):
+    """|½ cdist − D| ≤ c·(r_i + r_j) (c = screen_coefficient), D the exact index-order distances."""
+    rng = np.random.default_rng(7)
+    n = 120
+    A = torch.from_numpy(KINDS[kind](rng, n, 2)).to(dtype)
+    Dt = 0.5 * torch.cdist(A, A, p=1).to(torch.float64)
+    A64 = A.to(torch.float64)
+    r = A64.abs().sum(-1)
+    c = kernel.screen_coefficient(n, dtype)
+    for m in range(2):
+        D = torch.from_numpy(0.5 * squareform(pdist(A64[m].numpy(), "cityblock")))
+        err = (Dt[m] - D).abs()
+        assert bool((err <= c * (r[m][:, None] + r[m][None, :])).all())
+    assert kernel.screen_coefficient(n, torch.float32) > kernel.screen_coefficient(n, torch.float64)
+
+
+def test_torch_path_chunks_bound_memory_and_agree(monkeypatch):
+    """With a tiny budget every chunk is one matrix: same answers as one big chunk."""
+    A = torch.from_numpy(near_tie(np.random.default_rng(3), 30, 5))
+    whole = kernel._pair_summary_torch(A, 0.0)
+    monkeypatch.setattr(kernel, "SCREEN_BYTES", 1)
+    assert summaries_equal(whole, kernel._pair_summary_torch(A, 0.0))
+
+
+def test_generated_tile_is_up_to_date():
+    import inspect
+
+    src = inspect.getsource(nb)
+    block = src.split(f"# --- BEGIN GENERATED: tile_source({nb.RB}, {nb.CB}) ---\n")[1].split("# --- END GENERATED ---")[0]
+    assert block == nb.tile_source(nb.RB, nb.CB)
+
+
+def test_threading_layer_is_the_one_chosen():
+    import numba
+
+    assert nb.THREADING_LAYER in ("tbb", "omp", "workqueue")
+    A = dirichlet(np.random.default_rng(0), 40, 0.1, 8)
+    r = (np.zeros(8), np.zeros(8), np.zeros(8, np.bool_), np.zeros((8, 2), np.int64))
+    with nb.slp_enabled():
+        nb.summary_batch(A, 0.0, True, *r)  # a parallel region: the layer is now loaded
+    assert numba.threading_layer() == nb.THREADING_LAYER
 
 
 def test_every_numba_driver_agrees():
@@ -229,9 +313,8 @@ def test_tile_bounds_are_upper_bounds_and_prune_sink_heavy_matrices(kind):
     for m in range(2):
         D = 0.5 * squareform(pdist(A[m], "cityblock"))
         with nb.slp_enabled():
-            Pan = nb._pack(A[m])
-            ub, margin = nb._bounds(Pan, n, True)
-            assert np.all(np.isinf(nb._bounds(Pan, n, False)[0]))
+            ub, margin = nb._bounds(A[m], n, True)
+            assert np.all(np.isinf(nb._bounds(A[m], n, False)[0]))
         assert 0 < margin < 1e-6
         kap = D[np.triu_indices(n, 1)].max()
         n_skip = 0
@@ -252,5 +335,5 @@ def test_bounds_are_off_for_non_finite_input():
     A = dirichlet(np.random.default_rng(0), 150, 0.1, 1)[0]
     A[3, 5] = np.inf
     with nb.slp_enabled():
-        ub, margin = nb._bounds(nb._pack(A), 150, True)
+        ub, margin = nb._bounds(A, 150, True)
     assert np.all(np.isinf(ub)) and margin == 0.0

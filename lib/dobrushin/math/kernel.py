@@ -10,18 +10,30 @@ order, so they agree with each other and with SciPy exactly, and the derived qua
 the equality test with ``tol = 0``, the witness pair) are identical whichever path runs.  On
 binary-fraction inputs every operation is exact, so ties are real ties.
 
+Summation-order decision: the contract above stays **bit-exact in index order** (no relaxed order).
+The CPU kernel vectorises *across pairs* (SIMD lanes = columns j, loaded contiguously from a transposed
+panel), tiles over rows i, and runs k sequentially, so each lane is an in-order sum; this already runs
+near the float64 add throughput of one core, and both cores share a single matrix (threads over row
+blocks) or a batch (one matrix per thread).  The torch path uses a float screen in any order with a
+rigorous error bound and rechecks every pair it cannot settle in index order, so its answers are the
+same bits as well.
+
 Two implementations:
 
-* **numba** (CPU, the default when numba is installed): register-tiled, upper triangle only, with the
-  equality test fused into the same pass (:mod:`dobrushin._kernel_numba`); memory is O(n²) per thread
-  on top of the input (never a copy of the whole batch, never an n³ intermediate).  Tiles whose exact
-  upper bound ½(max s_i + max s_j) − Σ_k min(min_i A_ik, min_j A_jk) (plus a rounding margin) shows that
-  they can neither attain κ − tol nor raise κ(½(I+A)) are skipped (:data:`PRUNE`): the answers are the
-  same bits, and attention with "sink" tokens — most rows sharing mass on a few columns — skips most
-  tiles, while matrices without such structure pay a few per cent for the bounds.
-* **torch** (any device, used for CUDA tensors and as the CPU fallback/reference): row blocks of the
-  distance matrix are accumulated one ``k`` at a time with in-place ops, so the temporary of a block
-  stays under :data:`BLOCK_BYTES` (CPU) or :data:`CUDA_BLOCK_BYTES`.
+* **numba** (CPU, the default when numba is installed): 4 × 8 register tiles (32 float64 partial sums
+  in 8 AVX2 registers), upper triangle only, with the equality test fused into the same pass
+  (:mod:`dobrushin._kernel_numba`); memory is O(n²) per thread on top of the input (never a copy of the
+  whole batch, never an n³ intermediate).  Tiles whose exact upper bound
+  ½(max s_i + max s_j) − Σ_k min(min_i A_ik, min_j A_jk) (over 16 × 16 groups, plus a rounding margin)
+  shows that they can neither attain κ − tol nor raise κ(½(I+A)) are skipped (:data:`PRUNE`): the
+  answers are the same bits, and attention with "sink" tokens — most rows sharing mass on a few
+  columns — skips most tiles, while matrices without such structure pay about 10 % for the bounds.
+  Float32 input is read as its exact float64 upcast (no float32 arithmetic).
+* **torch** (any device, used for CUDA tensors and as the CPU fallback): ``torch.cdist(p=1)`` as a
+  screen in the input's precision, a rigorous bound on its error, and an exact index-order recheck of
+  the candidate pairs the bound cannot settle (:func:`_pair_summary_torch`), in chunks of matrices whose
+  temporaries stay under :data:`SCREEN_BYTES` / :data:`CUDA_SCREEN_BYTES`.  The full distance matrix
+  (:func:`half_l1_distances`) still takes the exact k-by-k accumulation (:func:`_half_l1_torch`).
 
 ``DOBRUSHIN_KERNEL=torch`` forces the torch path on CPU (``auto``, the default, picks numba when it
 imports).  All routines take a ``(b, n, n)`` torch tensor or numpy array (float32 or float64, any
@@ -29,7 +41,9 @@ strides) and return torch tensors on the input's device.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -85,6 +99,13 @@ def _as_numpy(T) -> np.ndarray:
     if a.dtype not in (np.float32, np.float64):
         a = a.astype(np.float64)
     return a
+
+
+def _as_torch_native(T) -> torch.Tensor:
+    """A torch tensor of ``T`` in float32 (kept: the screen runs in it) or float64."""
+    t = T if isinstance(T, torch.Tensor) else torch.from_numpy(np.asarray(T))
+    t = t.detach()
+    return t if t.dtype in (torch.float32, torch.float64) else t.to(torch.float64)
 
 
 def _as_torch64(T) -> torch.Tensor:
@@ -146,19 +167,147 @@ def _summary_from_distances(T: torch.Tensor, D: torch.Tensor, tol: float) -> Pai
     return PairSummary(kap, kf, holds, witness)
 
 
-def _pair_summary_torch(T: torch.Tensor, tol: float) -> PairSummary:
+def _pair_summary_torch_exact(T: torch.Tensor, tol: float) -> PairSummary:
+    """Reference: every distance in index order (:func:`_half_l1_torch`), then the test on the full
+    matrices.  Slow (n ops per row block); used for non-finite input and by the tests."""
     T = T.to(torch.float64)
     b, n, _ = T.shape
     dev = T.device
     if n < 2:
-        z = torch.zeros(b, dtype=torch.float64, device=dev)
-        return PairSummary(z, z.clone(), torch.zeros(b, dtype=torch.bool, device=dev),
-                           torch.full((b, 2), -1, dtype=torch.int64, device=dev))
+        return _empty_summary(b, dev)
     # a chunk of matrices at a time bounds the (chunk, n, n) temporaries of the epilogue
     budget = CUDA_BLOCK_BYTES if dev.type == "cuda" else 64 * 2**20
     chunk = max(1, budget // (8 * 8 * n * n))
     parts = [_summary_from_distances(T[m:m + chunk], _half_l1_torch(T[m:m + chunk]), tol)
              for m in range(0, b, chunk)]
+    return PairSummary(*(torch.cat(f) for f in zip(*parts)))
+
+
+def _empty_summary(b: int, dev) -> PairSummary:
+    z = torch.zeros(b, dtype=torch.float64, device=dev)
+    return PairSummary(z, z.clone(), torch.zeros(b, dtype=torch.bool, device=dev),
+                       torch.full((b, 2), -1, dtype=torch.int64, device=dev))
+
+
+#: unit roundoff of the screen's arithmetic
+_UNIT = {torch.float32: 2.0**-24, torch.float64: 2.0**-53}
+#: bytes per matrix entry of the screen's temporaries (about eight (chunk, n, n) float64 arrays)
+_SCREEN_BYTES_PER_ENTRY = 72
+#: temporaries of one chunk of the screened torch path, CPU / CUDA (bytes)
+SCREEN_BYTES = 64 * 2**20
+CUDA_SCREEN_BYTES = 2 * 2**30
+
+
+def screen_coefficient(n: int, dtype: torch.dtype) -> float:
+    """``c`` such that ``|D̃_ij − D_ij| ≤ c · (r_i + r_j)`` (see :func:`_pair_summary_torch`), with a
+    factor-2 safety margin, plus slack for the few float64 operations on the bounds themselves."""
+    def gamma(m, u):
+        if m * u >= 0.5:
+            raise ValueError(f"n = {n} is too large for a rigorous {dtype} screen")
+        return m * u / (1 - m * u)
+
+    return 2.0 * (gamma(n + 1, _UNIT[dtype]) + gamma(n + 1, 2.0**-53)) + 2.0**-46
+
+
+def _exact_pair_sums(Ai: torch.Tensor, Aj: torch.Tensor) -> torch.Tensor:
+    """``Σ_k |Ai[p, k] − Aj[p, k]|`` accumulated in float64 in index order (the kernel's definition),
+    on the CPU: with numba one compiled loop, else one vectorised torch op per k."""
+    Ai = Ai.detach().to("cpu", torch.float64)
+    Aj = Aj.detach().to("cpu", torch.float64)
+    if _nb is not None:
+        out = np.empty(Ai.shape[0])
+        _nb.pair_sums(Ai.numpy(), Aj.numpy(), out)
+        return torch.from_numpy(out)
+    acc = torch.zeros(Ai.shape[0], dtype=torch.float64)
+    tmp = torch.empty_like(acc)
+    for k in range(Ai.shape[1]):
+        torch.sub(Ai[:, k], Aj[:, k], out=tmp)
+        acc.add_(tmp.abs_())
+    return acc
+
+
+def _screened_chunk(X: torch.Tensor, tol: float) -> PairSummary:
+    """:func:`_pair_summary_torch` on one chunk ``(c, n, n)`` (float32 or float64, finite)."""
+    c, n, _ = X.shape
+    dev = X.device
+    ninf = -float("inf")
+    X64 = X.to(torch.float64)
+    # screen: D̃ from cdist in the input's precision; per matrix one bound E ≥ |D̃ − D| (+ the bound
+    # arithmetic): c·(r_i + r_j + x⁻ + y⁻) ≤ 4c·max_i r_i, since x⁻ + y⁻ ≤ |A_ii| + |A_ji| + |A_jj| + |A_ij|
+    D = torch.cdist(X, X, p=1).to(torch.float64).mul_(0.5)
+    E = X64.abs().sum(-1).amax(1).mul_(4.0 * screen_coefficient(n, X.dtype))  # (c,)
+    diag = X64.diagonal(dim1=-2, dim2=-1)
+    x = diag[:, :, None] - X64.transpose(-1, -2)  # x[i, j] = A_ii − A_ji
+    y = diag[:, None, :] - X64  # y[i, j] = A_jj − A_ij
+    lower = torch.ones(n, n, dtype=torch.bool, device=dev).tril_()
+    D.masked_fill_(lower, ninf)
+    pen = D - x.neg().clamp_min_(0)
+    pen.sub_(y.neg().clamp_min(0))  # D̃ − x⁻ − y⁻ (−inf off the upper triangle)
+    # every pair with D ≥ κ − tol has D̃ ≥ max D̃ − 2E − tol; the maximiser of pen has p̃en ≥ max p̃en − 2E
+    # (the 2⁻⁵⁰ terms cover the rounding of these thresholds whatever the size of tol)
+    dmax = D.flatten(1).amax(1)
+    pmax = pen.flatten(1).amax(1)
+    cand1 = D >= (dmax - 2 * E - tol - 2.0**-50 * (dmax.abs() + abs(tol)))[:, None, None]
+    cand = pen >= (pmax - 2 * E - 2.0**-50 * pmax.abs())[:, None, None]
+    in2_full = cand.clone()
+    cand |= cand1
+    del pen, D
+    m, i, j = cand.nonzero(as_tuple=True)  # lexicographic order within each matrix
+    in1, in2 = cand1[m, i, j], in2_full[m, i, j]
+    del cand, cand1, in2_full
+    # exact recheck of the candidates, in index order
+    d = 0.5 * _exact_pair_sums(X64[m, i], X64[m, j]).to(dev)
+    xs, ys = x[m, i, j], y[m, i, j]
+    kap = torch.full((c,), ninf, dtype=torch.float64, device=dev)
+    kap.scatter_reduce_(0, m, torch.where(in1, d, ninf), "amax")
+    att = in1 & (d >= (kap - tol)[m])
+    good = att & (xs >= -tol) & (ys >= -tol)
+    pen = (d - xs.neg().clamp_min(0)) - ys.neg().clamp_min(0)
+    pmax = torch.full((c,), ninf, dtype=torch.float64, device=dev)
+    pmax.scatter_reduce_(0, m, torch.where(in2, pen, ninf), "amax")
+    holds = torch.zeros(c, dtype=torch.int64, device=dev)  # (integer: scatter_reduce on bool is not on every device)
+    holds = holds.scatter_reduce_(0, m, good.to(torch.int64), "amax").bool()
+    pos = torch.arange(m.numel(), device=dev)
+    big = m.numel()
+    pick = torch.where(holds[m], good, att)
+    first = torch.full((c,), big, dtype=torch.int64, device=dev)
+    first.scatter_reduce_(0, m, torch.where(pick, pos, big), "amin")
+    witness = torch.stack([i[first], j[first]], 1)
+    return PairSummary(kap, 0.5 + 0.5 * pmax, holds, witness)
+
+
+def _pair_summary_torch(T: torch.Tensor, tol: float) -> PairSummary:
+    r"""The torch path (CUDA tensors; CPU without numba or with ``DOBRUSHIN_KERNEL=torch``).
+
+    *Screen and exact recheck.*  ``D̃ = ½ torch.cdist(A, A, p=1)`` in the input's precision, any
+    summation order.  Each term |a − b| is rounded once and the n terms are added by n − 1 rounded
+    additions in some order, so (Higham, Accuracy and Stability, §4.2) the computed sum is within
+    γ_n Σ_k |A_ik − A_jk| ≤ γ_n (r_i + r_j) of the exact one, r_i = Σ_k |A_ik|, and the contract's
+    float64 index-order sum is within γ_n^(64) (r_i + r_j) of it too; :func:`screen_coefficient`
+    doubles both and adds slack for the float64 bound arithmetic; one bound per matrix,
+    E = 4c·max_i r_i ≥ c·(r_i + r_j + x⁻ + y⁻), covers every pair and the penalty arithmetic.  With
+    |D̃ − D| ≤ E: κ ≥ max D̃ − E, so every pair with D ≥ κ − tol has D̃ ≥ max D̃ − 2E − tol; and the
+    maximiser of pen = D − x⁻ − y⁻ has D̃ − x⁻ − y⁻ ≥ max(D̃ − x⁻ − y⁻) − 2E.  Only those candidate pairs are recomputed
+    exactly (:func:`_exact_pair_sums`), and κ, the attaining set, the test, the witness and κ(½(I+A))
+    are taken over them: the same bits as the numba kernel, whatever the cdist implementation's order.
+    Memory: chunks of matrices whose temporaries stay under :data:`SCREEN_BYTES` (CPU) or
+    :data:`CUDA_SCREEN_BYTES` (one matrix at least).  Non-finite input takes the exact reference.
+    """
+    if T.dtype not in (torch.float32, torch.float64):
+        T = T.to(torch.float64)
+    b, n, _ = T.shape
+    dev = T.device
+    if n < 2 or b == 0:
+        return _empty_summary(b, dev)
+    budget = CUDA_SCREEN_BYTES if dev.type == "cuda" else SCREEN_BYTES
+    chunk = max(1, budget // (_SCREEN_BYTES_PER_ENTRY * n * n))
+    parts = []
+    for m0 in range(0, b, chunk):
+        X = T[m0:m0 + chunk]
+        if bool(torch.isfinite(X).all()):
+            parts.append(_screened_chunk(X, tol))
+        else:
+            parts.append(_pair_summary_torch_exact(X, tol))
     return PairSummary(*(torch.cat(f) for f in zip(*parts)))
 
 
@@ -171,6 +320,10 @@ def _threads() -> int:
     return numba.get_num_threads()
 
 
+#: the workqueue threading layer is not thread-safe: parallel calls then take this lock
+_PAR_LOCK = threading.Lock() if (_nb is not None and _nb.THREADING_LAYER == "workqueue") else contextlib.nullcontext()
+
+
 def _pair_summary_numba(T, tol: float, prune: bool | None = None) -> PairSummary:
     prune = PRUNE if prune is None else bool(prune)
     A = _as_numpy(T)
@@ -180,7 +333,7 @@ def _pair_summary_numba(T, tol: float, prune: bool | None = None) -> PairSummary
     holds = np.zeros(b, dtype=np.bool_)
     wit = np.full((b, 2), -1, dtype=np.int64)
     if b and n >= 2:
-        with _nb.slp_enabled():
+        with _nb.slp_enabled(), _PAR_LOCK:
             # little work in all: stay on this thread (waking the pool costs more, a lot more on a busy
             # machine); many matrices or small ones: one matrix per thread; else share each matrix
             if b * n**3 < SERIAL_WORK:
@@ -199,7 +352,7 @@ def _half_l1_numba(T) -> torch.Tensor:
     b, n, _ = A.shape
     D = np.zeros((b, n, n))
     if n >= 2:
-        with _nb.slp_enabled():
+        with _nb.slp_enabled(), _PAR_LOCK:
             fn = _nb.distances_one_serial if n**3 < SERIAL_WORK else _nb.distances_one
             for m in range(b):
                 fn(A[m], D[m])
@@ -229,7 +382,7 @@ def pair_summary(T, tol: float) -> PairSummary:
     tol = float(tol)
     if backend(T) == "numba":
         return _pair_summary_numba(T, tol)
-    return _pair_summary_torch(_as_torch64(T), tol)
+    return _pair_summary_torch(_as_torch_native(T), tol)
 
 
 def kappa_only(T) -> torch.Tensor:
