@@ -138,9 +138,9 @@ def uniform_text(uni: pd.DataFrame, band: tuple) -> str:
         f"{int(r2['trials'])} matrices) against the exact value $\\tfrac12$ proved in the next chapter. "
         f"At $n=8$ it is {pct(r8['p'])} ({pct(r8['ci_low'])}–{pct(r8['ci_high'])}), {in8} the paper's band "
         f"{pct(lo, 0)}–{pct(hi, 0)}. Over the grid, the point estimate lies inside the band at "
-        f"{size_ranges(inside, grid)}, and the 95% interval overlaps the band at {size_ranges(overlap, grid)}"
-        + (f"; it lies entirely below the band at {size_ranges(below, grid)}" if below else "")
-        + (f" and entirely above it at {size_ranges(above, grid)}" if above else "")
+        f"{size_ranges(inside, grid)}; the 95% interval overlaps the band at {size_ranges(overlap, grid)}"
+        + (f", lies entirely below it at {size_ranges(below, grid)}" if below else "")
+        + (f", and lies entirely above it at {size_ranges(above, grid)}" if above else "")
         + f". The largest size, $n={nmax}$, gives {pct(_row(uni, nmax)['p'])}. The band describes moderate $n$: "
         "at the smallest sizes the baseline is higher (it starts at $\\tfrac12$) and at large $n$ it approaches "
         "$\\tfrac14$, the lower end of the band (next chapter)."
