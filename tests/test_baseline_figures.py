@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from dobrushin.random import ensembles as E
+from dobrushin.random import law
 from dobrushin.report import baseline_figures as BF
 from dobrushin.report import law_figures as LF
 
@@ -73,7 +74,7 @@ def test_approach_text_names_the_side():
                                       ("softmax_gaussian(0.3)", 512, 0.2395)]])
     t = LF.approach_text(g, ["dirichlet(1)", "softmax_gaussian(0.3)"])
     assert "still above ¼" in t and "below ¼" in t and "0.233 at $n=64$" in t
-    assert "from above describes Dirichlet(α=1)" in t
+    assert "still above ¼ for Dirichlet(α=1): a slow descent" in t and "Falling below ¼: softmax(z/T), T=0.3" in t
 
 
 def test_law_figures_draw():
@@ -84,5 +85,6 @@ def test_law_figures_draw():
     assert len(LF.mixed_figure(grid, ens).axes) == 3
     assert len(LF.rate_figure(grid, ens).axes) == 1
     assert "$c_n$ =" in LF.mixed_text(grid, ens)
+    assert len(LF.approach_table(grid, ens)) == 2 and LF.typical_table(law.typical_pairs(grid, ens, [8], 3, 1)).shape[1] == 6
     rt = LF.rate_table(grid, ens, min_n=8)
     assert list(rt["largest n"]) == [16, 16]

@@ -145,28 +145,41 @@ def curve_figure(grid: pd.DataFrame, ensembles: Sequence[str]):
     return fig
 
 
+def approach_table(grid: pd.DataFrame, ensembles: Sequence[str]) -> pd.DataFrame:
+    """Per ensemble: the estimate at its largest n with its interval and side of ¼, and where it dips below ¼."""
+    ap = law.approach(grid, ensembles)
+    side = {"above": "above ¼", "below": "below ¼", "at": "consistent with ¼"}
+    return pd.DataFrame({
+        "ensemble": [E.parse_ensemble(e).label for e in ap["ensemble"]],
+        "largest n": ap["n_max"], "P(holds)": ap["p_max_n"], "95% low": ap["lo_max_n"], "95% high": ap["hi_max_n"],
+        "at the largest n": ap["side"].map(side),
+        "interval below ¼ from n": ap["first_below"],
+        "lowest estimate (n)": [f"{p:.3f} ({n})" for p, n in zip(ap["p_min"], ap["n_min"])],
+    })
+
+
 def approach_text(grid: pd.DataFrame, ensembles: Sequence[str]) -> str:
-    """From which side and how far each ensemble has come towards ¼ (from :func:`dobrushin.random.law.approach`)."""
+    """From which side each ensemble approaches ¼ (from :func:`dobrushin.random.law.approach`)."""
     ap = law.approach(grid, ensembles)
     lab = labels(ensembles)
-    parts = []
-    for r in ap.to_dict("records"):
-        where = {"above": "still above ¼", "below": "below ¼", "at": "consistent with ¼"}[r["side"]]
-        s = (f"{lab[r['ensemble']]}: {r['p_max_n']:.4f} at $n={r['n_max']}$ ({r['lo_max_n']:.4f}–{r['hi_max_n']:.4f}, "
-             f"{where})")
-        if not np.isnan(r["first_below"]):
-            s += (f"; its interval lies entirely below ¼ from $n={int(r['first_below'])}$, lowest estimate "
-                  f"{r['p_min']:.3f} at $n={r['n_min']}$")
-        parts.append(s)
-    above = [lab[e] for e, side in zip(ap["ensemble"], ap["side"]) if side == "above"]
-    dips = [lab[r["ensemble"]] for r in ap.to_dict("records") if not np.isnan(r["first_below"])]
-    out = "At the largest simulated size of each ensemble the column-averaged estimate is: " + "; ".join(parts) + "."
-    if above:
-        out += " A slow descent towards ¼ from above describes " + ", ".join(above) + "."
-    if dips:
-        out += (" " + ", ".join(dips) + (" falls" if len(dips) == 1 else " fall") + " below ¼ and approaches it from "
-                "below: a descent towards ¼ from above is not the shape of every ensemble.")
-    return out
+
+    def names(mask):
+        return ", ".join(lab[e] for e in ap.loc[mask, "ensemble"])
+
+    above, at = ap["side"] == "above", ap["side"] == "at"
+    dips = ap["first_below"].notna()
+    out = []
+    if above.any():
+        out.append(f"At its largest simulated size the estimate is still above ¼ for {names(above)}: a slow descent "
+                   "towards ¼ from above.")
+    if at.any():
+        out.append(f"It is consistent with ¼ for {names(at)}.")
+    if dips.any():
+        parts = [f"{lab[r['ensemble']]} (interval entirely below ¼ from $n={int(r['first_below'])}$, lowest estimate "
+                 f"{r['p_min']:.3f} at $n={r['n_min']}$)" for r in ap[dips].to_dict("records")]
+        out.append("Falling below ¼: " + "; ".join(parts) + ". A descent towards ¼ from above is not the shape of "
+                   "every ensemble.")
+    return " ".join(out)
 
 
 def curve_text(grid: pd.DataFrame, target_halfwidth: float) -> str:
@@ -244,12 +257,20 @@ def mixed_text(grid: pd.DataFrame, ensembles: Sequence[str]) -> str:
 # ------------------------------------------------------------------ fixed pairs against the attaining pair
 
 def typical_table(typ: pd.DataFrame) -> pd.DataFrame:
-    """The fixed-pair / attaining-pair table for display (labels, readable column names)."""
-    t = typ.copy()
-    t["ensemble"] = t["ensemble"].map(lambda e: E.parse_ensemble(e).label)
-    return t.rename(columns={"c_W": "c_W (first order)", "c_fixed": "c fixed pairs", "h_fixed": "± fixed",
-                             "c_n": "c_n attaining pair", "c_n_lo": "c_n low", "c_n_hi": "c_n high",
-                             "gap": "gap c_n − c fixed", "h_gap": "± gap"})
+    """The fixed-pair / attaining-pair table for display: one row per ensemble and n, each constant with
+    its 95% half-width or interval as text (so the table fits the column)."""
+    def pm(c, h):
+        return "–" if np.isnan(c) else f"{c:.3g} ± {h:.2g}"
+
+    return pd.DataFrame({
+        "ensemble": typ["ensemble"].map(lambda e: E.parse_ensemble(e).label),
+        "n": typ["n"],
+        "c_W (first order)": typ["c_W"],
+        "fixed pairs": [pm(c, h) for c, h in zip(typ["c_fixed"], typ["h_fixed"])],
+        "attaining pair c_n": ["–" if np.isnan(c) else f"{c:.3g} ({lo:.3g}–{hi:.3g})"
+                               for c, lo, hi in zip(typ["c_n"], typ["c_n_lo"], typ["c_n_hi"])],
+        "gap c_n − fixed": [pm(g, h) for g, h in zip(typ["gap"], typ["h_gap"])],
+    })
 
 
 def typical_text(typ: pd.DataFrame, ensembles: Sequence[str]) -> str:
@@ -261,27 +282,18 @@ def typical_text(typ: pd.DataFrame, ensembles: Sequence[str]) -> str:
     ok = int((np.abs(tame["c_fixed"] - tame["c_W"]) <= 0.1 * tame["c_W"]).sum())
     out = [f"Where $c_W$ is of order one, simulated fixed pairs are within 10% of it in {ok} of {len(tame)} cases: "
            "the first-order formula describes fixed pairs."]
-    big = typ[typ["n"] > typ["n"].min()]
-    lines = []
-    for e in tame_e:
-        s = big[(big["ensemble"] == e) & big["c_n"].notna()].sort_values("n")
-        if s.empty:
-            continue
-        sig = s[np.abs(s["gap"]) > s["h_gap"]]
-        lines.append(
-            f"{lab[e]}: $c_n$ = {s['c_n'].min():.3f}–{s['c_n'].max():.3f} at $n={int(s['n'].min())}$–{int(s['n'].max())} "
-            f"against $c_W={s['c_W'].iloc[0]:.4f}$; gap " + ", ".join(
-                f"{r['gap']:+.3f} ± {r['h_gap']:.3f} ($n={int(r['n'])}$)" for _, r in s.iterrows())
-            + (" (non-zero beyond its 95% half-width at $n=" + "$, $n=".join(str(int(n)) for n in sig["n"]) + "$)"
-               if len(sig) else ""))
-    if lines:
-        cells = big[big["ensemble"].isin(tame_e) & big["c_n"].notna()]
+    cells = typ[typ["ensemble"].isin(tame_e) & typ["c_n"].notna() & (typ["n"] > typ["n"].min())]
+    if len(cells):
         n_sig = int((np.abs(cells["gap"]) > cells["h_gap"]).sum())
-        out.append("The crux, the attaining pair against fixed pairs at equal $n$ (gap $c_n-c_{\\text{fixed}}$): "
-                   + "; ".join(lines) + f". The gap exceeds its 95% half-width in {n_sig} of these {len(cells)} cells"
-                   + ("; at these sample sizes the two constants cannot be told apart, which neither confirms the "
-                      "conjecture nor rules it out." if n_sig == 0 else
-                      ": there the attaining pair does not (yet) behave like a fixed pair."))
+        top = cells.loc[(cells["gap"] / cells["h_gap"]).abs().idxmax()]
+        out.append(
+            "The crux is the last column, the attaining pair against fixed pairs at equal $n$: for "
+            f"$n\\ge{int(cells['n'].min())}$ the gap exceeds its 95% half-width in {n_sig} of {len(cells)} cells "
+            f"(the largest relative to its uncertainty: {top['gap']:+.3f} ± {top['h_gap']:.3f}, "
+            f"{lab[top['ensemble']]} at $n={int(top['n'])}$)"
+            + ("; at these sample sizes the two constants cannot be told apart, which neither confirms the "
+               "conjecture nor rules it out." if n_sig == 0 else
+               ": there the attaining pair does not (yet) behave like a fixed pair."))
     if wild:
         out.append("For " + ", ".join(lab[e] for e in wild) + " the first-order value is "
                    + ", ".join(f"$c_W\\approx{E.pair_split_constant(e):.0f}$" for e in wild)
@@ -307,7 +319,7 @@ def rate_figure(grid: pd.DataFrame, ensembles: Sequence[str]):
     ax.axhline(0, color="0.3", lw=0.8)
     _log2(ax)
     ax.set_ylabel("(n − 1)(P(holds) − ¼) = ¼ − c_n")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="lower left")
     return fig
 
 
@@ -321,14 +333,13 @@ def rate_table(grid: pd.DataFrame, ensembles: Sequence[str], min_n: int = 64) ->
             r = s.iloc[-1]
             rows.append({"ensemble": E.parse_ensemble(e).label, "largest n": int(r["n"]), "matrices": int(r["trials"]),
                          "¼ − c_n": 0.25 - r["c_n"], "95% low": 0.25 - r["c_hi"], "95% high": 0.25 - r["c_lo"],
-                         "¼ − c_W (conjectured limit)": 0.25 - E.pair_split_constant(e)})
+                         "limit ¼ − c_W": 0.25 - E.pair_split_constant(e)})
     return pd.DataFrame(rows)
 
 
 def rate_text(grid: pd.DataFrame, ensembles: Sequence[str]) -> str:
     rate = rate_table(grid, ensembles)
-    cover = rate[(rate["95% low"] <= rate["¼ − c_W (conjectured limit)"])
-                 & (rate["¼ − c_W (conjectured limit)"] <= rate["95% high"])]
+    cover = rate[(rate["95% low"] <= rate["limit ¼ − c_W"]) & (rate["limit ¼ − c_W"] <= rate["95% high"])]
     g = grid.copy()
     g[["c_n", "c_lo", "c_hi"]] = law.split_constant(g)
     gaps = []
@@ -351,6 +362,6 @@ def rate_text(grid: pd.DataFrame, ensembles: Sequence[str]) -> str:
     )
 
 
-__all__ = ["ENSEMBLE_PALETTE", "approach_text", "bound_text", "bounds_table", "curve_figure", "curve_text",
+__all__ = ["ENSEMBLE_PALETTE", "approach_table", "approach_text", "bound_text", "bounds_table", "curve_figure", "curve_text",
            "ensemble_colors", "labels", "mixed_figure", "mixed_text", "pct", "rate_figure", "rate_table", "rate_text",
            "small_n_text", "typical_table", "typical_text"]

@@ -67,9 +67,9 @@ def describe(name: str, A) -> dict:
         "κ(A)": kappa(A),
         "κ(½(I+A))": kappa(rollout_factor(A)),
         "bound ½(1+κ(A))": layer_bound(A),
-        "attaining pairs": ", ".join(map(str, pairs)),
-        "self-dominant attaining pairs": ", ".join(map(str, msd)) or "none",
         "equality_holds": bool(equality_holds(A, tol=0)),
+        "attaining pairs": ", ".join(map(str, pairs)),
+        "self-dominant ones": ", ".join(map(str, msd)) or "none",
     }
 
 
@@ -156,7 +156,7 @@ def worked_examples_text(exs: Mapping[str, np.ndarray]) -> str:
         f"$\\kappa(B)={g(r['fails']['κ(½(I+A))'])}<{g(r['fails']['bound ½(1+κ(A))'])}$. In **tie**, "
         f"the pairs {r['tie']['attaining pairs']} attain $\\kappa(A)={g(r['tie']['κ(A)'])}$ together; pair {pt[0]} has "
         f"{_entries(T, *pt[0])}{_tie_note(T, *pt[0])} while pair {pt[1]} has {_entries(T, *pt[1])}. Only "
-        f"{r['tie']['self-dominant attaining pairs']} is self-dominant, and that is enough: "
+        f"{r['tie']['self-dominant ones']} is self-dominant, and that is enough: "
         f"${g(r['tie']['κ(½(I+A))'])}={g(r['tie']['bound ½(1+κ(A))'])}$. A test that kept only one attaining pair, "
         f"or compared with a strict inequality, would get this matrix wrong; the library finds every tie exactly "
         f"(float64 sums of binary fractions are exact, `tol=0`)."
