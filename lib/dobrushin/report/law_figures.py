@@ -280,8 +280,10 @@ def typical_text(typ: pd.DataFrame, ensembles: Sequence[str]) -> str:
     wild = [e for e in ensembles if e not in tame_e]
     tame = typ[typ["ensemble"].isin(tame_e)]
     ok = int((np.abs(tame["c_fixed"] - tame["c_W"]) <= 0.1 * tame["c_W"]).sum())
+    verdict = ("the first-order formula describes fixed pairs" if ok >= 0.8 * len(tame) else
+               "the first-order formula describes fixed pairs only roughly at these sizes")
     out = [f"Where $c_W$ is of order one, simulated fixed pairs are within 10% of it in {ok} of {len(tame)} cases: "
-           "the first-order formula describes fixed pairs."]
+           f"{verdict}."]
     cells = typ[typ["ensemble"].isin(tame_e) & typ["c_n"].notna() & (typ["n"] > typ["n"].min())]
     if len(cells):
         n_sig = int((np.abs(cells["gap"]) > cells["h_gap"]).sum())
