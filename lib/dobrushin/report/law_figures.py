@@ -1,0 +1,369 @@
+"""Figures, tables and generated sentences of the chapter *The law of the random baseline*
+(``notebooks/baseline_law.ipynb``).
+
+Everything is drawn or written from the tidy grid of :func:`dobrushin.random.ensembles.run_grid`
+and the statistics of :mod:`dobrushin.random.law`; no number is typed. The ensembles are told apart by
+a fixed palette (:data:`ENSEMBLE_COLORS`, none of which is the book's trained/untrained colour).
+Tested in ``tests/test_law_figures.py``.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..random import ensembles as E
+from ..random import law
+
+#: One colour per ensemble (Okabe–Ito without the trained blue and untrained orange of the book).
+ENSEMBLE_PALETTE = ["#4D4D4D", "#009E73", "#56B4E9", "#D55E00", "#CC79A7", "#F0E442"]
+
+
+def ensemble_colors(ensembles: Sequence[str]) -> dict:
+    if len(ensembles) > len(ENSEMBLE_PALETTE):
+        raise ValueError(f"at most {len(ENSEMBLE_PALETTE)} ensembles can be told apart, got {len(ensembles)}")
+    return {e: ENSEMBLE_PALETTE[k] for k, e in enumerate(ensembles)}
+
+
+def labels(ensembles: Sequence[str]) -> dict:
+    return {e: E.parse_ensemble(e).label for e in ensembles}
+
+
+def pct(x, d: int = 1) -> str:
+    return f"{100 * x:.{d}f}%"
+
+
+def _log2(ax):
+    import matplotlib.ticker as mt
+
+    ax.set_xscale("log", base=2)
+    ax.get_xaxis().set_major_formatter(mt.ScalarFormatter())
+    ax.set_xlabel("matrix size n")
+    ax.grid(alpha=0.3)
+
+
+# ------------------------------------------------------------------ exact values and the bound
+
+def bounds_table(n_max: int = 10) -> pd.DataFrame:
+    """The universal bounds 1/n ≤ P(holds) ≤ ⌊n²/4⌋/(n(n−1)) for n = 2 … n_max, as fractions and decimals."""
+    rows = []
+    for n in range(2, n_max + 1):
+        lo, hi = E.holds_bounds(n)
+        rows.append({"n": n, "lower 1/n": str(lo), "upper ⌊n²/4⌋/(n(n−1))": str(hi), "upper (decimal)": float(hi)})
+    return pd.DataFrame(rows)
+
+
+def bound_text(paper_band: tuple, n_ref: int = 8) -> str:
+    """What the universal upper bound says about the paper's band: its value at ``n_ref`` and the sizes
+    from which values above it, and above the band's top, are impossible."""
+    lo_b, hi_b = paper_band
+    ub = E.holds_bounds(n_ref)[1]
+    n_ub = law.upper_bound_from(ub)
+    top = Fraction(repr(float(hi_b)))
+    n_top = law.upper_bound_from(top) if top > Fraction(1, 4) else None
+    below_top = [n for n in range(2, n_top + 1) if E.holds_bounds(n)[1] >= top] if n_top else []
+    s = (f"The universal upper bound is ${ub.numerator}/{ub.denominator}\\approx {float(ub):.4f}$ at $n={n_ref}$, and "
+         f"since it does not increase with $n$, no normalised-weight ensemble can have $P(\\text{{holds}})$ above "
+         f"${ub.numerator}/{ub.denominator}$ at any $n\\ge{n_ub}$.")
+    if n_top:
+        eq = [n for n in range(2, n_ub + 1) if E.holds_bounds(n)[1] == top]
+        s += (f" Values above the top of the paper's {pct(lo_b, 0)}–{pct(hi_b, 0)} band are impossible for every "
+              f"$n\\ge{n_top}$" + (f" (the bound is exactly {pct(hi_b, 0)} at $n=" + "$ and $n=".join(map(str, eq)) + "$)"
+                                   if eq else "")
+              + f", so the upper part of the band, {pct(float(ub))}–{pct(hi_b, 0)}, can only be reached at $n<{n_ub}$.")
+    return s
+
+
+def small_n_text(small: pd.DataFrame, small_trials: int) -> str:
+    """The cross-check at n = 2 and 3: Wilson coverage of ½ and ⅓, the largest deviation, and the
+    column-averaged score, which is the exact value matrix by matrix whenever ``u`` has no zero entry."""
+    z = small["z"].abs()
+    inside = int(((small["ci_low"] <= small["exact"]) & (small["exact"] <= small["ci_high"])).sum())
+    exact_sum = small["rb_holds_num"] == small["trials"] * small["n"].map({2: 1, 3: 2})
+    off = small[~exact_sum]
+    ties = int(small["ties"].sum())
+    s = (f"With {int(small_trials):,} matrices per ensemble and size ({int(small['trials'].sum()):,} in all), the "
+         f"exact value lies inside the Wilson 95% interval in {inside} of {len(small)} cases and the largest "
+         f"deviation is {z.max():.2f} standard errors. The column-averaged score is not an estimate here but the "
+         f"exact value itself, matrix by matrix, whenever $u$ has no zero entry (then $K_+K_-$ is 1 at $n=2$ and "
+         f"2 at $n=3$, whatever the entries): its integer sum equals trials × exact value in "
+         f"{int(exact_sum.sum())} of {len(small)} cells")
+    if len(off):
+        s += (" (the exception" + ("s" if len(off) > 1 else "") + ": "
+              + ", ".join(f"{r['ensemble']} at $n={int(r['n'])}$, {int(r['ties'])} matrices with a float64 tie"
+                          for _, r in off.iterrows())
+              + "; a zero entry of $u$ counts as both signs in the score).")
+    else:
+        s += "."
+    s += (f" Disagreements with the theorem: {int(small['disagreements'].sum())}. Matrices with an exact float64 "
+          f"tie on the attaining pair: {ties}")
+    if ties:
+        s += (" (all in " + ", ".join(sorted(set(small.loc[small["ties"] > 0, "ensemble"])))
+              + ", whose rows are so peaked that entries round to exactly 0 or 1).")
+    else:
+        s += "."
+    return s
+
+
+# ------------------------------------------------------------------ the curve
+
+def curve_figure(grid: pd.DataFrame, ensembles: Sequence[str]):
+    """Left: the column-averaged P(holds) with 95% t-bands per ensemble, the universal bounds and ¼.
+    Right: the standardised difference between the direct fraction and the column-averaged estimate."""
+    import matplotlib.pyplot as plt
+
+    col, lab = ensemble_colors(ensembles), labels(ensembles)
+    fig, axes = plt.subplots(1, 2, figsize=(9.4, 4.2), layout="constrained", gridspec_kw={"width_ratios": [1.25, 1]})
+    ax = axes[0]
+    nn = np.unique(np.round(np.geomspace(2, int(grid["n"].max()), 200)).astype(int))
+    ax.plot(nn, [float(E.holds_bounds(int(k))[1]) for k in nn], color="0.3", lw=0.8, ls="--",
+            label="universal bounds")
+    ax.plot(nn, [float(E.holds_bounds(int(k))[0]) for k in nn], color="0.3", lw=0.8, ls="--")
+    ax.axhline(0.25, color="0.3", lw=0.8, ls=":", label="limit ¼")
+    for e in ensembles:
+        s = grid[grid["ensemble"] == e].sort_values("n")
+        ax.plot(s["n"], s["rb_p_holds"], "-o", ms=2.5, lw=1.3, color=col[e], label=lab[e])
+        ax.fill_between(s["n"], s["rb_ci_low"], s["rb_ci_high"], color=col[e], alpha=0.25, lw=0)
+    ax.plot([2, 3], [0.5, 1 / 3], "k*", ms=9, label="exact: ½ and ⅓")
+    ax.set_ylim(0.2, 0.52)
+    ax.set_ylabel("P(equality condition holds)")
+    ax.set_title("Column-averaged estimate, 95% t-bands", fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    ax = axes[1]
+    for k, e in enumerate(ensembles):
+        s = grid[(grid["ensemble"] == e) & (grid["n"] >= 3)].sort_values("n")
+        z = (s["p"] - s["rb_p_holds"]) / np.sqrt(s["rb_p_holds"] * (1 - s["rb_p_holds"]) / s["trials"])
+        ax.plot(s["n"] * (1 + 0.03 * (k - 2.5)), z, "o", ms=3.5, color=col[e], label=lab[e])
+    ax.axhspan(-1.96, 1.96, color="0.5", alpha=0.15, label="±1.96")
+    ax.axhline(0, color="0.3", lw=0.8)
+    ax.set_ylabel("(fraction that hold − score) / s.e.")
+    ax.set_title("Direct fraction vs column-averaged estimate", fontsize=10)
+    for a in axes:
+        _log2(a)
+    return fig
+
+
+def approach_table(grid: pd.DataFrame, ensembles: Sequence[str]) -> pd.DataFrame:
+    """Per ensemble: the estimate at its largest n with its interval and side of ¼, and where it dips below ¼."""
+    ap = law.approach(grid, ensembles)
+    side = {"above": "above ¼", "below": "below ¼", "at": "consistent with ¼"}
+    return pd.DataFrame({
+        "ensemble": [E.parse_ensemble(e).label for e in ap["ensemble"]],
+        "largest n": ap["n_max"], "P(holds)": ap["p_max_n"], "95% low": ap["lo_max_n"], "95% high": ap["hi_max_n"],
+        "at the largest n": ap["side"].map(side),
+        "interval below ¼ from n": ap["first_below"],
+        "lowest estimate (n)": [f"{p:.3f} ({n})" for p, n in zip(ap["p_min"], ap["n_min"])],
+    })
+
+
+def approach_text(grid: pd.DataFrame, ensembles: Sequence[str]) -> str:
+    """From which side each ensemble approaches ¼ (from :func:`dobrushin.random.law.approach`)."""
+    ap = law.approach(grid, ensembles)
+    lab = labels(ensembles)
+
+    def names(mask):
+        return ", ".join(lab[e] for e in ap.loc[mask, "ensemble"])
+
+    above, at = ap["side"] == "above", ap["side"] == "at"
+    dips = ap["first_below"].notna()
+    out = []
+    if above.any():
+        out.append(f"At its largest simulated size the estimate is still above ¼ for {names(above)}: a slow descent "
+                   "towards ¼ from above.")
+    if at.any():
+        out.append(f"It is consistent with ¼ for {names(at)}.")
+    if dips.any():
+        parts = [f"{lab[r['ensemble']]} (interval entirely below ¼ from $n={int(r['first_below'])}$, lowest estimate "
+                 f"{r['p_min']:.3f} at $n={r['n_min']}$)" for r in ap[dips].to_dict("records")]
+        out.append("Falling below ¼: " + "; ".join(parts) + ". A descent towards ¼ from above is not the shape of "
+                   "every ensemble.")
+    return " ".join(out)
+
+
+def curve_text(grid: pd.DataFrame, target_halfwidth: float) -> str:
+    top = grid[grid["n"] == grid["n"].max()]
+    half_rb = ((top["rb_ci_high"] - top["rb_ci_low"]) / 2).max()
+    half_direct = ((top["ci_high"] - top["ci_low"]) / 2).max()
+    tt = top.iloc[0]
+    lab = E.parse_ensemble(tt["ensemble"]).label
+    both = grid[grid["n"] >= 4]
+    agree = int(((both["rb_p_holds"] >= both["ci_low"]) & (both["rb_p_holds"] <= both["ci_high"])).sum())
+    return (
+        f"At the largest size, $n={int(tt['n'])}$ ({lab}, {int(tt['trials'])} matrices), the column-averaged "
+        f"estimate is {tt['rb_p_holds']:.5f} with 95% interval {tt['rb_ci_low']:.5f}–{tt['rb_ci_high']:.5f} "
+        f"(half-width {half_rb:.5f}, {'within' if half_rb <= target_halfwidth else 'NOT within'} the chapter's "
+        f"target ±{target_halfwidth}); the fraction of those matrices that hold is {tt['p']:.3f} "
+        f"({tt['ci_low']:.3f}–{tt['ci_high']:.3f}, half-width {half_direct:.3f}). In {agree} of the {len(both)} cells "
+        f"with $n\\ge4$ the column-averaged estimate lies inside the Wilson interval of the direct fraction (about 95% "
+        f"are expected to)."
+    )
+
+
+def mixed_figure(grid: pd.DataFrame, ensembles: Sequence[str]):
+    """P(mixed) → ½, corr(X, Y) against 4P − 1, and the split constant c_n (log axis) with the fixed-pair
+    values c_W dashed, per ensemble."""
+    import matplotlib.pyplot as plt
+
+    col, lab = ensemble_colors(ensembles), labels(ensembles)
+    g = grid.copy()
+    g[["c_n", "c_lo", "c_hi"]] = law.split_constant(g)
+    fig, axes = plt.subplots(1, 3, figsize=(9.4, 3.6), layout="constrained")
+    for e in ensembles:
+        s = g[(g["ensemble"] == e) & (g["n"] >= 3)].sort_values("n")
+        kw = dict(color=col[e], label=lab[e])
+        axes[0].plot(s["n"], s["rb_p_mixed"], "-", **kw)
+        axes[0].errorbar(s["n"], s["p_mixed"], yerr=np.vstack([s["p_mixed"] - s["mixed_ci_low"],
+                                                               s["mixed_ci_high"] - s["p_mixed"]]),
+                         fmt="o", ms=2.5, lw=0.6, color=col[e], alpha=0.6)
+        axes[1].plot(s["n"], s["corr_predicted"], "-", **kw)
+        axes[1].errorbar(s["n"], s["corr"], yerr=1.96 / np.sqrt(s["trials"]), fmt="o", ms=2.5, lw=0.6, color=col[e],
+                         alpha=0.6)
+        axes[2].errorbar(s["n"], s["c_n"], yerr=np.vstack([s["c_n"] - s["c_lo"], s["c_hi"] - s["c_n"]]), fmt="-o",
+                         ms=2.5, lw=1, **kw)
+        cw = E.pair_split_constant(e)
+        if cw < 1:
+            axes[2].axhline(cw, color=col[e], ls="--", lw=0.8)
+    axes[0].axhline(0.5, color="0.3", ls=":", lw=0.8)
+    axes[1].axhline(0, color="0.3", ls=":", lw=0.8)
+    axes[2].axhline(0.25, color="0.3", ls=":", lw=0.8)
+    axes[2].set_yscale("log")
+    for ax, t, yl in zip(axes, ["P(mixed) → ½", "corr(X, Y) = 4 P(holds) − 1 → 0", "split constant c_n"],
+                         ["P(mixed)", "corr(X, Y)", "E[(K₊ − n/2)²] / n"]):
+        _log2(ax)
+        ax.set_ylabel(yl)
+        ax.set_title(t, fontsize=10)
+    axes[0].legend(fontsize=6.5)
+    return fig
+
+
+def mixed_text(grid: pd.DataFrame, ensembles: Sequence[str]) -> str:
+    lab = labels(ensembles)
+    g = grid.copy()
+    g[["c_n", "c_lo", "c_hi"]] = law.split_constant(g)
+    last = g[g["n"] == g.groupby("ensemble")["n"].transform("max")]
+    gap = (g["corr"] - g["corr_predicted"]) * np.sqrt(g["trials"])
+    return (
+        f"At the largest size of each ensemble, $P(\\text{{mixed}})$ is between {last['rb_p_mixed'].min():.4f} and "
+        f"{last['rb_p_mixed'].max():.4f} and the correlation $4P(\\text{{holds}})-1$ between "
+        f"{last['corr_predicted'].min():.4f} and {last['corr_predicted'].max():.4f}; the measured phi coefficients "
+        f"differ from $4P(\\text{{holds}})-1$ by at most {gap.abs().max():.2f}/√trials. The split constant behaves very "
+        f"differently across ensembles: at the largest $n$ of each, $c_n$ = "
+        + ", ".join(f"{r['c_n']:.3f} ({lab[r['ensemble']]}, $n={int(r['n'])}$)" for _, r in last.iterrows()) + "."
+    )
+
+
+# ------------------------------------------------------------------ fixed pairs against the attaining pair
+
+def typical_table(typ: pd.DataFrame) -> pd.DataFrame:
+    """The fixed-pair / attaining-pair table for display: one row per ensemble and n, each constant with
+    its 95% half-width or interval as text (so the table fits the column)."""
+    def pm(c, h):
+        return "–" if np.isnan(c) else f"{c:.3g} ± {h:.2g}"
+
+    return pd.DataFrame({
+        "ensemble": typ["ensemble"].map(lambda e: E.parse_ensemble(e).label),
+        "n": typ["n"],
+        "c_W (first order)": typ["c_W"],
+        "fixed pairs": [pm(c, h) for c, h in zip(typ["c_fixed"], typ["h_fixed"])],
+        "attaining pair c_n": ["–" if np.isnan(c) else f"{c:.3g} ({lo:.3g}–{hi:.3g})"
+                               for c, lo, hi in zip(typ["c_n"], typ["c_n_lo"], typ["c_n_hi"])],
+        "gap c_n − fixed": [pm(g, h) for g, h in zip(typ["gap"], typ["h_gap"])],
+    })
+
+
+def typical_text(typ: pd.DataFrame, ensembles: Sequence[str]) -> str:
+    """Fixed pairs against c_W, and the crux: the attaining pair's excess over fixed pairs at equal n."""
+    lab = labels(ensembles)
+    tame_e = law.finite_first_order(ensembles)
+    wild = [e for e in ensembles if e not in tame_e]
+    tame = typ[typ["ensemble"].isin(tame_e)]
+    ok = int((np.abs(tame["c_fixed"] - tame["c_W"]) <= 0.1 * tame["c_W"]).sum())
+    verdict = ("the first-order formula describes fixed pairs" if ok >= 0.8 * len(tame) else
+               "the first-order formula describes fixed pairs only roughly at these sizes")
+    out = [f"Where $c_W$ is of order one, simulated fixed pairs are within 10% of it in {ok} of {len(tame)} cases: "
+           f"{verdict}."]
+    cells = typ[typ["ensemble"].isin(tame_e) & typ["c_n"].notna() & (typ["n"] > typ["n"].min())]
+    if len(cells):
+        n_sig = int((np.abs(cells["gap"]) > cells["h_gap"]).sum())
+        top = cells.loc[(cells["gap"] / cells["h_gap"]).abs().idxmax()]
+        out.append(
+            "The crux is the last column, the attaining pair against fixed pairs at equal $n$: for "
+            f"$n\\ge{int(cells['n'].min())}$ the gap exceeds its 95% half-width in {n_sig} of {len(cells)} cells "
+            f"(the largest relative to its uncertainty: {top['gap']:+.3f} ± {top['h_gap']:.3f}, "
+            f"{lab[top['ensemble']]} at $n={int(top['n'])}$)"
+            + ("; at these sample sizes the two constants cannot be told apart, which neither confirms the "
+               "conjecture nor rules it out." if n_sig == 0 else
+               ": there the attaining pair does not (yet) behave like a fixed pair."))
+    if wild:
+        out.append("For " + ", ".join(lab[e] for e in wild) + " the first-order value is "
+                   + ", ".join(f"$c_W\\approx{E.pair_split_constant(e):.0f}$" for e in wild)
+                   + ": the weights $e^{z/T}$ are so heavy-tailed that the row totals only concentrate once $n$ is far "
+                   "above " + ", ".join(f"$e^{{1/T^2}}\\approx{law.temperature_scale(e):,.0f}$" for e in wild)
+                   + ", and every size simulated here is pre-asymptotic for them.")
+    return " ".join(out)
+
+
+def rate_figure(grid: pd.DataFrame, ensembles: Sequence[str]):
+    """(n − 1)(P(holds) − ¼) = ¼ − c_n per ensemble with c_W of order one, with ¼ − c_W dashed."""
+    import matplotlib.pyplot as plt
+
+    col, lab = ensemble_colors(ensembles), labels(ensembles)
+    fig, ax = plt.subplots(figsize=(6.9, 4.0), layout="constrained")
+    for e in law.finite_first_order(ensembles):
+        s = grid[(grid["ensemble"] == e) & (grid["n"] >= 4)].sort_values("n")
+        y = (s["n"] - 1) * (s["rb_p_holds"] - 0.25)
+        ylo = (s["n"] - 1) * (s["rb_ci_low"] - 0.25)
+        yhi = (s["n"] - 1) * (s["rb_ci_high"] - 0.25)
+        ax.errorbar(s["n"], y, yerr=np.vstack([y - ylo, yhi - y]), fmt="-o", ms=2.5, lw=1, color=col[e], label=lab[e])
+        ax.axhline(0.25 - E.pair_split_constant(e), color=col[e], ls="--", lw=0.8)
+    ax.axhline(0, color="0.3", lw=0.8)
+    _log2(ax)
+    ax.set_ylabel("(n − 1)(P(holds) − ¼) = ¼ − c_n")
+    ax.legend(fontsize=7, loc="lower left")
+    return fig
+
+
+def rate_table(grid: pd.DataFrame, ensembles: Sequence[str], min_n: int = 64) -> pd.DataFrame:
+    g = grid.copy()
+    g[["c_n", "c_lo", "c_hi"]] = law.split_constant(g)
+    rows = []
+    for e in ensembles:
+        s = g[(g["ensemble"] == e) & (g["n"] >= min_n)].sort_values("n")
+        if len(s):
+            r = s.iloc[-1]
+            rows.append({"ensemble": E.parse_ensemble(e).label, "largest n": int(r["n"]), "matrices": int(r["trials"]),
+                         "¼ − c_n": 0.25 - r["c_n"], "95% low": 0.25 - r["c_hi"], "95% high": 0.25 - r["c_lo"],
+                         "limit ¼ − c_W": 0.25 - E.pair_split_constant(e)})
+    return pd.DataFrame(rows)
+
+
+def rate_text(grid: pd.DataFrame, ensembles: Sequence[str]) -> str:
+    rate = rate_table(grid, ensembles)
+    cover = rate[(rate["95% low"] <= rate["limit ¼ − c_W"]) & (rate["limit ¼ − c_W"] <= rate["95% high"])]
+    g = grid.copy()
+    g[["c_n", "c_lo", "c_hi"]] = law.split_constant(g)
+    gaps = []
+    for e in law.finite_first_order(ensembles):
+        s = g[(g["ensemble"] == e) & (g["n"] >= 8)].sort_values("n")
+        if len(s) > 1:
+            cw = E.pair_split_constant(e)
+            gaps.append((e, abs(s["c_n"].iloc[0] - cw), abs(s["c_n"].iloc[-1] - cw)))
+    shrunk = [e for e, g0, g1 in gaps if g1 < g0]
+    lab = labels(ensembles)
+    return (
+        f"From $n=8$ to the largest simulated $n$ the distance $|c_n-c_W|$ shrinks for {len(shrunk)} of the "
+        f"{len(gaps)} ensembles with $c_W$ of order one"
+        + (f" (not for {', '.join(lab[e] for e, _, _ in gaps if e not in shrunk)})" if len(shrunk) < len(gaps) else "")
+        + ". At the largest simulated $n$ the conjectured limit lies inside the 95% interval of $\\tfrac14-c_n$ for "
+        f"{len(cover)} of {len(rate)} ensembles ({', '.join(cover['ensemble']) or 'none'}). These intervals are wide at "
+        "the largest sizes, so covering the limit there is weak evidence; agreement at finite $n$ is not proof, and "
+        "where the attaining pair's excess over fixed pairs persists, either $n$ is not yet large enough or the "
+        "conjecture is wrong, and this chapter cannot tell which."
+    )
+
+
+__all__ = ["ENSEMBLE_PALETTE", "approach_table", "approach_text", "bound_text", "bounds_table", "curve_figure", "curve_text",
+           "ensemble_colors", "labels", "mixed_figure", "mixed_text", "pct", "rate_figure", "rate_table", "rate_text",
+           "small_n_text", "typical_table", "typical_text"]

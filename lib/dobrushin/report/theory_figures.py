@@ -1,0 +1,178 @@
+"""The worked examples of the Theory chapter: their table, their picture and the sentence about them.
+
+Each example is a small row-stochastic matrix with exact binary-fraction entries (multiples of 1/8),
+so every comparison is decided exactly at ``tol = 0``. :func:`example_rows` tabulates κ(A), κ(½(I+A)),
+the bound, the attaining pairs and the verdict; :func:`worked_examples_figure` draws every matrix as a
+heatmap with its entries, the attaining pair's two rows outlined, its diagonal entries
+``A_ii, A_jj`` highlighted and the entries they are compared with (``A_ji, A_ij``) dashed;
+:func:`worked_examples_text` writes the paragraph that explains them from the same numbers.
+Tested in ``tests/test_theory_figures.py``.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..math.coefficient import (attaining_pairs, equality_holds, kappa, layer_bound, mutually_self_dominant,
+                                rollout_factor)
+from .style import COLORS
+
+#: The three examples of the chapter (entries in eighths): one where every attaining pair is
+#: self-dominant, one whose only attaining pair is not, and one with two attaining pairs of which one is.
+EXAMPLES_EIGHTHS = {
+    "holds": [[6, 1, 1], [1, 6, 1], [1, 1, 6]],
+    "fails": [[1, 7, 0], [7, 1, 0], [4, 0, 4]],
+    "tie": [[5, 2, 1], [3, 2, 3], [1, 6, 1]],
+}
+
+
+def examples() -> dict:
+    """The chapter's examples as float64 matrices (exact: multiples of 1/8)."""
+    return {k: np.array(v, dtype=np.float64) / 8 for k, v in EXAMPLES_EIGHTHS.items()}
+
+
+def _check(A) -> np.ndarray:
+    A = np.asarray(A, dtype=np.float64)
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] < 2:
+        raise ValueError(f"a worked example is one n x n matrix with n >= 2, got shape {A.shape}")
+    return A
+
+
+def fraction_text(x: float, max_denominator: int = 64) -> str:
+    """``x`` as a short fraction (``3/8``, ``0``, ``1``) for labelling a matrix entry."""
+    f = Fraction(float(x)).limit_denominator(max_denominator)
+    return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
+
+
+def witness(A) -> tuple:
+    """The pair the picture marks: the first mutually self-dominant attaining pair if there is one
+    (then the condition holds), else the first attaining pair (lexicographic, ``i < j``, ``tol = 0``)."""
+    A = _check(A)
+    pairs = attaining_pairs(A, tol=0)
+    good = [p for p in pairs if mutually_self_dominant(A, *p, tol=0)]
+    return (good or pairs)[0]
+
+
+def describe(name: str, A) -> dict:
+    """One row of the worked-examples table (all values from the library at ``tol = 0``)."""
+    A = _check(A)
+    pairs = attaining_pairs(A, tol=0)
+    msd = [p for p in pairs if mutually_self_dominant(A, *p, tol=0)]
+    return {
+        "matrix": name,
+        "n": A.shape[0],
+        "κ(A)": kappa(A),
+        "κ(½(I+A))": kappa(rollout_factor(A)),
+        "bound ½(1+κ(A))": layer_bound(A),
+        "equality_holds": bool(equality_holds(A, tol=0)),
+        "attaining pairs": ", ".join(map(str, pairs)),
+        "self-dominant ones": ", ".join(map(str, msd)) or "none",
+    }
+
+
+def example_rows(exs: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """The worked-examples table, one row per example. Raises if ``equality_holds`` disagrees with the
+    direct comparison κ(½(I+A)) == ½(1+κ(A)) on any example (the theorem, exact for these entries)."""
+    rows = []
+    for name, A in exs.items():
+        r = describe(name, A)
+        direct = r["κ(½(I+A))"] == r["bound ½(1+κ(A))"]
+        if direct != r["equality_holds"]:
+            raise AssertionError(f"example {name!r}: equality_holds = {r['equality_holds']} but the direct "
+                                 f"comparison gives {direct}")
+        rows.append(r)
+    return pd.DataFrame(rows)
+
+
+def worked_examples_figure(exs: Mapping[str, np.ndarray]):
+    """One heatmap per example, entries written in each cell. The marked pair (:func:`witness`): its two
+    rows outlined, its diagonal entries ``A_ii`` and ``A_jj`` in thick purple boxes, the entries they are
+    compared with, ``A_ji`` and ``A_ij``, in dashed boxes; the panel title says whether the condition holds."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    if not exs:
+        raise ValueError("no examples to draw")
+    k = len(exs)
+    fig, axes = plt.subplots(1, k, figsize=(2.6 * k, 3.0), layout="constrained", squeeze=False)
+    mark = COLORS["special"]
+    for ax, (name, A) in zip(axes[0], exs.items()):
+        A = _check(A)
+        n = A.shape[0]
+        i, j = witness(A)
+        holds = bool(equality_holds(A, tol=0))
+        ax.imshow(A, cmap="Greys", vmin=0, vmax=1.6)  # light greys: black text stays readable
+        for r in range(n):
+            for c in range(n):
+                ax.text(c, r, fraction_text(A[r, c]), ha="center", va="center", fontsize=10,
+                        fontweight="bold" if (r, c) in ((i, i), (j, j)) else "normal")
+        for r in (i, j):  # the two rows of the pair
+            ax.add_patch(Rectangle((-0.5, r - 0.5), n, 1, fill=False, ec=mark, lw=1.0, alpha=0.6))
+        for (r, c) in ((i, i), (j, j)):  # diagonal entries of the pair
+            ax.add_patch(Rectangle((c - 0.42, r - 0.42), 0.84, 0.84, fill=False, ec=mark, lw=2.4))
+        for (r, c) in ((j, i), (i, j)):  # the entries they must dominate
+            ax.add_patch(Rectangle((c - 0.42, r - 0.42), 0.84, 0.84, fill=False, ec=mark, lw=1.4, ls="--"))
+        ax.set_xticks(range(n))
+        ax.set_yticks(range(n))
+        ax.set_xlabel("column k")
+        ax.set_ylabel("row")
+        verdict = "condition holds ✓" if holds else "condition fails ✗"
+        ax.set_title(f"{name}: pair {(int(i), int(j))}\n{verdict}", fontsize=10)
+    return fig
+
+
+def _entries(A, i, j) -> str:
+    def e(r, c):
+        return f"$A_{{{r}{c}}}={fraction_text(A[r, c])}$"
+    return f"{e(i, i)} vs {e(j, i)} and {e(j, j)} vs {e(i, j)}"
+
+
+def _tie_note(A, i, j) -> str:
+    ties = [(r, c) for r, c in ((i, j), (j, i)) if A[c, c] == A[r, c]]
+    return "".join(f" (a tie: $A_{{{c}{c}}}=A_{{{r}{c}}}$, which still counts as self-dominant)" for r, c in ties)
+
+
+def worked_examples_text(exs: Mapping[str, np.ndarray]) -> str:
+    """The paragraph under the worked examples, from the library's values (needs the examples
+    ``holds``, ``fails`` and ``tie`` of :data:`EXAMPLES_EIGHTHS` or matrices playing those roles)."""
+    missing = {"holds", "fails", "tie"} - set(exs)
+    if missing:
+        raise ValueError(f"the text needs the examples {sorted(missing)}")
+    r = {row["matrix"]: row for row in example_rows(exs).to_dict("records")}
+    H, F, T = (np.asarray(exs[k], dtype=np.float64) for k in ("holds", "fails", "tie"))
+    pf = attaining_pairs(F, tol=0)[0]
+    pt = attaining_pairs(T, tol=0)
+    if len(pt) < 2:
+        raise ValueError("the 'tie' example must have at least two attaining pairs")
+    g = lambda x: fraction_text(x)  # noqa: E731
+    return (
+        f"In **holds**, every pair attains $\\kappa(A)={g(r['holds']['κ(A)'])}$ and every token keeps most of its "
+        f"attention on itself, so $\\kappa(B)={g(r['holds']['κ(½(I+A))'])}$ equals the bound "
+        f"${g(r['holds']['bound ½(1+κ(A))'])}$. In **fails**, the only attaining pair is {pf} with {_entries(F, *pf)}: "
+        f"token {pf[0]} attends to itself less than token {pf[1]} attends to it, so the pair is not self-dominant and "
+        f"$\\kappa(B)={g(r['fails']['κ(½(I+A))'])}<{g(r['fails']['bound ½(1+κ(A))'])}$. In **tie**, "
+        f"the pairs {r['tie']['attaining pairs']} attain $\\kappa(A)={g(r['tie']['κ(A)'])}$ together; pair {pt[0]} has "
+        f"{_entries(T, *pt[0])}{_tie_note(T, *pt[0])} while pair {pt[1]} has {_entries(T, *pt[1])}. Only "
+        f"{r['tie']['self-dominant ones']} is self-dominant, and that is enough: "
+        f"${g(r['tie']['κ(½(I+A))'])}={g(r['tie']['bound ½(1+κ(A))'])}$. A test that kept only one attaining pair, "
+        f"or compared with a strict inequality, would get this matrix wrong; the library finds every tie exactly "
+        f"(float64 sums of binary fractions are exact, `tol=0`)."
+    )
+
+
+def rollout_text(exs: Mapping[str, np.ndarray]) -> str:
+    """The rollout of the examples stacked as layers (in the order given), as the corollary's chain."""
+    from ..math.coefficient import rollout, rollout_bound
+
+    layers = np.stack([np.asarray(A, dtype=np.float64) for A in exs.values()])
+    R = rollout(layers)
+    kb = [kappa(rollout_factor(A)) for A in layers]
+    return (f"$\\kappa(R)={kappa(R):.6f}\\le\\prod_\\ell\\kappa(B_\\ell)={np.prod(kb):.6f}\\le"
+            f"\\prod_\\ell\\tfrac12(1+\\kappa(A_\\ell))={rollout_bound(layers):.6f}$.")
+
+
+__all__ = ["EXAMPLES_EIGHTHS", "describe", "example_rows", "examples", "fraction_text", "rollout_text", "witness",
+           "worked_examples_figure", "worked_examples_text"]

@@ -1,0 +1,90 @@
+"""Figures and generated text of the baseline and baseline-law chapters (report.baseline_figures,
+report.law_figures): the sentences follow the numbers they are given."""
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np
+import pandas as pd
+import pytest
+
+from dobrushin.random import ensembles as E
+from dobrushin.random import law
+from dobrushin.report import baseline_figures as BF
+from dobrushin.report import law_figures as LF
+
+
+def test_size_ranges():
+    grid = [2, 3, 4, 5, 6, 8, 16, 256, 384, 512]
+    assert BF.size_ranges([5, 6, 8, 16, 256, 512], grid) == "n = 5 to 256 and n = 512"
+    assert BF.size_ranges([2, 4, 512], grid) == "n = 2, n = 4 and n = 512"
+    assert BF.size_ranges([8], grid) == "n = 8"
+    assert BF.size_ranges([], grid) == "no n"
+
+
+def _uni(ps):
+    ns = [2, 3, 4, 8, 64, 512][:len(ps)]
+    return pd.DataFrame({"ensemble": "dirichlet(1)", "n": ns, "trials": 1000, "p": ps,
+                         "ci_low": [p - 0.01 for p in ps], "ci_high": [p + 0.01 for p in ps]})
+
+
+def test_uniform_text_follows_the_numbers():
+    uni = _uni([0.5, 0.333, 0.31, 0.275, 0.255, 0.2505])
+    t = BF.uniform_text(uni, (0.24, 0.30))
+    assert "27.5%" in t and "inside the paper's band 24%–30%" in t
+    assert "inside the band at n = 8 to 512" in t
+    assert "entirely above it at n = 2 to 3" in t
+    assert "acceptance" not in t and "of the grid" not in t
+    t2 = BF.uniform_text(_uni([0.5, 0.333, 0.31, 0.35, 0.255, 0.2505]), (0.24, 0.30))
+    assert "outside the paper's band" in t2
+
+
+def test_ensembles_facets_one_panel_each():
+    rows = [{"ensemble": e, "n": n, "p": 0.3, "ci_low": 0.29, "ci_high": 0.31} for e in ("a", "b", "c", "d")
+            for n in (2, 8, 64)]
+    fig = BF.ensembles_facets(pd.DataFrame(rows), ["a", "b", "c", "d"], {"a": "A", "b": "B"}, (0.24, 0.3), "band")
+    vis = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in vis] == ["A", "B", "c", "d"]
+    with pytest.raises(ValueError, match="not in the table"):
+        BF.ensembles_facets(pd.DataFrame(rows), ["a", "x"], {}, (0.24, 0.3), "band")
+
+
+def test_bound_text():
+    t = LF.bound_text((0.24, 0.30))
+    assert "$2/7\\approx 0.2857$ at $n=8$" in t
+    assert "at any $n\\ge7$" in t and "$n\\ge5$" in t and "$n=5$ and $n=6$" in t
+    assert "the top" not in t.split("Values above")[0]  # 2/7 is not called the top of the band
+    df = LF.bounds_table(10)
+    assert list(df["upper (decimal)"].round(6))[5:7] == [round(2 / 7, 6)] * 2
+
+
+def test_small_n_text_blames_ties_not_row_sums():
+    small = pd.DataFrame({"ensemble": ["a", "a", "b"], "n": [2, 3, 2], "trials": [100, 100, 100],
+                          "ci_low": [0.4, 0.3, 0.4], "ci_high": [0.6, 0.4, 0.6], "exact": [0.5, 1 / 3, 0.5],
+                          "z": [0.1, -0.2, 0.3], "rb_holds_num": [100, 200, 103], "ties": [0, 0, 3],
+                          "disagreements": [0, 0, 0]})
+    t = LF.small_n_text(small, 100)
+    assert "in 2 of 3 cells" in t and "b at $n=2$, 3 matrices with a float64 tie" in t
+    assert "sum to one" not in t
+
+
+def test_approach_text_names_the_side():
+    g = pd.DataFrame([{"ensemble": e, "n": n, "rb_p_holds": p, "rb_ci_low": p - 0.002, "rb_ci_high": p + 0.002}
+                      for e, n, p in [("dirichlet(1)", 8, 0.28), ("dirichlet(1)", 512, 0.2525),
+                                      ("softmax_gaussian(0.3)", 8, 0.25), ("softmax_gaussian(0.3)", 64, 0.233),
+                                      ("softmax_gaussian(0.3)", 512, 0.2395)]])
+    t = LF.approach_text(g, ["dirichlet(1)", "softmax_gaussian(0.3)"])
+    assert "still above ¼" in t and "below ¼" in t and "0.233 at $n=64$" in t
+    assert "still above ¼ for Dirichlet(α=1): a slow descent" in t and "Falling below ¼: softmax(z/T), T=0.3" in t
+
+
+def test_law_figures_draw():
+    grid = E.run_grid([(e, n, 200) for e in ("dirichlet(1)", "softmax_gaussian(1)") for n in (3, 8, 16)], 1,
+                      check=False, cache=None)
+    ens = ["dirichlet(1)", "softmax_gaussian(1)"]
+    assert len(LF.curve_figure(grid, ens).axes) == 2
+    assert len(LF.mixed_figure(grid, ens).axes) == 3
+    assert len(LF.rate_figure(grid, ens).axes) == 1
+    assert "$c_n$ =" in LF.mixed_text(grid, ens)
+    assert len(LF.approach_table(grid, ens)) == 2 and LF.typical_table(law.typical_pairs(grid, ens, [8], 3, 1)).shape[1] == 6
+    rt = LF.rate_table(grid, ens, min_n=8)
+    assert list(rt["largest n"]) == [16, 16]
