@@ -95,6 +95,29 @@ def _alt_panels(models) -> str:
     return ", ".join(display_name(m) for m in models)
 
 
+def below_control_and_baseline(summ: pd.DataFrame, table: pd.DataFrame, results_dir) -> list:
+    """Sentences, one per model whose trained content-token fraction lies below *both* its untrained
+    control's and the random baseline at its token count (intervals not overlapping the trained one's
+    upper end are required for each); ``summ``: :func:`dobrushin.report.tables.fractions` by model,
+    weights, variant (weights ``pretrained``/``untrained``).  Empty when the numbers do not say so."""
+    base = baseline_for(table, results_dir)
+    c = summ[summ["variant"] == "content"]
+    out = []
+    for m, g in c.groupby("model", sort=False):
+        t, u = g[g["weights"] == "pretrained"], g[g["weights"] == "untrained"]
+        if not len(t) or not len(u) or m not in base:
+            continue
+        t, u, b = t.iloc[0], u.iloc[0], base[m]
+        if t["ci_high"] < u["ci_low"] and t["ci_high"] < b:
+            n_tok = int(table.loc[(table["model"] == m) & (table["variant"] == "content"), "n_tokens"].median())
+            out.append(f"{display_name(m)}: trained **{pct(t['fraction'])}** (95% CI {pct(t['ci_low'])}–"
+                       f"{pct(t['ci_high'])}) lies below both its untrained control ({pct(u['fraction'])}, "
+                       f"95% CI {pct(u['ci_low'])}–{pct(u['ci_high'])}) and the random baseline at its n = {n_tok} "
+                       f"content tokens ({pct(b)}): training moves this model's attention *away* from mutual "
+                       "self-dominance of the κ-attaining pairs, rather than towards it.")
+    return out
+
+
 class FamilyChapter:
     """One family chapter: ``FamilyChapter(notebook, title, kind, **parameters)`` with the notebook's
     papermill parameters (``image_source``/``image_size`` for images, ``text_source``/``max_length`` for
@@ -257,8 +280,8 @@ class FamilyChapter:
         missing = [r for r in self.runs if r.status != "ok"]
         if missing:
             by_reason = {}
-            for r in missing:
-                by_reason.setdefault(r.status, []).append(r.model_id)
+            for r in missing:  # one line per reason, the model ids taken out of it
+                by_reason.setdefault(r.status.replace(r.model_id, "the checkpoint"), []).append(r.model_id)
             body = "; ".join(f"{', '.join(ms)}: {reason}" for reason, ms in by_reason.items())
             u_ok = [r.model_id for r in missing if r.runs.get("untrained", {}).get("status") == "ok"]
             tail = (" Their untrained controls (same architecture, seeded random initialisation) are shown "
@@ -268,7 +291,9 @@ class FamilyChapter:
             _display(F.banner(title, f"trained weights unavailable for {body}.{tail}"))
         st = self.st
         if len(st):
-            shown = st.assign(model=st["model"].map(display_name), weights=st["weights"].map(weights_label))
+            shown = st.assign(model=st["model"].map(display_name), weights=st["weights"].map(weights_label),
+                              status=st["status"].map(lambda v: v if v == "ok" else
+                                                      v.split(":")[0] + " (see the banner above)"))
             _display(F.table(shown[["model", "weights", "status", "inputs"]], drop_constant=True,
                              caption="What this build measured: each model with its trained weights and its "
                                      "untrained control.", name=f"tab-{self.notebook}-status"))
@@ -507,4 +532,4 @@ class FamilyChapter:
                               timings=timings))
 
 
-__all__ = ["FamilyChapter", "baseline_for", "pct", "proxy_label", "weights_kind"]
+__all__ = ["FamilyChapter", "baseline_for", "below_control_and_baseline", "pct", "proxy_label", "weights_kind"]
