@@ -24,6 +24,7 @@ import warnings
 from pathlib import Path
 from typing import Optional, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..data.availability import DataUnavailable
@@ -464,11 +465,16 @@ class FamilyChapter:
         fig = plots.rollout_map_figure(rm)
         k, L = rm.slack.shape
         held = int(rm.holds.sum())
+        flat = rm.maps.reshape(k, -1)
+        top_share = float(np.median(flat.max(1) / flat.sum(1)))
         self._fig(fig, "rollout-maps",
                   f"{display_name(m)} ({proxy_label(m, rm.provenance) or 'trained weights'}), {k} photos at "
                   f"{self.image_size} px. Top: the photo with the CLS row of the attention rollout "
                   "R = F_L⋯F_1, F_ℓ = ½(I+A_ℓ), over all tokens and layers (head-averaged), restricted to the "
-                  f"patches, reshaped to the patch grid and upsampled (bright = more rollout mass). Bottom: the "
+                  f"patches, reshaped to the patch grid and upsampled (bright and opaque = more rollout mass; each map's colour "
+                  f"scale is clipped at its 98th percentile, because the single largest patch holds a median "
+                  f"{pct(top_share)} of the map's mass over these photos, against {pct(1 / flat.shape[1])} for a "
+                  f"uniform map). Bottom: the "
                   f"per-layer slack ½(1+κ(Ã)) − κ(½(I+Ã)) of the same photo on content tokens (symlog axis); "
                   f"filled markers where the equality condition holds ({held} of {k * L} layers here).",
                   f"{k} photos with a heat map of the CLS attention rollout over each, and below each photo a "
@@ -491,12 +497,17 @@ class FamilyChapter:
             L = int(ws.index.max())
             last, before = float(ws.loc[L]), float(ws.drop(index=L).median())
             low = int(ws.idxmin())
+            if not last < before:
+                lines.append(f"- {display_name(m)}: no drop at the last layer ({L + 1}): with the special tokens kept the "
+                             f"condition holds in {pct(last)} of inputs there, against a median of {pct(before)} over "
+                             f"layers 1–{L}.")
+                continue
             s = (f"- {display_name(m)}: with the special tokens kept the condition holds in {pct(last)} of inputs at "
                  f"the last layer ({L + 1}), against a median of {pct(before)} over layers 1–{L}; on content tokens "
                  f"at that layer it holds in {pct(float(ct.loc[L]))}.")
-            if low != L:
+            if low != L and float(ws.loc[low]) < last:
                 s += f" The lowest with-special-tokens fraction is at layer {low + 1} ({pct(float(ws.loc[low]))})."
-            if last < before and float(ct.loc[L]) > last:
+            if float(ct.loc[L]) > last:
                 s += (" Since the content-token test at that layer holds more often, the last-layer failures come "
                       "from the special tokens' rows and columns.")
             lines.append(s)

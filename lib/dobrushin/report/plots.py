@@ -116,7 +116,7 @@ def layer_profile(table: pd.DataFrame, *, variants: Sequence[str] = ("content", 
         p = (baseline or {}).get(m)
         if p is not None and np.isfinite(p):
             ax.axhline(p, color=COLORS["random"], linestyle=LINESTYLES["random"], lw=1.2,
-                       label="random baseline at the model's token count")
+                       label="random baseline at the token count")
         n_in = int(sub["n"].max()) if len(sub) else 0
         ax.set_title(f"{display_name(m)} (≤{n_in} inputs/layer)", fontsize=10)
         ax.set_xlabel("layer")
@@ -144,7 +144,7 @@ def _legend(fig, axes):
                 labels.append(lab)
     if handles:
         fig.legend([handles[lab] for lab in labels], labels, loc="outside lower center",
-                   ncols=min(4, len(labels)), fontsize=9, frameon=False)
+                   ncols=min(3, len(labels)), fontsize=9, frameon=False)
 
 
 #: below this the slack axis is linear (symlog): the slack is 0 in the equality case and spans many decades
@@ -255,12 +255,25 @@ def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", weights: Opti
     return fig
 
 
-def rollout_map_figure(rm, *, title: Optional[str] = None, cmap: str = "inferno"):
+def photo_label(input_id) -> str:
+    """``"n01698640_American_alligator.JPEG"`` → ``"American alligator"`` (a short title for a photo)."""
+    stem = Path(str(input_id)).stem
+    stem = re.sub(r"^n\d{8}_", "", stem)
+    return stem.replace("_", " ")[:30]
+
+
+def rollout_map_figure(rm, *, title: Optional[str] = None, cmap: str = "inferno", clip_quantile: float = 0.98):
     """For each photo of ``rm`` (a :class:`dobrushin.experiments.rollout_map.RolloutMaps`): on top the
-    photo as the model saw it with the CLS-row rollout map upsampled (bilinear) over it; below, the
-    per-layer slack of that photo on content tokens (symlog axis; filled markers where the equality
-    condition holds)."""
+    photo as the model saw it with the CLS-row rollout map upsampled (bilinear) over it (colour and
+    opacity rise with the map's value; the scale of each map is clipped at its ``clip_quantile``
+    quantile so that one dominant patch does not hide the rest); below, the per-layer slack of that
+    photo on content tokens (symlog axis; filled markers where the equality condition holds)."""
     import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    base = plt.get_cmap(cmap)(np.linspace(0, 1, 256))
+    base[:, 3] = np.linspace(0.0, 0.8, 256)  # transparent where the map is low: the photo stays visible
+    overlay = ListedColormap(base)
 
     k = len(rm.ids)
     if k < 1:
@@ -273,11 +286,13 @@ def rollout_map_figure(rm, *, title: Optional[str] = None, cmap: str = "inferno"
         ax = axes[0, b]
         img = rm.images[b]
         H, W = img.shape[:2]
-        m = rm.maps[b] / rm.maps[b].max() if rm.maps[b].max() > 0 else rm.maps[b]
+        m = np.asarray(rm.maps[b], dtype=float)
+        top = float(np.quantile(m, clip_quantile))
+        m = np.clip(m / top, 0, 1) if top > 0 else m
         ax.imshow(img, extent=(0, W, H, 0))
-        ax.imshow(m, cmap=cmap, alpha=0.55, extent=(0, W, H, 0), interpolation="bilinear")
+        ax.imshow(m, cmap=overlay, vmin=0, vmax=1, extent=(0, W, H, 0), interpolation="bilinear")
         ax.set_axis_off()
-        ax.set_title(str(rm.ids[b])[:28], fontsize=8)
+        ax.set_title(photo_label(rm.ids[b]), fontsize=9)
         ax = axes[1, b]
         x = np.arange(1, L + 1)
         s = np.asarray(rm.slack[b], dtype=float)
@@ -346,4 +361,4 @@ def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
 
 
 __all__ = ["Admonition", "SLACK_LINTHRESH", "admonition", "base_id", "display_name", "head_heatmap", "layer_fractions",
-           "layer_profile", "rollout_map_figure", "rollout_scatter", "save_figure", "slack_by_layer", "variant_id"]
+           "layer_profile", "photo_label", "rollout_map_figure", "rollout_scatter", "save_figure", "slack_by_layer", "variant_id"]
