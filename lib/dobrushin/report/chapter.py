@@ -518,6 +518,9 @@ class FamilyChapter:
         """The models whose trained weights were not reachable: their untrained controls together."""
         others = self.others
         if not others:
+            if self.runs and not any(self._trained_ok(r) for r in self.runs):
+                _md("No trained weights were measured in this build, so the sections above already show only the "
+                    "untrained controls (see the banner at the top).")
             return
         t = self.table[self.table["model"].isin(others)]
         summ = fractions(t, ("model", "weights", "variant"))
