@@ -285,8 +285,9 @@ class FamilyChapter:
                 by_reason.setdefault(r.status.replace(r.model_id, "the checkpoint"), []).append(r.model_id)
             body = "; ".join(f"{', '.join(ms)}: {reason}" for reason, ms in by_reason.items())
             u_ok = [r.model_id for r in missing if r.runs.get("untrained", {}).get("status") == "ok"]
-            tail = (" Their untrained controls (same architecture, seeded random initialisation) are shown "
-                    "at the end of the chapter; they say nothing about the trained networks." if u_ok else "")
+            where = "at the end of the chapter" if self.others else "in every section below"
+            tail = (f" Their untrained controls (same architecture, seeded random initialisation) are shown {where}; "
+                    "they say nothing about the trained networks." if u_ok else "")
             title = ("Not reproduced in this build" if len(missing) == len(self.runs)
                      else f"{len(missing)} of {len(self.runs)} models not reproduced in this build")
             _display(F.banner(title, f"trained weights unavailable for {body}.{tail}"))
