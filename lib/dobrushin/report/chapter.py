@@ -208,6 +208,9 @@ class FamilyChapter:
         return "full" if n_panels > 1 else "column"
 
     def _fig(self, fig, name: str, caption: str, alt: str, n_panels: int = 2):
+        if n_panels == 1:  # one panel in the text column: not taller than 0.62 of its width
+            w, h = fig.get_size_inches()
+            fig.set_size_inches(w, min(h, 0.62 * w))
         F.figure(fig, notebook=self.notebook, name=name, caption=caption, alt=alt, width=self._width(n_panels),
                  results_dir=self.results)
 
@@ -293,12 +296,19 @@ class FamilyChapter:
             _display(F.banner(title, f"trained weights unavailable for {body}.{tail}"))
         st = self.st
         if len(st):
-            shown = st.assign(model=st["model"].map(display_name), weights=st["weights"].map(weights_label),
-                              status=st["status"].map(lambda v: v if v == "ok" else
-                                                      v.split(":")[0] + " (see the banner above)"))
-            _display(F.table(shown[["model", "weights", "status", "inputs"]], drop_constant=True,
-                             caption="What this build measured: each model with its trained weights and its "
-                                     "untrained control.", name=f"tab-{self.notebook}-status"))
+            def cell(model, w):
+                g = st[(st["model"] == model) & (st["weights"] == w)]
+                if not len(g):
+                    return "not requested"
+                r = g.iloc[0]
+                return f"{int(r['inputs'])} inputs" if r["status"] == "ok" else str(r["status"]).split(":")[0]
+            models = list(dict.fromkeys(st["model"]))
+            shown = pd.DataFrame({"model": [display_name(m) for m in models],
+                                  "trained weights": [cell(m, "pretrained") for m in models],
+                                  "untrained control": [cell(m, "untrained") for m in models]})
+            _display(F.table(shown, caption="What this build measured, per model: its trained weights and its "
+                                            "untrained control (same architecture, seeded random initialisation).",
+                             name=f"tab-{self.notebook}-status"))
         rows = []
         for r in self.runs:
             prov = r.runs.get("pretrained", {}).get("provenance") or (r.entry.get("provenance") or {}).get("pretrained")
@@ -315,17 +325,20 @@ class FamilyChapter:
                 if lab and lab not in labels:
                     labels.append(lab)
             _md("Trained weights measured here:\n\n" + "\n".join(f"- **{lab}**." for lab in labels))
-            _display(F.table(pd.DataFrame(rows), caption="Provenance of the trained weights (from the results "
-                             "manifest): the package, its version and the SHA-256 of the weights file.",
+            prov_t = pd.DataFrame(rows).set_index("model").T.rename_axis(None).reset_index()
+            prov_t.columns = ["", *prov_t.columns[1:]]
+            _display(F.table(prov_t, caption="Provenance of the trained weights (from the results manifest): the "
+                             "package, its version and the SHA-256 of the weights file.",
                              name=f"tab-{self.notebook}-provenance"))
 
     def _fractions_table(self, summ: pd.DataFrame, caption: str, name: str):
         shown = summ.assign(model=summ["model"].map(display_name), weights=summ["weights"].map(weights_label),
                             variant=summ["variant"].map(lambda v: VARIANT_LABELS.get(v, v)),
                             fraction=summ["fraction"].map(pct), ci=[f"{pct(a)}–{pct(b)}" for a, b in
-                                                                    zip(summ["ci_low"], summ["ci_high"])])
-        _display(F.table(shown[["model", "weights", "variant", "k", "n", "fraction", "ci"]],
-                         columns={"k": "holds", "n": "(input, layer) pairs", "ci": "Wilson 95% CI"},
+                                                                    zip(summ["ci_low"], summ["ci_high"])],
+                            kn=[f"{k} / {n}" for k, n in zip(summ["k"], summ["n"])])
+        _display(F.table(shown[["model", "weights", "variant", "kn", "fraction", "ci"]], drop_constant=True,
+                         columns={"kn": "holds / (input, layer) pairs", "ci": "Wilson 95% CI"},
                          caption=caption, name=name))
 
     def fractions(self):
@@ -391,7 +404,7 @@ class FamilyChapter:
                   zero=lambda x: float((x <= 0).mean())).reset_index())
         q = q.assign(model=q["model"].map(display_name), weights=q["weights"].map(weights_label),
                      zero=q["zero"].map(pct))
-        _display(F.table(q, columns={"median": "median slack", "p90": "90th percentile", "zero": "slack exactly 0"},
+        _display(F.table(q, drop_constant=True, columns={"median": "median slack", "p90": "90th percentile", "zero": "slack exactly 0"},
                          formats={c: (lambda v: f"{v:.2e}" if v else "0") for c in ("median", "p90", "largest")},
                          caption="Slack of the layer bound over (input, layer) pairs, content tokens.",
                          name=f"tab-{self.notebook}-slack"))
@@ -428,7 +441,7 @@ class FamilyChapter:
         rs = rollout_summary(roll)
         shown = rs.assign(model=rs["model"].map(display_name), weights=rs["weights"].map(weights_label),
                           variant=rs["variant"].map(lambda v: VARIANT_LABELS.get(v, v)))
-        _display(F.table(shown, columns={"median_kappa_rollout": "median κ(R)", "median_bound": "median bound",
+        _display(F.table(shown, drop_constant=True, columns={"median_kappa_rollout": "median κ(R)", "median_bound": "median bound",
                                          "median_ratio": "median κ(R) / bound", "violations": "bound violated"},
                          caption="κ of the rollout R against the whole-rollout bound, per (model, weights, variant).",
                          name=f"tab-{self.notebook}-rollout"))
@@ -521,12 +534,12 @@ class FamilyChapter:
         if not others:
             if self.runs and not any(self._trained_ok(r) for r in self.runs):
                 _md("No trained weights were measured in this build, so the sections above already show only the "
-                    "untrained controls (see the banner at the top).")
+                    "untrained controls (see the banner above).")
             return
         t = self.table[self.table["model"].isin(others)]
         summ = fractions(t, ("model", "weights", "variant"))
         self._fractions_table(summ, "Untrained controls of the models whose trained weights were not reachable "
-                                    "(see the banner at the top): fraction of (input, layer) pairs where the "
+                                    "(see the banner above): fraction of (input, layer) pairs where the "
                                     "condition holds.", f"tab-{self.notebook}-controls")
         self._depth_figure(t, others, "controls", "Untrained controls")
 

@@ -144,7 +144,7 @@ def _legend(fig, axes):
                 labels.append(lab)
     if handles:
         fig.legend([handles[lab] for lab in labels], labels, loc="outside lower center",
-                   ncols=min(3, len(labels)), fontsize=9, frameon=False)
+                   ncols=min(3 if len(axes) > 1 else 2, len(labels)), fontsize=9, frameon=False)
 
 
 #: below this the slack axis is linear (symlog): the slack is 0 in the equality case and spans many decades
@@ -179,6 +179,8 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
         ax.set_xticks(layers[::step] + 1)
         ax.set_yscale("symlog", linthresh=SLACK_LINTHRESH, linscale=0.5)
         ax.axhline(0, color="k", lw=0.6)
+        top = float(np.nanmax(sub["slack"].to_numpy(float))) if len(sub) else 0.0
+        ax.set_ylim(-SLACK_LINTHRESH / 2, max(top, SLACK_LINTHRESH * 10) * 3)  # the slack is never negative
         ax.set_title(display_name(m), fontsize=10)
         ax.set_xlabel("layer")
         ax.grid(alpha=0.3, axis="y")
