@@ -522,8 +522,8 @@ class FamilyChapter:
             if low != L and float(ws.loc[low]) < last:
                 s += f" The lowest with-special-tokens fraction is at layer {low + 1} ({pct(float(ws.loc[low]))})."
             if float(ct.loc[L]) > last:
-                s += (" Since the content-token test at that layer holds more often, the last-layer failures come "
-                      "from the special tokens' rows and columns.")
+                s += (" The content-token test holds more often at that layer, so the additional last-layer failures "
+                      "involve the special tokens.")
             lines.append(s)
         if lines:
             _md("\n".join(lines))
