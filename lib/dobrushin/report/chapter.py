@@ -49,6 +49,11 @@ def _md(text: str):
     _display(Markdown(text))
 
 
+#: short labels for table cells (the figures' legends and the sentences use the long ones)
+TABLE_WEIGHTS = {"pretrained": "trained", "untrained": "untrained control"}
+TABLE_VARIANTS = {"content": "content", "with_special": "with special"}
+
+
 def pct(x) -> str:
     """``0.123`` → ``"12.3%"``; a missing value → ``"—"``."""
     return "—" if pd.isna(x) else f"{100 * x:.1f}%"
@@ -332,8 +337,8 @@ class FamilyChapter:
                              name=f"tab-{self.notebook}-provenance"))
 
     def _fractions_table(self, summ: pd.DataFrame, caption: str, name: str):
-        shown = summ.assign(model=summ["model"].map(display_name), weights=summ["weights"].map(weights_label),
-                            variant=summ["variant"].map(lambda v: VARIANT_LABELS.get(v, v)),
+        shown = summ.assign(model=summ["model"].map(display_name), weights=summ["weights"].map(TABLE_WEIGHTS),
+                            variant=summ["variant"].map(TABLE_VARIANTS),
                             fraction=summ["fraction"].map(pct), ci=[f"{pct(a)}–{pct(b)}" for a, b in
                                                                     zip(summ["ci_low"], summ["ci_high"])],
                             kn=[f"{k} / {n}" for k, n in zip(summ["k"], summ["n"])])
@@ -362,9 +367,11 @@ class FamilyChapter:
         base = baseline_for(table, self.results)
         fig = plots.layer_profile(table, models=models, ncols=self.ncols, baseline=base)
         have = [m for m in models if m in base]
+        vals = {pct(base[m]) for m in have}
+        each = (f"{vals.pop()} for every model" if len(vals) == 1 and len(have) > 1 else
+                ", ".join(f"{display_name(m)}: {pct(base[m])}" for m in have))
         btxt = (" The grey dotted line is the probability that the condition holds for a random row-stochastic "
-                "matrix (Dirichlet(1) rows) of the model's median number of content tokens ("
-                + ", ".join(f"{display_name(m)}: {pct(base[m])}" for m in have) + ").") if have else \
+                "matrix (Dirichlet(1) rows) of the model's median number of content tokens (" + each + ").") if have else \
             " (No random-baseline results were found, so no baseline line is drawn.)"
         self._fig(fig, name, f"{what}: fraction of inputs for which the equality condition holds, per layer, with "
                              "Wilson 95% bands; content tokens solid, with special tokens dashed; trained weights "
@@ -402,7 +409,7 @@ class FamilyChapter:
         q = (t[t["variant"] == "content"].groupby(["model", "weights"], sort=False)["slack"]
              .agg(pairs="count", median="median", p90=lambda x: x.quantile(0.9), largest="max",
                   zero=lambda x: float((x <= 0).mean())).reset_index())
-        q = q.assign(model=q["model"].map(display_name), weights=q["weights"].map(weights_label),
+        q = q.assign(model=q["model"].map(display_name), weights=q["weights"].map(TABLE_WEIGHTS),
                      zero=q["zero"].map(pct))
         _display(F.table(q, drop_constant=True, columns={"median": "median slack", "p90": "90th percentile", "zero": "slack exactly 0"},
                          formats={c: (lambda v: f"{v:.2e}" if v else "0") for c in ("median", "p90", "largest")},
@@ -416,7 +423,7 @@ class FamilyChapter:
             _md("No per-head measurements (`head_inputs = 0` or nothing measured).")
             return
         hs = head_summary(h)
-        shown = hs.assign(model=hs["model"].map(display_name), weights=hs["weights"].map(weights_label),
+        shown = hs.assign(model=hs["model"].map(display_name), weights=hs["weights"].map(TABLE_WEIGHTS),
                           fraction=hs["fraction"].map(pct), head_min=hs["head_min"].map(pct),
                           head_median=hs["head_median"].map(pct), head_max=hs["head_max"].map(pct))
         _display(F.table(shown[["model", "weights", "inputs", "heads", "k", "n", "fraction", "head_min",
@@ -439,8 +446,8 @@ class FamilyChapter:
         if not len(roll):
             return
         rs = rollout_summary(roll)
-        shown = rs.assign(model=rs["model"].map(display_name), weights=rs["weights"].map(weights_label),
-                          variant=rs["variant"].map(lambda v: VARIANT_LABELS.get(v, v)))
+        shown = rs.assign(model=rs["model"].map(display_name), weights=rs["weights"].map(TABLE_WEIGHTS),
+                          variant=rs["variant"].map(TABLE_VARIANTS))
         _display(F.table(shown, drop_constant=True, columns={"median_kappa_rollout": "median κ(R)", "median_bound": "median bound",
                                          "median_ratio": "median κ(R) / bound", "violations": "bound violated"},
                          caption="κ of the rollout R against the whole-rollout bound, per (model, weights, variant).",
@@ -560,4 +567,4 @@ class FamilyChapter:
                               timings=timings))
 
 
-__all__ = ["FamilyChapter", "baseline_for", "below_control_and_baseline", "pct", "proxy_label", "weights_kind"]
+__all__ = ["FamilyChapter", "TABLE_VARIANTS", "TABLE_WEIGHTS", "baseline_for", "below_control_and_baseline", "pct", "proxy_label", "weights_kind"]

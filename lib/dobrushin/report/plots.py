@@ -118,8 +118,11 @@ def layer_profile(table: pd.DataFrame, *, variants: Sequence[str] = ("content", 
             ax.axhline(p, color=COLORS["random"], linestyle=LINESTYLES["random"], lw=1.2,
                        label="random baseline at the token count")
         n_in = int(sub["n"].max()) if len(sub) else 0
-        ax.set_title(f"{display_name(m)} (≤{n_in} inputs/layer)", fontsize=10)
+        ax.set_title(f"{display_name(m)}\n≤{n_in} inputs per layer", fontsize=9)
         ax.set_xlabel("layer")
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
     return _finish_grid(fig, axes, ncols, "fraction where equality holds", title)
