@@ -128,7 +128,8 @@ def test_proxy_of_another_model_is_not_evidence(results):
     rob = _row(card, "roberta")
     assert rob["verdict"] == "not run: weights unavailable" and rob["weights"] == "none"
     assert "MPNet" not in rob["evidence"] and "MiniLM" not in rob["evidence"]
-    assert "untrained control measured" in rob["note"] and "not evidence" in rob["note"]
+    assert "untrained control (roberta-base)" in rob["note"] and "not evidence" in rob["note"]
+    assert rob["note"].startswith("FacebookAI/roberta-base: weights unavailable: not in the local cache")
     assert rob["evidence"] == "— (untrained control only)"
     dist = _row(card, "distilbert")  # not among the notebook's models at all
     assert dist["verdict"].startswith("not run: no model")
@@ -177,7 +178,8 @@ def test_baseline_row_spans_the_sizes(results):
     b = _row(card, "baseline")
     assert b["weights"] == "random matrices" and b["verdict"] == "reproduced"
     lo = binomtest(262, 1000).proportion_ci(method="wilson")
-    assert b["measured"].startswith(f"26.2% [{100 * lo.low:.1f}–{100 * lo.high:.1f}%] (n = 8) to 29.0%")
+    assert b["measured"].startswith(f"26.2% [{100 * lo.low:.1f}–{100 * lo.high:.1f}%] to 29.0%")
+    assert "lowest at n = 8, highest at n = 4" in b["note"]
 
 
 def test_headline_is_generated_from_the_verdicts(results):
@@ -186,11 +188,13 @@ def test_headline_is_generated_from_the_verdicts(results):
     kinds = card["verdict"].map(S.verdict_kind)
     judged = (kinds != "related").sum()
     assert h.startswith(f"Of the paper's {S._NUMBER[judged]} claims, this build reproduces "
-                        f"{S._NUMBER[(kinds == 'reproduced').sum()]}")
-    assert "DINOv2 S/B/L (proxy weights only)" in h and "could not be run (RoBERTa" in h
+                        f"{S._NUMBER[(kinds == 'reproduced').sum()]}: ")
+    assert "DINOv2 S/B/L (proxy weights only)" in h and "differ" not in h
+    n_nr = (kinds == "not run").sum()
+    assert f"{S._NUMBER[n_nr].capitalize()} could not be run (weights unavailable; no model" in h and "RoBERTa" in h
     card2 = card.copy()
     card2.loc[card2["key"] == "deit", "verdict"] = "differs"
-    assert "one differs (DeiT-B)" in S.headline(card2)
+    assert "One differs: DeiT-B." in S.headline(card2)
 
 
 def test_interval_explanation_counts_baseline_and_model_rows(results):
@@ -292,7 +296,10 @@ def test_parameter_table_is_whole():
 def test_html_table_shows_every_row_literally():
     df = pd.DataFrame({"what": [f"weights unavailable: <reason {i}>" for i in range(40)], "x": np.arange(40) / 7})
     h = summary.html_table(df, caption="All 40 rows").html
-    assert h.count("<tr>") == 41 and "…" not in h and "&lt;reason 39&gt;" in h and "<reason" not in h
+    assert h.count("<tr>") == 41 and "…" not in h and "<code>&lt;reason 39&gt;</code>" in h and "<reason" not in h
+    assert "<td>weights unavailable: <code>" in h  # the placeholder is code, the prose around it is not
+    c = summary.html_table(pd.DataFrame({"v": ["[4, 8]", "a<b"]}), code_columns=("v",)).html
+    assert "<code>[4, 8]</code>" in c and "<code>a&lt;b</code>" in c
     assert '<td class="text-right">0.143</td>' in h and "<caption>All 40 rows</caption>" in h
 
 

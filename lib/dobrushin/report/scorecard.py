@@ -35,7 +35,7 @@ COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "ve
            "k", "n", "fraction", "ci_low", "ci_high"]
 #: columns shown on the page, with their headers
 SHOWN = {"claim": "claim of the paper", "paper_value": "paper", "evidence": "best evidence in this build",
-         "weights": "weights", "measured": "measured [95% CI]", "verdict": "verdict", "note": "note"}
+         "weights": "weights", "measured": "measured [95% CI]", "verdict": "verdict"}
 _RANK = {"original": 0, "trained here": 0, "unrecorded": 0, "proxy": 1}
 
 
@@ -89,7 +89,7 @@ def _not_run_note(rows: pd.DataFrame):
     if not reasons:
         return None
     uniq = list(dict.fromkeys(r for r, _ in reasons))
-    models = ", ".join(dict.fromkeys(_label(m) for _, m in reasons))
+    models = ", ".join(dict.fromkeys(str(m) for _, m in reasons))  # the checkpoints' own ids
     return f"{models}: {'; '.join(uniq)}", uniq[0]
 
 
@@ -101,7 +101,7 @@ def _untrained_note(cands: pd.DataFrame, variant: str) -> str:
         return ""
     k, n = sum(_k(r) for _, r in un.iterrows()), int(un["n_pairs"].sum())
     models = ", ".join(dict.fromkeys(_label(m) for m in un["model"]))
-    return f"untrained control measured ({models}): {interval_text(k, n)} — not evidence"
+    return f"untrained control ({models}): {interval_text(k, n)}, not evidence"
 
 
 def _result(row: ScorecardRow, **kw) -> dict:
@@ -124,11 +124,12 @@ def _baseline(summary: pd.DataFrame, row: ScorecardRow) -> dict:
     lo_r, hi_r = b.loc[b["measured"].idxmin()], b.loc[b["measured"].idxmax()]
     bad = b[b["status"] != "reproduced"]
     span = f"n = {b['n_tok'].min()}–{b['n_tok'].max()}"
-    measured = (f"{interval_text(_k(lo_r), int(lo_r['n_pairs']))} (n = {lo_r['n_tok']}) to "
-                f"{interval_text(_k(hi_r), int(hi_r['n_pairs']))} (n = {hi_r['n_tok']})")
+    measured = (f"{interval_text(_k(lo_r), int(lo_r['n_pairs']))} to "
+                f"{interval_text(_k(hi_r), int(hi_r['n_pairs']))}")
     verdict = "reproduced" if not len(bad) else "differs"
     note = (f"{len(b)} sizes ({', '.join(map(str, b['n_tok']))}), {int(b['n_pairs'].min()):,}–"
-            f"{int(b['n_pairs'].max()):,} matrices each; every interval overlaps {claim.paper_value}"
+            f"{int(b['n_pairs'].max()):,} matrices each; lowest at n = {lo_r['n_tok']}, highest at n = "
+            f"{hi_r['n_tok']}; every interval overlaps {claim.paper_value}"
             if not len(bad) else f"outside {claim.paper_value} at n = {', '.join(map(str, bad['n_tok']))}")
     return _result(row, evidence=f"Dirichlet(1) random matrices, {span}", weights="random matrices",
                    measured=measured, verdict=verdict, note=note, n=int(b["n_pairs"].sum()))
@@ -191,8 +192,9 @@ def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     if not_run and weights != "original":
         notes.append(f"not run: {not_run[0]}")
     if overlap_only:
-        notes.append(f"{', '.join(overlap_only)} lies outside {claim.paper_value}, but its 95% interval reaches "
-                     "into it: reproduced by the interval-overlap rule")
+        one = len(overlap_only) == 1
+        notes.append(f"{_join(overlap_only)} {'lies' if one else 'lie'} outside {claim.paper_value}, but "
+                     f"{'its' if one else 'each'} 95% interval reaches into it: reproduced by the interval-overlap rule")
     k, n = sum(g[1] for g in glist), sum(g[2] for g in glist)
     p, lo, hi = wilson(k, n) if len(glist) == 1 else (np.nan, np.nan, np.nan)
     return _result(row, evidence=", ".join(groups), weights=weights, measured=text, verdict=verdict,
@@ -288,6 +290,11 @@ def shown(card: pd.DataFrame) -> pd.DataFrame:
     return card[list(SHOWN)].rename(columns=SHOWN)
 
 
+def notes(card: pd.DataFrame) -> list:
+    """``[(claim, note)]`` for the rows that have a note (provenance, reasons, untrained controls)."""
+    return [(r["claim"], r["note"]) for _, r in card.iterrows() if r["note"]]
+
+
 def _join(items: list) -> str:
     items = list(items)
     if len(items) <= 1:
@@ -300,35 +307,28 @@ _NUMBER = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "
 
 
 def headline(card: pd.DataFrame) -> str:
-    """The introduction's sentence: how many of the paper's claims this build reproduced, which, with
+    """The introduction's headline: how many of the paper's claims this build reproduced, which, with
     which weights, and which could not be run and why — generated from the scorecard."""
     judged = card[card["verdict"].map(verdict_kind) != "related"]
     short = {r.key: r.short for r in SCORECARD}
-    groups = {k: judged[judged["verdict"].map(verdict_kind) == k] for k in ("reproduced", "differs", "not run")}
+    kinds = judged["verdict"].map(verdict_kind)
 
     def names(g, mark_proxy=True):
-        out = []
-        for _, r in g.iterrows():
-            s = short[r["key"]]
-            if mark_proxy and "proxy" in r["verdict"]:
-                s += " (proxy weights only)"
-            out.append(s)
-        return _join(out)
+        return _join([short[r["key"]] + (" (proxy weights only)" if mark_proxy and "proxy" in r["verdict"] else "")
+                      for _, r in g.iterrows()])
 
-    n = len(judged)
-    parts = [f"Of the paper's {_NUMBER.get(n, n)} claims, this build reproduces "
-             f"{_NUMBER.get(len(groups['reproduced']), len(groups['reproduced']))}"
-             + (f" ({names(groups['reproduced'])})" if len(groups["reproduced"]) else "")]
-    nd = len(groups["differs"])
-    parts.append(f"{_NUMBER.get(nd, nd)} differ{'s' if nd == 1 else ''}"
-                 + (f" ({names(groups['differs'])})" if nd else ""))
-    nr = groups["not run"]
+    def count(k: int) -> str:
+        return _NUMBER.get(k, str(k))
+
+    rep, dif, nr = (judged[kinds == k] for k in ("reproduced", "differs", "not run"))
+    out = [f"Of the paper's {count(len(judged))} claims, this build reproduces {count(len(rep))}"
+           + (f": {names(rep)}." if len(rep) else ".")]
+    if len(dif):
+        out.append(f"{count(len(dif)).capitalize()} differ{'s' if len(dif) == 1 else ''}: {names(dif)}.")
     if len(nr):
         reasons = list(dict.fromkeys(v.split(": ", 1)[1] if ": " in v else v for v in nr["verdict"]))
-        parts.append(f"{_NUMBER.get(len(nr), len(nr))} could not be run ({names(nr, False)}: {'; '.join(reasons)})")
-    else:
-        parts.append("none was left unrun")
-    return _join(parts) + "."
+        out.append(f"{count(len(nr)).capitalize()} could not be run ({'; '.join(reasons)}): {names(nr, False)}.")
+    return " ".join(out)
 
 
 def interval_explanation(summary: pd.DataFrame) -> str:
@@ -362,5 +362,5 @@ def interval_explanation(summary: pd.DataFrame) -> str:
     return " ".join(out)
 
 
-__all__ = ["COLUMNS", "SHOWN", "build_scorecard", "headline", "interval_explanation", "interval_text", "shown",
+__all__ = ["COLUMNS", "SHOWN", "build_scorecard", "headline", "interval_explanation", "interval_text", "notes", "shown",
            "verdict_kind"]

@@ -319,22 +319,26 @@ def _short_label(model: str) -> str:
     return re.sub(r" seed \d+$", "", name)
 
 
-def depth_profiles(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
-    """Per family x model x weights x relative depth: fraction holding (``variant`` rows only)."""
-    t = table[table["variant"] == variant]
+def pooled_profile(t: pd.DataFrame) -> pd.DataFrame:
+    """Fraction holding against relative depth pooled over the models of ``t`` (e.g. every untrained
+    control of a family): relative depths are put on the grid of the deepest model (``L`` points)
+    and the (input, layer) pairs of each grid point are pooled. Columns ``rel, fraction, n``."""
     if not len(t):
-        return pd.DataFrame(columns=["family", "model", "weights", "rel", "fraction", "n"])
-    t = t.assign(rel=relative_depth(t), family=families_of(t))
-    g = t.groupby(["family", "model", "weights", "rel"], observed=True)["holds"]
+        return pd.DataFrame(columns=["rel", "fraction", "n"])
+    rel = relative_depth(t)
+    L = int(t.groupby("model")["layer"].max().max()) + 1
+    grid = np.round(rel.to_numpy(float) * max(L - 1, 1)) / max(L - 1, 1)
+    g = t.assign(rel=grid).groupby("rel")["holds"]
     return pd.concat([g.mean().rename("fraction"), g.size().rename("n")], axis=1).reset_index()
 
 
 def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None, ncols: int = 4,
                         variant: str = "content"):
     """Fraction of inputs where equality holds against relative depth, one panel per family (content
-    tokens): trained weights in the trained colour, untrained controls in the untrained colour (one
-    line style per model of the family), and the random baseline at the family's median token count
-    as a dotted line in the baseline colour (:data:`dobrushin.report.style.COLORS`)."""
+    tokens): each trained model in the trained colour (one line style per model of the family), the
+    family's untrained controls pooled into one line in the untrained colour (:func:`pooled_profile`),
+    and the random baseline at the family's median token count as a dotted line in the baseline colour
+    (:data:`dobrushin.report.style.COLORS`)."""
     import math
 
     import matplotlib.pyplot as plt
@@ -342,12 +346,11 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
 
     from .style import COLORS
 
-    prof = depth_profiles(table, variant)
-    if not len(prof):
-        raise ValueError(f"no {variant} rows to plot")
     t = table[table["variant"] == variant]
-    fam_of = families_of(t)
-    fams = family_order(prof["family"])
+    if not len(t):
+        raise ValueError(f"no {variant} rows to plot")
+    t = t.assign(family=families_of(t))
+    fams = family_order(t["family"])
     ncols = max(1, min(ncols, len(fams)))
     nrows = math.ceil(len(fams) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.0 * ncols, 2.6 * nrows + 0.6), sharey=True, squeeze=False,
@@ -356,24 +359,25 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
     for ax in flat[len(fams):]:
         ax.set_visible(False)
     for ax, fam in zip(flat, fams):
-        sub = prof[prof["family"] == fam]
-        models = list(dict.fromkeys(sub["model"]))
+        sub = t[t["family"] == fam]
+        un = pooled_profile(sub[sub["weights"] == "untrained"])
+        if len(un):
+            ax.plot(un["rel"], un["fraction"], "-", marker="o", ms=2.5, lw=1.2, color=COLORS["untrained"], zorder=2)
+        pre = sub[sub["weights"] == "pretrained"]
+        models = list(dict.fromkeys(pre["model"]))
         for i, model in enumerate(models):
-            ls, mk = _STYLES[i % len(_STYLES)], _MARKERS[i % len(_MARKERS)]
-            for w, colour, lw in (("untrained", COLORS["untrained"], 1.2), ("pretrained", COLORS["trained"], 2.0)):
-                g = sub[(sub["model"] == model) & (sub["weights"] == w)].sort_values("rel")
-                if len(g):
-                    ax.plot(g["rel"], g["fraction"], ls=ls, marker=mk, ms=3, lw=lw, color=colour,
-                            zorder=3 if w == "pretrained" else 2)
-        ref = baseline_at(baseline_grid, float(t.loc[fam_of == fam, "n_tokens"].median()))
+            g = pre[pre["model"] == model]
+            prof = g.assign(rel=relative_depth(g)).groupby("rel")["holds"].mean()
+            ax.plot(prof.index, prof.values, ls=_STYLES[i % len(_STYLES)], marker=_MARKERS[i % len(_MARKERS)], ms=3,
+                    lw=2.0, color=COLORS["trained"], zorder=3)
+        ref = baseline_at(baseline_grid, float(sub["n_tokens"].median()))
         if np.isfinite(ref):
             ax.axhline(ref, color=COLORS["random"], ls=":", lw=1.4, zorder=1)
-        trained = set(sub.loc[sub["weights"] == "pretrained", "model"])
-        ax.set_title(fam + ("" if trained else " (untrained only)"), fontsize=10)
-        if len(models) > 1:  # which line style is which model
-            ax.legend(handles=[Line2D([], [], color="0.3", ls=_STYLES[i % len(_STYLES)], marker=_MARKERS[i % len(_MARKERS)],
-                                      ms=3, label=_short_label(m)) for i, m in enumerate(models)],
-                      fontsize=7, loc="lower left", frameon=False)
+        ax.set_title(fam + ("" if models else " (untrained only)"), fontsize=10)
+        if len(models) > 1:  # which line style is which trained model
+            ax.legend(handles=[Line2D([], [], color=COLORS["trained"], ls=_STYLES[i % len(_STYLES)],
+                                      marker=_MARKERS[i % len(_MARKERS)], ms=3, label=_short_label(m))
+                               for i, m in enumerate(models)], fontsize=7, loc="best", frameon=False)
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlim(-0.05, 1.05)
         ax.grid(alpha=0.3)
@@ -382,7 +386,8 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
     for r in range(nrows):
         flat[r * ncols].set_ylabel("fraction holding")
     fig.legend(handles=[Line2D([], [], color=COLORS["trained"], lw=2, marker="o", ms=3, label="trained weights"),
-                        Line2D([], [], color=COLORS["untrained"], lw=1.2, marker="o", ms=3, label="untrained control"),
+                        Line2D([], [], color=COLORS["untrained"], lw=1.2, marker="o", ms=2.5,
+                               label="untrained controls (pooled)"),
                         Line2D([], [], color=COLORS["random"], ls=":", lw=1.4,
                                label="random baseline at the family's token count")],
                loc="outside lower center", ncols=3, fontsize=9, frameon=False)
@@ -408,8 +413,8 @@ def slack_summary(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame
 
 def plot_slack_by_family(table: pd.DataFrame, variant: str = "content"):
     """Box plots (log axis) of the slack ½(1+κ(A)) − κ(½(I+A)) of the failing (input, layer) pairs
-    per family, trained vs untrained control side by side; under each box the number of failing pairs
-    out of all pairs (the holding pairs have slack 0 and cannot be drawn on a log axis)."""
+    per family, trained vs untrained control side by side (the holding pairs have slack 0 and cannot be
+    drawn on a log axis; :func:`slack_summary` counts them)."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -418,7 +423,7 @@ def plot_slack_by_family(table: pd.DataFrame, variant: str = "content"):
     t = table[table["variant"] == variant]
     t = t.assign(family=families_of(t))
     fams = family_order(t["family"])
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(fams)), 3.8), layout="constrained")
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.15 * len(fams)), 3.6), layout="constrained")
     for i, fam in enumerate(fams):
         for j, w in enumerate(("pretrained", "untrained")):
             g = t[(t["family"] == fam) & (t["weights"] == w)]
@@ -434,13 +439,9 @@ def plot_slack_by_family(table: pd.DataFrame, variant: str = "content"):
                                 medianprops={"color": "k", "linewidth": 1}, manage_ticks=False)
                 bp["boxes"][0].set_facecolor(colour)
                 bp["boxes"][0].set_alpha(0.7)
-            ax.annotate(f"{len(v)}/{len(g)}", (x, 0), xycoords=("data", "axes fraction"), xytext=(0, 2),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=7, color=colour)
     ax.set_yscale("log")
     ax.set_xticks(range(len(fams)), fams, fontsize=9)
     ax.set_xlim(-0.6, len(fams) - 0.4)
-    lo, hi = ax.get_ylim()
-    ax.set_ylim(lo / 30, hi)  # room for the counts under the boxes
     ax.set_ylabel("slack where equality fails")
     ax.set_title("Slack by family (content tokens, failing pairs)", fontsize=10)
     ax.legend(handles=[Patch(color=COLORS["trained"], alpha=0.7, label="trained weights"),
@@ -579,10 +580,30 @@ class Html:
         return self.text
 
 
-def html_table(df: pd.DataFrame, caption: Optional[str] = None, **kwargs) -> Html:
+_PLACEHOLDER_RX = None
+
+
+def _cell_html(text: str, code: bool) -> str:
+    """A table cell's text as HTML: escaped; the whole cell as ``<code>`` when ``code``, else only its
+    ``<placeholder>`` spans (``hf:<dataset id>``), as a writer would put them in backticks."""
+    import html
+    import re
+
+    global _PLACEHOLDER_RX
+    esc = html.escape(str(text))
+    if code:
+        return f"<code>{esc}</code>" if esc else ""
+    if _PLACEHOLDER_RX is None:
+        _PLACEHOLDER_RX = re.compile(r"[\w:./-]*&lt;/?[A-Za-z][^&<>]{0,60}&gt;[\w:./-]*")
+    return _PLACEHOLDER_RX.sub(lambda m: f"<code>{m.group(0)}</code>", esc)
+
+
+def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(), **kwargs) -> Html:
     """``df`` as an HTML table formatted like :func:`dobrushin.report.figures.table` (no index, every
     row, numbers for reading, numeric columns right-aligned, text shown literally), for pasting into a
-    Markdown chapter. ``kwargs`` go to ``figures.table`` (``digits``, ``formats``, ``columns``)."""
+    Markdown chapter. ``code_columns`` are shown as code (values such as ``[4, 8]``), and any
+    ``<placeholder>`` in other cells too. ``kwargs`` go to ``figures.table`` (``digits``, ``formats``,
+    ``columns``)."""
     import html
 
     from . import figures
@@ -594,7 +615,8 @@ def html_table(df: pd.DataFrame, caption: Optional[str] = None, **kwargs) -> Htm
                    and not pd.api.types.is_bool_dtype(renamed[c])) for c in shown.columns}
     cls = lambda c: ' class="text-right"' if numeric[c] else ""  # noqa: E731
     head = "".join(f"<th{cls(c)}>{html.escape(str(c))}</th>" for c in shown.columns)
-    body = "".join("<tr>" + "".join(f"<td{cls(c)}>{html.escape(str(v))}</td>" for c, v in zip(shown.columns, row))
+    body = "".join("<tr>" + "".join(f"<td{cls(c)}>{_cell_html(v, c in code_columns)}</td>"
+                                    for c, v in zip(shown.columns, row))
                    + "</tr>" for row in shown.itertuples(index=False))
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     out = (f'<div class="pst-scrollable-table-container"><table class="table dobrushin-table">{cap}'
@@ -619,7 +641,8 @@ def parameter_blocks(ptab: pd.DataFrame, order=()) -> Html:
         g = ptab[ptab["notebook"] == nb].drop(columns=["notebook"])
         n = len(g)
         blocks.append(html_details(f"{nb}: {n} parameter{'s' if n != 1 else ''}",
-                                   html_table(g, formats={c: str for c in g.columns})))
+                                   html_table(g, formats={c: str for c in g.columns},
+                                              code_columns=("parameter", "default", "quick", "paper"))))
     return Html("".join(b.html for b in blocks), "\n".join(b.text for b in blocks))
 
 

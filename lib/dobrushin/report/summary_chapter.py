@@ -80,7 +80,11 @@ class SummaryChapter:
                                  "profile). Measured: share of (input, layer) pairs where the equality condition "
                                  "holds, with its Wilson 95% interval. Weights: original checkpoint, proxy (a "
                                  "packaged copy or conversion standing in for it), trained here, or none."))
-        _md(f"**In one sentence.** {S.headline(self.card)}")
+        _md(f"**In short.** {S.headline(self.card)}")
+        rows = S.notes(self.card)
+        if rows:
+            _display(F.details("Notes on the rows: provenance of the weights, reasons, untrained controls",
+                               "\n".join(f"- **{c}**: {_md_text(n)}" for c, n in rows)))
 
     # ------------------------------------------------------------------ the long table
     def long_table(self):
@@ -136,8 +140,8 @@ class SummaryChapter:
                  caption=("Fraction of inputs for which the equality condition holds on content tokens, against "
                           "relative depth $\\ell/(L-1)$, one panel per family. Blue: trained weights; orange: the "
                           "untrained control of the same architecture; dotted grey: the random baseline "
-                          "(Dirichlet(1) rows) at the family's median token count. Line styles tell models of one "
-                          "family apart. "
+                          "(Dirichlet(1) rows) at the family's median token count. The untrained controls of a "
+                          "family are pooled into one line; line styles tell trained models of one family apart. "
                           + (f"Trained weights were measured for {_and(trained)}; " if trained else
                              "No trained weights were measured in this build; ")
                           + f"{len(fams) - len(trained)} of the {len(fams)} families show only untrained controls."),
@@ -155,10 +159,14 @@ class SummaryChapter:
         F.figure(fig, notebook=NOTEBOOK, name="slack", width="column",
                  caption=("Slack by family: $\\tfrac12(1+\\kappa(A))-\\kappa(\\tfrac12(I+A))$ of the (input, layer) "
                           "pairs where the equality condition fails (content tokens, log axis; the pairs where it "
-                          "holds have slack 0). Under each box: failing pairs / all pairs. "
-                          + ("Median slack of the failing pairs with trained weights: "
-                             + "; ".join(f"{r.family} {F.format_number(r.slack_median)}" for r in tr.itertuples()
-                                         if r.failing) + "." if len(tr) and tr["failing"].sum() else "")),
+                          "holds have slack 0 and are not drawn). Failing pairs / all pairs: "
+                          + "; ".join(f"{fam} " + ", ".join(
+                              f"{'trained' if r.weights == 'pretrained' else 'untrained'} {r.failing}/{r.pairs}"
+                              for r in ss[ss["family"] == fam].itertuples()) for fam in dict.fromkeys(ss["family"]))
+                          + "." + (" Median slack of the failing pairs with trained weights: "
+                                   + "; ".join(f"{r.family} {F.format_number(r.slack_median)}"
+                                               for r in tr.itertuples() if r.failing) + "."
+                                   if len(tr) and tr["failing"].sum() else "")),
                  alt="Box plots of the slack on a log axis per model family, trained and untrained side by side.")
 
     # ------------------------------------------------------------------ glue for the introduction
@@ -195,8 +203,6 @@ class SummaryChapter:
         else:
             _glue("bench_table", summary.html_table(pd.DataFrame({"benchmark": ["not run in this build"]})))
             _glue("bench_status", summary.Text("not run in this build"))
-        _md(f"Glued for the reproducibility chapter: {len(ptab)} notebook parameters, the results schema "
-            f"({len(summary.schema_table())} columns) and the benchmark ({'present' if bench_csv.exists() else 'not run'}).")
 
     def finish(self, parameters: Optional[dict] = None):
         """The collapsed "how this chapter was run" block."""
@@ -214,6 +220,13 @@ class SummaryChapter:
 def _and(items) -> str:
     items = list(items)
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _md_text(s: str) -> str:
+    """Plain text for a Markdown list item: characters Markdown would read as markup escaped."""
+    import re
+
+    return re.sub(r"([\\`*_{}\[\]<>#|$~])", r"\\\1", str(s))
 
 
 def _claim_short(text: str) -> str:
