@@ -135,7 +135,7 @@ def test_proxy_of_another_model_is_not_evidence(results):
     assert dist["verdict"].startswith("not run: no model")
     rel = _row(card, "related_text")
     assert rel["verdict"] == "related evidence (no paper value)" and rel["paper_value"] == "—"
-    assert "all-MiniLM-L6-v2" in rel["evidence"] and "all-mpnet-base-v2" in rel["evidence"]
+    assert rel["evidence"] == "all-MiniLM-L6-v2 (packaged proxy), all-mpnet-base-v2 (packaged proxy)"
     assert rel["weights"] == "proxy"
 
 

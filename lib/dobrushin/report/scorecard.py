@@ -57,6 +57,12 @@ def _label(model: str) -> str:
     return display_name(name)
 
 
+def _evidence_label(model: str, weights: str) -> str:
+    """:func:`_label`, and "(packaged proxy)" after a proxy whose display name does not say so already."""
+    lab = _label(model)
+    return f"{lab} (packaged proxy)" if weights == "proxy" and "proxy" not in lab else lab
+
+
 def _k(row) -> int:
     return int(round(float(row["measured"]) * int(row["n_pairs"]))) if int(row["n_pairs"]) else 0
 
@@ -197,7 +203,10 @@ def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
                      f"{'its' if one else 'each'} 95% interval reaches into it: reproduced by the interval-overlap rule")
     k, n = sum(g[1] for g in glist), sum(g[2] for g in glist)
     p, lo, hi = wilson(k, n) if len(glist) == 1 else (np.nan, np.nan, np.nan)
-    return _result(row, evidence=", ".join(groups), weights=weights, measured=text, verdict=verdict,
+    labels = {lab: lab for lab in groups}
+    for _, r in ev.iterrows():
+        labels[_label(r["model"])] = _evidence_label(r["model"], r["weights_source"])
+    return _result(row, evidence=", ".join(labels[g] for g in groups), weights=weights, measured=text, verdict=verdict,
                    note="; ".join(notes), k=k, n=n, fraction=p, ci_low=lo, ci_high=hi)
 
 
@@ -240,7 +249,9 @@ def _related(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     weights = ", ".join(sorted(set(content["weights_source"])))
     note = ("different models from RoBERTa and DistilBERT: not evidence for their rows"
             + (f"; with special tokens: {'; '.join(specials)}" if specials else ""))
-    return _result(row, evidence=", ".join(_label(m) for m in dict.fromkeys(content["model"])), weights=weights,
+    src = dict(zip(content["model"], content["weights_source"]))
+    return _result(row, evidence=", ".join(_evidence_label(m, src[m]) for m in dict.fromkeys(content["model"])),
+                   weights=weights,
                    measured="; ".join(parts), verdict="related evidence (no paper value)", note=note)
 
 
@@ -285,9 +296,13 @@ def verdict_kind(verdict: str) -> str:
     return "related"
 
 
-def shown(card: pd.DataFrame) -> pd.DataFrame:
-    """The scorecard as the page shows it (the :data:`SHOWN` columns and headers)."""
-    return card[list(SHOWN)].rename(columns=SHOWN)
+#: the introduction's column order: the verdict before the details, so a narrow page shows it first
+COMPACT = ("claim", "paper_value", "verdict", "measured", "weights", "evidence")
+
+
+def shown(card: pd.DataFrame, columns=tuple(SHOWN)) -> pd.DataFrame:
+    """The scorecard as the page shows it (``columns`` of :data:`SHOWN`, with its headers)."""
+    return card[list(columns)].rename(columns=SHOWN)
 
 
 def notes(card: pd.DataFrame) -> list:

@@ -674,10 +674,10 @@ class Text:
     def __repr__(self) -> str:
         return self.s
 
-    def _repr_html_(self) -> str:  # pasted inline as plain text, not as a code literal
+    def _repr_html_(self) -> str:  # pasted inline as plain text (not bold as myst-nb's pasted-text, not code)
         import html
 
-        return f'<span class="pasted-text">{html.escape(self.s)}</span>'
+        return f'<span class="dobrushin-text">{html.escape(self.s)}</span>'
 
 
 

@@ -174,7 +174,8 @@ class SummaryChapter:
         """Glue the headline sentence, the interval-rule paragraph and the scorecard for book/intro.md."""
         _glue("headline", summary.Text(S.headline(self.card)))
         _glue("interval_rule", summary.Text(S.interval_explanation(self.table)))
-        _glue("scorecard_html", summary.html_table(S.shown(self.card)))
+        card = summary.html_table(S.shown(self.card, S.COMPACT))
+        _glue("scorecard_html", summary.Html(f'<div class="full-width">{card.html}</div>', card.text))
         _md(f"{S.interval_explanation(self.table)}")
 
     # ------------------------------------------------------------------ timings and reproducibility
@@ -193,7 +194,9 @@ class SummaryChapter:
         _glue("parameter_blocks", summary.parameter_blocks(ptab, order))
         _glue("n_parameters", summary.Text(str(len(ptab))))
         _glue("schema_table", summary.html_table(summary.schema_table()))
-        _glue("summary_columns", summary.Text(", ".join(summary.COLUMNS)))
+        _glue("summary_columns", summary.Html(", ".join(f"<code>{c}</code>" for c in summary.COLUMNS),
+                                              ", ".join(summary.COLUMNS)))
+        _glue("weights_sources", summary.Text(_and([f'"{w}"' for w in summary.WEIGHTS_SOURCES]).replace(" and ", " or ")))
         bench_csv = self.results / "bench" / "bench.csv"
         if bench_csv.exists():
             bench = pd.read_csv(bench_csv)
