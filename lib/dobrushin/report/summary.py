@@ -444,9 +444,9 @@ def plot_slack_by_family(table: pd.DataFrame, variant: str = "content"):
     ax.set_xlim(-0.6, len(fams) - 0.4)
     ax.set_ylabel("slack where equality fails")
     ax.set_title("Slack by family (content tokens, failing pairs)", fontsize=10)
-    ax.legend(handles=[Patch(color=COLORS["trained"], alpha=0.7, label="trained weights"),
-                       Patch(color=COLORS["untrained"], alpha=0.7, label="untrained control")],
-              fontsize=8, loc="upper right", frameon=False)
+    fig.legend(handles=[Patch(color=COLORS["trained"], alpha=0.7, label="trained weights"),
+                        Patch(color=COLORS["untrained"], alpha=0.7, label="untrained control")],
+               fontsize=9, loc="outside lower center", ncols=2, frameon=False)
     ax.grid(alpha=0.3, axis="y", which="major")
     return fig
 

@@ -123,7 +123,14 @@ class SummaryChapter:
             return
         content = t[t["variant"] == "content"]
         fams = summary.family_order(summary.families_of(content))
-        trained = sorted({summary.summary_family(m) for m in content.loc[content["weights"] == "pretrained", "model"]})
+        trained = [summary.summary_family(m) for m in content.loc[content["weights"] == "pretrained", "model"]]
+        trained = [f for f in fams if f in set(trained)]
+        src = self.table[self.table["variant"] == "content"].drop_duplicates("model").set_index("model")["weights_source"]
+        named = [f"{_model_name(m)} ({src.get(m, 'unrecorded')})"
+                 for m in dict.fromkeys(content.loc[content["weights"] == "pretrained", "model"])
+                 if not str(m).startswith("FT-Transformer/")]
+        if any(str(m).startswith("FT-Transformer/") for m in content.loc[content["weights"] == "pretrained", "model"]):
+            named.append("FT-Transformer (trained here)")
         fig = summary.plot_depth_profiles(t, self.reference)
         F.figure(fig, notebook=NOTEBOOK, name="depth", width="full",
                  caption=("Fraction of inputs for which the equality condition holds on content tokens, against "
@@ -131,7 +138,7 @@ class SummaryChapter:
                           "untrained control of the same architecture; dotted grey: the random baseline "
                           "(Dirichlet(1) rows) at the family's median token count. The untrained controls of a "
                           "family are pooled into one line; line styles tell trained models of one family apart. "
-                          + (f"Trained weights were measured for {_and(trained)}; " if trained else
+                          + (f"Trained weights: {_and(named)}; " if trained else
                              "No trained weights were measured in this build; ")
                           + f"{len(fams) - len(trained)} of the {len(fams)} families show only untrained controls."),
                  alt=f"Grid of {len(fams)} line plots, one per model family, of the fraction holding against "
@@ -147,8 +154,9 @@ class SummaryChapter:
         fig = summary.plot_slack_by_family(t)
         F.figure(fig, notebook=NOTEBOOK, name="slack", width="column",
                  caption=("Slack by family: $\\tfrac12(1+\\kappa(A))-\\kappa(\\tfrac12(I+A))$ of the (input, layer) "
-                          "pairs where the equality condition fails (content tokens, log axis; the pairs where it "
-                          "holds have slack 0 and are not drawn). Failing pairs / all pairs: "
+                          "pairs where the equality condition fails (content tokens, log axis; where it holds the "
+                          "slack is 0 up to the test's tolerance, which a log axis cannot show). Failing pairs / all "
+                          "pairs: "
                           + "; ".join(f"{fam} " + ", ".join(
                               f"{'trained' if r.weights == 'pretrained' else 'untrained'} {r.failing}/{r.pairs}"
                               for r in ss[ss["family"] == fam].itertuples()) for fam in dict.fromkeys(ss["family"]))
@@ -262,7 +270,7 @@ def _claim_short(text: str) -> str:
     c = by_text.get(text)
     if c is None:
         return text
-    names = {"baseline": "random baseline", "essentially_all": "essentially every input and layer",
+    names = {"baseline": "random baseline", "essentially_all": "essentially all",
              "deit": "DeiT-B 91%", "vit": "ViT-B/16 64%", "late": "failures late in depth",
              "tabular": "FT-Transformer 11–44%", "special": "with special tokens 82–97%"}
     return names.get(c.key, c.text)
