@@ -205,7 +205,7 @@ def test_interval_explanation_counts_baseline_and_model_rows(results):
     assert f"{len(rep)} say \"reproduced\": {n_base} are random-baseline rows" in text
     assert f"and {len(rep) - n_base} are model rows" in text
     # California seed 0: 2 of 30 = 6.7%, below 11–44%, interval reaches it
-    assert "FT-Transformer on California Housing (seed 0) (content tokens) 6.7% [" in text
+    assert "FT-Transformer on California Housing (seed 0) (content tokens) 6.67% [" in text
     assert "against the paper's 11–44%" in text and "In one of them the measured fraction lies outside" in text
     assert "FT-Transformer on California Housing (seed 0), content tokens" in text  # listed among the model rows
 

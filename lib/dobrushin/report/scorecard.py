@@ -377,9 +377,9 @@ def interval_explanation(summary: pd.DataFrame) -> str:
         c = by_text.get(r["claim"])
         if c is None or c.key == "late" or not np.isfinite(r["measured"]) or c.low <= r["measured"] <= c.high:
             continue
-        outside.setdefault(c.paper_value, []).append(
-            f"{_row_name(r['model'])} ({variant.get(r['variant'], r['variant'])}) {pct(r['measured'])} "
-            f"[{pct(r['ci_low'])[:-1]}–{pct(r['ci_high'])}]")
+        outside.setdefault(c.paper_value, []).append(  # two decimals: 30.02% is outside 24–30%, "30.0%" would not say so
+            f"{_row_name(r['model'])} ({variant.get(r['variant'], r['variant'])}) {100 * r['measured']:.2f}% "
+            f"[{100 * r['ci_low']:.2f}–{100 * r['ci_high']:.2f}%]")
     if outside:
         n = sum(len(v) for v in outside.values())
         groups = "; ".join(f"{_join(v)} against the paper's {k}" for k, v in outside.items())

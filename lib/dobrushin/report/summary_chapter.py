@@ -126,7 +126,7 @@ class SummaryChapter:
         trained = [summary.summary_family(m) for m in content.loc[content["weights"] == "pretrained", "model"]]
         trained = [f for f in fams if f in set(trained)]
         src = self.table[self.table["variant"] == "content"].drop_duplicates("model").set_index("model")["weights_source"]
-        named = [f"{_model_name(m)} ({src.get(m, 'unrecorded')})"
+        named = [_model_name(m) + ("" if "proxy" in _model_name(m) else f" ({src.get(m, 'unrecorded')})")
                  for m in dict.fromkeys(content.loc[content["weights"] == "pretrained", "model"])
                  if not str(m).startswith("FT-Transformer/")]
         if any(str(m).startswith("FT-Transformer/") for m in content.loc[content["weights"] == "pretrained", "model"]):
