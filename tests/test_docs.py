@@ -429,8 +429,8 @@ def test_make_targets_and_the_profile_switch(sandbox):
         assert f'profile = "{profile}"' in injected.source
         printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
         assert f"profile={profile}" in printed
-        timing = json.loads((sandbox.root / "results" / "timings" / "theory.json").read_text())
-        assert timing["profile"] == profile
+        timing = json.loads((sandbox.root / "results" / "timings" / profile / "theory.json").read_text())
+        assert timing["profile"] == profile and timing["notebook"] == "theory"
     r = sandbox.sh("make -o .venv/.installed notebooks NOTEBOOKS=theory PROFILE=nonesuch", check=False)
     assert r.returncode == 2 and "unknown PROFILE=nonesuch" in r.stdout
 

@@ -64,6 +64,51 @@ def special_claim(model: str) -> Optional[str]:
     return "special" if hit and hit[2] else None
 
 
+@dataclass(frozen=True)
+class ScorecardRow:
+    """One row of the summary's scorecard: one claim of the paper, about the models of ``families``
+    (:func:`dobrushin.models.model_family` values), judged against the range of ``CLAIMS[band]``.
+
+    ``kind``: ``"fraction"`` (share of (input, layer) pairs where the condition holds, on ``variant``),
+    ``"late"`` (all failures in the second half of the network), ``"baseline"`` (random matrices) or
+    ``"related"`` (trained models of ``families`` that no claim covers: shown, never judged)."""
+    key: str
+    short: str  # the claim's name in a sentence ("DeiT-B")
+    text: str  # the claim in words
+    band: Optional[str]  # key of CLAIMS (None: no paper value)
+    families: tuple = ()
+    variant: str = "content"
+    kind: str = "fraction"
+
+
+#: The scorecard: the paper's claims in the order the book presents them.
+SCORECARD = (
+    ScorecardRow("baseline", "the random baseline",
+                 "Random stochastic matrices (rows uniform on the simplex)",
+                 "baseline", kind="baseline"),
+    ScorecardRow("dinov2", "DINOv2 S/B/L", "DINOv2 S/B/L: essentially every input and layer",
+                 "essentially_all", families=("dinov2",)),
+    ScorecardRow("roberta", "RoBERTa", "RoBERTa: essentially every input and layer",
+                 "essentially_all", families=("roberta",)),
+    ScorecardRow("distilbert", "DistilBERT", "DistilBERT: essentially every input and layer",
+                 "essentially_all", families=("distilbert",)),
+    ScorecardRow("deit", "DeiT-B", "DeiT-B: share of (input, layer) pairs", "deit",
+                 families=("deit", "deit-distilled")),
+    ScorecardRow("vit", "ViT-B/16", "ViT-B/16: share of (input, layer) pairs", "vit",
+                 families=("vit",)),
+    ScorecardRow("late", "failures late in depth", "DeiT-B and ViT-B/16: all failures late in depth",
+                 "late", families=("deit", "deit-distilled", "vit"), kind="late"),
+    ScorecardRow("tabular", "FT-Transformer", "FT-Transformer on two tabular benchmarks",
+                 "tabular", families=("ft-transformer",)),
+    ScorecardRow("special", "with special tokens",
+                 "DINOv2, RoBERTa, DistilBERT with special tokens", "special",
+                 families=("dinov2", "roberta", "distilbert"), variant="with_special"),
+    ScorecardRow("related_text", "other text encoders",
+                 "Not in the paper: other trained text encoders", None,
+                 families=("bert", "mpnet"), kind="related"),
+)
+
+
 #: FT-Transformer results published by Gorishniy et al. (2021), Table 2 (single models): test RMSE on
 #: California Housing, test accuracy on Adult
 PUBLISHED_FT_TRANSFORMER = {"california": 0.459, "adult": 0.859}
@@ -80,5 +125,5 @@ def band_label(key: str) -> str:
     return f"paper: {CLAIMS[key].paper_value}"
 
 
-__all__ = ["CLAIMS", "Claim", "EXTRA_MODELS", "MODEL_CLAIMS", "PUBLISHED_FT_TRANSFORMER", "band", "band_label",
+__all__ = ["CLAIMS", "Claim", "SCORECARD", "ScorecardRow", "EXTRA_MODELS", "MODEL_CLAIMS", "PUBLISHED_FT_TRANSFORMER", "band", "band_label",
            "content_claim", "special_claim"]

@@ -26,9 +26,12 @@ from ..math.stats import wilson
 from ..random.ensembles import parse_ensemble
 from ..store.results import ResultStore
 from .claims import CLAIMS, Claim, content_claim, special_claim
-from .names import family_label
+from .names import display_name, family_label
 
-COLUMNS = ["claim", "model", "variant", "paper_value", "measured", "ci_low", "ci_high", "n_pairs", "status", "detail"]
+COLUMNS = ["claim", "model", "variant", "paper_value", "measured", "ci_low", "ci_high", "n_pairs", "status", "detail",
+           "weights_source"]
+#: values of the ``weights_source`` column: where the measured weights came from
+WEIGHTS_SOURCES = ("original", "proxy", "trained here", "untrained", "none", "random matrices", "unrecorded")
 VARIANT_LABEL = {"content": "content", "with_special": "with special tokens"}
 FAMILY_NOTEBOOKS = ("dinov2", "language", "supervised_vit", "tabular")
 
@@ -41,7 +44,36 @@ def decide(ci_low: float, ci_high: float, claim: Claim, n: int = 1) -> str:
     return "reproduced" if (ci_high >= claim.low and ci_low <= claim.high) else "differs"
 
 
-def _row(claim: Optional[Claim], model, variant, k, n, detail="", weights="pretrained") -> dict:
+def weights_source(entry: Optional[dict]) -> str:
+    """Where the trained weights of a manifest entry came from, as the report names it:
+
+    * ``"original"`` — the paper's checkpoint itself (hub or local Hugging Face / timm cache);
+    * ``"proxy"`` — weights from a package (``source == "package"``) or with ``proxy_for`` set: a copy
+      or a conversion standing in for the checkpoint, not the checkpoint;
+    * ``"trained here"`` — trained by this build (FT-Transformer);
+    * ``"none"`` — no trained weights could be loaded (``source == "unavailable"`` or the run failed);
+    * ``"unrecorded"`` — measured, but the manifest predates provenance records.
+    """
+    if not entry:
+        return "none"
+    prov = (entry.get("provenance") or {}).get("pretrained")
+    if prov is None:
+        prov = ((entry.get("runs") or {}).get("pretrained") or {}).get("provenance")
+    run = (entry.get("runs") or {}).get("pretrained") or {}
+    failed = str(run.get("status", entry.get("status", "ok"))) != "ok"
+    if prov is None:
+        return "none" if failed else "unrecorded"
+    source = str(prov.get("source", ""))
+    if source in ("unavailable", "untrained") or failed:
+        return "none"
+    if prov.get("proxy_for") or source == "package":
+        return "proxy"
+    if source == "trained in this build":
+        return "trained here"
+    return "original"
+
+
+def _row(claim: Optional[Claim], model, variant, k, n, detail="", weights="pretrained", source="") -> dict:
     p, lo, hi = wilson(k, n)
     if weights == "untrained":
         variant_label = f"untrained control ({VARIANT_LABEL.get(variant, variant)})"
@@ -61,6 +93,7 @@ def _row(claim: Optional[Claim], model, variant, k, n, detail="", weights="pretr
         "n_pairs": n,
         "status": status,
         "detail": detail,
+        "weights_source": "untrained" if weights == "untrained" else source,
     }
 
 
@@ -76,6 +109,7 @@ def _not_run(claim: Optional[Claim], model, variant, reason) -> dict:
         "n_pairs": 0,
         "status": f"not run: {reason}",
         "detail": "",
+        "weights_source": "none",
     }
 
 
@@ -150,6 +184,7 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
             r = _row(CLAIMS["baseline"], f"random Dirichlet(1) rows, n = {int(b['n'])}", "content",
                      int(b["holds"]), int(b["trials"]), detail="rows i.i.d. uniform on the simplex")
             r["variant"] = "all tokens"
+            r["weights_source"] = "random matrices"
             rows.append(r)
     else:
         rows.append(_not_run(CLAIMS["baseline"], "random Dirichlet(1) rows", "content", "baseline results missing"))
@@ -162,23 +197,27 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
             cc = sc = None
         sub = table[table["model"] == model] if len(table) else table
         pre = sub[sub["weights"] == "pretrained"] if len(sub) else sub
+        source = weights_source(e)
         for variant, claim_key in (("content", cc), ("with_special", sc)):
             claim = CLAIMS[claim_key] if claim_key else None
             part = pre[pre["variant"] == variant] if len(pre) else pre
+            if not len(part) and claim is None:
+                continue  # nothing measured, nothing to compare with: listed with its reason, not as a row
             if len(part):
                 n_tok = float(part["n_tokens"].median())
                 ref = baseline_at(reference, n_tok)
                 detail = (f"random baseline at n = {n_tok:g}: {100 * ref:.1f}%" if np.isfinite(ref) else "")
                 if e.get("inputs"):
                     detail = f"{detail}; inputs: {e['inputs']}" if detail else f"inputs: {e['inputs']}"
-                rows.append(_row(claim, model, variant, int(part["holds"].sum()), len(part), detail=detail))
+                rows.append(_row(claim, model, variant, int(part["holds"].sum()), len(part), detail=detail,
+                                 source=source))
             else:
                 reason = status if status != "ok" else "no pretrained results"
                 rows.append(_not_run(claim, model, variant, reason))
         if cc == "deit" or cc == "vit":
             part = pre[pre["variant"] == "content"] if len(pre) else pre
             if len(part):
-                rows.append(late_depth_row(part, model))
+                rows.append({**late_depth_row(part, model), "weights_source": source})
             else:
                 rows.append(_not_run(CLAIMS["late"], model, "content", status if status != "ok" else "no results"))
         un = sub[sub["weights"] == "untrained"] if len(sub) else sub
@@ -247,114 +286,175 @@ def baseline_at(grid: Optional[pd.DataFrame], n: float) -> float:
 
 
 # --- figures --------------------------------------------------------------------------------------
-def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None):
-    """Fraction holding vs relative depth, faceted by variant: one coloured line per trained model (with a
-    dotted line of the same colour at the random baseline for its token count) and every untrained
-    control as a thin grey line."""
+#: order of the families in the summary's figures (the book's chapter order)
+FAMILY_ORDER = ("DINOv2", "RoBERTa", "DistilBERT", "MiniLM", "MPNet", "BERT", "DeiT", "ViT", "FT-Transformer")
+_STYLES = ("-", "--", "-.", ":")
+_MARKERS = ("o", "s", "^", "D", "v")
+
+
+def summary_family(model: str, notebook: str = "") -> str:
+    """The family a model is shown under in the summary (``family_label``, with MPNet named)."""
+    from ..models.configs import model_family
+
+    return "MPNet" if model_family(model) == "mpnet" else family_label(model, notebook)
+
+
+def families_of(t: pd.DataFrame) -> pd.Series:
+    nbs = t["notebook"] if "notebook" in t.columns else pd.Series([""] * len(t), index=t.index)
+    return pd.Series([summary_family(m, nb) for m, nb in zip(t["model"], nbs)], index=t.index)
+
+
+def family_order(fams) -> list:
+    present = list(dict.fromkeys(fams))
+    return sorted(present, key=lambda f: (FAMILY_ORDER.index(f) if f in FAMILY_ORDER else len(FAMILY_ORDER), f))
+
+
+def _short_label(model: str) -> str:
+    """A model's label inside its family's panel (display name; FT-Transformer: the data set)."""
+    import re
+
+    name = display_name(model)
+    if str(model).startswith("FT-Transformer/"):
+        name = str(model).split("/", 1)[1]
+    return re.sub(r" seed \d+$", "", name)
+
+
+def pooled_profile(t: pd.DataFrame) -> pd.DataFrame:
+    """Fraction holding against relative depth pooled over the models of ``t`` (e.g. every untrained
+    control of a family): relative depths are put on the grid of the deepest model (``L`` points)
+    and the (input, layer) pairs of each grid point are pooled. Columns ``rel, fraction, n``."""
+    if not len(t):
+        return pd.DataFrame(columns=["rel", "fraction", "n"])
+    rel = relative_depth(t)
+    L = int(t.groupby("model")["layer"].max().max()) + 1
+    grid = np.round(rel.to_numpy(float) * max(L - 1, 1)) / max(L - 1, 1)
+    g = t.assign(rel=grid).groupby("rel")["holds"]
+    return pd.concat([g.mean().rename("fraction"), g.size().rename("n")], axis=1).reset_index()
+
+
+def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None, ncols: int = 4,
+                        variant: str = "content"):
+    """Fraction of inputs where equality holds against relative depth, one panel per family (content
+    tokens): each trained model in the trained colour (one line style per model of the family), the
+    family's untrained controls pooled into one line in the untrained colour (:func:`pooled_profile`),
+    and the random baseline at the family's median token count as a dotted line in the baseline colour
+    (:data:`dobrushin.report.style.COLORS`)."""
+    import math
+
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    t = table.assign(rel=relative_depth(table))
-    variants = [v for v in ("content", "with_special") if v in set(t["variant"])]
-    fig, axes = plt.subplots(1, len(variants), figsize=(6.5 * len(variants), 4.6), sharey=True, squeeze=False)
-    trained = sorted(t.loc[t["weights"] == "pretrained", "model"].unique())
-    cmap = plt.get_cmap("tab10")
-    colours = {m: cmap(i % 10) for i, m in enumerate(trained)}
-    handles = []
-    for ax, variant in zip(axes[0], variants):
-        sub = t[t["variant"] == variant]
-        for model, g in sub[sub["weights"] == "untrained"].groupby("model"):
-            prof = g.groupby("rel")["holds"].mean()
-            ax.plot(prof.index, prof.values, "-", color="0.6", lw=0.8, alpha=0.6, zorder=1)
-        for model, g in sub[sub["weights"] == "pretrained"].groupby("model"):
-            prof = g.groupby("rel")["holds"].mean()
-            ax.plot(prof.index, prof.values, "-", marker="o", ms=3.5, lw=2, color=colours[model], zorder=3)
-            ref = baseline_at(baseline_grid, float(g["n_tokens"].median()))
-            if np.isfinite(ref):
-                ax.axhline(ref, color=colours[model], ls=":", lw=1.2, zorder=2)
-        ax.set_title({"content": "content tokens", "with_special": "with special tokens"}[variant])
-        ax.set_xlabel("relative depth  layer / (L − 1)")
-        ax.set_ylim(-0.02, 1.02)
+    from .style import COLORS
+
+    t = table[table["variant"] == variant]
+    if not len(t):
+        raise ValueError(f"no {variant} rows to plot")
+    t = t.assign(family=families_of(t))
+    fams = family_order(t["family"])
+    ncols = max(1, min(ncols, len(fams)))
+    nrows = math.ceil(len(fams) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.0 * ncols, 2.6 * nrows + 0.6), sharey=True, squeeze=False,
+                             layout="constrained")
+    flat = axes.ravel()
+    for ax in flat[len(fams):]:
+        ax.set_visible(False)
+    for ax, fam in zip(flat, fams):
+        sub = t[t["family"] == fam]
+        un = pooled_profile(sub[sub["weights"] == "untrained"])
+        if len(un):
+            ax.plot(un["rel"], un["fraction"], "-", marker="o", ms=2.5, lw=1.2, color=COLORS["untrained"], zorder=2)
+        pre = sub[sub["weights"] == "pretrained"]
+        models = list(dict.fromkeys(pre["model"]))
+        for i, model in enumerate(models):
+            g = pre[pre["model"] == model]
+            prof = g.assign(rel=relative_depth(g)).groupby("rel")["holds"].mean()
+            ax.plot(prof.index, prof.values, ls=_STYLES[i % len(_STYLES)], marker=_MARKERS[i % len(_MARKERS)], ms=3,
+                    lw=2.0, color=COLORS["trained"], zorder=3)
+        ref = baseline_at(baseline_grid, float(sub["n_tokens"].median()))
+        if np.isfinite(ref):
+            ax.axhline(ref, color=COLORS["random"], ls=":", lw=1.4, zorder=1)
+        ax.set_title(fam + ("" if models else " (untrained only)"), fontsize=10)
+        if len(models) > 1:  # which line style is which trained model
+            ax.legend(handles=[Line2D([], [], color=COLORS["trained"], ls=_STYLES[i % len(_STYLES)],
+                                      marker=_MARKERS[i % len(_MARKERS)], ms=3, label=_short_label(m))
+                               for i, m in enumerate(models)], fontsize=7, loc="best", frameon=False)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlim(-0.05, 1.05)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("fraction of inputs where equality holds")
-    handles = [Line2D([], [], color=colours[m], lw=2, marker="o", ms=3.5, label=f"{m} (trained)") for m in trained]
-    handles.append(Line2D([], [], color="0.6", lw=0.8, label="untrained controls (every architecture)"))
-    handles.append(Line2D([], [], color="k", ls=":", lw=1.2, label="random baseline at the model's token count"))
-    fig.legend(handles=handles, loc="upper center", ncol=2, fontsize=8, bbox_to_anchor=(0.5, 0.0))
-    fig.tight_layout()
+    for ax in flat[: len(fams)]:
+        ax.set_xlabel("relative depth ℓ/(L−1)", fontsize=9)
+    for r in range(nrows):
+        flat[r * ncols].set_ylabel("fraction holding")
+    fig.legend(handles=[Line2D([], [], color=COLORS["trained"], lw=2, marker="o", ms=3, label="trained weights"),
+                        Line2D([], [], color=COLORS["untrained"], lw=1.2, marker="o", ms=2.5,
+                               label="untrained controls (pooled)"),
+                        Line2D([], [], color=COLORS["random"], ls=":", lw=1.4,
+                               label="random baseline at the family's token count")],
+               loc="outside lower center", ncols=3, fontsize=9, frameon=False)
     return fig
 
 
-def plot_slack_by_family(table: pd.DataFrame):
-    """Box plots of the slack per family (content tokens), trained vs untrained."""
-    import matplotlib.pyplot as plt
+def slack_summary(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
+    """Per family x weights: pairs, failing pairs and the quartiles of the slack where the condition fails."""
+    t = table[table["variant"] == variant]
+    t = t.assign(family=families_of(t))
+    rows = []
+    for fam in family_order(t["family"]):
+        for w in ("pretrained", "untrained"):
+            g = t[(t["family"] == fam) & (t["weights"] == w)]
+            if not len(g):
+                continue
+            s = g.loc[~g["holds"], "slack"].to_numpy(float)
+            q = np.quantile(s, [0.25, 0.5, 0.75]) if len(s) else [np.nan] * 3
+            rows.append({"family": fam, "weights": w, "pairs": len(g), "failing": len(s),
+                         "slack_q1": q[0], "slack_median": q[1], "slack_q3": q[2]})
+    return pd.DataFrame(rows, columns=["family", "weights", "pairs", "failing", "slack_q1", "slack_median", "slack_q3"])
 
-    t = table[table["variant"] == "content"].copy()
-    t["family"] = [family_label(m, nb) for m, nb in zip(t["model"], t.get("notebook", [""] * len(t)))]
-    fams = sorted(t["family"].unique())
-    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(fams)), 4.2))
-    pos, data, colours = [], [], []
-    for i, fam in enumerate(fams):
-        for j, (w, c) in enumerate((("pretrained", "#1f77b4"), ("untrained", "#ff7f0e"))):
-            v = t[(t["family"] == fam) & (t["weights"] == w)]["slack"].to_numpy()
-            if len(v):
-                pos.append(i + (j - 0.5) * 0.35)
-                data.append(v)
-                colours.append(c)
-    bp = ax.boxplot(data, positions=pos, widths=0.3, patch_artist=True, showfliers=False)
-    for patch, c in zip(bp["boxes"], colours):
-        patch.set_facecolor(c)
-        patch.set_alpha(0.6)
-    ax.set_xticks(range(len(fams)), fams)
-    ax.set_ylabel("slack  ½(1+κ(A)) − κ(½(I+A))")
+
+def plot_slack_by_family(table: pd.DataFrame, variant: str = "content"):
+    """Box plots (log axis) of the slack ½(1+κ(A)) − κ(½(I+A)) of the failing (input, layer) pairs
+    per family, trained vs untrained control side by side (the holding pairs have slack 0 and cannot be
+    drawn on a log axis; :func:`slack_summary` counts them)."""
+    import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color="#1f77b4", alpha=0.6, label="trained"), Patch(color="#ff7f0e", alpha=0.6, label="untrained control")])
-    ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
+    from .style import COLORS
+
+    t = table[table["variant"] == variant]
+    t = t.assign(family=families_of(t))
+    fams = family_order(t["family"])
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.15 * len(fams)), 3.6), layout="constrained")
+    for i, fam in enumerate(fams):
+        for j, w in enumerate(("pretrained", "untrained")):
+            g = t[(t["family"] == fam) & (t["weights"] == w)]
+            if not len(g):
+                continue
+            v = g.loc[~g["holds"], "slack"].to_numpy(float)
+            v = v[v > 0]
+            x = i + (j - 0.5) * 0.38
+            colour = COLORS["trained" if w == "pretrained" else "untrained"]
+            if len(v):
+                bp = ax.boxplot([v], positions=[x], widths=0.32, patch_artist=True, showfliers=True,
+                                flierprops={"markersize": 2, "alpha": 0.5, "markeredgecolor": colour},
+                                medianprops={"color": "k", "linewidth": 1}, manage_ticks=False)
+                bp["boxes"][0].set_facecolor(colour)
+                bp["boxes"][0].set_alpha(0.7)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(fams)), fams, fontsize=9)
+    ax.set_xlim(-0.6, len(fams) - 0.4)
+    ax.set_ylabel("slack where equality fails")
+    ax.set_title("Slack by family (content tokens, failing pairs)", fontsize=10)
+    fig.legend(handles=[Patch(color=COLORS["trained"], alpha=0.7, label="trained weights"),
+                        Patch(color=COLORS["untrained"], alpha=0.7, label="untrained control")],
+               fontsize=9, loc="outside lower center", ncols=2, frameon=False)
+    ax.grid(alpha=0.3, axis="y", which="major")
     return fig
-
-
-def headlines(table: pd.DataFrame) -> dict:
-    """Short strings for the introduction: counts by status and the main measured fractions."""
-    st = table["status"].str.replace(r"^not run:.*", "not run", regex=True)
-    out = {
-        "n_rows": str(len(table)),
-        "n_reproduced": str(int((st == "reproduced").sum())),
-        "n_differs": str(int((st == "differs").sum())),
-        "n_not_run": str(int((st == "not run").sum())),
-        "n_no_paper_value": str(int((st == "no paper value").sum())),
-    }
-    pre = table[(table["variant"].isin(["content", "with special tokens"])) & table["measured"].notna()]
-
-    def frac(model_frag, variant):
-        r = pre[pre["model"].str.lower().str.contains(model_frag, regex=False) & (pre["variant"] == variant)
-                & ~pre["claim"].str.contains("late in depth")]
-        if not len(r):
-            return "not measured"
-        k = (r["measured"] * r["n_pairs"]).sum()
-        n = r["n_pairs"].sum()
-        p, lo, hi = wilson(int(round(k)), int(n))
-        return f"{100 * p:.1f}% (95% CI {100 * lo:.1f}–{100 * hi:.1f}%, {int(n)} pairs)"
-
-    out["minilm_content"] = frac("minilm", "content")
-    out["minilm_special"] = frac("minilm", "with special tokens")
-    out["tabular_california"] = frac("ft-transformer/california", "content")
-    out["tabular_adult"] = frac("ft-transformer/adult", "content")
-    base = table[table["claim"] == CLAIMS["baseline"].text]
-    base = base[base["measured"].notna()]
-    out["baseline_range"] = (f"{100 * base['measured'].min():.1f}–{100 * base['measured'].max():.1f}%"
-                             f" (n = {', '.join(m.split('= ')[-1] for m in base['model'])})") if len(base) else "not measured"
-    untrained = table[table["variant"].str.startswith("untrained") & table["measured"].notna()]
-    out["untrained_content"] = (f"{100 * untrained[untrained['variant'].str.contains('content')]['measured'].median():.1f}%"
-                                if len(untrained) else "not measured")
-    return out
 
 
 # --- reproducibility tables -----------------------------------------------------------------------
 def parameter_table(notebooks_dir, params_dir) -> pd.DataFrame:
     """Every notebook parameter: name, default (from the ``parameters`` cell), comment, and the value
-    each profile sets (from ``params/<profile>/<notebook>.yml``)."""
+    each profile sets (from ``params/<profile>/<notebook>.yml``); values are shown whole."""
     import re
 
     import nbformat
@@ -379,16 +479,171 @@ def parameter_table(notebooks_dir, params_dir) -> pd.DataFrame:
                 "notebook": nb_path.stem,
                 "parameter": name,
                 "default": default,
-                "quick": _short(profiles["quick"].get(name, "(default)")),
-                "paper": _short(profiles["paper"].get(name, "(default)")),
+                "quick": _value(profiles["quick"].get(name, "(default)")),
+                "paper": _value(profiles["paper"].get(name, "(default)")),
                 "meaning": comment,
             })
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["notebook", "parameter", "default", "quick", "paper", "meaning"])
 
 
-def _short(v, width: int = 60) -> str:
-    s = v if isinstance(v, str) else json.dumps(v)
-    return s if len(s) <= width else s[: width - 1] + "…"
+def _value(v) -> str:
+    """A profile value as text, whole (lists and numbers as JSON, strings as they are)."""
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def notebook_order(root=None) -> list:
+    """The notebooks in the book's order (``_toc.yml``: ``executed/<notebook>`` entries)."""
+    import re
+
+    from ..store.paths import project_root
+
+    root = Path(root) if root is not None else (project_root() or Path.cwd())
+    toc = Path(root) / "_toc.yml"
+    if not toc.exists():
+        return []
+    return list(dict.fromkeys(re.findall(r"file:\s*executed/([A-Za-z0-9_]+)", toc.read_text())))
+
+
+def load_timings(results_dir) -> pd.DataFrame:
+    """Wall times that ``make notebooks`` recorded: ``results/timings/<profile>/<notebook>.json``
+    (and the older flat ``results/timings/<notebook>.json``, whose ``profile`` field says which run it
+    was; a per-profile file wins). Columns ``notebook, profile, seconds, finished``."""
+    tdir = Path(results_dir) / "timings"
+    records = {}
+    files = sorted(tdir.glob("*.json")) + sorted(tdir.glob("*/*.json")) if tdir.exists() else []
+    for f in files:  # flat files first, so the per-profile layout overrides them
+        try:
+            r = json.loads(f.read_text())
+        except ValueError as exc:
+            raise ValueError(f"{f}: not a JSON timing record ({exc})") from None
+        missing = [k for k in ("notebook", "profile", "seconds") if k not in r]
+        if missing:
+            raise ValueError(f"{f}: timing record lacks {missing}")
+        if f.parent != tdir and f.parent.name != r["profile"]:
+            raise ValueError(f"{f}: profile {r['profile']!r} does not match its folder {f.parent.name!r}")
+        records[(r["notebook"], r["profile"])] = {"notebook": r["notebook"], "profile": r["profile"],
+                                                  "seconds": float(r["seconds"]), "finished": r.get("finished", "")}
+    return pd.DataFrame(list(records.values()), columns=["notebook", "profile", "seconds", "finished"])
+
+
+def format_duration(seconds: float) -> str:
+    """``42`` → ``"42 s"``, ``185`` → ``"3 min 05 s"``, ``7260`` → ``"2 h 01 min"``."""
+    s = int(round(float(seconds)))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {(s % 3600) // 60:02d} min"
+
+
+PAPER_NOT_RUN = "not run end to end in this build"
+
+
+def timings_table(timings: pd.DataFrame, order=(), profiles=("quick", "paper")) -> pd.DataFrame:
+    """One row per notebook in ``order`` (then any other timed notebook), one column per profile: the
+    measured wall time, or "not run end to end in this build"; a last row with the totals (a profile's
+    total only when every notebook was timed in it)."""
+    nbs = list(order) + sorted(set(timings["notebook"]) - set(order)) if len(timings) else list(order)
+    rows, totals = [], {p: 0.0 for p in profiles}
+    complete = {p: True for p in profiles}
+    for nb in nbs:
+        row = {"notebook": nb}
+        for prof in profiles:
+            hit = timings[(timings["notebook"] == nb) & (timings["profile"] == prof)] if len(timings) else timings
+            if len(hit):
+                sec = float(hit["seconds"].iloc[-1])
+                row[f"{prof} profile"] = format_duration(sec)
+                totals[prof] += sec
+            else:
+                row[f"{prof} profile"] = PAPER_NOT_RUN if prof != "quick" else "not recorded"
+                complete[prof] = False
+        rows.append(row)
+    if rows:
+        rows.append({"notebook": "total", **{f"{p} profile": (format_duration(totals[p]) if complete[p] else
+                                                            (f"{format_duration(totals[p])} (incomplete)" if totals[p] else "—"))
+                                            for p in profiles}})
+    return pd.DataFrame(rows, columns=["notebook", *[f"{p} profile" for p in profiles]])
+
+
+class Html:
+    """An HTML block (``text/html``) with a plain-text fallback: what a Markdown chapter can paste
+    from a notebook with ``{glue}`` and ``:doc:`` (myst-nb pastes HTML, images and text across
+    documents, not Markdown)."""
+
+    def __init__(self, html_text: str, text: str = ""):
+        self.html, self.text = html_text, text or html_text
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+_PLACEHOLDER_RX = None
+
+
+def _cell_html(text: str, code: bool) -> str:
+    """A table cell's text as HTML: escaped; the whole cell as ``<code>`` when ``code``, else only its
+    ``<placeholder>`` spans (``hf:<dataset id>``), as a writer would put them in backticks."""
+    import html
+    import re
+
+    global _PLACEHOLDER_RX
+    esc = html.escape(str(text))
+    if code:
+        return f"<code>{esc}</code>" if esc else ""
+    if _PLACEHOLDER_RX is None:
+        _PLACEHOLDER_RX = re.compile(r"[\w:./-]*&lt;/?[A-Za-z][^&<>]{0,60}&gt;[\w:./-]*")
+    return _PLACEHOLDER_RX.sub(lambda m: f"<code>{m.group(0)}</code>", esc)
+
+
+def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(), **kwargs) -> Html:
+    """``df`` as an HTML table formatted like :func:`dobrushin.report.figures.table` (no index, every
+    row, numbers for reading, numeric columns right-aligned, text shown literally), for pasting into a
+    Markdown chapter. ``code_columns`` are shown as code (values such as ``[4, 8]``), and any
+    ``<placeholder>`` in other cells too. ``kwargs`` go to ``figures.table`` (``digits``, ``formats``,
+    ``columns``)."""
+    import html
+
+    from . import figures
+
+    t = figures.table(df, **kwargs)
+    shown = t.frame
+    renamed = df.rename(columns=kwargs.get("columns") or {})
+    numeric = {c: (c in renamed.columns and pd.api.types.is_numeric_dtype(renamed[c])
+                   and not pd.api.types.is_bool_dtype(renamed[c])) for c in shown.columns}
+    cls = lambda c: ' class="text-right"' if numeric[c] else ""  # noqa: E731
+    head = "".join(f"<th{cls(c)}>{html.escape(str(c))}</th>" for c in shown.columns)
+    body = "".join("<tr>" + "".join(f"<td{cls(c)}>{_cell_html(v, c in code_columns)}</td>"
+                                    for c, v in zip(shown.columns, row))
+                   + "</tr>" for row in shown.itertuples(index=False))
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    out = (f'<div class="pst-scrollable-table-container"><table class="table dobrushin-table">{cap}'
+           f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
+    return Html(out, (caption + "\n" if caption else "") + shown.to_string(index=False))
+
+
+def html_details(summary_text: str, *blocks) -> Html:
+    """A collapsed ``<details>`` block holding HTML ``blocks`` (:class:`Html` or strings of HTML)."""
+    import html
+
+    inner = "".join(b.html if isinstance(b, Html) else str(b) for b in blocks)
+    return Html(f'<details class="dobrushin-details"><summary>{html.escape(summary_text)}</summary>{inner}</details>',
+                summary_text)
+
+
+def parameter_blocks(ptab: pd.DataFrame, order=()) -> Html:
+    """The parameter table as one collapsed block per notebook (book order), each table whole."""
+    nbs = [nb for nb in order if nb in set(ptab["notebook"])] + sorted(set(ptab["notebook"]) - set(order))
+    blocks = []
+    for nb in nbs:
+        g = ptab[ptab["notebook"] == nb].drop(columns=["notebook"])
+        n = len(g)
+        blocks.append(html_details(f"{nb}: {n} parameter{'s' if n != 1 else ''}",
+                                   html_table(g, formats={c: str for c in g.columns},
+                                              code_columns=("parameter", "default", "quick", "paper"))))
+    return Html("".join(b.html for b in blocks), "\n".join(b.text for b in blocks))
 
 
 def schema_table() -> pd.DataFrame:
@@ -419,10 +674,10 @@ class Text:
     def __repr__(self) -> str:
         return self.s
 
-    def _repr_html_(self) -> str:  # pasted inline as plain text, not as a code literal
+    def _repr_html_(self) -> str:  # pasted inline as plain text (not bold as myst-nb's pasted-text, not code)
         import html
 
-        return f'<span class="pasted-text">{html.escape(self.s)}</span>'
+        return f'<span class="dobrushin-text">{html.escape(self.s)}</span>'
 
 
 

@@ -1,0 +1,298 @@
+"""The summary chapter as calls: :class:`SummaryChapter` reads the result files of the other notebooks
+(it measures nothing), builds the per-model table (``results/summary.csv``) and the scorecard
+(``results/scorecard.csv``), shows them, and glues what the Markdown chapters paste:
+
+* into the introduction (``book/intro.md``): ``headline`` (the sentence generated from the scorecard),
+  ``interval_rule`` (what the interval rule decided, computed) and ``scorecard_html`` (the scorecard);
+* into the reproducibility chapter (``book/reproducing.md``): ``timings_table`` (quick and paper
+  profile per notebook), ``parameter_blocks``, ``schema_table``, ``summary_columns``,
+  ``bench_table`` / ``bench_status``.
+
+Cross-document ``{glue}`` in myst-nb pastes HTML, images and plain text (not Markdown), so what the
+Markdown chapters paste is HTML (:func:`dobrushin.report.summary.html_table`); on this chapter's own
+page tables are :func:`dobrushin.report.figures.table` and figures :func:`dobrushin.report.figures.figure`.
+"""
+from __future__ import annotations
+
+import platform
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..store import paths
+from ..store.results import atomic_write_csv
+from . import figures as F
+from . import scorecard as S
+from . import summary
+from .claims import CLAIMS, SCORECARD
+
+NOTEBOOK = "summary"
+
+
+def _display(*objs):
+    from IPython.display import display
+
+    display(*objs)
+
+
+def _md(text: str):
+    from IPython.display import Markdown
+
+    _display(Markdown(text))
+
+
+def _glue(key: str, value):
+    from myst_nb import glue
+
+    glue(key, value, display=False)
+
+
+class SummaryChapter:
+    """``SummaryChapter(profile=..., results_dir=..., baseline_ns=...)`` builds the tables at once;
+    then one call per section: :meth:`scorecard`, :meth:`long_table`, :meth:`not_run`, :meth:`depth`,
+    :meth:`slack`, :meth:`for_introduction`, :meth:`timings`, :meth:`for_reproducing`, :meth:`finish`."""
+
+    def __init__(self, *, profile: str, results_dir=None, baseline_ns: Sequence[int] = (4, 8, 16, 64, 256),
+                 root=None):
+        self.t_start = time.perf_counter()
+        self.profile = profile
+        self.results = Path(results_dir) if results_dir else paths.results_dir()
+        self.root = Path(root) if root is not None else (paths.project_root() or Path.cwd().parent)
+        self.baseline_ns = [int(n) for n in baseline_ns]
+        grid = summary.load_baseline(self.results)
+        self.baseline = grid[grid["n"].isin(self.baseline_ns)] if grid is not None else None
+        self.reference = summary.load_reference_grid(self.results)
+        self.table = summary.build_summary(self.results, self.baseline, self.reference, profile)
+        self.family_table, self.entries = summary.load_family_results(self.results, profile)
+        self.card = S.build_scorecard(self.table, self.entries)
+        atomic_write_csv(self.results / "summary.csv", self.table)
+        atomic_write_csv(self.results / "scorecard.csv", self.card)
+
+    # ------------------------------------------------------------------ the scorecard
+    def scorecard(self):
+        """The scorecard, numbered and captioned, with the headline sentence under it."""
+        n = int((self.card["verdict"].map(S.verdict_kind) != "related").sum())
+        _display(F.table(S.shown(self.card), name="tab-summary-scorecard",
+                         caption=f"The scorecard: the paper's {n} claims against this build ({self.profile} "
+                                 "profile). Measured: share of (input, layer) pairs where the equality condition "
+                                 "holds, with its Wilson 95% interval. Weights: original checkpoint, proxy (a "
+                                 "packaged copy or conversion standing in for it), trained here, or none."))
+        _md(f"**In short.** {S.headline(self.card)}")
+        rows = S.notes(self.card)
+        if rows:
+            _display(F.details("Notes on the rows: provenance of the weights, reasons, untrained controls",
+                               "\n".join(f"- **{c}**: {_md_text(n)}" for c, n in rows)))
+
+    # ------------------------------------------------------------------ the long table
+    def long_table(self):
+        """Every row of ``results/summary.csv``, one line per model and weights (content tokens and with
+        special tokens side by side), in the scorecard's claim order."""
+        t = self.table
+        counts = t["status"].str.replace(r"^not run:.*", "not run", regex=True).value_counts()
+        _display(F.table(per_model_table(t), name="tab-summary-all",
+                         caption=f"The {len(t)} rows of results/summary.csv (one per claim, model and variant; "
+                                 + ", ".join(f"{v} {k}" for k, v in counts.items())
+                                 + "), content tokens and with special tokens side by side. Untrained controls "
+                                   "and models the paper does not report have no paper value; the paper gives "
+                                   f"the with-special-tokens figure ({CLAIMS['special'].paper_value}) for DINOv2, "
+                                   "RoBERTa and DistilBERT only."))
+
+    def not_run(self):
+        """The models whose trained weights were not available, each with its reason, once."""
+        reasons = {}
+        for (_, m), e in sorted(self.entries.items()):
+            st = str(e.get("status", "ok"))
+            if st != "ok":
+                reasons.setdefault(st.replace(f"{m} is ", "").replace(m, "this model"), []).append(m)
+        if not reasons:
+            _md("Every model's trained weights were available in this build.")
+            return
+        lines = [f"- {', '.join(f'`{m}`' for m in ms)}: {r}" for r, ms in reasons.items()]
+        _md("**Not run in this build** (the family chapters show the untrained control of each instead):\n\n"
+            + "\n".join(lines))
+
+    # ------------------------------------------------------------------ figures
+    def depth(self):
+        """Fraction holding against relative depth, one panel per family."""
+        t = self.family_table
+        if not len(t):
+            _md("No family results were found: run the family notebooks first.")
+            return
+        content = t[t["variant"] == "content"]
+        fams = summary.family_order(summary.families_of(content))
+        trained = [summary.summary_family(m) for m in content.loc[content["weights"] == "pretrained", "model"]]
+        trained = [f for f in fams if f in set(trained)]
+        src = self.table[self.table["variant"] == "content"].drop_duplicates("model").set_index("model")["weights_source"]
+        named = [_model_name(m) + ("" if "proxy" in _model_name(m) else f" ({src.get(m, 'unrecorded')})")
+                 for m in dict.fromkeys(content.loc[content["weights"] == "pretrained", "model"])
+                 if not str(m).startswith("FT-Transformer/")]
+        if any(str(m).startswith("FT-Transformer/") for m in content.loc[content["weights"] == "pretrained", "model"]):
+            named.append("FT-Transformer (trained here)")
+        fig = summary.plot_depth_profiles(t, self.reference)
+        F.figure(fig, notebook=NOTEBOOK, name="depth", width="full",
+                 caption=("Fraction of inputs for which the equality condition holds on content tokens, against "
+                          "relative depth $\\ell/(L-1)$, one panel per family. Blue: trained weights; orange: the "
+                          "untrained control of the same architecture; dotted grey: the random baseline "
+                          "(Dirichlet(1) rows) at the family's median token count. The untrained controls of a "
+                          "family are pooled into one line; line styles tell trained models of one family apart. "
+                          + (f"Trained weights: {_and(named)}; " if trained else
+                             "No trained weights were measured in this build; ")
+                          + f"{len(fams) - len(trained)} of the {len(fams)} families show only untrained controls."),
+                 alt=f"Grid of {len(fams)} line plots, one per model family, of the fraction holding against "
+                     "relative depth, trained in blue, untrained in orange, random baseline dotted grey.")
+
+    def slack(self):
+        """Slack of the failing pairs per family, trained vs untrained."""
+        t = self.family_table
+        if not len(t):
+            return
+        ss = summary.slack_summary(t)
+        tr = ss[ss["weights"] == "pretrained"]
+        fig = summary.plot_slack_by_family(t)
+        F.figure(fig, notebook=NOTEBOOK, name="slack", width="column",
+                 caption=("Slack by family: $\\tfrac12(1+\\kappa(A))-\\kappa(\\tfrac12(I+A))$ of the (input, layer) "
+                          "pairs where the equality condition fails (content tokens, log axis; where it holds the "
+                          "slack is 0 up to the test's tolerance, which a log axis cannot show). Failing pairs / all "
+                          "pairs: "
+                          + "; ".join(f"{fam} " + ", ".join(
+                              f"{'trained' if r.weights == 'pretrained' else 'untrained'} {r.failing}/{r.pairs}"
+                              for r in ss[ss["family"] == fam].itertuples()) for fam in dict.fromkeys(ss["family"]))
+                          + "." + (" Median slack of the failing pairs with trained weights: "
+                                   + "; ".join(f"{r.family} {F.format_number(r.slack_median)}"
+                                               for r in tr.itertuples() if r.failing) + "."
+                                   if len(tr) and tr["failing"].sum() else "")),
+                 alt="Box plots of the slack on a log axis per model family, trained and untrained side by side.")
+
+    # ------------------------------------------------------------------ glue for the introduction
+    def for_introduction(self):
+        """Glue the headline sentence, the interval-rule paragraph and the scorecard for book/intro.md."""
+        _glue("headline", summary.Text(S.headline(self.card)))
+        _glue("interval_rule", summary.Text(S.interval_explanation(self.table)))
+        card = summary.html_table(S.shown(self.card, S.COMPACT))
+        _glue("scorecard_html", summary.Html(f'<div class="full-width">{card.html}</div>', card.text))
+        _md(f"{S.interval_explanation(self.table)}")
+
+    # ------------------------------------------------------------------ timings and reproducibility
+    def timings(self):
+        """Wall time per notebook, in book order, quick and paper profile; glued for reproducing.md."""
+        tt = summary.timings_table(summary.load_timings(self.results), summary.notebook_order(self.root))
+        _glue("timings_table", summary.html_table(tt))
+        _display(F.table(tt, name="tab-summary-timings",
+                         caption="Wall time of each notebook as `make notebooks` measured it, per profile "
+                                 "(results/timings/PROFILE/NOTEBOOK.json), in the book's order."))
+
+    def for_reproducing(self):
+        """Glue the parameter blocks, the schema, the summary.csv columns and the benchmark for reproducing.md."""
+        order = summary.notebook_order(self.root)
+        ptab = summary.parameter_table(self.root / "notebooks", self.root / "params")
+        _glue("parameter_blocks", summary.parameter_blocks(ptab, order))
+        _glue("n_parameters", summary.Text(str(len(ptab))))
+        _glue("schema_table", summary.html_table(summary.schema_table()))
+        _glue("summary_columns", summary.Html(", ".join(f"<code>{c}</code>" for c in summary.COLUMNS),
+                                              ", ".join(summary.COLUMNS)))
+        _glue("weights_sources", summary.Text(_and([f'"{w}"' for w in summary.WEIGHTS_SOURCES]).replace(" and ", " or ")))
+        bench_csv = self.results / "bench" / "bench.csv"
+        if bench_csv.exists():
+            bench = pd.read_csv(bench_csv)
+            _glue("bench_table", summary.html_table(summary.bench_table(bench)))
+            day = time.strftime("%Y-%m-%d", time.gmtime(bench_csv.stat().st_mtime))
+            _glue("bench_status", summary.Text(f"measured on {day}"))
+        else:
+            _glue("bench_table", summary.html_table(pd.DataFrame({"benchmark": ["not run in this build"]})))
+            _glue("bench_status", summary.Text("not run in this build"))
+
+    def finish(self, parameters: Optional[dict] = None):
+        """The collapsed "how this chapter was run" block."""
+        import matplotlib
+
+        import dobrushin
+
+        wall = time.perf_counter() - self.t_start
+        _display(F.provenance(parameters or {"profile": self.profile},
+                              versions={"dobrushin": dobrushin.__version__, "pandas": pd.__version__,
+                                        "matplotlib": matplotlib.__version__, "python": platform.python_version()},
+                              timings={"summary notebook": round(wall, 1)}))
+
+
+def per_model_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The summary table as the page shows it: one line per claim group, model and weights, with the
+    content-token row and the with-special-tokens row of that model side by side (measured with its
+    95% interval, and the verdict), in the order of the paper's claims. Every row of ``table``
+    appears in exactly one line."""
+    order = {c.text: i for i, c in enumerate(CLAIMS.values())}
+    special_text = CLAIMS["special"].text
+    lines, index = [], {}
+    t = table.assign(_i=range(len(table)))
+    for _, r in t.iterrows():
+        untrained = str(r["variant"]).startswith("untrained")
+        special = "special" in str(r["variant"])
+        group = r["claim"] if not (special and r["claim"] == special_text) else None
+        key = (r["model"], untrained, r["claim"] == CLAIMS["late"].text)
+        if key not in index:
+            index[key] = len(lines)
+            lines.append({"_o": len(order), "_i": r["_i"], "claim": "", "model": _model_name(r["model"]),
+                          "weights": r["weights_source"], "content [95% CI]": "—", "content verdict": "—",
+                          "with special tokens [95% CI]": "—", "special verdict": "—", "pairs": 0,
+                          "random baseline at its n": ""})
+        line = lines[index[key]]
+        if group is not None and (not special or not line["claim"]):
+            line["claim"] = _claim_short(group)
+            line["_o"] = order.get(group, len(order))
+        measured = (S.interval_text(int(round(r["measured"] * r["n_pairs"])), int(r["n_pairs"]))
+                    if r["n_pairs"] and np.isfinite(r["measured"]) else "—")
+        if special:
+            line["with special tokens [95% CI]"], line["special verdict"] = measured, _short_status(r["status"])
+        else:
+            line["content [95% CI]"], line["content verdict"] = measured, _short_status(r["status"])
+            line["pairs"] = int(r["n_pairs"])
+            line["random baseline at its n"] = _baseline_part(r["detail"])
+    out = pd.DataFrame(lines).sort_values(["_o", "_i"], kind="stable").drop(columns=["_o", "_i"])
+    return out.reset_index(drop=True)
+
+
+def _and(items) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _md_text(s: str) -> str:
+    """Plain text for a Markdown list item: characters Markdown would read as markup escaped."""
+    import re
+
+    return re.sub(r"([\\`*_{}\[\]<>#|$~])", r"\\\1", str(s))
+
+
+def _claim_short(text: str) -> str:
+    by_text = {c.text: c for c in CLAIMS.values()}
+    c = by_text.get(text)
+    if c is None:
+        return text
+    names = {"baseline": "random baseline", "essentially_all": "essentially all",
+             "deit": "DeiT-B 91%", "vit": "ViT-B/16 64%", "late": "failures late in depth",
+             "tabular": "FT-Transformer 11–44%", "special": "with special tokens 82–97%"}
+    return names.get(c.key, c.text)
+
+
+def _model_name(model: str) -> str:
+    from .names import display_name
+
+    return model if str(model).startswith(("random ", "FT-Transformer/")) else display_name(model)
+
+
+def _short_status(st: str) -> str:
+    """``"not run: weights unavailable: <long reason>"`` → ``"not run: weights unavailable"`` (the
+    reason is listed once under the table)."""
+    st = str(st)
+    return ": ".join(st.split(": ")[:2]) if st.startswith("not run") else st
+
+
+def _baseline_part(detail) -> str:
+    d = str(detail) if isinstance(detail, str) else ""
+    part = d.split(";")[0]
+    return part.replace("random baseline at ", "") if part.startswith("random baseline at") else ""
+
+
+__all__ = ["SummaryChapter"]
