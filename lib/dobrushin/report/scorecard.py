@@ -329,7 +329,11 @@ def headline(card: pd.DataFrame) -> str:
     kinds = judged["verdict"].map(verdict_kind)
 
     def names(g, mark_proxy=True):
-        return _join([short[r["key"]] + (" (proxy weights only)" if mark_proxy and "proxy" in r["verdict"] else "")
+        def proxy_note(r) -> str:  # a claim measured on proxy weights names the evidence it rests on
+            ev = str(r.get("evidence") or "").replace("(", "").replace(")", "")
+            return f" (on {ev} only: proxy weights)" if ev else " (proxy weights only)"
+
+        return _join([short[r["key"]] + (proxy_note(r) if mark_proxy and "proxy" in r["verdict"] else "")
                       for _, r in g.iterrows()])
 
     def count(k: int) -> str:
