@@ -128,5 +128,8 @@ def test_note_only_when_the_fraction_is_low_and_numbers_are_computed():
     assert "−7.0" in text and "two-stream" in text  # an MPNet: its own explanation
     full = diagonal_profile(models["sub"], ["0", "1", "2"], renormalise=False)["diag"]
     assert (d > full).all()  # renormalising the content block raises the diagonal
-    assert list(table["layer"]) == [1, 2, 3] and table.shape[1] == 5
+    assert list(table["layer"]) == [1, 2, 3] and list(table.columns) == [
+        "layer", "sub: A_ii", "sub: A_i,i+1", "ref: A_ii", "ref: A_i,i+1"]
+    sup = diagonal_profile(models["sub"], ["0", "1", "2"])["superdiag"]
+    assert ("less in every layer than" in text) == bool((d < sup).all())
     np.testing.assert_allclose(table["sub: A_ii"], d)

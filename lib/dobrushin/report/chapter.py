@@ -557,7 +557,8 @@ class FamilyChapter:
         _display(F.table(table, caption=f"Head-averaged attention of a content token to itself ($A_{{ii}}$) and to "
                                         f"the next token ($A_{{i,i+1}}$), mean over the first {len(texts)} "
                                         "sentences, per layer (trained weights).",
-                         name=f"tab-{self.notebook}-self-attention"))
+                         name=f"tab-{self.notebook}-self-attention",
+                         formats={c: (lambda v: "–" if pd.isna(v) else f"{v:.4f}") for c in table.columns[1:]}))
 
     def controls(self):
         """The models whose trained weights were not reachable: their untrained controls together."""

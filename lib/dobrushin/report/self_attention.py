@@ -133,9 +133,10 @@ def self_attention_note(summ: pd.DataFrame, texts: Sequence[str], *, subject: st
     s = (f"Why {name} fails: its trained weights satisfy the condition on **{int(t['k'])} of {int(t['n'])}** "
          f"(input, layer) pairs ({_pct(t['fraction'])})"
          + (f", against {_pct(u['fraction'])} for its untrained control" if u is not None else "") + ". "
-         f"Its tokens give themselves almost no attention: the head-averaged diagonal $A_{{ii}}$ (content tokens, "
-         f"rows renormalised as in the test, mean over {len(texts)} sentences) is {_range(prof['diag'])} per layer, less than the attention to the "
-         f"next token, $A_{{i,i+1}}$ = {_range(prof['superdiag'])}")
+         f"Its tokens give themselves little attention: the head-averaged diagonal $A_{{ii}}$ (content tokens, "
+         f"rows renormalised as in the test, mean over {len(texts)} sentences) is {_range(prof['diag'])} per layer, "
+         + ("less in every layer than" if bool((prof["diag"] < prof["superdiag"]).all()) else "against")
+         + f" the attention to the next token, $A_{{i,i+1}}$ = {_range(prof['superdiag'])}")
     r = None
     if reference is not None and frac(reference) is not None:
         ref = loader(reference, max_length=max_length)
@@ -143,8 +144,8 @@ def self_attention_note(summ: pd.DataFrame, texts: Sequence[str], *, subject: st
         r = frac(reference)
         rows += [{"model": display_name(reference), "layer": int(x.layer) + 1, "diag": x.diag,
                   "superdiag": x.superdiag} for x in rp.itertuples()]
-        s += (f"; in {_labelled(reference, ref)} (condition holds on {_pct(r['fraction'])}) the diagonal is "
-              f"{_range(rp['diag'])}")
+        s += (f"; in {_labelled(reference, ref)}, where the condition holds on {_pct(r['fraction'])}, the diagonal "
+              f"is {_range(rp['diag'])}")
     s += ". "
     if bias is not None and bias["bucket0"] < bias["others"]:
         s += (f"The cause is the learned relative position bias of {short}: at distance 0 (bucket 0 of its "
@@ -159,7 +160,9 @@ def self_attention_note(summ: pd.DataFrame, texts: Sequence[str], *, subject: st
               "(tests/test_mpnet.py). A plausible reason is MPNet's two-stream pretraining, in which the query "
               "stream may not see its own token.")
     table = pd.DataFrame(rows)
+    order = list(dict.fromkeys(table["model"]))  # the subject first
     table = table.pivot(index="layer", columns="model", values=["diag", "superdiag"])
+    table = table[[(v, m) for m in order for v in ("diag", "superdiag")]]
     table.columns = [f"{m}: {'A_ii' if v == 'diag' else 'A_i,i+1'}" for v, m in table.columns]
     table = table.reset_index()
     return s, table
