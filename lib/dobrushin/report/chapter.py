@@ -554,9 +554,9 @@ class FamilyChapter:
         if text is None:
             return
         _md(text)
-        _display(F.table(table, caption=f"Head-averaged attention of a content token to itself ($A_{{ii}}$) and to "
-                                        f"the next token ($A_{{i,i+1}}$), mean over the first {len(texts)} "
-                                        "sentences, per layer (trained weights).",
+        _display(F.table(table, caption=f"Head-averaged attention of a content token to itself (self: $A_{{ii}}$) and to "
+                                        f"the next token (next: $A_{{i,i+1}}$), mean over the first {len(texts)} "
+                                        "sentences, per layer (trained weights; content tokens, rows renormalised).",
                          name=f"tab-{self.notebook}-self-attention",
                          formats={c: (lambda v: "–" if pd.isna(v) else f"{v:.4f}") for c in table.columns[1:]}))
 

@@ -163,7 +163,7 @@ def self_attention_note(summ: pd.DataFrame, texts: Sequence[str], *, subject: st
     order = list(dict.fromkeys(table["model"]))  # the subject first
     table = table.pivot(index="layer", columns="model", values=["diag", "superdiag"])
     table = table[[(v, m) for m in order for v in ("diag", "superdiag")]]
-    table.columns = [f"{m}: {'A_ii' if v == 'diag' else 'A_i,i+1'}" for v, m in table.columns]
+    table.columns = [f"{m} {'self' if v == 'diag' else 'next'}" for v, m in table.columns]
     table = table.reset_index()
     return s, table
 
