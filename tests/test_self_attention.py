@@ -128,8 +128,9 @@ def test_note_only_when_the_fraction_is_low_and_numbers_are_computed():
     assert "−7.0" in text and "two-stream" in text  # an MPNet: its own explanation
     full = diagonal_profile(models["sub"], ["0", "1", "2"], renormalise=False)["diag"]
     assert (d > full).all()  # renormalising the content block raises the diagonal
-    assert list(table["layer"]) == [1, 2, 3] and list(table.columns) == [
-        "layer", "sub self", "sub next", "ref self", "ref next"]
+    assert list(table.columns) == ["model", "layer", "self", "next"]
+    assert list(table["model"]) == ["sub"] * 3 + ["ref"] * 3 and list(table["layer"]) == [1, 2, 3] * 2
     sup = diagonal_profile(models["sub"], ["0", "1", "2"])["superdiag"]
     assert ("less in every layer than" in text) == bool((d < sup).all())
-    np.testing.assert_allclose(table["sub self"], d)
+    np.testing.assert_allclose(table["self"][:3], d)
+    np.testing.assert_allclose(table["self"][3:], diagonal_profile(models["ref"], ["0", "1", "2"])["diag"])

@@ -558,7 +558,7 @@ class FamilyChapter:
                                         f"the next token (next: $A_{{i,i+1}}$), mean over the first {len(texts)} "
                                         "sentences, per layer (trained weights; content tokens, rows renormalised).",
                          name=f"tab-{self.notebook}-self-attention",
-                         formats={c: (lambda v: "–" if pd.isna(v) else f"{v:.4f}") for c in table.columns[1:]}))
+                         formats={c: (lambda v: "–" if pd.isna(v) else f"{v:.4f}") for c in ("self", "next")}))
 
     def controls(self):
         """The models whose trained weights were not reachable: their untrained controls together."""

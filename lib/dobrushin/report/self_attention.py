@@ -159,12 +159,7 @@ def self_attention_note(summ: pd.DataFrame, texts: Sequence[str], *, subject: st
               "softmax with the relative position bias and with the model's own `output_attentions` "
               "(tests/test_mpnet.py). A plausible reason is MPNet's two-stream pretraining, in which the query "
               "stream may not see its own token.")
-    table = pd.DataFrame(rows)
-    order = list(dict.fromkeys(table["model"]))  # the subject first
-    table = table.pivot(index="layer", columns="model", values=["diag", "superdiag"])
-    table = table[[(v, m) for m in order for v in ("diag", "superdiag")]]
-    table.columns = [f"{m} {'self' if v == 'diag' else 'next'}" for v, m in table.columns]
-    table = table.reset_index()
+    table = pd.DataFrame(rows).rename(columns={"diag": "self", "superdiag": "next"})
     return s, table
 
 
