@@ -129,7 +129,7 @@ class FamilyChapter:
     papermill parameters (``image_source``/``image_size`` for images, ``text_source``/``max_length`` for
     text), then one call per section (:meth:`inputs`, :meth:`measure`, :meth:`status`, :meth:`fractions`,
     :meth:`depth`, :meth:`slack`, :meth:`heads`, :meth:`rollout`, :meth:`rollout_maps` (vision),
-    :meth:`special_drop`, :meth:`controls`, :meth:`finish`).  Nothing is printed: every output is a
+    :meth:`special_drop`, :meth:`self_attention`, :meth:`controls`, :meth:`finish`).  Nothing is printed: every output is a
     table, figure or sentence of the page."""
 
     def __init__(self, notebook: str, title: str, kind: str, *, profile: str, results_dir, models: Sequence[str],
@@ -534,6 +534,31 @@ class FamilyChapter:
             lines.append(s)
         if lines:
             _md("\n".join(lines))
+
+    def self_attention(self, subject: str = "sentence-transformers/all-mpnet-base-v2",
+                       reference: str = "sentence-transformers/all-MiniLM-L6-v2"):
+        """When ``subject``'s trained fraction is low: its self-attention (diagonal ``A_ii`` per layer, relative
+        position bias at distance 0) against ``reference``'s, on the first ``head_inputs`` inputs
+        (:func:`dobrushin.report.self_attention.self_attention_note`); nothing otherwise."""
+        from .self_attention import self_attention_note
+
+        if not len(self.table) or self.input_set is None or subject not in self.featured:
+            return
+        summ = fractions(self.table, ("model", "weights", "variant"))
+        texts = self.input_set.items(0, max(1, int(self.config.head_inputs)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            text, table = self_attention_note(summ, texts, subject=subject,
+                                              reference=reference if reference in self.featured else None,
+                                              max_length=self.config.max_length)
+        if text is None:
+            return
+        _md(text)
+        _display(F.table(table, caption=f"Head-averaged attention of a content token to itself (self: $A_{{ii}}$) and to "
+                                        f"the next token (next: $A_{{i,i+1}}$), mean over the first {len(texts)} "
+                                        "sentences, per layer (trained weights; content tokens, rows renormalised).",
+                         name=f"tab-{self.notebook}-self-attention",
+                         formats={c: (lambda v: "–" if pd.isna(v) else f"{v:.4f}") for c in ("self", "next")}))
 
     def controls(self):
         """The models whose trained weights were not reachable: their untrained controls together."""
