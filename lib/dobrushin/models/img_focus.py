@@ -42,7 +42,6 @@ A missing package, a wrong size or checksum, or a graph that does not look as de
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
 import importlib.util
 import re
@@ -52,6 +51,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+from ..store.results import sha256_bytes, sha256_file
 from .configs import EMBEDDED_CONFIGS
 from .errors import WeightsUnavailable
 
@@ -98,14 +98,6 @@ def onnx_path() -> Path:
     return p
 
 
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _check(name: str, got_size: int, got_sha: Optional[str], size: int, sha256: str) -> None:
     if got_size != size:
         raise WeightsUnavailable(f"{name}: {got_size} bytes, expected {size} "
@@ -121,7 +113,7 @@ def verify_file(path, *, size: int = ONNX_SIZE, sha256: str = ONNX_SHA256) -> st
     if not path.is_file():
         raise WeightsUnavailable(f"{path} does not exist")
     got_size = path.stat().st_size
-    _check(path.name, got_size, sha256 if got_size != size else file_sha256(path), size, sha256)
+    _check(path.name, got_size, sha256 if got_size != size else sha256_file(path), size, sha256)
     return sha256
 
 
@@ -156,7 +148,7 @@ def read_verified(path, *, size: int = ONNX_SIZE, sha256: str = ONNX_SHA256):
     if not path.is_file():
         raise WeightsUnavailable(f"{path} does not exist")
     data = path.read_bytes()
-    got = hashlib.sha256(data).hexdigest()
+    got = sha256_bytes(data)
     _check(path.name, len(data), got, size, sha256)
     try:
         return onnx.load_model_from_string(data), got

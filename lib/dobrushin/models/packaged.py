@@ -37,6 +37,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from ..store.results import sha256_file
 from .configs import MPNET_ID
 from .errors import WeightsUnavailable
 
@@ -130,14 +131,6 @@ def locate_parts(spec: SplitZipModel = MPNET) -> List[Path]:
             raise WeightsUnavailable(f"{_part(n, spec)}: {p} is missing")
         out.append(p)
     return out
-
-
-def _sha256_file(path: Union[str, Path]) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def check_parts(parts: Sequence[Union[str, Path]], spec: SplitZipModel = MPNET) -> str:
@@ -289,7 +282,7 @@ def _marker_ok(folder: Path, spec: SplitZipModel, full: bool = False) -> bool:
             p = folder / rel
             if not p.is_file() or p.stat().st_size != size:
                 return False
-            if full and _sha256_file(p) != sha:
+            if full and sha256_file(p) != sha:
                 return False
         return True
     except (OSError, ValueError, TypeError, KeyError):
