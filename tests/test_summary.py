@@ -89,3 +89,27 @@ def test_build_summary_reads_only_the_latest_run(tmp_path):
     dist = s[s["model"] == "distilbert/distilbert-base-uncased"]
     assert len(dist) and all(st == "not run: weights unavailable: offline" for st in dist["status"])
     assert s.columns.tolist() == summary.COLUMNS
+
+
+def test_bench_table_reads_the_target_ratio_from_the_analyse_row():
+    """The speed row states analyse's ratio against pdist and how far it is from the target, the
+    hardware-reference ratio and the torch path against cdist + test, as stored in the bench file."""
+    from dobrushin.report.summary import BENCH_TARGET, bench_table
+
+    rows = []
+    for n, ratio in ((257, 4.5), (1370, 7.5)):
+        base = {"n": n, "source": "dirichlet", "agree_exact": True, "holds_agree": 1.0, "note": ""}
+        rows += [
+            {**base, "method": "kernel f64 (batch)", "speedup_vs_scipy": 9.0, "matrices_per_s": 100.0},
+            {**base, "method": "analyse f64 (validate+kernel)", "speedup_vs_pdist": ratio, "vs_hwref": 2 * ratio},
+            {**base, "method": "kernel-torch (CUDA path, on CPU)", "matrices_per_s": 3.0},
+            {**base, "method": "torch.cdist(p=1)+test", "matrices_per_s": 2.0},
+        ]
+    t = bench_table(pd.DataFrame(rows)).set_index("measurement")
+    r257 = t.loc["κ + equality test, n = 257, dirichlet: analyse vs SciPy pdist"]
+    r1370 = t.loc["κ + equality test, n = 1370, dirichlet: analyse vs SciPy pdist"]
+    missed = round(100 * (1 - 4.5 / BENCH_TARGET))
+    assert r257["result"] == f"4.5× (target ≥ {BENCH_TARGET:g}× missed by {missed}%)"
+    assert r1370["result"] == f"7.5× (target ≥ {BENCH_TARGET:g}× met)"
+    assert r257["vs plain in-order loop, 1 thread"] == "9.0×" and r1370["torch path vs cdist(p=1) + test"] == "1.50×"
+    assert (t["identical answers"] == "yes").all()
