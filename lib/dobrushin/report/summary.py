@@ -708,11 +708,11 @@ def bench_table(bench: pd.DataFrame, target: float = BENCH_TARGET) -> pd.DataFra
         agree = bool(r["agree_exact"]) and float(r["holds_agree"]) == 1.0
         rows.append({
             "measurement": f"κ + equality test, n = {int(n)}, {src}: analyse vs SciPy pdist",
-            "result": f"{ratio:.1f}× ({verdict})"
-                                      + (f"; paired: {paired['note']}" if paired is not None else ""),
+            "result": f"{ratio:.1f}× ({verdict})",
             "vs plain in-order loop, 1 thread": f"{float(hw):.1f}×" if hw is not None and pd.notna(hw) else "—",
             "torch path vs cdist(p=1) + test": torch_ratio,
             "identical answers": "yes" if agree else "NO",
+            "paired runs": str(paired["note"]) if paired is not None and pd.notna(paired.get("note")) else "",
         })
     for _, r in bench[bench["method"].str.startswith("memory:")].iterrows():
         rows.append({
@@ -720,11 +720,13 @@ def bench_table(bench: pd.DataFrame, target: float = BENCH_TARGET) -> pd.DataFra
             "result": f"+{r['peak_mem_mb']:.0f} MB: {r['mem_ratio']:.2f}× the batch "
                                       f"({r['batch_mb']:.0f} MB)",
             "vs plain in-order loop, 1 thread": "", "torch path vs cdist(p=1) + test": "", "identical answers": "",
+            "paired runs": "",
         })
     for _, r in bench[bench["method"] == "capture + test overhead"].iterrows():
         rows.append({
             "measurement": f"attention capture + test vs eager forward, {r['source']}",
             "result": str(r["note"]) if pd.notna(r.get("note")) else f"+{r['overhead_pct']:.1f}%",
             "vs plain in-order loop, 1 thread": "", "torch path vs cdist(p=1) + test": "", "identical answers": "",
+            "paired runs": "",
         })
     return pd.DataFrame(rows)
