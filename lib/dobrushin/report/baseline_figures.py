@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .style import COLORS
+from .names import pct
 
 
 def _log2_axis(ax):
@@ -108,10 +109,6 @@ def size_ranges(values: Sequence[int], grid: Sequence[int]) -> str:
     runs.append((start, prev))
     parts = [f"n = {a}" if a == b else f"n = {a} to {b}" for a, b in runs]
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-def pct(x, d: int = 1) -> str:
-    return f"{100 * x:.{d}f}%"
 
 
 def _row(df, n, ens="dirichlet(1)"):

@@ -35,6 +35,7 @@ from . import plots
 from .names import VARIANT_LABELS, weights_label
 from .plots import display_name
 from .tables import fractions, head_summary, rollout_summary, status_table
+from .names import pct  # noqa: E402,F401  (re-exported: chapters format fractions with it)
 
 
 def _display(*objs):
@@ -52,11 +53,6 @@ def _md(text: str):
 #: short labels for table cells (the figures' legends and the sentences use the long ones)
 TABLE_WEIGHTS = {"pretrained": "trained", "untrained": "untrained control"}
 TABLE_VARIANTS = {"content": "content", "with_special": "with special"}
-
-
-def pct(x) -> str:
-    """``0.123`` → ``"12.3%"``; a missing value → ``"—"``."""
-    return "—" if pd.isna(x) else f"{100 * x:.1f}%"
 
 
 def proxy_label(model_id: str, provenance: Optional[dict]) -> str:

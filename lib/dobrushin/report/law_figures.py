@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..random import ensembles as E
 from ..random import law
+from .names import pct
 
 #: One colour per ensemble (Okabe–Ito without the trained blue and untrained orange of the book).
 ENSEMBLE_PALETTE = ["#4D4D4D", "#009E73", "#56B4E9", "#D55E00", "#CC79A7", "#F0E442"]
@@ -29,10 +30,6 @@ def ensemble_colors(ensembles: Sequence[str]) -> dict:
 
 def labels(ensembles: Sequence[str]) -> dict:
     return {e: E.parse_ensemble(e).label for e in ensembles}
-
-
-def pct(x, d: int = 1) -> str:
-    return f"{100 * x:.{d}f}%"
 
 
 def _log2(ax):

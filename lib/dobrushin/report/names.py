@@ -1,6 +1,8 @@
 """Display names of models and families, for tables, figures and the manifest (strings only)."""
 from __future__ import annotations
 
+import math
+
 from ..models.configs import display_name, model_family
 
 #: family labels of the report, by :func:`dobrushin.models.model_family` value
@@ -25,3 +27,11 @@ def weights_label(weights: str) -> str:
 
 
 __all__ = ["FAMILY_LABELS", "VARIANT_LABELS", "WEIGHTS_LABELS", "display_name", "family_label", "weights_label"]
+
+
+def pct(x, d: int = 1) -> str:
+    """``0.123`` → ``"12.3%"`` (``d`` decimals); a missing value (None or NaN) → ``"—"``."""
+    if x is None or not math.isfinite(float(x)):
+        return "—"
+    return f"{100 * float(x):.{d}f}%"
+

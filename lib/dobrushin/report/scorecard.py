@@ -30,6 +30,7 @@ from ..math.stats import wilson
 from ..models.configs import display_name, model_family
 from .claims import CLAIMS, SCORECARD, ScorecardRow
 from .summary import decide
+from .names import pct
 
 COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "verdict", "note",
            "k", "n", "fraction", "ci_low", "ci_high"]
@@ -37,10 +38,6 @@ COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "ve
 SHOWN = {"claim": "claim of the paper", "paper_value": "paper", "evidence": "best evidence in this build",
          "weights": "weights", "measured": "measured [95% CI]", "verdict": "verdict"}
 _RANK = {"original": 0, "trained here": 0, "unrecorded": 0, "proxy": 1}
-
-
-def pct(x) -> str:
-    return "—" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
 
 
 def interval_text(k: int, n: int) -> str:

@@ -14,6 +14,8 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from .names import pct as _pct
+
 #: the trained fraction (content tokens) below which the chapter explains a model's self-attention
 LOW_FRACTION = 0.05
 
@@ -83,10 +85,6 @@ def _range(x) -> str:
     """``min–max`` with two significant digits each (a small value is not rounded to 0.000)."""
     lo, hi = (f"{float(v):.2g}" for v in (np.min(x), np.max(x)))
     return lo if lo == hi else f"{lo}–{hi}"
-
-
-def _pct(x) -> str:  # as dobrushin.report.chapter.pct (not imported: chapter imports this module)
-    return "—" if pd.isna(x) else f"{100 * x:.1f}%"
 
 
 def _labelled(model_id: str, lm) -> str:
