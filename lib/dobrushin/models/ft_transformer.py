@@ -45,6 +45,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..store.code import code_digest
 from ..store.paths import cache_dir as _default_cache_dir
 from ..store.results import atomic_write_bytes, atomic_write_json, params_key, sha256_bytes
 from ..data.tabular_data import TabularData
@@ -185,12 +186,19 @@ def train_settings(**overrides) -> Dict[str, Any]:
     return s
 
 
+#: the source files a trained checkpoint depends on: this training code and the data preparation
+TRAINING_CODE = ("models/ft_transformer.py", "data/tabular_data.py")
+
+
 def cache_key(data: TabularData, seed: int, config: dict, settings: dict) -> str:
-    """Key of a checkpoint: data checksum + model configuration + training settings + seed."""
+    """Key of a checkpoint: data checksum (the SHA-256 of the prepared arrays, themselves read from
+    checksummed files) + model configuration + training settings + seed + the digest of the training
+    code (:data:`TRAINING_CODE`, :func:`dobrushin.store.code.code_digest`), so an edited training loop
+    retrains instead of serving the old weights."""
     if not data.checksum:
         raise ValueError("the data set has no checksum; build it with dobrushin.tabular_data")
     return params_key({"format": CHECKPOINT_FORMAT, "data": data.checksum, "config": config,
-                       "train": settings, "seed": int(seed)})
+                       "train": settings, "seed": int(seed), "code_digest": code_digest(TRAINING_CODE)})
 
 
 def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=None):
