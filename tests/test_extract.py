@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from _numerics import near_tie, row_normalise_rtol
 
 transformers = pytest.importorskip("transformers")
 timm = pytest.importorskip("timm")
@@ -380,7 +381,10 @@ def test_training_mode_model_is_put_in_eval():
     a = extract_attention(model, inputs).attention
     b = extract_attention(model, inputs).attention
     assert not model.training
-    torch.testing.assert_close(a, b, atol=0, rtol=0)
+    # two identical eval-mode calls; not asserted bitwise because BLAS may pick another kernel for
+    # differently aligned buffers.  Dropout at p = 0.5 would zero about half the entries and double the
+    # rest, a change of order 1/n; float32 rounding of a softmax is below 1e-6 (atol, rtol as elsewhere here).
+    torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
 
 
 def test_timm_dict_input_and_hf_tensor_input_are_accepted():
@@ -518,7 +522,11 @@ def test_minilm_content_fraction(minilm):
         sub = dobrushin.restrict(ex.attention[b].double(), ex.keep(b), atol=1e-4)
         want = np.asarray(dobrushin.equality_holds(sub.numpy(), validate=False))
         rows = content[content["input_id"] == str(b)].sort_values("layer")
-        np.testing.assert_array_equal(rows["holds"].to_numpy(), want)
+        # measure() renormalises the inputs of a batch together, this check one input alone: the row sums
+        # may add in another order (row_normalise_rtol), so the answer may differ only at a near-tie
+        eps = 8 * sub.shape[-1] * row_normalise_rtol(sub.shape[-1])
+        same = rows["holds"].to_numpy() == want
+        assert np.all(same | near_tie(sub.numpy(), dobrushin.DEFAULT_TOL, eps))
         # and κ, κ(½(I+A)) by their definitions, from the content rows and columns renormalised here
         keep = [t for t, r in enumerate(ex.roles[b]) if r == "content"]
         for layer in range(L):

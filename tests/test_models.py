@@ -364,7 +364,7 @@ def test_pretrained_timm_from_cached_checkpoint(offline, tmp_path, monkeypatch):
     import hashlib
 
     want = hashlib.sha256(ckpt.read_bytes()).hexdigest()
-    assert lm.provenance == {"source": "cache", "file": "model.safetensors", "size": ckpt.stat().st_size,
+    assert lm.provenance == {"source": "hub", "file": "model.safetensors", "size": ckpt.stat().st_size,
                              "sha256": want, "proxy_for": None, "hub_id": f"timm/{name}"}
     assert M.weights_provenance(f"timm/{name}") == lm.provenance  # found without loading, for the cache key
     assert load_model(f"timm/{name}", pretrained=False, seed=3).provenance == {"source": "untrained", "seed": 3}

@@ -14,8 +14,8 @@ from ..capture.roles import keep_indices
 from ..math.coefficient import DEFAULT_TOL, analyse, kappa, restrict, rollout
 from ..store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, VARIANTS, conform, frame
 
-#: bump when a change here changes any measured number; cache keys of the notebooks include it
-#: (2: inputs keeping fewer than two tokens are left out)
+#: kept importable (extend-only API); no longer decides cache reuse: the cache key holds the digest of
+#: this file among the others (:func:`dobrushin.store.code.code_digest`)
 MEASURE_VERSION = 2
 
 

@@ -62,10 +62,11 @@ from ..capture.extract import to_device
 from ..math.coefficient import DEFAULT_TOL
 from ..models.configs import display_name
 from ..store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, VARIANTS, WEIGHTS, ResultStore, conform, empty, frame, slugify
-from .measure import MEASURE_VERSION, head_rows, measure, rollout_rows
+from ..store.code import code_digest
+from .measure import head_rows, measure, rollout_rows
 
-#: bump when the pipeline's output for the same parameters changes
-#: (2: the key holds the provenance of the weights)
+#: kept importable (extend-only API) but no longer part of the cache key: the key holds
+#: :func:`dobrushin.store.code.code_digest` of the source the numbers depend on, computed from the files
 PIPELINE_VERSION = 2
 
 
@@ -293,9 +294,11 @@ def _inputs_key(inputs) -> dict:
 def cache_params(model_id: str, inputs, config: MeasureConfig, device: torch.device,
                  provenance: Mapping[str, dict], extra: Optional[Mapping[str, Any]] = None) -> dict:
     """The parameter mapping whose hash keys the cache (everything that affects the numbers, and
-    where each weights setting comes from); ``extra`` adds caller fields (e.g. a checkpoint key)."""
+    where each weights setting comes from, and ``code_digest``: the digest of the source files of
+    :data:`dobrushin.store.code.NUMBERS_PACKAGES`, so an edit to the code that computes the numbers
+    recomputes them); ``extra`` adds caller fields (e.g. a checkpoint key)."""
     return {
-        "pipeline_version": PIPELINE_VERSION, "measure_version": MEASURE_VERSION, "model_id": model_id,
+        "code_digest": code_digest(), "model_id": model_id,
         "inputs": _inputs_key(inputs), "n_inputs": len(inputs), **config.key(), "device_type": device.type,
         "versions": versions(), "provenance": {w: dict(provenance[w]) for w in config.weights},
         **dict(extra or {}),

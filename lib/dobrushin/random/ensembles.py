@@ -49,11 +49,15 @@ import numpy as np
 import pandas as pd
 
 from ..math.coefficient import analyse, kappa, rollout_factor
+from ..store.code import code_digest
 from ..store.results import atomic_write_csv, atomic_write_json, params_key, sha256_file
 from ..math.stats import wilson
 
-#: bump when the meaning of a cached cell changes (sampler, classification, counters)
+#: kept importable (extend-only API); no longer decides cache reuse: a cell's key holds the digest of
+#: the code that computes it (:data:`CELL_CODE`, :func:`dobrushin.store.code.code_digest`)
 ENSEMBLES_VERSION = 1
+#: the subpackages a random-matrix cell's counts depend on (the sampler here, the kernel, the store)
+CELL_CODE = ("math", "random", "store")
 #: matrix entries per random-number block: block ``b`` of ``(seed, ensemble, n)`` holds matrices
 #: ``b·m … (b+1)·m − 1`` with ``m = max(1, BLOCK_ELEMENTS // n²)``, independent of any batch size
 BLOCK_ELEMENTS = 2**20
@@ -488,7 +492,7 @@ def pair_split_constant(ensemble: "str | Ensemble") -> float:
 # ------------------------------------------------------------------------------ cached grid runs
 def cell_params(ensemble, n: int, trials: int, seed: int, check: bool) -> dict:
     return {
-        "version": ENSEMBLES_VERSION, "block_elements": BLOCK_ELEMENTS, "ensemble": parse_ensemble(ensemble).name,
+        "code_digest": code_digest(CELL_CODE), "block_elements": BLOCK_ELEMENTS, "ensemble": parse_ensemble(ensemble).name,
         "n": int(n), "trials": int(trials), "seed": int(seed), "check": bool(check), "tol": 0.0,
     }
 
@@ -575,6 +579,7 @@ def write_table(df: pd.DataFrame, path: Path, params: Mapping[str, Any]) -> dict
         man = {}
     entry = {"file": path.name, "params_key": params_key(params), "params": dict(params),
              "sha256": sha256_file(path), "rows": int(len(df)),
+             "code_digest": str(params.get("code_digest") or code_digest(CELL_CODE)),
              "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     man.setdefault("files", {})[path.name] = entry
     atomic_write_json(man_path, man)
@@ -618,7 +623,7 @@ def reference(n: int, ensemble: "str | Ensemble" = "dirichlet(1)", results_dir=N
 
 
 __all__: Sequence[str] = [
-    "BLOCK_ELEMENTS", "ENSEMBLES_VERSION", "Ensemble", "baseline_dir", "block_rng", "block_size",
+    "BLOCK_ELEMENTS", "CELL_CODE", "ENSEMBLES_VERSION", "Ensemble", "baseline_dir", "block_rng", "block_size",
     "cell_params", "dirichlet", "exact_equality", "exact_probability", "holds_bounds", "load_cell",
     "pair_split_constant", "pair_statistics", "parse_ensemble", "reference", "reference_table", "run_cell", "run_grid",
     "sample_matrices", "simulate", "softmax_gaussian", "summarise", "write_table",

@@ -21,6 +21,8 @@ from typing import Any, Callable, Mapping, Optional
 
 import pandas as pd
 
+from .code import code_digest
+
 #: columns of every per-model result table, with their dtypes
 SCHEMA = {
     "model": "string",
@@ -166,6 +168,12 @@ def conform(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+def _entry_digest(params: Mapping[str, Any]) -> str:
+    """The code digest a manifest entry records: the one in its key when the key has one, else the digest
+    of the code that computes the numbers now (:func:`dobrushin.store.code.code_digest`)."""
+    return str(params.get("code_digest") or code_digest())
+
+
 class ResultStore:
     """Per-notebook results folder with a manifest and a parameter-keyed cache."""
 
@@ -263,6 +271,7 @@ class ResultStore:
             "sha256": sha256_file(p),
             "rows": len(df),
             "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "code_digest": _entry_digest(params),
             **info,
         }
         m = self.manifest()
@@ -273,7 +282,8 @@ class ResultStore:
     def record(self, slug: str, params: Mapping[str, Any], **info) -> dict:
         """Record an entry with no table (e.g. ``status='weights unavailable: ...'``)."""
         m = self.manifest()
-        entry = {"file": None, "params_key": params_key(params), "params": dict(params), **info}
+        entry = {"file": None, "params_key": params_key(params), "params": dict(params),
+                 "code_digest": _entry_digest(params), **info}
         m["entries"][slugify(slug)] = entry
         atomic_write_json(self.manifest_path, m)
         return entry
