@@ -511,6 +511,7 @@ def test_command_line_examples(sandbox):
 def test_measuring_many_models(sandbox):
     """README's "Measuring many models" block, verbatim (a 2-process LocalCluster, MiniLM from its PyPI
     package and the tiny ViT saved under the DeiT-S id), then the sweep once more: nothing runs again."""
+    from dobrushin.report.names import display_name
     from dobrushin.store.results import slugify
 
     block = next(b for b in fenced_blocks((ROOT / "README.md").read_text())
@@ -540,7 +541,7 @@ def test_measuring_many_models(sandbox):
     (text,) = reports
     for model in models:
         for weights, label in (("pretrained", "trained weights"), ("untrained", "untrained control")):
-            line = next(ln for ln in text.splitlines() if label in ln and ln.startswith(model.split("/")[-1][:8]))
+            line = next(ln for ln in text.splitlines() if label in ln and ln.startswith(display_name(model) + " "))
             g = t[(t["model"] == model) & (t["weights"] == weights)]
             for v in ("content", "with_special"):
                 assert f"{100 * g[g['variant'] == v]['holds'].mean():.1f}% [" in line

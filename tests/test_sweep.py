@@ -196,6 +196,15 @@ def test_serial_sweep_cli_and_report(tmp_path, monkeypatch, capsys):
     mt = pd.read_csv(tmp_path / "sw" / "models.csv")
     assert mt.loc[0, "pairs"] == 4 * 6 and mt.loc[0, "shards"] == 2
     assert (tmp_path / "sw" / "figures" / "sweep-all-models.png").stat().st_size > 1000
+    assert "a proxy for sentence-transformers/all-MiniLM-L6-v2, not that checkpoint" in out
+    # a damaged shard file: the report says so and exits 1; its rows are not counted
+    victim = next((tmp_path / "sw" / "table").rglob("shard-00001.parquet"))
+    victim.write_bytes(b"not parquet")
+    assert main(["report", "sw"]) == 1
+    r = capsys.readouterr()
+    assert "shard-00001 " in r.err and "is missing or damaged" in r.err
+    mt = pd.read_csv(tmp_path / "sw" / "models.csv")
+    assert mt.loc[0, "shards"] == 1 and mt.loc[0, "shards_missing"] == 1 and mt.loc[0, "pairs"] == 2 * 6
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -91,9 +91,9 @@ class SweepSpec:
         s("models", models)
         from .pipeline import MeasureConfig
 
-        MeasureConfig(weights=self.weights, batch_size=self.batch_size, seed=self.seed, image_size=self.image_size,
-                      max_length=self.max_length)  # the same checks as measure
-        s("weights", tuple(self.weights))
+        cfg = MeasureConfig(weights=self.weights, batch_size=self.batch_size, seed=self.seed,
+                            image_size=self.image_size, max_length=self.max_length)  # the same checks as measure
+        s("weights", cfg.weights)
         for name, lo in (("n", 1), ("shard_size", 1), ("retries", 0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:

@@ -3,7 +3,8 @@
 Reads what ``python -m dobrushin sweep ... --out DIR`` wrote (``DIR/manifest.json`` and the shard
 tables it lists, each checked against its SHA-256 by :class:`dobrushin.store.results.ResultStore`; it
 measures nothing and imports nothing of the measurement layer), prints one line per model and weights
-setting — shards measured, inputs, input x layer pairs, and the fraction of pairs where the equality
+setting — shards measured out of those asked for (empty shards, past the end of the inputs, not
+counted), inputs, input x layer pairs, and the fraction of pairs where the equality
 condition holds on content tokens and with special tokens, each with its Wilson 95% interval
 (:func:`dobrushin.math.stats.wilson`; the pairs are counted as independent trials, as in the
 summary chapter) — lists every shard that was not measured with its reason, writes the table to
@@ -21,9 +22,10 @@ import pandas as pd
 
 from ..math.stats import wilson
 from ..store.results import ResultStore, atomic_write_csv, empty
+from .chapter import proxy_label, weights_kind
 from .names import display_name, pct, weights_label
 
-COLUMNS = ["model", "weights", "shards", "shards_missing", "inputs", "pairs",
+COLUMNS = ["model", "weights", "weights_source", "shards", "shards_missing", "inputs", "pairs",
            "content_k", "content_n", "content", "content_low", "content_high",
            "special_k", "special_n", "with_special", "with_special_low", "with_special_high"]
 
@@ -56,15 +58,17 @@ def read_sweep(folder) -> Tuple[pd.DataFrame, dict, List[Tuple[str, dict, str]]]
 
 
 def model_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
-    """One row per model x weights (the manifest's order): shards measured and missing, inputs, pairs,
-    and per variant ``k``, ``n``, the fraction holding and its Wilson 95% bounds."""
+    """One row per model x weights (the manifest's order): where the weights came from
+    (:func:`dobrushin.report.chapter.weights_kind`: ``proxy`` for packaged stand-ins, ``original``),
+    shards measured and missing, inputs, pairs, and per variant ``k``, ``n``, the fraction holding and its Wilson 95% bounds."""
     order = {}
     for e in sorted(entries.values(), key=lambda e: e.get("order", 0)):
         order.setdefault((e.get("model"), e.get("weights")), []).append(e)
     rows = []
     for (model, weights), es in order.items():
         t = table[(table["model"] == model) & (table["weights"] == weights)]
-        r = {"model": model, "weights": weights,
+        kinds = {weights_kind(e.get("provenance")) for e in es if e.get("status") == "ok"} - {""}
+        r = {"model": model, "weights": weights, "weights_source": ", ".join(sorted(kinds)),
              "shards": sum(e.get("status") == "ok" for e in es),
              "shards_missing": sum(e.get("status") not in ("ok", "empty") for e in es),
              "inputs": int(t["input_id"].nunique()), "pairs": int((t["variant"] == "content").sum())}
@@ -78,6 +82,10 @@ def model_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def _label(weights: str, source: str) -> str:
+    return weights_label(weights) + (", proxy" if weights == "pretrained" and "proxy" in source else "")
+
+
 def _interval(p, lo, hi) -> str:
     return "—" if p != p else f"{pct(p)} [{pct(lo)}, {pct(hi)}]"
 
@@ -85,11 +93,11 @@ def _interval(p, lo, hi) -> str:
 def print_table(mt: pd.DataFrame, out=None) -> None:
     out = sys.stdout if out is None else out
     w = max([len("model")] + [len(display_name(m)) for m in mt["model"]])
-    print(f"{'model':<{w}}  {'weights':<17}  {'shards':>6}  {'inputs':>6}  {'pairs':>6}  "
+    print(f"{'model':<{w}}  {'weights':<24}  {'shards':>6}  {'inputs':>6}  {'pairs':>6}  "
           f"{'holds (content) [95% CI]':>28}  {'holds (with special) [95% CI]':>30}", file=out)
     for r in mt.itertuples():
-        shards = f"{r.shards}" + (f"+{r.shards_missing}!" if r.shards_missing else "")
-        print(f"{display_name(r.model):<{w}}  {weights_label(r.weights):<17}  {shards:>6}  {r.inputs:>6}  {r.pairs:>6}  "
+        shards = f"{r.shards}/{r.shards + r.shards_missing}"
+        print(f"{display_name(r.model):<{w}}  {_label(r.weights, r.weights_source):<24}  {shards:>6}  {r.inputs:>6}  {r.pairs:>6}  "
               f"{_interval(r.content, r.content_low, r.content_high):>28}  "
               f"{_interval(r.with_special, r.with_special_low, r.with_special_high):>30}", file=out)
 
@@ -103,24 +111,26 @@ def all_models_figure(mt: pd.DataFrame):
 
     if mt.empty:
         raise ValueError("nothing to plot: the sweep has no measured shard")
-    labels = [f"{display_name(m)} ({weights_label(w)})" for m, w in zip(mt["model"], mt["weights"])]
+    labels = [f"{display_name(m)} ({_label(w, src)})" for m, w, src in zip(mt["model"], mt["weights"], mt["weights_source"])]
     fig, ax = plt.subplots(figsize=(7.0, 0.9 + 0.45 * len(mt)), layout="constrained")
     y = list(range(len(mt)))[::-1]
-    for v, off, fill, label in (("content", 0.12, True, "content tokens"),
-                                ("with_special", -0.12, False, "with special tokens")):
+    for v, off, fill in (("content", 0.12, True), ("with_special", -0.12, False)):
         for yi, r in zip(y, mt.itertuples()):
             p, lo, hi = getattr(r, v), getattr(r, f"{v}_low"), getattr(r, f"{v}_high")
             if p != p:
                 continue
             c = color_for(r.weights)
             ax.errorbar(p, yi + off, xerr=[[p - lo], [hi - p]], fmt="o", color=c, capsize=3,
-                        markerfacecolor=c if fill else "white", label=label)
+                        markerfacecolor=c if fill else "white")
     ax.set_yticks(y, labels)
     ax.set_xlim(0, 1)
     ax.set_xlabel("fraction of input × layer pairs where the equality condition holds")
-    handles, names = ax.get_legend_handles_labels()
-    seen = dict(zip(names, handles))
-    ax.legend(seen.values(), seen.keys(), loc="lower right", fontsize="small")
+    from matplotlib.lines import Line2D
+
+    grey = "#4D4D4D"  # the legend says what the marker means; the colour is the weights (row label)
+    ax.legend([Line2D([], [], marker="o", ls="", color=grey),
+               Line2D([], [], marker="o", ls="", color=grey, markerfacecolor="white")],
+              ["content tokens", "with special tokens"], loc="lower right", fontsize="small")
     ax.grid(axis="x", alpha=0.3)
     return fig
 
@@ -130,9 +140,18 @@ def report(folder, out=None, err=None) -> int:
     out, err = (sys.stdout if out is None else out), (sys.stderr if err is None else err)
     table, m, missing = read_sweep(folder)
     folder = Path(folder).expanduser().resolve()
-    mt = model_table(table, m.get("entries", {}))
+    entries = dict(m.get("entries", {}))
+    for k, e, why in missing:  # a damaged file is not a measured shard
+        entries[k] = {**e, "status": "damaged" if e.get("status") == "ok" else e.get("status")}
+    mt = model_table(table, entries)
     print(f"sweep in {folder}: {len(mt)} model x weights setting(s), {len(table)} rows", file=out)
     print_table(mt, out)
+    proxies = {}
+    for e in m.get("entries", {}).values():
+        if e.get("status") == "ok" and e.get("weights") == "pretrained" and weights_kind(e.get("provenance")) == "proxy":
+            proxies.setdefault(e.get("model"), proxy_label(e.get("model"), e.get("provenance")))
+    for model, text in proxies.items():
+        print(f"{display_name(model)}: {text}", file=out)
     for k, e, why in missing:
         print(f"not measured: {k} ({e.get('model')}, {e.get('weights')}, inputs {e.get('start', '?')}-"
               f"{(e.get('stop') or 0) - 1}): {why}", file=err)
