@@ -228,8 +228,10 @@ class SummaryChapter:
         day = time.strftime("%Y-%m-%d", time.gmtime(csv.stat().st_mtime))
         words = [f"measured on {day} by make bench-sweep"]
         if sw:
-            words.append(f"{', '.join(sw.get('weights', []))} weights, {sw.get('n')} inputs ({sw.get('inputs')}) "
-                         f"in shards of {sw.get('shard_size')}")
+            from .names import weights_label
+
+            words.append(f"{_and([weights_label(w) for w in sw.get('weights', [])] or ['no weights'])}, "
+                         f"{sw.get('n')} inputs ({sw.get('inputs')}) in shards of {sw.get('shard_size')}")
         if env.get("cpus"):
             words.append(f"{env['cpus']} CPUs, load average {env.get('loadavg_start')} before and "
                          f"{env.get('loadavg_end')} after")
