@@ -211,6 +211,7 @@ def test_serial_sweep_cli_and_report(tmp_path, monkeypatch, capsys):
     (["--out", "o", "--shard-size", "3"], "shard size 3 must be a multiple of the batch size 8"),
     (["--out", "o", "--weights", "pretrainde"], "--weights (item 0): got 'pretrainde'"),
     (["--out", "o", "--scheduler", "local:zero"], "local:K needs a positive number of workers K"),
+    (["--out", "o", "--scheduler", "slurm"], "--scheduler slurm: use serial, local:K or tcp://HOST:PORT"),
     (["--out", "o", "--models-file", "none.txt"], "--models-file none.txt: no such file"),
 ])
 def test_bad_sweep_arguments_are_one_line(tmp_path, monkeypatch, capsys, args, needle):
@@ -218,6 +219,7 @@ def test_bad_sweep_arguments_are_one_line(tmp_path, monkeypatch, capsys, args, n
     assert main(["sweep", MINILM, *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and needle in err, err
+    assert not (tmp_path / "o").exists(), "nothing is written before the arguments are checked"
 
 
 def test_report_of_a_folder_without_a_sweep(tmp_path, capsys):

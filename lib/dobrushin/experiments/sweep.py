@@ -292,6 +292,22 @@ def _provenance(model: str, weights: str, seed: int) -> dict:
         return {"source": "unknown", "reason": one_line(e)}
 
 
+def plan(spec: SweepSpec, store: ResultStore):
+    """``(params, done, pending)``: the parameters of every task by key, the manifest entries of the
+    finished ones (same parameters; ``ok`` with an intact file, or ``empty``) and ``[(order, task)]`` to run."""
+    fingerprint = source_fingerprint(spec)
+    prov = {(m, w): _provenance(m, w, spec.seed) for m in spec.models for w in spec.weights}
+    params, done, pending = {}, {}, []
+    for order, t in enumerate(spec.tasks()):
+        params[t.key] = p = task_params(t, fingerprint, prov[(t.model, t.weights)])
+        e = store.entry(t.key, p)
+        if e is not None and (e.get("status") == "empty" or (e.get("status") == "ok" and store.read(e) is not None)):
+            done[t.key] = {**e, "order": order}
+        else:
+            pending.append((order, t))
+    return params, done, pending
+
+
 def run_sweep(spec: SweepSpec, out, *, client=None, loader: Optional[Callable] = None, cache_models: int = 2,
               torch_threads: Optional[int] = None, log=None) -> SweepResult:
     """Run the shards of ``spec`` not already finished in ``out``: serially in this process when
@@ -301,18 +317,9 @@ def run_sweep(spec: SweepSpec, out, *, client=None, loader: Optional[Callable] =
     log = sys.stderr if log is None else log
     t_all = time.perf_counter()
     store = open_store(out)
-    fingerprint = source_fingerprint(spec)
-    prov = {(m, w): _provenance(m, w, spec.seed) for m in spec.models for w in spec.weights}
+    params, done, pending = plan(spec, store)
     store.update_manifest(sweep=spec.describe())
-    entries, pending, skipped, params = {}, [], [], {}
-    for order, t in enumerate(spec.tasks()):
-        params[t.key] = p = task_params(t, fingerprint, prov[(t.model, t.weights)])
-        e = store.entry(t.key, p)
-        if e is not None and (e.get("status") == "empty" or (e.get("status") == "ok" and store.read(e) is not None)):
-            entries[t.key] = {**e, "order": order}
-            skipped.append(t.key)
-        else:
-            pending.append((order, t))
+    entries, skipped = dict(done), list(done)
     print(f"sweep: {len(spec.models)} model(s) x {len(spec.weights)} weights x {len(spec.shards())} shard(s) = "
           f"{len(params)} tasks; {len(skipped)} finished before, {len(pending)} to run "
           f"({'serial' if client is None else 'on ' + str(getattr(client, 'scheduler', None) and client.scheduler.address)})",
@@ -458,11 +465,24 @@ def spec_from_args(args) -> SweepSpec:
         raise CliError(str(e)) from None
 
 
+def check_scheduler(scheduler: str) -> None:
+    """CliError unless ``scheduler`` is ``serial``, ``local:K`` (K >= 1) or ``tcp://`` / ``tls://`` an address."""
+    if scheduler == "serial" or scheduler.startswith(("tcp://", "tls://")):
+        return
+    if scheduler.startswith("local:"):
+        k = scheduler.split(":", 1)[1]
+        if not k.isdigit() or int(k) < 1:
+            raise CliError(f"--scheduler {scheduler}: local:K needs a positive number of workers K")
+        return
+    raise CliError(f"--scheduler {scheduler}: use serial, local:K or tcp://HOST:PORT")
+
+
 def main(args) -> int:
     try:
         spec = spec_from_args(args)
-        if args.scheduler == "serial":
-            return 1 if run_sweep(spec, args.out).failed else 0
+        check_scheduler(args.scheduler)
+        if args.scheduler == "serial" or not plan(spec, open_store(args.out))[2]:
+            return 1 if run_sweep(spec, args.out).failed else 0  # nothing to run: no cluster to start
         try:
             from .sweep_dask import connect
 
@@ -481,4 +501,4 @@ def main(args) -> int:
         return 2
 
 
-__all__ = ["Shard", "ShardTask", "SweepResult", "SweepSpec", "open_store", "run_shard", "run_sweep", "source_fingerprint", "task_params"]
+__all__ = ["Shard", "ShardTask", "SweepResult", "SweepSpec", "open_store", "plan", "run_shard", "run_sweep", "source_fingerprint", "task_params"]
