@@ -409,7 +409,7 @@ def run_sweep(spec: SweepSpec, out, *, client=None, loader: Optional[Callable] =
 
 def add_parser(sub) -> argparse.ArgumentParser:
     s = sub.add_parser("sweep", help="measure many models on shards of the inputs, serially or on Dask",
-                       description=__doc__.splitlines()[0].strip("`"))
+                       description=__doc__.splitlines()[0].replace("``", ""))
     s.add_argument("models", nargs="*", metavar="MODEL_ID", help="Hugging Face or timm ids")
     s.add_argument("--models-file", type=Path, metavar="F", help="more ids, one per line (# starts a comment)")
     src = s.add_mutually_exclusive_group()

@@ -193,7 +193,7 @@ def bench_table(bench: pd.DataFrame) -> pd.DataFrame:
 
 def add_parser(sub) -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="per-model table and all-models figure of a sweep folder",
-                       description=__doc__.splitlines()[0].strip("`"))
+                       description=__doc__.splitlines()[0].replace("``", ""))
     r.add_argument("folder", type=Path, metavar="DIR", help="the --out folder of python -m dobrushin sweep")
     r.set_defaults(func=main)
     return r
