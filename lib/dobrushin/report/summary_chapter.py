@@ -6,7 +6,7 @@
   ``interval_rule`` (what the interval rule decided, computed) and ``scorecard_html`` (the scorecard);
 * into the reproducibility chapter (``book/reproducing.md``): ``timings_table`` (quick and paper
   profile per notebook), ``parameter_blocks``, ``schema_table``, ``summary_columns``,
-  ``bench_table`` / ``bench_status``.
+  ``bench_table`` / ``bench_status``, ``sweep_bench_table`` / ``sweep_bench_status`` (serial vs Dask).
 
 Cross-document ``{glue}`` in myst-nb pastes HTML, images and plain text (not Markdown), so what the
 Markdown chapters paste is HTML (:func:`dobrushin.report.summary.html_table`); on this chapter's own
@@ -205,6 +205,38 @@ class SummaryChapter:
         else:
             _glue("bench_table", summary.html_table(pd.DataFrame({"benchmark": ["not run in this build"]})))
             _glue("bench_status", summary.Text("not run in this build"))
+        self._sweep_bench()
+
+    def _sweep_bench(self):
+        """Glue ``sweep_bench_table`` / ``sweep_bench_status``: serial vs Dask (make bench-sweep)."""
+        import json
+
+        from .sweep_report import bench_table
+
+        csv = self.results / "bench-sweep" / "sweep.csv"
+        if not csv.exists():
+            _glue("sweep_bench_table", summary.html_table(pd.DataFrame({"benchmark": ["not run in this build"]})))
+            _glue("sweep_bench_status", summary.Text("not run in this build"))
+            return
+        _glue("sweep_bench_table", summary.html_table(bench_table(pd.read_csv(csv))))
+        try:
+            env = json.loads(csv.with_name("sweep_env.json").read_text())
+        except (OSError, ValueError):
+            env = {}
+        sw = env.get("sweep", {})
+        what = _and(list(sw["models"])) if sw.get("models") else ""
+        day = time.strftime("%Y-%m-%d", time.gmtime(csv.stat().st_mtime))
+        words = [f"measured on {day} by make bench-sweep"]
+        if sw:
+            from .names import weights_label
+
+            words.append(f"{_and([weights_label(w) for w in sw.get('weights', [])] or ['no weights'])}, "
+                         f"{sw.get('n')} inputs ({sw.get('inputs')}) in shards of {sw.get('shard_size')}")
+        if env.get("cpus"):
+            words.append(f"{env['cpus']} CPUs, load average {env.get('loadavg_start')} before and "
+                         f"{env.get('loadavg_end')} after")
+        text = "; ".join(words)
+        _glue("sweep_bench_status", summary.Text(f"{what}, {text}" if what else text))
 
     def finish(self, parameters: Optional[dict] = None):
         """The collapsed "how this chapter was run" block."""

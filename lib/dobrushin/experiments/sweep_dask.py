@@ -1,0 +1,49 @@
+"""The Dask side of :mod:`dobrushin.experiments.sweep`: a client for ``--scheduler`` and the worker
+plugin that holds each worker's model cache (imported only when a sweep runs on Dask)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from distributed import Client, LocalCluster
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from .model_cache import PLUGIN_NAME, ModelCache
+
+
+class ModelCachePlugin(WorkerPlugin):
+    """A worker's :class:`~dobrushin.experiments.model_cache.ModelCache` (``capacity`` models); with
+    ``torch_threads``, the number of torch threads of the worker's process (for worker processes of
+    their own, so that K workers on K cores do not each start one thread per core)."""
+
+    name = PLUGIN_NAME
+
+    def __init__(self, capacity: int = 2, torch_threads: Optional[int] = None):
+        self.capacity, self.torch_threads, self.cache = capacity, torch_threads, None
+
+    def setup(self, worker=None):
+        self.cache = ModelCache(self.capacity)
+        if self.torch_threads:
+            import torch
+
+            torch.set_num_threads(self.torch_threads)
+
+    def teardown(self, worker=None):
+        self.cache = None
+
+
+def connect(scheduler: str):
+    """``(client, cluster)`` for ``local:K`` (a LocalCluster of K worker processes, one thread each;
+    ``cluster`` to close after the client) or ``tcp://HOST:PORT`` / ``tls://...`` (a running scheduler;
+    ``cluster`` None); ValueError for anything else."""
+    if scheduler.startswith("local:"):
+        k = scheduler.split(":", 1)[1]
+        if not k.isdigit() or int(k) < 1:
+            raise ValueError(f"--scheduler {scheduler}: local:K needs a positive number of workers K")
+        cluster = LocalCluster(n_workers=int(k), threads_per_worker=1, processes=True, dashboard_address=None)
+        return Client(cluster), cluster
+    if scheduler.startswith(("tcp://", "tls://")):
+        return Client(scheduler, timeout="30s"), None
+    raise ValueError(f"--scheduler {scheduler}: use serial, local:K or tcp://HOST:PORT")
+
+
+__all__ = ["ModelCachePlugin", "connect"]
