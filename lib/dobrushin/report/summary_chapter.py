@@ -67,7 +67,8 @@ class SummaryChapter:
         self.reference = summary.load_reference_grid(self.results)
         self.table = summary.build_summary(self.results, self.baseline, self.reference, profile)
         self.family_table, self.entries = summary.load_family_results(self.results, profile)
-        self.card = S.build_scorecard(self.table, self.entries)
+        self.theorem_check = summary.load_theorem_check(self.results)
+        self.card = S.build_scorecard(self.table, self.entries, self.theorem_check)
         atomic_write_csv(self.results / "summary.csv", self.table)
         atomic_write_csv(self.results / "scorecard.csv", self.card)
 
