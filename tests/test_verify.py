@@ -203,3 +203,32 @@ def test_verify_family_remeasures_the_sampled_inputs(tmp_path, monkeypatch):
         return out
 
     assert not V.verify_family(tmp_path, "language", measure=moved)[0].passed
+
+
+def test_end_to_end_on_packaged_minilm(tmp_path, monkeypatch):
+    """Measure MiniLM (packaged weights, offline) on four sentences into a published folder as the language
+    notebook does, then verify it with the real re-measurement: decisions equal, numbers within tolerance,
+    and a margin recomputed from the captured matrices for every re-measured row."""
+    from dobrushin.data.inputs import load_inputs
+    from dobrushin.experiments.pipeline import MeasureConfig, measure_model
+    from dobrushin.models.configs import MINILM_ID
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    inputs = load_inputs("text", None, 4, seed=0)
+    store = ResultStore(tmp_path, "language")
+    cfg = MeasureConfig(weights=("pretrained",), head_inputs=0, batch_size=4, max_length=32, progress=False)
+    run = measure_model(MINILM_ID, inputs, store=store, config=cfg)
+    if run.status != "ok":
+        pytest.skip(f"MiniLM not loadable here: {run.status}")
+    store.update_manifest(parameters={"text_source": None, "n_inputs": 4, "seed": 0})
+    seen = {}
+
+    def measure(model_id, ins, config):
+        out = V._measure_fresh(model_id, ins, config)
+        seen["t"] = out
+        return out
+
+    comps = V.verify_family(tmp_path, "language", measure=measure)
+    assert len(comps) == 1 and comps[0].passed, comps[0].as_dict()
+    assert comps[0].rows == 3 * 6 * 2  # 3 sampled sentences × 6 layers × 2 variants
+    assert seen["t"]["_margin"].notna().all() and (seen["t"]["_margin"] >= 0).all()

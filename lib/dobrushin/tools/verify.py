@@ -239,15 +239,55 @@ def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_gro
     return out
 
 
+def margins_from_attention(records, input_ids: Sequence[str], variants: Sequence[str], atol: float) -> dict:
+    """``{(input_id, layer, variant): decision margin}`` from captured head-averaged attention: ``records``
+    is ``[(attention (B, L, n, n), roles)]`` in the order of ``input_ids`` (one per forward batch); each
+    matrix is restricted to the variant's tokens as :func:`dobrushin.experiments.measure.measure` does."""
+    import torch
+
+    from ..capture.roles import keep_indices
+    from ..math.coefficient import restrict
+
+    out, i = {}, 0
+    for att, roles in records:
+        A = torch.as_tensor(np.asarray(att), dtype=torch.float64)
+        for b in range(A.shape[0]):
+            for variant in variants:
+                keep = keep_indices(roles[b], variant)
+                if len(keep) < 2:
+                    continue
+                sub = restrict(A[b:b + 1], np.asarray(keep, dtype=np.int64), atol=atol)[0]
+                sub = sub.numpy() if hasattr(sub, "numpy") else np.asarray(sub)
+                for layer in range(sub.shape[0]):
+                    out[(str(input_ids[i]), layer, variant)] = decision_margin(sub[layer])
+            i += 1
+    return out
+
+
 def _measure_fresh(model_id: str, inputs, config):
+    """Measure into a temporary store (nothing read from or written to a cache) and recompute every row's
+    decision margin from the captured matrices (column ``_margin``)."""
     import tempfile
 
+    from ..capture.extract import extract_attention
     from ..experiments.pipeline import measure_model
     from ..store.results import ResultStore
 
+    records = []
+
+    def extractor(model, x, average_heads=True):
+        ex = extract_attention(model, x, average_heads=average_heads)
+        if average_heads:
+            records.append((ex.attention.detach().to("cpu").double().numpy(), [list(r) for r in ex.roles]))
+        return ex
+
     with tempfile.TemporaryDirectory() as tmp:
-        run = measure_model(model_id, inputs, store=ResultStore(tmp, "verify"), config=config.replace(force=True))
-    return run.table
+        run = measure_model(model_id, inputs, store=ResultStore(tmp, "verify"), config=config.replace(force=True),
+                            extractor=extractor)
+    table = run.table
+    margins = margins_from_attention(records, inputs.ids, config.variants, config.atol)
+    keys = zip(table["input_id"].astype(str), table["layer"].astype(int), table["variant"].astype(str))
+    return table.assign(_margin=[margins.get(k, np.nan) for k in keys])
 
 
 def verify_tabular(published_root: Path) -> List[Comparison]:
