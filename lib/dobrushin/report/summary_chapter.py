@@ -218,6 +218,12 @@ class SummaryChapter:
         _glue("schema_table", summary.html_table(summary.schema_table()))
         _glue("summary_columns", summary.Html(", ".join(f"<code>{c}</code>" for c in summary.COLUMNS),
                                               ", ".join(summary.COLUMNS)))
+        from ..tools import publish as _pub, verify as _ver
+
+        for key, val in (("verify_per_group", _ver.PER_GROUP), ("verify_baseline_sizes", _ver.BASELINE_SIZES),
+                         ("verify_tabular_rows", _ver.TABULAR_ROWS), ("verify_float_error", f"{_ver.FLOAT_ERROR:g}"),
+                         ("verify_kappa_tol", f"{_ver.KAPPA_TOL:g}"), ("published_max_mb", _pub.MAX_BYTES // 2**20)):
+            _glue(key, summary.Text(str(val)))
         _glue("weights_sources", summary.Text(_and([f'"{w}"' for w in summary.WEIGHTS_SOURCES]).replace(" and ", " or ")))
         full, short = self.results / "bench" / "bench.csv", self.results / "bench-ci" / "bench.csv"
         bench_csv = full if full.exists() else short  # the full run when there is one, else CI's short profile
