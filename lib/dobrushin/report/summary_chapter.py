@@ -117,7 +117,8 @@ class SummaryChapter:
         _display(F.table(per_model_table(t), name="tab-summary-all",
                          caption=f"The {len(t)} rows of results/summary.csv (one per claim, model and variant; "
                                  + ", ".join(f"{v} {k}" for k, v in counts.items())
-                                 + "), content tokens and with special tokens side by side. Untrained controls "
+                                 + "), content tokens and with special tokens side by side, each with its 95% "
+                                   "interval clustered by input (the verdicts use it). Untrained controls "
                                    "and models the paper does not report have no paper value; the paper gives "
                                    f"the with-special-tokens figure ({CLAIMS['special'].paper_value}) for DINOv2, "
                                    "RoBERTa and DistilBERT only."))
@@ -203,7 +204,15 @@ class SummaryChapter:
     # ------------------------------------------------------------------ timings and reproducibility
     def timings(self):
         """Wall time per notebook, in book order, quick and paper profile; glued for reproducing.md."""
-        tt = summary.timings_table(summary.load_timings(self.results), summary.notebook_order(self.root))
+        timings, profiles = summary.load_timings(self.results), ("quick", "paper")
+        pub = paths.published_dir()
+        if pub is not None and (pub / "timings").exists():  # the wall times of the run that was published
+            pt = summary.load_timings(pub)
+            if len(pt):
+                pt = pt.assign(profile=pt["profile"] + " (published run)")
+                timings = pd.concat([timings, pt], ignore_index=True)
+                profiles = (*profiles, *dict.fromkeys(pt["profile"]))
+        tt = summary.timings_table(timings, summary.notebook_order(self.root), profiles)
         _glue("timings_table", summary.html_table(tt))
         _display(F.table(tt, name="tab-summary-timings",
                          caption="Wall time of each notebook as `make notebooks` measured it, per profile "
@@ -294,19 +303,22 @@ def per_model_table(table: pd.DataFrame) -> pd.DataFrame:
             index[key] = len(lines)
             lines.append({"_o": len(order), "_i": r["_i"], "claim": "", "model": _model_name(r["model"]),
                           "weights": r["weights_source"], "content [95% CI]": "—", "content verdict": "—",
-                          "with special tokens [95% CI]": "—", "special verdict": "—", "pairs": 0,
+                          "with special tokens [95% CI]": "—", "special verdict": "—", "inputs": 0, "pairs": 0,
                           "random baseline at its n": ""})
         line = lines[index[key]]
         if group is not None and (not special or not line["claim"]):
             line["claim"] = _claim_short(group)
             line["_o"] = order.get(group, len(order))
-        measured = (S.interval_text(int(round(r["measured"] * r["n_pairs"])), int(r["n_pairs"]))
+        measured = (S.clustered_text(summary.row_sums(r)) if "n_inputs" in r and r["n_pairs"]
+                    and np.isfinite(r["measured"]) else
+                    S.interval_text(int(round(r["measured"] * r["n_pairs"])), int(r["n_pairs"]))
                     if r["n_pairs"] and np.isfinite(r["measured"]) else "—")
         if special:
             line["with special tokens [95% CI]"], line["special verdict"] = measured, _short_status(r["status"])
         else:
             line["content [95% CI]"], line["content verdict"] = measured, _short_status(r["status"])
             line["pairs"] = int(r["n_pairs"])
+            line["inputs"] = int(r["n_inputs"]) if "n_inputs" in r and pd.notna(r["n_inputs"]) else 0
             line["random baseline at its n"] = _baseline_part(r["detail"])
     out = pd.DataFrame(lines).sort_values(["_o", "_i"], kind="stable").drop(columns=["_o", "_i"])
     return out.reset_index(drop=True)
