@@ -232,3 +232,43 @@ def test_end_to_end_on_packaged_minilm(tmp_path, monkeypatch):
     assert len(comps) == 1 and comps[0].passed, comps[0].as_dict()
     assert comps[0].rows == 3 * 6 * 2  # 3 sampled sentences × 6 layers × 2 variants
     assert seen["t"]["_margin"].notna().all() and (seen["t"]["_margin"] >= 0).all()
+
+
+def test_verify_tabular_end_to_end_and_the_published_checkpoint_layer(tmp_path, monkeypatch):
+    """A tiny FT-Transformer trained one epoch on Breast cancer (offline, scikit-learn), measured and published
+    with its checkpoint; verify re-measures 64 of its test rows from the published checkpoint; and training
+    with an empty cache loads the published checkpoint instead of training again."""
+    import torch
+
+    from dobrushin.data import tabular_data as td
+    from dobrushin.experiments.tabular import measure_tabular
+    from dobrushin.models import ft_transformer as tb
+
+    torch.set_num_threads(1)
+    tiny = {"n_blocks": 2, "d_block": 16, "attention_n_heads": 4, "attention_dropout": 0.2,
+            "ffn_d_hidden_multiplier": 4 / 3, "ffn_dropout": 0.1, "residual_dropout": 0.0}
+    data = td.load("breast_cancer")
+    cache = tmp_path / "cache"
+    kw = dict(max_epochs=1, batch_size=64, model_overrides=tiny)
+    r = tb.fit(data, 0, cache_root=cache / "tabular", **kw)
+    src = tmp_path / "run"
+    prov = {"pretrained": {"source": "trained in this build", "checkpoint_key": r.key, "sha256": r.sha256,
+                           "proxy_for": None}}
+    measure_tabular(ResultStore(src, "tabular"), "bc-seed0", models={"pretrained": r.model}, provenance=prov,
+                    data=data, rows=np.arange(80), model_name="FT-Transformer/Breast cancer seed 0",
+                    dataset="breast_cancer", seed=0)
+    pub = tmp_path / "published" / "paper"
+    meta = P.publish(src, pub, "paper", repo=tmp_path, cache=cache)
+    assert len(list((pub / "checkpoints" / "tabular").glob("*.pt"))) == 1 and meta["files"] >= 3
+    comps = V.verify_tabular(pub, rows=64)
+    assert len(comps) == 1 and comps[0].passed, comps[0].as_dict()
+    assert comps[0].rows == 64 * 2 * 2  # rows × layers × variants
+    # a corrupted published checkpoint is not used: verify fails and says why
+    ck = next((pub / "checkpoints" / "tabular").glob("*.pt"))
+    good = ck.read_bytes()
+    ck.write_bytes(b"x" + good[1:])
+    assert "SHA-256" in V.verify_tabular(pub, rows=8)[0].error
+    ck.write_bytes(good)
+    monkeypatch.setenv("DOBRUSHIN_PUBLISHED", str(pub))
+    again = tb.fit(data, 0, cache_root=tmp_path / "empty", **kw)
+    assert again.from_cache and again.sha256 == r.sha256 and (tmp_path / "empty" / ck.name).exists()

@@ -71,13 +71,39 @@ def _manifest_summary(src: Path) -> dict:
     return out
 
 
-def publish(src, dest, profile: str, repo=None) -> dict:
-    """Copy the publishable files of ``src`` to ``dest`` atomically, with ``PUBLISHED.json``; returns it."""
+def checkpoint_files(src: Path, cache=None) -> list:
+    """``[(file, path in the published folder)]``: the FT-Transformer checkpoints (``.pt`` + ``.json``) that
+    the tabular entries of ``src`` record (``provenance.pretrained.checkpoint_key``), looked up in ``cache``
+    (default ``<src>/.cache/tabular``, then :func:`dobrushin.store.paths.cache_dir`)."""
+    from ..store.paths import cache_dir
+
+    man = src / "tabular" / "manifest.json"
+    if not man.exists():
+        return []
+    keys = {((e.get("provenance") or {}).get("pretrained") or {}).get("checkpoint_key")
+            for e in (json.loads(man.read_text()).get("entries") or {}).values()} - {None}
+    roots = [Path(cache) / "tabular"] if cache else [src / ".cache" / "tabular", cache_dir() / "tabular"]
+    out = []
+    for key in sorted(keys):
+        for root in roots:
+            hits = sorted(root.glob(f"*-{key}.pt"))
+            if hits:
+                for f in (hits[0], hits[0].with_suffix(".json")):
+                    if f.exists():
+                        out.append((f, Path("checkpoints") / "tabular" / f.name))
+                break
+    return out
+
+
+def publish(src, dest, profile: str, repo=None, cache=None) -> dict:
+    """Copy the publishable files of ``src`` to ``dest`` atomically (and the FT-Transformer checkpoints its
+    tabular entries record, :func:`checkpoint_files`), with ``PUBLISHED.json``; returns it."""
     src, dest = Path(src), Path(dest)
     if not src.is_dir():
         raise FileNotFoundError(f"{src} is not a results folder")
     files = sorted({f for pat in PATTERNS for f in src.glob(pat) if f.is_file()})
-    size = sum(f.stat().st_size for f in files)
+    extra = checkpoint_files(src, cache)  # (source, path under dest)
+    size = sum(f.stat().st_size for f in files) + sum(f.stat().st_size for f, _ in extra)
     if size > MAX_BYTES:
         raise ValueError(f"{len(files)} files of {size / 2**20:.1f} MiB exceed the {MAX_BYTES / 2**20:.0f} MiB limit")
     timings = {}
@@ -86,12 +112,13 @@ def publish(src, dest, profile: str, repo=None) -> dict:
         timings[f"{f.parent.name}/{r['notebook']}"] = r.get("seconds")
     meta = {"profile": profile, "code_digest": code_digest(), "commit": _commit(Path(repo or Path.cwd())),
             "machine": machine(), "published": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "wall_times_s": timings, "notebooks": _manifest_summary(src), "files": len(files), "bytes": size}
+            "wall_times_s": timings, "notebooks": _manifest_summary(src), "files": len(files) + len(extra),
+            "bytes": size}
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.parent / f".{dest.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    for f in files:
-        out = tmp / f.relative_to(src)
+    for f, rel in [(f, f.relative_to(src)) for f in files] + extra:
+        out = tmp / rel
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(f, out)
     (tmp / "PUBLISHED.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")

@@ -8,7 +8,8 @@ The published results (``published/<profile>/``, written by ``make reproduce`` t
   (a model measured at a second resolution is stored as ``<id>@<size>px``, so it is its own group);
 * the random baseline (Dirichlet(1)) at :data:`BASELINE_SIZES` sizes, re-simulated whole (its counts are
   integers and the matrices depend only on the seed, the ensemble, n and the index: they must be equal);
-* one FT-Transformer checkpoint on :data:`TABULAR_ROWS` test rows.
+* one FT-Transformer checkpoint on :data:`TABULAR_ROWS` test rows (the published folder carries the
+  checkpoints of its FT-Transformer entries, ``checkpoints/tabular/``).
 
 It **passes** when
 
@@ -290,16 +291,74 @@ def _measure_fresh(model_id: str, inputs, config):
     return table.assign(_margin=[margins.get(k, np.nan) for k in keys])
 
 
-def verify_tabular(published_root: Path) -> List[Comparison]:
-    """One FT-Transformer checkpoint on :data:`TABULAR_ROWS` test rows.  Re-measuring needs the published
-    checkpoint; not implemented yet, so a published tabular result fails verification, saying why."""
+def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_ROWS,
+                   measure: Optional[Callable] = None) -> List[Comparison]:
+    """One FT-Transformer checkpoint (a seeded choice among the published benchmark entries) on ``rows`` of
+    its published test rows: the checkpoint from ``published/<profile>/checkpoints/tabular/`` (checked
+    against the SHA-256 its entry records), the data set loaded as the notebook loads it (its checksum must
+    be the published one), measured with the current code."""
+    from ..store.results import ResultStore, sha256_file
+
     d = published_root / "tabular"
     if not (d / "manifest.json").exists():
         return []
-    c = Comparison("tabular: one FT-Transformer checkpoint")
-    c.error = ("re-measuring an FT-Transformer checkpoint is not implemented yet (needs the checkpoint in the "
-               "published folder)")
+    store = ResultStore.__new__(ResultStore)
+    store.dir, store.notebook, store.manifest_path = d, "tabular", d / "manifest.json"
+    ents = [(slug, e) for slug, e in sorted(store.manifest()["entries"].items())
+            if e.get("file") and ((e.get("provenance") or {}).get("pretrained") or {}).get("checkpoint_key")]
+    if not ents:
+        c = Comparison("tabular: one FT-Transformer checkpoint")
+        c.error = "no published FT-Transformer entry with a checkpoint"
+        return [c]
+    slug, e = ents[int(np.random.default_rng([seed, 1]).integers(len(ents)))]
+    c = Comparison(f"tabular: {e.get('model', slug)} ({rows} test rows)")
+    try:
+        prov = e["provenance"]["pretrained"]
+        ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{prov['checkpoint_key']}.pt"))
+        if not ck:
+            raise FileNotFoundError(f"checkpoint {prov['checkpoint_key']} is not in the published folder")
+        if sha256_file(ck[0]) != prov.get("sha256"):
+            raise ValueError(f"{ck[0].name} does not match the SHA-256 its entry records")
+        table = store.read(e, "table")
+        pub = table[table["weights"] == "pretrained"]
+        ids = sorted(set(pub["input_id"].astype(str)))
+        pick = sorted(np.random.default_rng([seed, 2]).choice(ids, size=min(rows, len(ids)), replace=False).tolist())
+        now = (measure or _measure_tabular_fresh)(e, ck[0], pick)
+        c = compare(pub[pub["input_id"].astype(str).isin(pick)], now, c.group,
+                    margins=now["_margin"] if "_margin" in now.columns else None)
+    except Exception as exc:  # noqa: BLE001 - a checkpoint that cannot be re-measured fails, with why
+        c.error = f"{type(exc).__name__}: {exc}"
     return [c]
+
+
+def _measure_tabular_fresh(entry: dict, checkpoint: Path, ids: Sequence[str]):
+    import io
+    import json as _json
+    import tempfile
+
+    import torch
+
+    from ..data import tabular_data
+    from ..experiments.tabular import measure_tabular
+    from ..store.results import ResultStore
+
+    rec = _json.loads(checkpoint.with_suffix(".json").read_text())
+    data = tabular_data.load(entry.get("dataset") or rec["dataset"])
+    want = ((entry.get("params") or {}).get("inputs") or {}).get("source", "")
+    if data.checksum not in want:
+        raise ValueError(f"the data set today ({data.checksum[:12]}) is not the published one ({want})")
+    import rtdl_revisiting_models as rtdl
+
+    model = rtdl.FTTransformer(**rec["config"])
+    model.load_state_dict(torch.load(io.BytesIO(checkpoint.read_bytes()), map_location="cpu", weights_only=True))
+    model.eval()
+    index = {f"test/{int(v)}": r for r, v in enumerate(data.index["test"])}
+    rows = np.array([index[i] for i in ids], dtype=np.int64)
+    prov = {"pretrained": dict(entry["provenance"]["pretrained"])}
+    with tempfile.TemporaryDirectory() as tmp:
+        run = measure_tabular(ResultStore(tmp, "verify"), "verify", models={"pretrained": model}, provenance=prov,
+                              data=data, rows=rows, model_name=str(entry.get("model", "FT-Transformer")))
+    return run.table
 
 
 # ------------------------------------------------------------------------------------ report
@@ -312,7 +371,7 @@ def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
     comps = [verify_baseline(root)] if (root / "baseline").exists() else []
     for nb in FAMILY_KINDS:
         comps += verify_family(root, nb, seed, per_group)
-    comps += verify_tabular(root)
+    comps += verify_tabular(root, seed)
     meta = {}
     if (root / "PUBLISHED.json").exists():
         meta = json.loads((root / "PUBLISHED.json").read_text())
