@@ -476,3 +476,17 @@ def test_published_text_names_the_digest_and_the_verify_result(tmp_path):
     (tmp_path / "results" / "verify" / "report.json").write_text(json.dumps({"current_digest": "99", "passed": True,
                                                                             "finished": "now"}))
     assert "(digest 99) on now: passed" in published_text(tmp_path, tmp_path / "results", entries)
+
+
+def test_failed_verification_is_flagged(results):
+    from dobrushin.report.summary_chapter import SummaryChapter
+
+    ch = SummaryChapter(profile="quick", results_dir=results)
+    assert not ch.verification_failed()  # nothing published was used
+    key = next(iter(ch.entries))
+    ch.entries[key]["published_from"] = str(results / "published" / "x")
+    (results / "verify").mkdir()
+    (results / "verify" / "report.json").write_text(json.dumps({"passed": False}))
+    assert ch.verification_failed()
+    (results / "verify" / "report.json").write_text(json.dumps({"passed": True}))
+    assert not ch.verification_failed()

@@ -86,8 +86,22 @@ class SummaryChapter:
         out.append(published_text(self.root, self.results, self.entries))
         return " ".join(x for x in out if x)
 
+    def verification_failed(self) -> bool:
+        """Were published results used although the last ``make verify`` failed?"""
+        import json
+
+        rep = self.results / "verify" / "report.json"
+        used = any(e.get("published_from") for e in self.entries.values())
+        return bool(used and rep.exists() and not json.loads(rep.read_text()).get("passed"))
+
     def scorecard(self):
-        """The scale line, then the scorecard, numbered and captioned, with the headline sentence under it."""
+        """The scale line, then the scorecard, numbered and captioned, with the headline sentence under it.
+        Published numbers that failed the last ``make verify`` are flagged above everything."""
+        if self.verification_failed():
+            _display(F.banner("Published results failed verification",
+                              "the last make verify re-measured a sample with the current code and found differences "
+                              "(results/verify/report.json): the published numbers below are not current; run "
+                              "make reproduce"))
         _md(f"**Scale.** {_md_text(self.scale_text())}")
         n = int(((self.card["verdict"].map(S.verdict_kind) != "related") & (self.card["parent"] == "")).sum())
         _display(F.table(S.shown(self.card), name="tab-summary-scorecard",
