@@ -297,7 +297,9 @@ def _pooled(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     if w == "proxy":
         verdict += " (proxy weights)"
     names = [_evidence_label(m, s) for m, s in dict.fromkeys(zip(ev["model"], ev["weights_source"]))]
-    notes = [f"pooled over {_join(names)}; each model's row is beneath"]
+    notes = [f"pooled over {_join(names)}; each model's row is beneath"
+             + ("; a model measured at two resolutions enters once per resolution, each (input, resolution) a "
+                "cluster" if ev["model"].astype(str).str.contains("@").any() else "")]
     if missing:
         notes.append(f"not measured in this build: {_join(missing)} (the paper's range pools them too)")
     wp, wlo, whi = wilson(total["k"], total["n"])
