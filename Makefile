@@ -1,6 +1,21 @@
 # Two commands build everything on a fresh machine:  make book   and   make test
-# PROFILE=quick (default, minutes on a 2-core CPU) or PROFILE=paper (full scale).
-PROFILE ?= quick
+# make book: the paper profile from the published paper-scale results (published/paper/, reused where their
+# parameters and checksums match, recomputed where not) when they exist; otherwise it says so and builds
+# the quick profile from scratch.  PROFILE=quick: the from-scratch smoke build CI runs; PROFILE=paper: the
+# paper profile (published results reused where valid).
+PUBLISHED_PAPER := $(wildcard published/paper/PUBLISHED.json)
+ifeq ($(origin PROFILE),undefined)
+  ifneq ($(PUBLISHED_PAPER),)
+    PROFILE := paper
+  else
+    PROFILE := quick
+    NO_PUBLISHED_NOTE := 1
+  endif
+endif
+# the published folder read as a cache layer (dobrushin.store.paths.published_dir); none for quick
+PUBLISHED_DIR := $(if $(filter paper,$(PROFILE)),$(if $(wildcard published/$(PROFILE)/PUBLISHED.json),$(CURDIR)/published/$(PROFILE)))
+# where the notebooks write their results (make reproduce uses a fresh folder)
+RESULTS ?= results
 PYTHON  ?= python3
 VENV    := .venv
 PY      := $(VENV)/bin/python
@@ -18,7 +33,7 @@ export PYTHONHASHSEED := 0
 export HF_HUB_ETAG_TIMEOUT ?= 5
 export HF_HUB_DOWNLOAD_TIMEOUT ?= 10
 
-.PHONY: book notebooks html test bench bench-ci bench-sweep check-html clean clean-results install
+.PHONY: book notebooks html test bench bench-ci bench-sweep check-html clean clean-results install reproduce verify
 
 install: $(STAMP)
 
@@ -41,18 +56,21 @@ book: notebooks html
 # the library's own bars draw only on a terminal (dobrushin.experiments.pipeline.progress_enabled).
 notebooks: $(STAMP)
 	@test -d params/$(PROFILE) || { echo "unknown PROFILE=$(PROFILE): no folder params/$(PROFILE)"; exit 2; }
+	@$(if $(NO_PUBLISHED_NOTE),echo "=== no published paper-scale results (published/paper/PUBLISHED.json): building the quick profile from scratch; make reproduce computes the paper profile (hours)",true)
+	@$(if $(PUBLISHED_DIR),echo "=== reusing the published results in $(PUBLISHED_DIR) where their parameters match; the rest is recomputed",true)
 	@mkdir -p executed
 	@set -e; for nb in $(NOTEBOOKS); do \
 	  echo "=== $$nb ($(PROFILE))"; start=$$(date +%s); \
+	  DOBRUSHIN_RESULTS=$(CURDIR)/$(RESULTS) DOBRUSHIN_PUBLISHED=$(PUBLISHED_DIR) \
 	  TQDM_DISABLE=1 $(VENV)/bin/papermill --log-level WARNING --no-progress-bar -k python3 --cwd notebooks \
 	    -f params/$(PROFILE)/$$nb.yml -p profile $(PROFILE) \
 	    notebooks/$$nb.ipynb executed/$$nb.ipynb \
 	    || { echo "notebook $$nb FAILED; see executed/$$nb.ipynb"; exit 1; }; \
 	  secs=$$(( $$(date +%s) - start )); echo "=== $$nb done in $$secs s"; \
-	  mkdir -p results/timings/$(PROFILE); \
+	  mkdir -p $(RESULTS)/timings/$(PROFILE); \
 	  printf '{"notebook": "%s", "profile": "%s", "seconds": %s, "finished": "%s"}\n' \
-	    $$nb $(PROFILE) $$secs $$(date -u +%FT%TZ) > results/timings/$(PROFILE)/.$$nb.tmp \
-	    && mv results/timings/$(PROFILE)/.$$nb.tmp results/timings/$(PROFILE)/$$nb.json; \
+	    $$nb $(PROFILE) $$secs $$(date -u +%FT%TZ) > $(RESULTS)/timings/$(PROFILE)/.$$nb.tmp \
+	    && mv $(RESULTS)/timings/$(PROFILE)/.$$nb.tmp $(RESULTS)/timings/$(PROFILE)/$$nb.json; \
 	done
 
 html: $(STAMP)
@@ -75,6 +93,20 @@ bench-ci: $(STAMP)
 # wall times and whether the rows are identical, for the reproducibility chapter
 bench-sweep: $(STAMP)
 	$(PY) -m dobrushin.tools.sweep_bench --out results/bench-sweep/sweep.csv $(SWEEP_BENCH_ARGS)
+
+# the paper profile from scratch (no published layer, fresh results and checkpoint folders; hours), then
+# published atomically into published/paper/ with the code digest, the commit and the machine.
+# RESUME=1 keeps results/paper-run/ from an interrupted run (its caches are keyed, so it resumes).
+reproduce: $(STAMP)
+	@test -n "$(RESUME)" || rm -rf results/paper-run
+	DOBRUSHIN_CACHE=$(CURDIR)/results/paper-run/.cache \
+	  $(MAKE) notebooks PROFILE=paper RESULTS=results/paper-run PUBLISHED_DIR=
+	$(PY) -m dobrushin.tools.publish results/paper-run published/paper --profile paper
+
+# re-measure a seeded sample of published/paper/ with the current code and compare (exit 0 with a loud line
+# when nothing is published yet)
+verify: $(STAMP)
+	$(PY) -m dobrushin.tools.verify published/paper
 
 check-html: $(STAMP)
 	$(PY) -m dobrushin.tools.check_html _build/html

@@ -65,6 +65,17 @@ MAPPED = {
                                                    "and tests/test_sweep.py tests the sweep on a LocalCluster"),
     "python -m dobrushin.tools.sweep_bench": ("python -m dobrushin.tools.sweep_bench --help",
                                               "the module behind make bench-sweep (minutes); its command line must start"),
+    "make book PROFILE=quick": (f"{MAKE} notebooks NOTEBOOKS=theory PROFILE=quick",
+                                "the quick profile switch, on the cheapest notebook (CI builds the whole book)"),
+    "make reproduce": (f"{MAKE} -n reproduce", "recomputes the paper profile from scratch (hours); the dry run "
+                                               "checks it runs the paper profile and then publishes"),
+    "make verify": (f"{MAKE} verify", "as documented (-o keeps make from reinstalling); the sandbox has no "
+                                      "published results, so it must say so and exit 0"),
+    "python -m dobrushin.tools.publish": ("python -m dobrushin.tools.publish --help",
+                                          "publishing needs a finished paper-profile run (hours); tests/test_verify.py "
+                                          "tests it on a fixture; its command line must start"),
+    "python -m dobrushin.tools.verify": ("python -m dobrushin.tools.verify", "as documented: with nothing "
+                                         "published it must say so and exit 0 (tests/test_verify.py tests the comparison)"),
 }
 SWEEP_ON_A_CLUSTER = ("python -m dobrushin sweep --models-file zoo.txt --inputs /shared/imagenet-val --n 50000 "
                       "--image-size 518 --batch-size 32 --shard-size 512 --weights pretrained,untrained "
@@ -89,7 +100,8 @@ NOT_RUN = {
 #: what the dry runs must show
 DRY_RUN_SAYS = {"make test": "-m pytest", "make html": "jupyter-book build", "make check-html": "dobrushin.tools.check_html",
                 "make bench": "dobrushin.tools.bench", "make bench-ci": "dobrushin.tools.bench --ci",
-                "make bench-sweep": "dobrushin.tools.sweep_bench"}
+                "make bench-sweep": "dobrushin.tools.sweep_bench",
+                "make reproduce": "dobrushin.tools.publish results/paper-run published/paper"}
 COMMAND_WORDS = ("make", "python", "python3", "pip", "conda", "papermill", "jupyter-book", "mkdir")
 
 
@@ -452,6 +464,9 @@ def test_make_targets_and_the_profile_switch(sandbox):
         assert timing["profile"] == profile and timing["notebook"] == "theory"
     r = sandbox.sh("make -o .venv/.installed notebooks NOTEBOOKS=theory PROFILE=nonesuch", check=False)
     assert r.returncode == 2 and "unknown PROFILE=nonesuch" in r.stdout
+    # nothing is published in a fresh sandbox: make book says so and builds the quick profile; verify exits 0
+    assert "no published paper-scale results" in sandbox.sh(f"{MAKE} notebooks NOTEBOOKS=theory").stdout
+    assert "no published results to verify" in run_documented(sandbox, "make verify").stdout
 
 
 def test_gen_environment_reproduces_the_committed_file(sandbox):

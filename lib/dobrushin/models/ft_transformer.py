@@ -387,6 +387,15 @@ def fit(data: TabularData, seed: int, *, model_overrides: Optional[dict] = None,
     note = "disabled"
     if cache:
         model, rec, note = load_checkpoint(data, seed, config, settings, root)
+        if model is None and note == "miss":  # the published folder's copy (same key, checked the same way)
+            from ..store.paths import published_dir
+
+            pub = published_dir()
+            if pub is not None and (pub / "checkpoints" / "tabular").is_dir():
+                model, rec, pnote = load_checkpoint(data, seed, config, settings, pub / "checkpoints" / "tabular")
+                if model is not None:
+                    for src, dst in zip(_paths(pub / "checkpoints" / "tabular", data, seed, key), _paths(root, data, seed, key)):
+                        atomic_write_bytes(dst, src.read_bytes())
         if model is not None:
             return TrainResult(model=model, key=key, epochs=rec["epochs"], best_epoch=rec["best_epoch"],
                                history=rec["history"], train_seconds=rec["train_seconds"], from_cache=True,

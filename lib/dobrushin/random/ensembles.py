@@ -527,6 +527,13 @@ def run_cell(ensemble, n: int, trials: int, seed: int, *, check: bool, cache: "P
     params = cell_params(ensemble, n, trials, seed, check)
     if cache is not None:
         rec = load_cell(cache, params)
+        if rec is None:  # the published folder's copy of the same cell (same file name, same parameters)
+            from ..store.paths import published_counterpart
+
+            pub = published_counterpart(Path(cache) / "x")
+            rec = load_cell(pub.parent, params) if pub is not None else None
+            if rec is not None:
+                atomic_write_json(_cell_path(Path(cache), params), rec)
         if rec is not None:
             return {**rec, "cached": True}
     t0, c0 = time.perf_counter(), time.process_time()

@@ -64,14 +64,59 @@ def special_claim(model: str) -> Optional[str]:
     return "special" if hit and hit[2] else None
 
 
+#: **Too wide to decide.** An interval that overlaps the paper's range but reaches more than this far beyond
+#: it on either side (5 percentage points: below ``low − TOO_WIDE`` or above ``high + TOO_WIDE``) is too
+#: wide: the data then allow values the paper's statement does not, and the verdict is "inconclusive".
+TOO_WIDE = 0.05
+
+#: the verdict labels, in the order of how much they say
+VERDICTS = ("reproduced", "consistent", "differs", "inconclusive", "not run")
+
+
+def judge(estimate: float, ci_low: float, ci_high: float, claim: "Claim", n: int = 1) -> str:
+    """The verdict on a measured fraction ``estimate`` with its interval ``[ci_low, ci_high]`` (the interval
+    clustered by input) against ``claim``'s range ``[low, high]``:
+
+    * ``not run: no measurement`` — no pairs (``n = 0``);
+    * ``differs`` — the interval excludes the range;
+    * ``inconclusive`` — the interval overlaps the range but is too wide (:data:`TOO_WIDE`);
+    * ``reproduced`` — the estimate lies within the range (for "essentially every": ≥ 99%) and the
+      interval is narrow enough to decide;
+    * ``consistent`` — the interval overlaps the range and is narrow enough, but the estimate lies outside.
+    """
+    import math
+
+    if n <= 0 or not (math.isfinite(ci_low) and math.isfinite(ci_high) and math.isfinite(estimate)):
+        return "not run: no measurement"
+    if ci_high < claim.low or ci_low > claim.high:
+        return "differs"
+    if ci_low < claim.low - TOO_WIDE or ci_high > claim.high + TOO_WIDE:
+        return "inconclusive"
+    return "reproduced" if claim.low <= estimate <= claim.high else "consistent"
+
+
+def combine(verdicts) -> str:
+    """One verdict for several models judged separately against one range: ``differs`` if any differs,
+    else ``inconclusive`` if any is, else ``consistent`` if any is, else ``reproduced``."""
+    vs = [str(v) for v in verdicts]
+    for label in ("differs", "inconclusive", "consistent"):
+        if any(v.startswith(label) for v in vs):
+            return label
+    return "reproduced" if vs and all(v.startswith("reproduced") for v in vs) else "not run: no measurement"
+
+
 @dataclass(frozen=True)
 class ScorecardRow:
     """One row of the summary's scorecard: one claim of the paper, about the models of ``families``
     (:func:`dobrushin.models.model_family` values), judged against the range of ``CLAIMS[band]``.
 
     ``kind``: ``"fraction"`` (share of (input, layer) pairs where the condition holds, on ``variant``),
-    ``"late"`` (all failures in the second half of the network), ``"baseline"`` (random matrices) or
-    ``"related"`` (trained models of ``families`` that no claim covers: shown, never judged)."""
+    ``"late"`` (all failures in the second half of the network), ``"baseline"`` (random matrices),
+    ``"theorem"`` (the equality characterisation: its proof and the exact check on every sampled random
+    matrix), ``"pooled"`` (a range the paper pools over the models of ``families``: judged on the pooled
+    inputs, with one row per model beneath it, ``parent`` naming it) or ``"related"`` (trained models
+    of ``families`` that no claim covers: shown, never judged).  ``models``: id fragments that restrict
+    the row to some models of the families (``"dinov2-small"``: DINOv2-S only)."""
     key: str
     short: str  # the claim's name in a sentence ("DeiT-B")
     text: str  # the claim in words
@@ -79,15 +124,22 @@ class ScorecardRow:
     families: tuple = ()
     variant: str = "content"
     kind: str = "fraction"
+    models: tuple = ()
+    parent: Optional[str] = None
 
+
+_DINO_SIZES = (("s", "S", "dinov2-small"), ("b", "B", "dinov2-base"), ("l", "L", "dinov2-large"))
 
 #: The scorecard: the paper's claims in the order the book presents them.
 SCORECARD = (
+    ScorecardRow("theorem", "the equality theorem",
+                 "Equality in the layer bound iff some pair attaining κ(A) is mutually self-dominant",
+                 None, kind="theorem"),
     ScorecardRow("baseline", "the random baseline",
                  "Random stochastic matrices (rows uniform on the simplex)",
                  "baseline", kind="baseline"),
-    ScorecardRow("dinov2", "DINOv2 S/B/L", "DINOv2 S/B/L: essentially every input and layer",
-                 "essentially_all", families=("dinov2",)),
+    *(ScorecardRow(f"dinov2_{k}", f"DINOv2-{size}", f"DINOv2-{size}: essentially every input and layer",
+                   "essentially_all", families=("dinov2",), models=(frag,)) for k, size, frag in _DINO_SIZES),
     ScorecardRow("roberta", "RoBERTa", "RoBERTa: essentially every input and layer",
                  "essentially_all", families=("roberta",)),
     ScorecardRow("distilbert", "DistilBERT", "DistilBERT: essentially every input and layer",
@@ -101,8 +153,15 @@ SCORECARD = (
     ScorecardRow("tabular", "FT-Transformer", "FT-Transformer on two tabular benchmarks",
                  "tabular", families=("ft-transformer",)),
     ScorecardRow("special", "with special tokens",
-                 "DINOv2, RoBERTa, DistilBERT with special tokens", "special",
-                 families=("dinov2", "roberta", "distilbert"), variant="with_special"),
+                 "DINOv2, RoBERTa, DistilBERT with special tokens (one range over all of them)", "special",
+                 families=("dinov2", "roberta", "distilbert"), variant="with_special", kind="pooled"),
+    *(ScorecardRow(f"special_dinov2_{k}", f"DINOv2-{size} with special tokens", f"↳ DINOv2-{size}", "special",
+                   families=("dinov2",), variant="with_special", models=(frag,), parent="special")
+      for k, size, frag in _DINO_SIZES),
+    ScorecardRow("special_roberta", "RoBERTa with special tokens", "↳ RoBERTa", "special",
+                 families=("roberta",), variant="with_special", parent="special"),
+    ScorecardRow("special_distilbert", "DistilBERT with special tokens", "↳ DistilBERT", "special",
+                 families=("distilbert",), variant="with_special", parent="special"),
     ScorecardRow("related_text", "other text encoders",
                  "Not in the paper: other trained text encoders", None,
                  families=("bert", "mpnet"), kind="related"),
@@ -125,5 +184,5 @@ def band_label(key: str) -> str:
     return f"paper: {CLAIMS[key].paper_value}"
 
 
-__all__ = ["CLAIMS", "Claim", "SCORECARD", "ScorecardRow", "EXTRA_MODELS", "MODEL_CLAIMS", "PUBLISHED_FT_TRANSFORMER", "band", "band_label",
+__all__ = ["CLAIMS", "Claim", "TOO_WIDE", "VERDICTS", "combine", "judge", "SCORECARD", "ScorecardRow", "EXTRA_MODELS", "MODEL_CLAIMS", "PUBLISHED_FT_TRANSFORMER", "band", "band_label",
            "content_claim", "special_claim"]

@@ -12,11 +12,17 @@ of :func:`dobrushin.report.summary.build_summary` (the table written to ``result
   never evidence, it is named in the note;
 * a proxy of a *different* model is not evidence for a claim (MPNet and MiniLM are not RoBERTa or
   DistilBERT): they appear in the separate "related" row, which has no verdict;
-* the verdict is the summary's rule (:func:`dobrushin.report.summary.decide`): **reproduced** when
-  every evidence model's Wilson 95% interval overlaps the paper's range, **differs** when one does
-  not, **not run: reason** when nothing could be measured; "(proxy weights)" is added when the
-  evidence is a proxy. Models of one claim are judged separately (the paper states its range per
-  model), seeds of one FT-Transformer benchmark are pooled.
+* the verdict is :func:`dobrushin.report.claims.judge` on the interval **clustered by input**
+  (:func:`dobrushin.math.stats.clustered`; the Wilson interval over pairs is shown next to it):
+  reproduced, consistent, differs, inconclusive (the interval is too wide:
+  :data:`dobrushin.report.claims.TOO_WIDE`) or **not run: reason**; "(proxy weights)" is added when
+  the evidence is a proxy. Models of one claim are judged separately (the paper states its range per
+  model; :func:`dobrushin.report.claims.combine` joins their verdicts), seeds of one FT-Transformer
+  benchmark are pooled (each seed's inputs are clusters of their own);
+* a range the paper pools over several models (with special tokens) is judged on the pooled inputs of
+  the models measured, with one row per model beneath it (``parent``);
+* the theorem's row is its proof plus the exact check on every sampled random matrix (the baseline
+  chapter's ``checked`` and ``disagreements`` counts).
 """
 from __future__ import annotations
 
@@ -26,24 +32,37 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from ..math.stats import wilson
+from ..math.stats import add_sums, clustered, wilson
 from ..models.configs import display_name, model_family
-from .claims import CLAIMS, SCORECARD, ScorecardRow
-from .summary import decide
+from .claims import CLAIMS, SCORECARD, TOO_WIDE, ScorecardRow, combine, judge
+from .summary import row_sums
 from .names import pct
 
 COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "verdict", "note",
-           "k", "n", "fraction", "ci_low", "ci_high"]
+           "k", "n", "fraction", "ci_low", "ci_high", "n_inputs", "cl_low", "cl_high", "wilson", "parent"]
 #: columns shown on the page, with their headers
 SHOWN = {"claim": "claim of the paper", "paper_value": "paper", "evidence": "best evidence in this build",
-         "weights": "weights", "measured": "measured [95% CI]", "verdict": "verdict"}
+         "weights": "weights", "n_inputs": "inputs", "n": "pairs",
+         "measured": "measured [95% CI clustered by input]", "wilson": "Wilson 95% CI (pairs independent)",
+         "verdict": "verdict"}
 _RANK = {"original": 0, "trained here": 0, "unrecorded": 0, "proxy": 1}
 
 
 def interval_text(k: int, n: int) -> str:
-    """``"97.9% [92.7–99.4%]"`` for k of n."""
+    """``"97.9% [92.7–99.4%]"`` for k of n (Wilson interval)."""
     p, lo, hi = wilson(k, n)
     return f"{pct(p)} [{pct(lo)[:-1]}–{pct(hi)}]"
+
+
+def range_text(lo: float, hi: float) -> str:
+    """``"92.7–99.4%"``."""
+    return f"{pct(lo)[:-1]}–{pct(hi)}"
+
+
+def clustered_text(sums: dict) -> str:
+    """``"97.9% [88.1–99.6%]"``: the fraction and its interval clustered by input."""
+    p, lo, hi = clustered(sums)
+    return f"{pct(p)} [{range_text(lo, hi)}]"
 
 
 def _label(model: str) -> str:
@@ -83,6 +102,8 @@ def _candidates(summary: pd.DataFrame, row: ScorecardRow) -> pd.DataFrame:
         return summary[fam & (summary["claim"] == "(not in the paper)")]
     claim_text = CLAIMS[row.band].text
     fam = summary["model"].map(model_family).isin(row.families)
+    if row.models:
+        fam &= summary["model"].map(lambda m: any(f in str(m).lower() for f in row.models))
     return summary[fam & (summary["claim"] == claim_text)]
 
 
@@ -111,7 +132,8 @@ def _result(row: ScorecardRow, **kw) -> dict:
     out = {"key": row.key, "claim": row.text,
            "paper_value": CLAIMS[row.band].paper_value if row.band else "—",
            "evidence": "—", "weights": "none", "measured": "—", "verdict": "", "note": "",
-           "k": np.nan, "n": 0, "fraction": np.nan, "ci_low": np.nan, "ci_high": np.nan}
+           "k": np.nan, "n": 0, "fraction": np.nan, "ci_low": np.nan, "ci_high": np.nan,
+           "n_inputs": 0, "cl_low": np.nan, "cl_high": np.nan, "wilson": "—", "parent": row.parent or ""}
     out.update(kw)
     return out
 
@@ -125,41 +147,82 @@ def _baseline(summary: pd.DataFrame, row: ScorecardRow) -> dict:
     ns = [int(re.search(r"n = (\d+)", m).group(1)) for m in b["model"]]
     b = b.assign(n_tok=ns).sort_values("n_tok")
     lo_r, hi_r = b.loc[b["measured"].idxmin()], b.loc[b["measured"].idxmax()]
-    bad = b[b["status"] != "reproduced"]
+    verdicts = [judge(float(r["measured"]), float(r["ci_low"]), float(r["ci_high"]), claim, int(r["n_pairs"]))
+                for _, r in b.iterrows()]  # independent matrices: the clustered interval is Wilson's
     span = f"n = {b['n_tok'].min()}–{b['n_tok'].max()}"
     measured = (f"{interval_text(_k(lo_r), int(lo_r['n_pairs']))} to "
                 f"{interval_text(_k(hi_r), int(hi_r['n_pairs']))}")
-    verdict = "reproduced" if not len(bad) else "differs"
+    verdict = combine(verdicts)
+    off = [f"n = {n} {v}" for n, v in zip(b["n_tok"], verdicts) if v != "reproduced"]
     note = (f"{len(b)} sizes ({', '.join(map(str, b['n_tok']))}), {int(b['n_pairs'].min()):,}–"
-            f"{int(b['n_pairs'].max()):,} matrices each; lowest at n = {lo_r['n_tok']}, highest at n = "
-            f"{hi_r['n_tok']}; every interval overlaps {claim.paper_value}"
-            if not len(bad) else f"outside {claim.paper_value} at n = {', '.join(map(str, bad['n_tok']))}")
+            f"{int(b['n_pairs'].max()):,} matrices each (independent draws: the clustered interval is Wilson's); "
+            f"lowest at n = {lo_r['n_tok']}, highest at n = {hi_r['n_tok']}"
+            + (f"; not reproduced at {', '.join(off)}" if off else f"; every size reproduces {claim.paper_value}"))
     return _result(row, evidence=f"Dirichlet(1) random matrices, {span}", weights="random matrices",
-                   measured=measured, verdict=verdict, note=note, n=int(b["n_pairs"].sum()))
+                   measured=measured, wilson="as clustered (independent matrices)", verdict=verdict, note=note,
+                   n=int(b["n_pairs"].sum()), n_inputs=int(b["n_pairs"].sum()))
+
+
+def _theorem(row: ScorecardRow, check: Optional[dict]) -> dict:
+    """The theorem's row: proved in the theory chapter; checked exactly on every sampled random matrix."""
+    proof = "proof in the theory chapter (thm-equality)"
+    if not check or not int(check.get("checked", 0)):
+        return _result(row, paper_value="theorem (proved)", evidence=proof, weights="—",
+                       verdict="not run: no random matrices were checked in this build",
+                       note="the exact check runs in the baseline chapter")
+    checked, dis = int(check["checked"]), int(check["disagreements"])
+    fm = int(check.get("float_mismatches", 0))
+    verdict = "reproduced" if dis == 0 else "differs"
+    note = (f"{checked:,} of {int(check['trials']):,} sampled matrices checked directly "
+            f"({check.get('ensembles', '?')} ensembles, {check.get('sizes', '?')} sizes); {fm} float64 mismatch"
+            f"{'' if fm == 1 else 'es'}, each settled in exact integer arithmetic; {dis} disagreement"
+            f"{'' if dis == 1 else 's'} with the theorem remain")
+    return _result(row, paper_value="theorem (proved)", evidence=f"{proof}; exact check on {checked:,} random matrices",
+                   weights="random matrices", measured=f"{dis} disagreement{'' if dis == 1 else 's'} in {checked:,}",
+                   wilson="—", verdict=verdict, note=note, n=checked, n_inputs=checked)
 
 
 def _judge(groups: list, claim) -> tuple:
-    """``groups``: ``[(label, k, n)]`` → (measured text, verdict, overlap-only labels, k, n)."""
-    parts, verdicts, overlap_only = [], [], []
-    for label, k, n in groups:
-        p, lo, hi = wilson(k, n)
-        v = decide(lo, hi, claim, n)
+    """``groups``: ``[(label, sums)]`` → (clustered text, Wilson text, verdict, overlap-only labels, verdicts)."""
+    parts, wparts, verdicts, overlap_only = [], [], [], []
+    for label, sums in groups:
+        p, lo, hi = clustered(sums)
+        v = judge(p, lo, hi, claim, sums["n"])
         verdicts.append(v)
-        if v == "reproduced" and not (claim.low <= p <= claim.high):
+        if v == "consistent":
             overlap_only.append(f"{label} {pct(p)}")
-        txt = interval_text(k, n)
-        parts.append(f"{label}: {txt}" if len(groups) > 1 else txt)
-    verdict = "reproduced" if all(v == "reproduced" for v in verdicts) else "differs"
-    return "; ".join(parts), verdict, overlap_only
+        txt = f"{clustered_text(sums)}"
+        w = interval_text(sums["k"], sums["n"]).split(" ", 1)[1]
+        many = len(groups) > 1
+        parts.append(f"{label}: {txt} ({sums['clusters']:,} inputs, {sums['n']:,} pairs)" if many else txt)
+        wparts.append(f"{label}: {w}" if many else w)
+    return "; ".join(parts), "; ".join(wparts), combine(verdicts), overlap_only, verdicts
+
+
+def _groups(ev: pd.DataFrame) -> dict:
+    """Evidence rows grouped by their label (FT-Transformer seeds of one benchmark pooled): label → sums."""
+    groups = {}
+    for _, r in ev.iterrows():
+        lab = _label(r["model"])
+        groups[lab] = add_sums(groups[lab], row_sums(r)) if lab in groups else row_sums(r)
+    return groups
+
+
+def _evidence(summary: pd.DataFrame, row: ScorecardRow):
+    """``(cands, var, best evidence rows, not-run note)`` of a fraction row."""
+    cands = _candidates(summary, row)
+    var = cands[_variant_rows(cands, row.variant)]
+    measured = var[(var["n_pairs"] > 0) & var["weights_source"].isin(list(_RANK))]
+    if len(measured):
+        best = min(_RANK[w] for w in measured["weights_source"])
+        measured = measured[measured["weights_source"].map(_RANK) == best]
+    return cands, var, measured, _not_run_note(var)
 
 
 def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     claim = CLAIMS[row.band]
-    cands = _candidates(summary, row)
-    var = cands[_variant_rows(cands, row.variant)]
-    measured = var[(var["n_pairs"] > 0) & var["weights_source"].isin(list(_RANK))]
-    not_run = _not_run_note(var)
-    if not len(measured):
+    cands, var, ev, not_run = _evidence(summary, row)
+    if not len(ev):
         untrained = _untrained_note(cands, row.variant)
         if not_run:
             verdict = "not run: " + not_run[1].split(":")[0]
@@ -168,15 +231,9 @@ def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
         notes = [n for n in (not_run[0] if not_run else "", untrained) if n]
         return _result(row, verdict=verdict, note="; ".join(notes),
                        evidence="— (untrained control only)" if untrained else "—")
-    best = min(_RANK[w] for w in measured["weights_source"])
-    ev = measured[measured["weights_source"].map(_RANK) == best]
-    groups = {}
-    for _, r in ev.iterrows():
-        lab = _label(r["model"])
-        k, n = groups.get(lab, (0, 0))
-        groups[lab] = (k + _k(r), n + int(r["n_pairs"]))
-    glist = [(lab, k, n) for lab, (k, n) in groups.items()]
-    text, verdict, overlap_only = _judge(glist, claim)
+    groups = _groups(ev)
+    glist = list(groups.items())
+    text, wtext, verdict, overlap_only, _ = _judge(glist, claim)
     weights = sorted(set(ev["weights_source"]))[0]
     notes = []
     if weights == "proxy":
@@ -197,14 +254,58 @@ def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     if overlap_only:
         one = len(overlap_only) == 1
         notes.append(f"{_join(overlap_only)} {'lies' if one else 'lie'} outside {claim.paper_value}, but "
-                     f"{'its' if one else 'each'} 95% interval reaches into it: reproduced by the interval-overlap rule")
-    k, n = sum(g[1] for g in glist), sum(g[2] for g in glist)
-    p, lo, hi = wilson(k, n) if len(glist) == 1 else (np.nan, np.nan, np.nan)
+                     f"{'its' if one else 'each'} clustered 95% interval reaches into it: consistent, not reproduced")
+    if verdict.startswith("inconclusive"):
+        notes.append(f"the clustered interval reaches more than {100 * TOO_WIDE:g} points beyond "
+                     f"{claim.paper_value}: too wide to decide at this scale")
+    total = add_sums(*groups.values())
+    k, n = total["k"], total["n"]
+    if len(glist) == 1:
+        p, lo, hi = wilson(k, n)
+        _, clo, chi = clustered(total)
+    else:
+        p = lo = hi = clo = chi = np.nan
     labels = {lab: lab for lab in groups}
     for _, r in ev.iterrows():
         labels[_label(r["model"])] = _evidence_label(r["model"], r["weights_source"])
-    return _result(row, evidence=", ".join(labels[g] for g in groups), weights=weights, measured=text, verdict=verdict,
-                   note="; ".join(notes), k=k, n=n, fraction=p, ci_low=lo, ci_high=hi)
+    return _result(row, evidence=", ".join(labels[g] for g in groups), weights=weights, measured=text, wilson=wtext,
+                   verdict=verdict, note="; ".join(notes), k=k, n=n, fraction=p, ci_low=lo, ci_high=hi,
+                   n_inputs=total["clusters"], cl_low=clo, cl_high=chi)
+
+
+def _pooled(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
+    """A range the paper states once for several models: judged on the pooled inputs of the models measured
+    (best evidence per model family), with the models that could not be run named."""
+    claim = CLAIMS[row.band]
+    children = [r for r in SCORECARD if r.parent == row.key]
+    parts, missing, weights = [], [], set()
+    for child in children:
+        _, _, ev, _ = _evidence(summary, child)
+        if len(ev):
+            parts.append((child, ev))
+            weights |= set(ev["weights_source"])
+        else:
+            missing.append(child.short.replace(" with special tokens", ""))
+    if not parts:
+        return _result(row, verdict="not run: none of its models could be measured",
+                       note=f"not measured: {_join(missing)}" if missing else "")
+    ev = pd.concat([e for _, e in parts])
+    total = add_sums(*(row_sums(r) for _, r in ev.iterrows()))
+    p, lo, hi = clustered(total)
+    verdict = judge(p, lo, hi, claim, total["n"])
+    w = sorted(weights, key=lambda x: _RANK[x])[-1]  # the weakest evidence pooled decides the label
+    if w == "proxy":
+        verdict += " (proxy weights)"
+    names = [_evidence_label(m, s) for m, s in dict.fromkeys(zip(ev["model"], ev["weights_source"]))]
+    notes = [f"pooled over {_join(names)}; each model's row is beneath"
+             + ("; a model measured at two resolutions enters once per resolution, each (input, resolution) a "
+                "cluster" if ev["model"].astype(str).str.contains("@").any() else "")]
+    if missing:
+        notes.append(f"not measured in this build: {_join(missing)} (the paper's range pools them too)")
+    wp, wlo, whi = wilson(total["k"], total["n"])
+    return _result(row, evidence=", ".join(names), weights=w, measured=clustered_text(total),
+                   wilson=range_text(wlo, whi), verdict=verdict, note="; ".join(notes), k=total["k"], n=total["n"],
+                   fraction=p, ci_low=wlo, ci_high=whi, n_inputs=total["clusters"], cl_low=lo, cl_high=hi)
 
 
 def _late(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
@@ -226,8 +327,11 @@ def _late(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     weights = sorted(set(ev["weights_source"]))[0]
     if weights == "proxy":
         verdict += " (proxy weights)"
+    n_inputs = int(pd.to_numeric(ev.get("n_inputs", pd.Series(0, index=ev.index)), errors="coerce").fillna(0).sum())
     return _result(row, evidence=", ".join(dict.fromkeys(_label(m) for m in ev["model"])), weights=weights,
-                   measured="; ".join(parts), verdict=verdict, note="failing pairs at relative depth ≥ ½")
+                   measured="; ".join(parts), verdict=verdict, n=int(ev["n_pairs"].sum()), n_inputs=n_inputs,
+                   note="failing pairs at relative depth ≥ ½ (a statement about every failure: no interval; "
+                        "inputs and pairs count the failing ones)")
 
 
 def _related(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
@@ -236,19 +340,21 @@ def _related(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     content = ok[ok["variant"] == "content"]
     if not len(content):
         return _result(row, verdict="no paper value", note="no such model measured in this build")
-    parts, specials = [], []
+    parts, wparts, specials = [], [], []
     for m in dict.fromkeys(content["model"]):
         r = content[content["model"] == m].iloc[0]
-        parts.append(f"{_label(m)}: {interval_text(_k(r), int(r['n_pairs']))}")
+        parts.append(f"{_label(m)}: {clustered_text(row_sums(r))}")
+        wparts.append(f"{_label(m)}: {interval_text(_k(r), int(r['n_pairs'])).split(' ', 1)[1]}")
         s = ok[(ok["model"] == m) & (ok["variant"] == "with special tokens")]
         if len(s):
-            specials.append(f"{_label(m)} {interval_text(_k(s.iloc[0]), int(s.iloc[0]['n_pairs']))}")
+            specials.append(f"{_label(m)} {clustered_text(row_sums(s.iloc[0]))}")
     weights = ", ".join(sorted(set(content["weights_source"])))
     note = ("different models from RoBERTa and DistilBERT: not evidence for their rows"
             + (f"; with special tokens: {'; '.join(specials)}" if specials else ""))
     src = dict(zip(content["model"], content["weights_source"]))
+    total = add_sums(*(row_sums(r) for _, r in content.drop_duplicates("model").iterrows()))
     return _result(row, evidence=", ".join(_evidence_label(m, src[m]) for m in dict.fromkeys(content["model"])),
-                   weights=weights,
+                   weights=weights, wilson="; ".join(wparts), n=total["n"], n_inputs=total["clusters"],
                    measured="; ".join(parts), verdict="related evidence (no paper value)", note=note)
 
 
@@ -262,10 +368,12 @@ def _provenance(entries: dict, model: str) -> dict:
     return {}
 
 
-def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None) -> pd.DataFrame:
+def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
+                    theorem_check: Optional[dict] = None) -> pd.DataFrame:
     """The scorecard (:data:`COLUMNS`), one row per :data:`~dobrushin.report.claims.SCORECARD` entry,
-    from the summary table (``results/summary.csv``) and the manifest entries of
-    :func:`dobrushin.report.summary.load_family_results` (for the proxies' provenance and training notes)."""
+    from the summary table (``results/summary.csv``), the manifest entries of
+    :func:`dobrushin.report.summary.load_family_results` (for the proxies' provenance and training notes)
+    and the baseline's exact check of the theorem (:func:`dobrushin.report.summary.load_theorem_check`)."""
     need = {"claim", "model", "variant", "measured", "n_pairs", "status", "weights_source"}
     missing = need - set(summary.columns)
     if missing:
@@ -273,8 +381,12 @@ def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None) -> pd
     entries = entries or {}
     rows = []
     for row in SCORECARD:
-        if row.kind == "baseline":
+        if row.kind == "theorem":
+            rows.append(_theorem(row, theorem_check))
+        elif row.kind == "baseline":
             rows.append(_baseline(summary, row))
+        elif row.kind == "pooled":
+            rows.append(_pooled(summary, row, entries))
         elif row.kind == "late":
             rows.append(_late(summary, row, entries))
         elif row.kind == "related":
@@ -285,16 +397,16 @@ def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None) -> pd
 
 
 def verdict_kind(verdict: str) -> str:
-    """``reproduced`` / ``differs`` / ``not run`` / ``related`` of a verdict string."""
+    """``reproduced`` / ``consistent`` / ``differs`` / ``inconclusive`` / ``not run`` / ``related`` of a verdict."""
     v = str(verdict)
-    for kind in ("reproduced", "differs", "not run"):
+    for kind in ("reproduced", "consistent", "differs", "inconclusive", "not run"):
         if v.startswith(kind):
             return kind
     return "related"
 
 
 #: the introduction's column order: the verdict before the details, so a narrow page shows it first
-COMPACT = ("claim", "paper_value", "verdict", "measured", "weights", "evidence")
+COMPACT = ("claim", "paper_value", "verdict", "measured", "n_inputs", "n", "weights", "evidence")
 
 
 def shown(card: pd.DataFrame, columns=tuple(SHOWN)) -> pd.DataFrame:
@@ -319,9 +431,11 @@ _NUMBER = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "
 
 
 def headline(card: pd.DataFrame) -> str:
-    """The introduction's headline: how many of the paper's claims this build reproduced, which, with
-    which weights, and which could not be run and why — generated from the scorecard."""
-    judged = card[card["verdict"].map(verdict_kind) != "related"]
+    """The introduction's headline: how many of the paper's claims this build reproduced, found consistent,
+    found to differ or could not decide, which, with which weights, and which could not be run and why —
+    generated from the scorecard (the per-model rows beneath a pooled claim are not counted again)."""
+    top = card[card["parent"].fillna("") == ""] if "parent" in card.columns else card
+    judged = top[top["verdict"].map(verdict_kind) != "related"]
     short = {r.key: r.short for r in SCORECARD}
     kinds = judged["verdict"].map(verdict_kind)
 
@@ -336,15 +450,89 @@ def headline(card: pd.DataFrame) -> str:
     def count(k: int) -> str:
         return _NUMBER.get(k, str(k))
 
-    rep, dif, nr = (judged[kinds == k] for k in ("reproduced", "differs", "not run"))
+    rep, con, dif, inc, nr = (judged[kinds == k] for k in ("reproduced", "consistent", "differs", "inconclusive",
+                                                            "not run"))
     out = [f"Of the paper's {count(len(judged))} claims, this build reproduces {count(len(rep))}"
            + (f": {names(rep)}." if len(rep) else ".")]
+    if len(con):
+        out.append(f"{count(len(con)).capitalize()} {'is' if len(con) == 1 else 'are'} consistent with the paper (the "
+                   f"interval reaches the paper's range, the estimate lies outside): {names(con)}.")
     if len(dif):
         out.append(f"{count(len(dif)).capitalize()} differ{'s' if len(dif) == 1 else ''}: {names(dif)}.")
+    if len(inc):
+        out.append(f"{count(len(inc)).capitalize()} {'is' if len(inc) == 1 else 'are'} inconclusive at this "
+                   f"scale (the interval clustered by input is too wide to decide): {names(inc)}.")
     if len(nr):
         reasons = list(dict.fromkeys(v.split(": ", 1)[1] if ": " in v else v for v in nr["verdict"]))
         out.append(f"{count(len(nr)).capitalize()} could not be run ({'; '.join(reasons)}): {names(nr, False)}.")
     return " ".join(out)
+
+
+def rule_text() -> str:
+    """The decision rule in words, with its constants (claims.TOO_WIDE, the "essentially every" range)."""
+    ess = CLAIMS["essentially_all"]
+    w = f"{100 * TOO_WIDE:g}"
+    return (
+        "Every claim is a statement about a fraction: the share of (input, layer) pairs — or of random matrices — "
+        "for which the equality condition holds. The paper's statement is read as a range: a stated range "
+        "(\"24–30%\") as it is; a rounded percentage (\"91%\") as every value that rounds to it (90.5–91.5%); "
+        f"\"essentially every\" as at least {100 * ess.low:g}%. The (input, layer) pairs of one input are not "
+        "independent draws — an input that is easy for one layer tends to be easy for the next — so each "
+        "fraction gets a 95% interval **clustered by input**: the Wilson interval at the effective number of "
+        "independent pairs, the number of pairs divided by the design effect that the cluster-robust variance "
+        "of the per-input counts estimates (at least 1, at most the pairs per input; when every pair agrees, "
+        "the correlation cannot be estimated and each input counts once). The Wilson interval over pairs is "
+        f"shown next to it. The verdict uses the clustered interval: **reproduced** when the measured fraction "
+        f"lies in the paper's range and the interval reaches at most {w} percentage points beyond the range on "
+        f"either side; **consistent** when that interval overlaps the range but the fraction lies outside it; "
+        f"**differs** when the interval excludes the range; **inconclusive** when the interval overlaps the "
+        f"range but reaches more than {w} points beyond it (too wide to decide: the data also allow values the "
+        "paper's statement excludes); **not run**, with the reason, when nothing could be measured. A range "
+        "the paper states once for several models (with special tokens) is judged on their pooled inputs, with "
+        "each model's row beneath it. \"All failures late in depth\" is reproduced when every failing pair "
+        "lies in the second half of the network. The theorem's row is its proof plus the exact check of every "
+        "random matrix the baseline chapter sampled. The rule is implemented once, in "
+        "dobrushin.report.claims.judge."
+    )
+
+
+def answer(summary: pd.DataFrame) -> str:
+    """The introduction's answer, computed: how often random matrices and the trained models measured in
+    this build (content tokens, best weights) have a mutually self-dominant attaining pair, and whether
+    that is "almost always" (every trained model ≥ 99%) here."""
+    base = summary[(summary["claim"] == CLAIMS["baseline"].text) & (summary["n_pairs"] > 0)]
+    out = []
+    if len(base):
+        ns = [int(re.search(r"n = (\d+)", m).group(1)) for m in base["model"]]
+        out.append(f"random stochastic matrices (Dirichlet(1) rows, n = {min(ns)}–{max(ns)}) have one in "
+                   f"{pct(base['measured'].min())[:-1]}–{pct(base['measured'].max())} of cases")
+    tr = summary[(summary["variant"] == "content") & (summary["n_pairs"] > 0)
+                 & summary["weights_source"].isin(list(_RANK)) & (summary["claim"] != CLAIMS["late"].text)
+                 & (summary["claim"] != CLAIMS["baseline"].text)]
+    if "paper_benchmark" in tr.columns:
+        tr = tr[tr["paper_benchmark"] != False]  # noqa: E712
+    fr = {}
+    for _, r in tr.iterrows():
+        lab = _label(r["model"])
+        lab = f"FT-Transformer on {lab}" if str(r["model"]).startswith("FT-Transformer/") else lab
+        fr.setdefault(lab, []).append(row_sums(r))
+    if not fr:
+        return ("In this build " + (out[0] if out else "nothing was measured")
+                + "; no trained model could be measured, so the question is open here.")
+    vals = {lab: add_sums(*ss) for lab, ss in fr.items()}
+    fracs = {lab: v["k"] / v["n"] for lab, v in vals.items()}
+    listed = _join([f"{lab} {pct(f)}" for lab, f in fracs.items()])
+    out.append(f"the content tokens of the trained models measured have one in this share of (input, layer) "
+               f"pairs: {listed}")
+    low = [lab for lab, f in fracs.items() if f < 0.5]
+    if all(f >= 0.99 for f in fracs.values()):
+        verdict = "so here every trained model measured almost always has such a pair"
+    elif low:
+        verdict = (f"so here trained transformers do not all almost always have one: {_join(low)} "
+                   f"{'has' if len(low) == 1 else 'have'} one in fewer than half of the pairs")
+    else:
+        verdict = "so here most pairs of every trained model measured have one, but not almost all"
+    return "In this build, " + "; ".join(out) + f" — {verdict}."
 
 
 def _row_name(model: str) -> str:
@@ -356,40 +544,41 @@ def _row_name(model: str) -> str:
 
 
 def interval_explanation(summary: pd.DataFrame) -> str:
-    """What the interval rule decided in the long table, computed: how many "reproduced" rows are
-    random-baseline rows and how many model rows (which), and which of them are reproduced only because
-    the 95% interval overlaps the paper's range while the measured fraction lies outside it."""
-    rep = summary[summary["status"] == "reproduced"]
+    """What the rule decided in the long table, computed: how many rows say each verdict (how many
+    "reproduced" rows are random-baseline rows and how many model rows, which), and which rows are
+    consistent (interval reaches the range, estimate outside) or inconclusive (interval too wide)."""
+    status = summary["status"].map(verdict_kind)
+    rep = summary[status == "reproduced"]
     base_text = CLAIMS["baseline"].text
     base = rep[rep["claim"] == base_text]
     model = rep[rep["claim"] != base_text]
     ns = [re.search(r"n = (\d+)", m).group(1) for m in base["model"] if re.search(r"n = (\d+)", m)]
     variant = {"content": "content tokens", "with special tokens": "with special tokens"}
     names = [f"{_row_name(m)}, {variant.get(v, v)}" for m, v in zip(model["model"], model["variant"])]
+    counts = {k: int((status == k).sum()) for k in ("consistent", "differs", "inconclusive")}
     out = [f"Of the {len(summary)} rows of the full table, {len(rep)} say \"reproduced\": "
            f"{len(base)} are random-baseline rows (one per matrix size" + (f", n = {', '.join(ns)}" if ns else "") + ")"
            + (f" and {len(model)} are model rows ({'; '.join(names)})" if len(model) else " and none is a model row")
-           + "."]
-    out.append("A row is \"reproduced\" when the Wilson 95% interval of its measured fraction overlaps the paper's "
-               "range, not when the measured fraction itself lies inside the range.")
-    by_text = {c.text: c for c in CLAIMS.values()}
-    outside = {}
-    for _, r in rep.iterrows():
-        c = by_text.get(r["claim"])
-        if c is None or c.key == "late" or not np.isfinite(r["measured"]) or c.low <= r["measured"] <= c.high:
-            continue
-        outside.setdefault(c.paper_value, []).append(  # two decimals: 30.02% is outside 24–30%, "30.0%" would not say so
-            f"{_row_name(r['model'])} ({variant.get(r['variant'], r['variant'])}) {100 * r['measured']:.2f}% "
-            f"[{100 * r['ci_low']:.2f}–{100 * r['ci_high']:.2f}%]")
-    if outside:
-        n = sum(len(v) for v in outside.values())
-        groups = "; ".join(f"{_join(v)} against the paper's {k}" for k, v in outside.items())
-        out.append(f"In {_NUMBER.get(n, n)} of them the measured fraction lies outside the range: {groups}. "
-                   f"Their intervals still reach into the range, so with this many inputs the data cannot tell "
-                   f"{'it' if n == 1 else 'these values'} apart from the range's nearest end: consistent with the "
-                   "paper, not a confirmation of its value.")
+           + "; " + ", ".join(f"{v} {'say' if v != 1 else 'says'} \"{k}\"" for k, v in counts.items()) + "."]
+    out.append("A verdict uses the 95% interval clustered by input (the layers of one input are not independent "
+               "draws): \"reproduced\" needs the measured fraction itself inside the paper's range and an interval "
+               f"that reaches at most {100 * TOO_WIDE:g} percentage points beyond the range; a wider interval that "
+               "still overlaps the range is \"inconclusive\".")
+
+    def listed(kind):
+        return [f"{_row_name(r['model'])} ({variant.get(r['variant'], r['variant'])}) {100 * r['measured']:.2f}% "
+                f"[{100 * r['cl_low']:.2f}–{100 * r['cl_high']:.2f}%] against {r['paper_value']}"
+                for _, r in summary[status == kind].iterrows()
+                if "cl_low" in r and np.isfinite(r["measured"]) and np.isfinite(r["cl_low"])]
+
+    con, inc = listed("consistent"), listed("inconclusive")
+    if con:
+        out.append(f"Consistent, not reproduced (the interval reaches the range, the measured fraction lies "
+                   f"outside it): {'; '.join(con)}.")
+    if inc:
+        out.append(f"Inconclusive at this scale: {'; '.join(inc)}.")
     return " ".join(out)
 
 
-__all__ = ["COLUMNS", "SHOWN", "build_scorecard", "headline", "interval_explanation", "interval_text", "notes", "shown",
+__all__ = ["COLUMNS", "SHOWN", "answer", "rule_text", "build_scorecard", "headline", "interval_explanation", "interval_text", "notes", "shown",
            "verdict_kind"]

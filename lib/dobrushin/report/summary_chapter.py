@@ -27,7 +27,7 @@ from ..store.results import atomic_write_csv
 from . import figures as F
 from . import scorecard as S
 from . import summary
-from .claims import CLAIMS, SCORECARD
+from .claims import CLAIMS, SCORECARD, TOO_WIDE
 
 NOTEBOOK = "summary"
 
@@ -67,24 +67,60 @@ class SummaryChapter:
         self.reference = summary.load_reference_grid(self.results)
         self.table = summary.build_summary(self.results, self.baseline, self.reference, profile)
         self.family_table, self.entries = summary.load_family_results(self.results, profile)
-        self.card = S.build_scorecard(self.table, self.entries)
+        self.theorem_check = summary.load_theorem_check(self.results)
+        self.card = S.build_scorecard(self.table, self.entries, self.theorem_check)
+        self.scale = summary.scale_table(self.family_table, self.entries)
         atomic_write_csv(self.results / "summary.csv", self.table)
         atomic_write_csv(self.results / "scorecard.csv", self.card)
 
     # ------------------------------------------------------------------ the scorecard
+    def scale_text(self) -> str:
+        """The scale line, what no profile can change (rows needing hub weights) and where the numbers come
+        from (published results: digest, commit; the last ``make verify``)."""
+        out = [summary.scale_line(self.scale, self.profile)]
+        hub = summary.hub_only(self.entries)
+        if hub:
+            out.append(f"No profile of this build can change the rows of {len(hub)} model"
+                       f"{'s' if len(hub) != 1 else ''} whose trained weights are not available here "
+                       f"(they need the hub or a local cache): {', '.join(hub)}.")
+        out.append(published_text(self.root, self.results, self.entries))
+        return " ".join(x for x in out if x)
+
+    def verification_failed(self) -> bool:
+        """Were published results used although the last ``make verify`` failed?"""
+        import json
+
+        rep = self.results / "verify" / "report.json"
+        used = any(e.get("published_from") for e in self.entries.values())
+        return bool(used and rep.exists() and not json.loads(rep.read_text()).get("passed"))
+
     def scorecard(self):
-        """The scorecard, numbered and captioned, with the headline sentence under it."""
-        n = int((self.card["verdict"].map(S.verdict_kind) != "related").sum())
+        """The scale line, then the scorecard, numbered and captioned, with the headline sentence under it.
+        Published numbers that failed the last ``make verify`` are flagged above everything."""
+        if self.verification_failed():
+            _display(F.banner("Published results failed verification",
+                              "the last make verify re-measured a sample with the current code and found differences "
+                              "(results/verify/report.json): the published numbers below are not current; run "
+                              "make reproduce"))
+        _md(f"**Scale.** {_md_text(self.scale_text())}")
+        n = int(((self.card["verdict"].map(S.verdict_kind) != "related") & (self.card["parent"] == "")).sum())
         _display(F.table(S.shown(self.card), name="tab-summary-scorecard",
                          caption=f"The scorecard: the paper's {n} claims against this build ({self.profile} "
                                  "profile). Measured: share of (input, layer) pairs where the equality condition "
-                                 "holds, with its Wilson 95% interval. Weights: original checkpoint, proxy (a "
+                                 "holds, with its 95% interval clustered by input (the verdict uses it) and, next "
+                                 "to it, the Wilson interval that treats the pairs as independent. Inputs, pairs: "
+                                 "how many inputs and (input, layer) pairs the row rests on. Rows marked ↳ are the "
+                                 "models of the pooled range above them. Weights: original checkpoint, proxy (a "
                                  "packaged copy or conversion standing in for it), trained here, or none."))
         _md(f"**In short.** {S.headline(self.card)}")
         rows = S.notes(self.card)
         if rows:
             _display(F.details("Notes on the rows: provenance of the weights, reasons, untrained controls",
                                "\n".join(f"- **{c}**: {_md_text(n)}" for c, n in rows)))
+
+    def rule(self):
+        """The decision rule in words (:func:`dobrushin.report.scorecard.rule_text`)."""
+        _md(f"**The rule.** {S.rule_text()}")
 
     # ------------------------------------------------------------------ the long table
     def long_table(self):
@@ -95,7 +131,8 @@ class SummaryChapter:
         _display(F.table(per_model_table(t), name="tab-summary-all",
                          caption=f"The {len(t)} rows of results/summary.csv (one per claim, model and variant; "
                                  + ", ".join(f"{v} {k}" for k, v in counts.items())
-                                 + "), content tokens and with special tokens side by side. Untrained controls "
+                                 + "), content tokens and with special tokens side by side, each with its 95% "
+                                   "interval clustered by input (the verdicts use it). Untrained controls "
                                    "and models the paper does not report have no paper value; the paper gives "
                                    f"the with-special-tokens figure ({CLAIMS['special'].paper_value}) for DINOv2, "
                                    "RoBERTa and DistilBERT only."))
@@ -170,6 +207,9 @@ class SummaryChapter:
     def for_introduction(self):
         """Glue the headline sentence, the interval-rule paragraph and the scorecard for book/intro.md."""
         _glue("headline", summary.Text(S.headline(self.card)))
+        _glue("answer", summary.Text(S.answer(self.table)))
+        _glue("scale_line", summary.Text(self.scale_text()))
+        _glue("too_wide", summary.Text(f"{100 * TOO_WIDE:g} percentage points"))
         _glue("interval_rule", summary.Text(S.interval_explanation(self.table)))
         card = summary.html_table(S.shown(self.card, S.COMPACT))
         _glue("scorecard_html", summary.Html(f'<div class="full-width">{card.html}</div>', card.text))
@@ -178,7 +218,15 @@ class SummaryChapter:
     # ------------------------------------------------------------------ timings and reproducibility
     def timings(self):
         """Wall time per notebook, in book order, quick and paper profile; glued for reproducing.md."""
-        tt = summary.timings_table(summary.load_timings(self.results), summary.notebook_order(self.root))
+        timings, profiles = summary.load_timings(self.results), ("quick", "paper")
+        pub = paths.published_dir()
+        if pub is not None and (pub / "timings").exists():  # the wall times of the run that was published
+            pt = summary.load_timings(pub)
+            if len(pt):
+                pt = pt.assign(profile=pt["profile"] + " (published run)")
+                timings = pd.concat([timings, pt], ignore_index=True)
+                profiles = (*profiles, *dict.fromkeys(pt["profile"]))
+        tt = summary.timings_table(timings, summary.notebook_order(self.root), profiles)
         _glue("timings_table", summary.html_table(tt))
         _display(F.table(tt, name="tab-summary-timings",
                          caption="Wall time of each notebook as `make notebooks` measured it, per profile "
@@ -193,6 +241,12 @@ class SummaryChapter:
         _glue("schema_table", summary.html_table(summary.schema_table()))
         _glue("summary_columns", summary.Html(", ".join(f"<code>{c}</code>" for c in summary.COLUMNS),
                                               ", ".join(summary.COLUMNS)))
+        from ..tools import publish as _pub, verify as _ver
+
+        for key, val in (("verify_per_group", _ver.PER_GROUP), ("verify_baseline_sizes", _ver.BASELINE_SIZES),
+                         ("verify_tabular_rows", _ver.TABULAR_ROWS), ("verify_float_error", f"{_ver.FLOAT_ERROR:g}"),
+                         ("verify_kappa_tol", f"{_ver.KAPPA_TOL:g}"), ("published_max_mb", _pub.MAX_BYTES // 2**20)):
+            _glue(key, summary.Text(str(val)))
         _glue("weights_sources", summary.Text(_and([f'"{w}"' for w in summary.WEIGHTS_SOURCES]).replace(" and ", " or ")))
         full, short = self.results / "bench" / "bench.csv", self.results / "bench-ci" / "bench.csv"
         bench_csv = full if full.exists() else short  # the full run when there is one, else CI's short profile
@@ -251,6 +305,32 @@ class SummaryChapter:
                               timings={"summary notebook": round(wall, 1)}))
 
 
+def published_text(root, results_dir, entries: dict) -> str:
+    """Where the numbers of this build come from: how many entries were reused from the published results
+    (``published/<profile>/PUBLISHED.json``: code digest, commit, machine) and what the last ``make verify``
+    found (``results/verify/report.json``); empty when nothing was published."""
+    import json
+
+    reused = [e for e in entries.values() if e.get("published_from")]
+    if not reused:
+        return ""
+    pub_dir = Path(str(reused[0]["published_from"])).parent
+    meta = {}
+    if (pub_dir / "PUBLISHED.json").exists():
+        meta = json.loads((pub_dir / "PUBLISHED.json").read_text())
+    out = (f"{len(reused)} of the {len(entries)} model results are the published ones (code digest "
+           f"{meta.get('code_digest', 'unknown')}, commit {str(meta.get('commit', 'unknown'))[:12]}, published "
+           f"{meta.get('published', '?')}).")
+    rep_path = Path(results_dir) / "verify" / "report.json"
+    if rep_path.exists():
+        rep = json.loads(rep_path.read_text())
+        out += (f" make verify re-measured a sample with the current code (digest {rep.get('current_digest')}) "
+                f"on {rep.get('finished', '?')}: {'passed' if rep.get('passed') else 'FAILED'}.")
+    else:
+        out += " make verify has not been run against them in this build."
+    return out
+
+
 def per_model_table(table: pd.DataFrame) -> pd.DataFrame:
     """The summary table as the page shows it: one line per claim group, model and weights, with the
     content-token row and the with-special-tokens row of that model side by side (measured with its
@@ -269,19 +349,22 @@ def per_model_table(table: pd.DataFrame) -> pd.DataFrame:
             index[key] = len(lines)
             lines.append({"_o": len(order), "_i": r["_i"], "claim": "", "model": _model_name(r["model"]),
                           "weights": r["weights_source"], "content [95% CI]": "—", "content verdict": "—",
-                          "with special tokens [95% CI]": "—", "special verdict": "—", "pairs": 0,
+                          "with special tokens [95% CI]": "—", "special verdict": "—", "inputs": 0, "pairs": 0,
                           "random baseline at its n": ""})
         line = lines[index[key]]
         if group is not None and (not special or not line["claim"]):
             line["claim"] = _claim_short(group)
             line["_o"] = order.get(group, len(order))
-        measured = (S.interval_text(int(round(r["measured"] * r["n_pairs"])), int(r["n_pairs"]))
+        measured = (S.clustered_text(summary.row_sums(r)) if "n_inputs" in r and r["n_pairs"]
+                    and np.isfinite(r["measured"]) else
+                    S.interval_text(int(round(r["measured"] * r["n_pairs"])), int(r["n_pairs"]))
                     if r["n_pairs"] and np.isfinite(r["measured"]) else "—")
         if special:
             line["with special tokens [95% CI]"], line["special verdict"] = measured, _short_status(r["status"])
         else:
             line["content [95% CI]"], line["content verdict"] = measured, _short_status(r["status"])
             line["pairs"] = int(r["n_pairs"])
+            line["inputs"] = int(r["n_inputs"]) if "n_inputs" in r and pd.notna(r["n_inputs"]) else 0
             line["random baseline at its n"] = _baseline_part(r["detail"])
     out = pd.DataFrame(lines).sort_values(["_o", "_i"], kind="stable").drop(columns=["_o", "_i"])
     return out.reset_index(drop=True)
@@ -329,4 +412,4 @@ def _baseline_part(detail) -> str:
     return part.replace("random baseline at ", "") if part.startswith("random baseline at") else ""
 
 
-__all__ = ["SummaryChapter"]
+__all__ = ["SummaryChapter", "published_text"]

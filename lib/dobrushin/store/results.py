@@ -5,7 +5,11 @@ Each notebook writes ``results/<notebook>/<model-slug>.parquet`` (one row per in
 variant, columns :data:`SCHEMA`), the secondary tables ``<slug>.heads.parquet`` (:data:`HEAD_COLUMNS`)
 and ``<slug>.rollout.parquet`` (:data:`ROLLOUT_COLUMNS`), and ``results/<notebook>/manifest.json``.  A table is reused only when
 the manifest records the same parameter key *and* the file's SHA-256; a missing, partial or corrupt
-file is recomputed.  Every file is written to a temporary name and renamed into place, so an
+file is recomputed.  A *published* folder (``DOBRUSHIN_PUBLISHED``, :func:`dobrushin.store.paths.published_dir`:
+``published/<profile>``, laid out like ``results/``) is a read-only cache layer beneath: on a miss, an
+entry there with the same parameter key and intact files is copied into ``results/`` (recorded with
+``published_from``) and used — so a published entry is valid exactly when the same entry in ``results/``
+would be.  Every file is written to a temporary name and renamed into place, so an
 interrupted run never leaves a half-written file under the final name.
 """
 from __future__ import annotations
@@ -227,19 +231,61 @@ class ResultStore:
             return None
         return e
 
+    def _published(self) -> Optional["ResultStore"]:
+        """The same notebook's store in the published folder (read only), or None."""
+        from .paths import published_dir
+
+        pub = published_dir()
+        if pub is None or not (pub / self.notebook / "manifest.json").exists():
+            return None
+        if (pub / self.notebook).resolve() == self.dir.resolve():
+            return None
+        other = ResultStore.__new__(ResultStore)  # no mkdir: the published folder is never written
+        other.dir, other.notebook = pub / self.notebook, self.notebook
+        other.manifest_path = other.dir / "manifest.json"
+        return other
+
+    def adopt_published(self, slug: str, params: Mapping[str, Any]) -> Optional[dict]:
+        """Copy the published entry of ``slug`` computed with ``params`` (same parameter key, every file
+        intact) into this store and return it; None when there is none."""
+        pub = self._published()
+        entry = pub.entry(slug, params) if pub else None
+        if entry is None:
+            return None
+        names = [(n, d) for n, d in (("file", "sha256"), ("heads_file", "heads_sha256"),
+                                     ("rollout_file", "rollout_sha256")) if entry.get(n)]
+        for name, digest in names:
+            src = pub.dir / entry[name]
+            if not src.exists() or sha256_file(src) != entry.get(digest):
+                return None
+        for name, _ in names:
+            atomic_write_bytes(self.dir / entry[name], (pub.dir / entry[name]).read_bytes())
+        entry = {**entry, "published_from": str(pub.dir)}
+        m = self.manifest()
+        m["entries"][slugify(slug)] = entry
+        atomic_write_json(self.manifest_path, m)
+        return entry
+
     def load(self, slug: str, params: Mapping[str, Any]):
         """Cached table for ``slug`` if it was computed with ``params`` and is intact, else None.
 
         Returns ``(df, entry)`` where ``entry`` is the manifest record (status, wall time, ...).
+        A miss falls back to the published folder (:meth:`adopt_published`).
         """
         entry = self.entry(slug, params)
+        if entry is None or (entry.get("file") and self.read(entry, "table") is None):
+            entry = self.adopt_published(slug, params) or entry
         df = self.read(entry, "table") if entry else None
         return None if df is None else (df, entry)
 
     def load_all(self, slug: str, params: Mapping[str, Any]) -> Optional[dict]:
         """``{"table", "heads", "rollout", "entry"}`` of ``slug`` when it was computed with ``params``
-        and all three files are intact; None otherwise (then everything is recomputed)."""
+        and all three files are intact; None otherwise (then everything is recomputed).  A miss falls back
+        to the published folder (:meth:`adopt_published`)."""
         entry = self.entry(slug, params)
+        if entry is None or any(entry.get(n) and self.read(entry, w) is None
+                                for n, w in (("file", "table"), ("heads_file", "heads"), ("rollout_file", "rollout"))):
+            entry = self.adopt_published(slug, params) or entry
         if entry is None:
             return None
         out = {"entry": entry}

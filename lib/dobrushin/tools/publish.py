@@ -1,0 +1,135 @@
+"""Publish a results folder: ``make reproduce`` computes the paper profile into ``results/paper-run`` and
+then calls ``python -m dobrushin.tools.publish results/paper-run published/paper --profile paper``.
+
+The published folder holds what the book needs and nothing it can recompute cheaply: every
+``manifest.json``, the tables they list (``*.parquet``), the CSV tables, the baseline's cells, the
+timings, and ``PUBLISHED.json`` (the code digest, the commit, the machine, the profile, the parameters
+of every notebook, the weights provenance of every model, the wall times).  The copy is atomic: it is
+assembled beside the destination and renamed into place, so a reader never sees half of it.  Larger
+than :data:`MAX_BYTES` in all is an error (the repository keeps it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from ..store.code import code_digest  # the digest that keys the caches: which code produced the numbers
+
+#: the published folder's size limit (the repository carries it)
+MAX_BYTES = 40 * 2**20
+#: files copied (globs relative to the results folder); figures, the bench and caches are recomputed
+PATTERNS = ("*/manifest.json", "*/*.parquet", "*/*.csv", "baseline/cells/*.json", "timings/*/*.json", "*.csv")
+
+
+def _commit(repo: Path) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return out + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def machine() -> dict:
+    import torch
+
+    return {"node": platform.node(), "platform": platform.platform(), "processor": platform.processor(),
+            "cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+
+def _manifest_summary(src: Path) -> dict:
+    """Per notebook: its parameters, and per model entry its parameter key, provenance and wall time."""
+    out = {}
+    for man in sorted(src.glob("*/manifest.json")):
+        m = json.loads(man.read_text())
+        ents = {}
+        for slug, e in (m.get("entries") or {}).items():
+            ents[slug] = {k: e.get(k) for k in ("model", "params_key", "status", "provenance", "wall_s", "rows")
+                          if k in e}
+        out[man.parent.name] = {"parameters": m.get("parameters") or {}, "profile": m.get("profile"),
+                                "entries": ents, "files": sorted((m.get("files") or {}))}
+    return out
+
+
+def checkpoint_files(src: Path, cache=None) -> list:
+    """``[(file, path in the published folder)]``: the FT-Transformer checkpoints (``.pt`` + ``.json``) that
+    the tabular entries of ``src`` record (``provenance.pretrained.checkpoint_key``), looked up in ``cache``
+    (default ``<src>/.cache/tabular``, then :func:`dobrushin.store.paths.cache_dir`)."""
+    from ..store.paths import cache_dir
+
+    man = src / "tabular" / "manifest.json"
+    if not man.exists():
+        return []
+    keys = {((e.get("provenance") or {}).get("pretrained") or {}).get("checkpoint_key")
+            for e in (json.loads(man.read_text()).get("entries") or {}).values()} - {None}
+    roots = [Path(cache) / "tabular"] if cache else [src / ".cache" / "tabular", cache_dir() / "tabular"]
+    out = []
+    for key in sorted(keys):
+        for root in roots:
+            hits = sorted(root.glob(f"*-{key}.pt"))
+            if hits:
+                for f in (hits[0], hits[0].with_suffix(".json")):
+                    if f.exists():
+                        out.append((f, Path("checkpoints") / "tabular" / f.name))
+                break
+    return out
+
+
+def publish(src, dest, profile: str, repo=None, cache=None) -> dict:
+    """Copy the publishable files of ``src`` to ``dest`` atomically (and the FT-Transformer checkpoints its
+    tabular entries record, :func:`checkpoint_files`), with ``PUBLISHED.json``; returns it."""
+    src, dest = Path(src), Path(dest)
+    if not src.is_dir():
+        raise FileNotFoundError(f"{src} is not a results folder")
+    files = sorted({f for pat in PATTERNS for f in src.glob(pat) if f.is_file()})
+    extra = checkpoint_files(src, cache)  # (source, path under dest)
+    size = sum(f.stat().st_size for f in files) + sum(f.stat().st_size for f, _ in extra)
+    if size > MAX_BYTES:
+        raise ValueError(f"{len(files)} files of {size / 2**20:.1f} MiB exceed the {MAX_BYTES / 2**20:.0f} MiB limit")
+    timings = {}
+    for f in sorted((src / "timings").glob("*/*.json")):
+        r = json.loads(f.read_text())
+        timings[f"{f.parent.name}/{r['notebook']}"] = r.get("seconds")
+    meta = {"profile": profile, "code_digest": code_digest(), "commit": _commit(Path(repo or Path.cwd())),
+            "machine": machine(), "published": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "wall_times_s": timings, "notebooks": _manifest_summary(src), "files": len(files) + len(extra),
+            "bytes": size}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{dest.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for f, rel in [(f, f.relative_to(src)) for f in files] + extra:
+        out = tmp / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, out)
+    (tmp / "PUBLISHED.json").write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    old = dest.parent / f".{dest.name}.old-{os.getpid()}"
+    if dest.exists():
+        os.replace(dest, old)
+    os.replace(tmp, dest)
+    shutil.rmtree(old, ignore_errors=True)
+    return meta
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m dobrushin.tools.publish", description=__doc__.split("\n\n")[0])
+    ap.add_argument("src")
+    ap.add_argument("dest")
+    ap.add_argument("--profile", default="paper")
+    a = ap.parse_args(argv)
+    meta = publish(a.src, a.dest, a.profile)
+    print(f"published {meta['files']} files ({meta['bytes'] / 2**20:.1f} MiB) to {a.dest}: code digest "
+          f"{meta['code_digest']}, commit {meta['commit']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

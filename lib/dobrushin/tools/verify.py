@@ -1,0 +1,422 @@
+"""``make verify``: re-measure a seeded random sample of the published results with the current code and
+compare it with the published rows.
+
+The published results (``published/<profile>/``, written by ``make reproduce`` through
+:mod:`dobrushin.tools.publish`) are laid out like ``results/``.  The sample (seed :data:`SEED`):
+
+* at least :data:`PER_GROUP` inputs of every model, weights setting and resolution of the family notebooks
+  (a model measured at a second resolution is stored as ``<id>@<size>px``, so it is its own group);
+* the random baseline (Dirichlet(1)) at :data:`BASELINE_SIZES` sizes, re-simulated whole (its counts are
+  integers and the matrices depend only on the seed, the ensemble, n and the index: they must be equal);
+* one FT-Transformer checkpoint on :data:`TABULAR_ROWS` test rows (the published folder carries the
+  checkpoints of its FT-Transformer entries, ``checkpoints/tabular/``).
+
+It **passes** when
+
+* every re-measured decision (``holds``) equals the published one, except rows whose recorded decision
+  margin is below :data:`FLOAT_ERROR` (they are listed: there a rounding may decide either way).  The
+  margin is ``min(kappa_gap, |self_margin_i|, |self_margin_j|)`` from the tidy table's columns when it
+  has them, else it is recomputed from the re-measured attention matrices (:func:`decision_margin`);
+* κ(A), κ(½(I+A)) and the slack agree within :data:`KAPPA_TOL` (absolute);
+* the baseline's counts are identical.
+
+When the published folder does not exist, verify says so loudly (``no published results to verify``) and
+exits 0: CI stays green until the paper-scale results are committed; any other failure exits 1.  The
+report goes to ``results/verify/report.json`` (the book shows it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+#: seed of the sample
+SEED = 19
+#: inputs re-measured per model, weights setting and resolution
+PER_GROUP = 3
+#: sizes of the random baseline re-simulated
+BASELINE_SIZES = 3
+#: test rows of the FT-Transformer checkpoint re-measured
+TABULAR_ROWS = 64
+#: absolute tolerance on κ(A), κ(½(I+A)) and the slack: the attention is captured in float32 (unit
+#: roundoff 6e-8); head averaging and a softmax over up to 1 370 tokens move an entry by at most a few
+#: hundred of those on another machine or thread count, and κ is a sum of at most n of them, halved
+KAPPA_TOL = 1e-5
+#: a decision whose margin is below this may flip under float32 rounding (a few ulps of an entry ≤ 1)
+FLOAT_ERROR = 1e-6
+#: the per-row margin columns of the tidy table, when it has them
+MARGIN_COLUMNS = ("kappa_gap", "self_margin_i", "self_margin_j")
+KEY = ["input_id", "layer", "variant", "weights"]
+NUMBERS = ("kappa", "kappa_factor", "slack")
+FAMILY_KINDS = {"dinov2": "image", "supervised_vit": "image", "language": "text"}
+
+
+@dataclass
+class Comparison:
+    """The comparison of one group (a model, weights setting and resolution; or the baseline)."""
+    group: str
+    rows: int = 0
+    decision_mismatches: List[dict] = field(default_factory=list)  # margin ≥ FLOAT_ERROR or unknown: failures
+    excused: List[dict] = field(default_factory=list)  # decision differs, margin below the float error
+    max_abs_diff: float = 0.0
+    number_failures: int = 0
+    missing: int = 0  # published rows the re-measurement did not produce
+    error: str = ""  # could not be re-measured: why
+
+    @property
+    def passed(self) -> bool:
+        return (not self.error and not self.decision_mismatches and not self.number_failures
+                and not self.missing and self.rows > 0)
+
+    def as_dict(self) -> dict:
+        return {"group": self.group, "rows": self.rows, "passed": self.passed,
+                "decision_mismatches": self.decision_mismatches, "excused": self.excused,
+                "max_abs_diff": self.max_abs_diff, "number_failures": self.number_failures,
+                "missing": self.missing, "error": self.error}
+
+
+# ------------------------------------------------------------------------------------ margins
+def margin_of_rows(df: pd.DataFrame) -> pd.Series:
+    """The recorded decision margin of each row (nan when the table has no margin columns)."""
+    if not set(MARGIN_COLUMNS) <= set(df.columns):
+        return pd.Series(np.nan, index=df.index)
+    m = df[list(MARGIN_COLUMNS)].astype(float).abs()
+    return m.min(axis=1)
+
+
+def decision_margin(A: np.ndarray) -> float:
+    """How far the equality decision of one row-stochastic matrix is from flipping: the smallest of the gap
+    between the largest and the second-largest pair distance ½‖A_i − A_j‖₁ (which pair attains κ) and
+    the two self-dominance differences A_ii − A_ji, A_jj − A_ij of the attaining pair (0 on a tie)."""
+    A = np.asarray(A, dtype=np.float64)
+    n = A.shape[-1]
+    if A.ndim != 2 or A.shape[0] != n or n < 2:
+        raise ValueError(f"need one square matrix with n >= 2, got shape {A.shape}")
+    iu, ju = np.triu_indices(n, 1)
+    d = 0.5 * np.abs(A[iu] - A[ju]).sum(axis=1)
+    order = np.argsort(d)[::-1]
+    gap = float(d[order[0]] - d[order[1]]) if len(d) > 1 else float("inf")
+    i, j = int(iu[order[0]]), int(ju[order[0]])
+    return float(min(gap, abs(A[i, i] - A[j, i]), abs(A[j, j] - A[i, j])))
+
+
+# ------------------------------------------------------------------------------------ comparison
+def compare(published: pd.DataFrame, remeasured: pd.DataFrame, group: str,
+            margins: Optional[pd.Series] = None) -> Comparison:
+    """Compare re-measured rows with the published ones on :data:`KEY`.  ``margins``: decision margins
+    of the re-measured rows (index aligned with ``remeasured``), used where the published rows carry none."""
+    c = Comparison(group)
+    pub = published.assign(_margin=margin_of_rows(published).to_numpy())
+    rem = remeasured.assign(_rmargin=(margins.to_numpy() if margins is not None else np.nan))
+    for col in KEY:
+        pub[col], rem[col] = pub[col].astype(str), rem[col].astype(str)
+    m = pub.merge(rem, on=KEY, how="left", suffixes=("", "_new"), indicator=True)
+    c.missing = int((m["_merge"] == "left_only").sum())
+    m = m[m["_merge"] == "both"]
+    c.rows = len(m)
+    if not c.rows:
+        return c
+    diffs = np.column_stack([np.abs(m[x].astype(float) - m[f"{x}_new"].astype(float)) for x in NUMBERS])
+    c.max_abs_diff = float(np.nanmax(diffs)) if diffs.size else 0.0
+    flip = m["holds"].astype(bool).to_numpy() != m["holds_new"].astype(bool).to_numpy()
+    # a flipped decision also moves the slack across 0 by its margin: the number check covers agreeing rows
+    c.number_failures = int(((diffs > KAPPA_TOL).any(axis=1) & ~flip).sum())
+    for _, r in m[flip].iterrows():
+        margin = r["_margin"] if np.isfinite(r["_margin"]) else r["_rmargin"]
+        rec = {k: r[k] for k in KEY} | {"published": bool(r["holds"]), "now": bool(r["holds_new"]),
+                                         "margin": None if not np.isfinite(margin) else float(margin)}
+        (c.excused if np.isfinite(margin) and margin < FLOAT_ERROR else c.decision_mismatches).append(rec)
+    return c
+
+
+def sample_inputs(table: pd.DataFrame, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
+    """``{(model, weights): [input ids]}``: ``per_group`` inputs (all when fewer) of every model and weights
+    setting, drawn with a generator seeded by ``seed`` and the group's name (independent of the order)."""
+    out = {}
+    for (model, weights), g in table.groupby(["model", "weights"], sort=True):
+        ids = sorted(set(g["input_id"].astype(str)))
+        rng = np.random.default_rng([seed, zlib.crc32(f"{model}|{weights}".encode())])
+        k = min(per_group, len(ids))
+        out[(str(model), str(weights))] = sorted(rng.choice(ids, size=k, replace=False).tolist())
+    return out
+
+
+# ------------------------------------------------------------------------------------ re-measuring
+def verify_baseline(published_root: Path, sizes: int = BASELINE_SIZES) -> Comparison:
+    """Re-simulate the Dirichlet(1) cells of ``sizes`` sizes (smallest, middle, largest n of the published
+    cells) and compare every count exactly."""
+    from ..random.ensembles import load_cell, parse_ensemble, simulate
+
+    c = Comparison("random baseline")
+    cells = []
+    for f in sorted((published_root / "baseline" / "cells").glob("*.json")):
+        try:
+            rec = json.loads(f.read_text())
+        except ValueError:
+            continue
+        p = rec.get("params") or {}
+        if p.get("ensemble") and parse_ensemble(p["ensemble"]) == parse_ensemble("dirichlet(1)"):
+            if load_cell(f.parent, p) is not None:
+                cells.append(rec)
+    if not cells:
+        c.error = "no published Dirichlet(1) cells"
+        return c
+    cells.sort(key=lambda r: r["params"]["n"])
+    picks = [cells[0], cells[len(cells) // 2], cells[-1]][:sizes] if len(cells) >= 3 else cells
+    for rec in {id(r): r for r in picks}.values():
+        p = rec["params"]
+        now = simulate(p["ensemble"], p["n"], p["trials"], p["seed"], check=p["check"])
+        c.rows += 1
+        diff = {k: (rec["counts"][k], now[k]) for k in rec["counts"] if rec["counts"][k] != now.get(k)}
+        if diff:
+            c.decision_mismatches.append({"n": p["n"], "trials": p["trials"], "counts differ": diff})
+    return c
+
+
+def _subset(inputs, ids: Sequence[str]):
+    from ..data.inputs import InputSet
+
+    pos = {str(x): i for i, x in enumerate(inputs.ids)}
+    missing = [i for i in ids if i not in pos]
+    if missing:
+        raise LookupError(f"inputs {missing} are not in today's selection")
+    idx = [pos[i] for i in ids]
+    return InputSet(inputs.kind, [inputs.ids[i] for i in idx], inputs.source, inputs.available, inputs.seed,
+                    lambda k: inputs[idx[k]], inputs.notes)
+
+
+def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_group: int = PER_GROUP,
+                  measure: Optional[Callable] = None) -> List[Comparison]:
+    """Re-measure the sampled inputs of every model of a family notebook's published results.
+
+    ``measure(model_id, inputs, config) -> table`` (default: :func:`dobrushin.experiments.pipeline.measure_model`
+    into a temporary store, so nothing is cached or read from a cache)."""
+    from ..experiments.pipeline import MeasureConfig
+    from ..store.results import ResultStore
+
+    d = published_root / notebook
+    if not (d / "manifest.json").exists():
+        return []
+    store = ResultStore.__new__(ResultStore)
+    store.dir, store.notebook, store.manifest_path = d, notebook, d / "manifest.json"
+    man = store.manifest()
+    params = man.get("parameters") or {}
+    measure = measure or _measure_fresh
+    out, inputs = [], None
+    for slug, e in sorted(man["entries"].items()):
+        table = store.read(e, "table") if e.get("file") else None
+        if table is None:
+            continue
+        for (model, weights), ids in sample_inputs(table, seed, per_group).items():
+            c = Comparison(f"{notebook}: {model} ({weights})")
+            try:
+                if inputs is None:
+                    from ..data.inputs import load_inputs
+
+                    kind = FAMILY_KINDS[notebook]
+                    inputs = load_inputs(kind, params.get(f"{kind}_source"), params.get("n_inputs"),
+                                         seed=int(params.get("seed", 0)))
+                p = e.get("params") or {}
+                fields = {k: p[k] for k in ("batch_size", "seed", "image_size", "max_length", "tol", "atol",
+                                            "variants") if k in p}
+                config = MeasureConfig(**fields, weights=(weights,), head_inputs=0, progress=False,
+                                       n_untrained=None)
+                base = str(p.get("model_id") or model).split("@")[0]
+                now = measure(base, _subset(inputs, ids), config)
+                pub = table[(table["model"] == model) & (table["weights"] == weights)
+                            & table["input_id"].astype(str).isin(ids)]
+                c = compare(pub, now, c.group, margins=now["_margin"] if "_margin" in now.columns else None)
+            except Exception as exc:  # noqa: BLE001 - a sample that cannot be re-measured fails, with why
+                c.error = f"{type(exc).__name__}: {exc}"
+            out.append(c)
+    return out
+
+
+def margins_from_attention(records, input_ids: Sequence[str], variants: Sequence[str], atol: float) -> dict:
+    """``{(input_id, layer, variant): decision margin}`` from captured head-averaged attention: ``records``
+    is ``[(attention (B, L, n, n), roles)]`` in the order of ``input_ids`` (one per forward batch); each
+    matrix is restricted to the variant's tokens as :func:`dobrushin.experiments.measure.measure` does."""
+    import torch
+
+    from ..capture.roles import keep_indices
+    from ..math.coefficient import restrict
+
+    out, i = {}, 0
+    for att, roles in records:
+        A = torch.as_tensor(np.asarray(att), dtype=torch.float64)
+        for b in range(A.shape[0]):
+            for variant in variants:
+                keep = keep_indices(roles[b], variant)
+                if len(keep) < 2:
+                    continue
+                sub = restrict(A[b:b + 1], np.asarray(keep, dtype=np.int64), atol=atol)[0]
+                sub = sub.numpy() if hasattr(sub, "numpy") else np.asarray(sub)
+                for layer in range(sub.shape[0]):
+                    out[(str(input_ids[i]), layer, variant)] = decision_margin(sub[layer])
+            i += 1
+    return out
+
+
+def _measure_fresh(model_id: str, inputs, config):
+    """Measure into a temporary store (nothing read from or written to a cache) and recompute every row's
+    decision margin from the captured matrices (column ``_margin``)."""
+    import tempfile
+
+    from ..capture.extract import extract_attention
+    from ..experiments.pipeline import measure_model
+    from ..store.results import ResultStore
+
+    records = []
+
+    def extractor(model, x, average_heads=True):
+        ex = extract_attention(model, x, average_heads=average_heads)
+        if average_heads:
+            records.append((ex.attention.detach().to("cpu").double().numpy(), [list(r) for r in ex.roles]))
+        return ex
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = measure_model(model_id, inputs, store=ResultStore(tmp, "verify"), config=config.replace(force=True),
+                            extractor=extractor)
+    table = run.table
+    margins = margins_from_attention(records, inputs.ids, config.variants, config.atol)
+    keys = zip(table["input_id"].astype(str), table["layer"].astype(int), table["variant"].astype(str))
+    return table.assign(_margin=[margins.get(k, np.nan) for k in keys])
+
+
+def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_ROWS,
+                   measure: Optional[Callable] = None) -> List[Comparison]:
+    """One FT-Transformer checkpoint (a seeded choice among the published benchmark entries) on ``rows`` of
+    its published test rows: the checkpoint from ``published/<profile>/checkpoints/tabular/`` (checked
+    against the SHA-256 its entry records), the data set loaded as the notebook loads it (its checksum must
+    be the published one), measured with the current code."""
+    from ..store.results import ResultStore, sha256_file
+
+    d = published_root / "tabular"
+    if not (d / "manifest.json").exists():
+        return []
+    store = ResultStore.__new__(ResultStore)
+    store.dir, store.notebook, store.manifest_path = d, "tabular", d / "manifest.json"
+    ents = [(slug, e) for slug, e in sorted(store.manifest()["entries"].items())
+            if e.get("file") and ((e.get("provenance") or {}).get("pretrained") or {}).get("checkpoint_key")]
+    if not ents:
+        c = Comparison("tabular: one FT-Transformer checkpoint")
+        c.error = "no published FT-Transformer entry with a checkpoint"
+        return [c]
+    slug, e = ents[int(np.random.default_rng([seed, 1]).integers(len(ents)))]
+    c = Comparison(f"tabular: {e.get('model', slug)} ({rows} test rows)")
+    try:
+        prov = e["provenance"]["pretrained"]
+        ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{prov['checkpoint_key']}.pt"))
+        if not ck:
+            raise FileNotFoundError(f"checkpoint {prov['checkpoint_key']} is not in the published folder")
+        if sha256_file(ck[0]) != prov.get("sha256"):
+            raise ValueError(f"{ck[0].name} does not match the SHA-256 its entry records")
+        table = store.read(e, "table")
+        pub = table[table["weights"] == "pretrained"]
+        ids = sorted(set(pub["input_id"].astype(str)))
+        pick = sorted(np.random.default_rng([seed, 2]).choice(ids, size=min(rows, len(ids)), replace=False).tolist())
+        now = (measure or _measure_tabular_fresh)(e, ck[0], pick)
+        c = compare(pub[pub["input_id"].astype(str).isin(pick)], now, c.group,
+                    margins=now["_margin"] if "_margin" in now.columns else None)
+    except Exception as exc:  # noqa: BLE001 - a checkpoint that cannot be re-measured fails, with why
+        c.error = f"{type(exc).__name__}: {exc}"
+    return [c]
+
+
+def _measure_tabular_fresh(entry: dict, checkpoint: Path, ids: Sequence[str]):
+    import io
+    import json as _json
+    import tempfile
+
+    import torch
+
+    from ..data import tabular_data
+    from ..experiments.tabular import measure_tabular
+    from ..store.results import ResultStore
+
+    rec = _json.loads(checkpoint.with_suffix(".json").read_text())
+    data = tabular_data.load(entry.get("dataset") or rec["dataset"])
+    want = ((entry.get("params") or {}).get("inputs") or {}).get("source", "")
+    if data.checksum not in want:
+        raise ValueError(f"the data set today ({data.checksum[:12]}) is not the published one ({want})")
+    import rtdl_revisiting_models as rtdl
+
+    model = rtdl.FTTransformer(**rec["config"])
+    model.load_state_dict(torch.load(io.BytesIO(checkpoint.read_bytes()), map_location="cpu", weights_only=True))
+    model.eval()
+    index = {f"test/{int(v)}": r for r, v in enumerate(data.index["test"])}
+    rows = np.array([index[i] for i in ids], dtype=np.int64)
+    prov = {"pretrained": dict(entry["provenance"]["pretrained"])}
+    with tempfile.TemporaryDirectory() as tmp:
+        run = measure_tabular(ResultStore(tmp, "verify"), "verify", models={"pretrained": model}, provenance=prov,
+                              data=data, rows=rows, model_name=str(entry.get("model", "FT-Transformer")))
+    return run.table
+
+
+# ------------------------------------------------------------------------------------ report
+def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
+    """Every comparison of :func:`verify_baseline`, :func:`verify_family` and :func:`verify_tabular`."""
+    from ..store.code import code_digest
+
+    root = Path(published_root)
+    t0 = time.perf_counter()
+    comps = [verify_baseline(root)] if (root / "baseline").exists() else []
+    for nb in FAMILY_KINDS:
+        comps += verify_family(root, nb, seed, per_group)
+    comps += verify_tabular(root, seed)
+    meta = {}
+    if (root / "PUBLISHED.json").exists():
+        meta = json.loads((root / "PUBLISHED.json").read_text())
+    return {"published": str(root), "published_digest": meta.get("code_digest"), "current_digest": code_digest(),
+            "seed": seed, "per_group": per_group, "kappa_tol": KAPPA_TOL, "float_error": FLOAT_ERROR,
+            "passed": bool(comps) and all(c.passed for c in comps), "comparisons": [c.as_dict() for c in comps],
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def print_report(rep: dict, out=sys.stdout) -> None:
+    for c in rep["comparisons"]:
+        mark = "ok  " if c["passed"] else "FAIL"
+        extra = (f"error: {c['error']}" if c["error"] else
+                 f"{c['rows']} rows, max |Δ| {c['max_abs_diff']:.2e}, {len(c['decision_mismatches'])} decision(s) "
+                 f"differ, {c['number_failures']} beyond {KAPPA_TOL:g}, {c['missing']} missing")
+        print(f"{mark} {c['group']}: {extra}", file=out)
+        for e in c["excused"]:
+            print(f"     excused (margin {e['margin']:.1e} < {FLOAT_ERROR:g}): {e}", file=out)
+        for e in c["decision_mismatches"]:
+            print(f"     decision differs: {e}", file=out)
+    print(f"verify {'PASSED' if rep['passed'] else 'FAILED'}: published digest {rep['published_digest']}, "
+          f"current {rep['current_digest']}", file=out)
+
+
+def main(argv=None) -> int:
+    from ..store import paths
+    from ..store.results import atomic_write_json
+
+    ap = argparse.ArgumentParser(prog="python -m dobrushin.tools.verify", description=__doc__.split("\n\n")[0])
+    ap.add_argument("published", nargs="?", default=None, help="published folder (default published/paper)")
+    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--per-group", type=int, default=PER_GROUP)
+    ap.add_argument("--report", default=None, help="where to write the JSON report (default results/verify/report.json)")
+    a = ap.parse_args(argv)
+    root = Path(a.published) if a.published else (paths.project_root() or Path.cwd()) / "published" / "paper"
+    if not (root / "PUBLISHED.json").exists():
+        print(f"=== no published results to verify: {root} holds no PUBLISHED.json (make reproduce publishes "
+              "the paper profile there); nothing compared, exit 0 ===")
+        return 0
+    rep = run(root, a.seed, a.per_group)
+    print_report(rep)
+    atomic_write_json(Path(a.report) if a.report else paths.results_dir() / "verify" / "report.json", rep)
+    return 0 if rep["passed"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

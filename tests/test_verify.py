@@ -1,0 +1,275 @@
+"""``make verify`` and the published results: the comparison rule on small published fixtures built here,
+the decision margin against a brute force, the published folder as a read-only cache layer of the results
+store, the atomic publish, and the loud exit when nothing is published."""
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dobrushin.store.results import ResultStore
+from dobrushin.tools import publish as P
+from dobrushin.tools import verify as V
+
+
+def _rows(n_inputs=4, layers=3, weights="pretrained", model="m", margins=False):
+    rng = np.random.default_rng(0)
+    rows = []
+    for i, l, v in itertools.product(range(n_inputs), range(layers), ("content", "with_special")):
+        k = float(rng.uniform(0.2, 0.8))
+        holds = bool(rng.random() < 0.5)
+        rows.append(dict(model=model, input_id=f"x{i}", layer=l, n_tokens=10, kappa=k, kappa_factor=(1 + k) / 2 - (0 if holds else 0.01),
+                         bound=(1 + k) / 2, slack=0.0 if holds else 0.01, holds=holds, variant=v, weights=weights))
+    df = pd.DataFrame(rows)
+    if margins:
+        df["kappa_gap"], df["self_margin_i"], df["self_margin_j"] = 0.1, 0.05, -0.2
+    return df
+
+
+def test_identical_rows_pass_and_moved_numbers_fail():
+    pub = _rows()
+    c = V.compare(pub, pub.copy(), "g")
+    assert c.passed and c.rows == len(pub) and c.max_abs_diff == 0
+    within = pub.copy()
+    within["kappa"] += V.KAPPA_TOL / 2
+    assert V.compare(pub, within, "g").passed
+    beyond = pub.copy()
+    beyond.loc[3, "slack"] += 3 * V.KAPPA_TOL
+    c = V.compare(pub, beyond, "g")
+    assert not c.passed and c.number_failures == 1
+
+
+def test_flipped_decision_is_excused_only_below_the_float_error():
+    pub = _rows(margins=True)
+    pub.loc[5, ["kappa_gap"]] = V.FLOAT_ERROR / 10  # this row's decision is within rounding of flipping
+    now = pub.copy()
+    now.loc[5, "holds"] = not pub.loc[5, "holds"]
+    c = V.compare(pub, now, "g")
+    assert c.passed and len(c.excused) == 1 and c.excused[0]["input_id"] == pub.loc[5, "input_id"]
+    now.loc[6, "holds"] = not pub.loc[6, "holds"]  # margin 0.05: a real difference
+    c = V.compare(pub, now, "g")
+    assert not c.passed and len(c.decision_mismatches) == 1 and c.decision_mismatches[0]["margin"] == 0.05
+
+
+def test_without_margin_columns_the_remeasured_margin_decides():
+    pub = _rows()
+    now = pub.copy()
+    now.loc[2, "holds"] = not pub.loc[2, "holds"]
+    assert not V.compare(pub, now, "g").passed  # unknown margin: never excused
+    margins = pd.Series(1.0, index=now.index)
+    margins[2] = V.FLOAT_ERROR / 2
+    c = V.compare(pub, now, "g", margins=margins)
+    assert c.passed and len(c.excused) == 1
+
+
+def test_missing_rows_fail():
+    pub = _rows()
+    c = V.compare(pub, pub.iloc[2:], "g")
+    assert not c.passed and c.missing == 2
+
+
+def test_decision_margin_against_brute_force():
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        n = int(rng.integers(2, 7))
+        A = rng.dirichlet(np.ones(n), size=n)
+        # brute force: every ordered pair, sorted distances, the attaining pair's self-dominance gaps
+        d = {(i, j): 0.5 * sum(abs(A[i, c] - A[j, c]) for c in range(n)) for i in range(n) for j in range(i + 1, n)}
+        best = sorted(d.items(), key=lambda t: -t[1])
+        (i, j), top = best[0]
+        gap = top - best[1][1] if len(best) > 1 else np.inf
+        want = min(gap, abs(A[i, i] - A[j, i]), abs(A[j, j] - A[i, j]))
+        assert V.decision_margin(A) == pytest.approx(want, abs=1e-15)
+    assert V.decision_margin(np.eye(3)) == 0.0  # three pairs tie at κ = 1
+
+
+def test_sample_is_seeded_and_per_group():
+    t = pd.concat([_rows(10, model="a"), _rows(10, model="a", weights="untrained"), _rows(2, model="b@518px")])
+    s = V.sample_inputs(t, seed=1)
+    assert set(s) == {("a", "pretrained"), ("a", "untrained"), ("b@518px", "pretrained")}
+    assert len(s[("a", "pretrained")]) == 3 and len(s[("b@518px", "pretrained")]) == 2
+    assert s == V.sample_inputs(t.sample(frac=1, random_state=3), seed=1)  # row order does not matter
+    assert any(V.sample_inputs(t, seed=k) != s for k in range(2, 6))
+
+
+# ------------------------------------------------------------------------- the published layer
+def test_published_entry_is_reused_exactly_when_its_params_match(tmp_path, monkeypatch):
+    pub_root, res_root = tmp_path / "published" / "paper", tmp_path / "results"
+    df = _rows(2, model="m")
+    ResultStore(pub_root, "language").save("m", {"a": 1}, df.drop(columns=[]), model="m")
+    monkeypatch.setenv("DOBRUSHIN_PUBLISHED", str(pub_root))
+    monkeypatch.setenv("DOBRUSHIN_RESULTS", str(res_root))
+    store = ResultStore(res_root, "language")
+    assert store.load("m", {"a": 2}) is None  # other parameters: not valid
+    got = store.load("m", {"a": 1})
+    assert got is not None and got[1]["published_from"] == str(pub_root / "language")
+    pd.testing.assert_frame_equal(got[0], ResultStore(pub_root, "language").load("m", {"a": 1})[0])
+    assert (res_root / "language" / "m.parquet").exists()  # copied into results/, the published folder untouched
+    # a published file that no longer matches its recorded SHA-256 is not used
+    (res_root / "language" / "m.parquet").unlink()
+    (res_root / "language" / "manifest.json").unlink()
+    (pub_root / "language" / "m.parquet").write_bytes(b"corrupt")
+    assert ResultStore(res_root, "language").load("m", {"a": 1}) is None
+
+
+def test_no_published_folder_means_no_layer(tmp_path, monkeypatch):
+    monkeypatch.setenv("DOBRUSHIN_PUBLISHED", str(tmp_path / "nothing"))
+    assert ResultStore(tmp_path / "r", "x").load("m", {"a": 1}) is None
+
+
+def test_publish_is_complete_and_atomic(tmp_path):
+    src = tmp_path / "run"
+    ResultStore(src, "language").save("m", {"a": 1}, _rows(2), model="m", provenance={"pretrained": {"source": "cache"}})
+    (src / "timings" / "paper").mkdir(parents=True)
+    (src / "timings" / "paper" / "language.json").write_text(json.dumps({"notebook": "language", "profile": "paper",
+                                                                         "seconds": 12}))
+    (src / "figures").mkdir()
+    (src / "figures" / "big.png").write_bytes(b"x" * 100)
+    dest = tmp_path / "published" / "paper"
+    dest.mkdir(parents=True)
+    (dest / "stale.txt").write_text("old")
+    meta = P.publish(src, dest, "paper", repo=tmp_path)
+    assert not (dest / "stale.txt").exists() and not (dest / "figures").exists()
+    assert (dest / "language" / "m.parquet").exists()
+    pub = json.loads((dest / "PUBLISHED.json").read_text())
+    assert pub == json.loads(json.dumps(meta, default=str))
+    for key in ("code_digest", "commit", "machine", "wall_times_s", "notebooks", "profile"):
+        assert key in pub
+    assert pub["wall_times_s"] == {"paper/language": 12}
+    assert pub["notebooks"]["language"]["entries"]["m"]["provenance"] == {"pretrained": {"source": "cache"}}
+    from dobrushin.store.code import code_digest
+    assert pub["code_digest"] == code_digest()  # the same digest that keys the results cache
+    assert not list(tmp_path.glob("published/.paper.*"))  # no temporary folder left behind
+
+
+def test_publish_refuses_too_much(tmp_path, monkeypatch):
+    src = tmp_path / "run"
+    (src / "x").mkdir(parents=True)
+    (src / "x" / "t.csv").write_text("a\n" * 100)
+    monkeypatch.setattr(P, "MAX_BYTES", 10)
+    with pytest.raises(ValueError, match="exceed"):
+        P.publish(src, tmp_path / "dest", "paper")
+    assert not (tmp_path / "dest").exists()
+
+
+def test_verify_without_published_results_says_so_and_exits_0(tmp_path, capsys):
+    assert V.main([str(tmp_path / "published" / "paper")]) == 0
+    assert "no published results to verify" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------- end to end on fixtures
+def test_verify_baseline_recomputes_counts_exactly(tmp_path, monkeypatch):
+    from dobrushin.random.ensembles import run_cell
+
+    cells = tmp_path / "baseline" / "cells"
+    for n in (3, 4, 6, 8):
+        run_cell("dirichlet(1)", n, 300, 2026, check=True, cache=cells)
+    c = V.verify_baseline(tmp_path)
+    assert c.passed and c.rows == 3
+    f = sorted(cells.glob("*_n8_*.json"))[0]
+    rec = json.loads(f.read_text())
+    rec["counts"]["holds"] += 1
+    f.write_text(json.dumps(rec))
+    c = V.verify_baseline(tmp_path)
+    assert not c.passed and c.decision_mismatches[0]["n"] == 8
+
+
+def test_verify_family_remeasures_the_sampled_inputs(tmp_path, monkeypatch):
+    """A published language folder whose rows a stub measurement reproduces (and then perturbs)."""
+    from dobrushin.data.inputs import load_inputs
+
+    monkeypatch.delenv("DOBRUSHIN_DATA", raising=False)
+    ids = load_inputs("text", None, 6, seed=0).ids
+    pub = _rows(6, model="org/model")
+    pub["input_id"] = pub["input_id"].map(lambda s: ids[int(s[1:])])
+    store = ResultStore(tmp_path, "language")
+    store.save("org/model", {"model_id": "org/model", "max_length": 64}, pub, model="org/model")
+    store.update_manifest(parameters={"text_source": None, "n_inputs": 6, "seed": 0})
+    seen = []
+
+    def measure(model_id, inputs, config):
+        seen.append((model_id, list(inputs.ids), config.max_length, config.weights))
+        return pub[pub["input_id"].isin(inputs.ids)].copy()
+
+    comps = V.verify_family(tmp_path, "language", measure=measure)
+    assert len(comps) == 1 and comps[0].passed and comps[0].rows == 3 * 3 * 2
+    assert seen[0][0] == "org/model" and len(seen[0][1]) == 3 and seen[0][2] == 64 and seen[0][3] == ("pretrained",)
+
+    def moved(model_id, inputs, config):
+        out = measure(model_id, inputs, config)
+        out["kappa"] += 1e-3
+        return out
+
+    assert not V.verify_family(tmp_path, "language", measure=moved)[0].passed
+
+
+def test_end_to_end_on_packaged_minilm(tmp_path, monkeypatch):
+    """Measure MiniLM (packaged weights, offline) on four sentences into a published folder as the language
+    notebook does, then verify it with the real re-measurement: decisions equal, numbers within tolerance,
+    and a margin recomputed from the captured matrices for every re-measured row."""
+    from dobrushin.data.inputs import load_inputs
+    from dobrushin.experiments.pipeline import MeasureConfig, measure_model
+    from dobrushin.models.configs import MINILM_ID
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    inputs = load_inputs("text", None, 4, seed=0)
+    store = ResultStore(tmp_path, "language")
+    cfg = MeasureConfig(weights=("pretrained",), head_inputs=0, batch_size=4, max_length=32, progress=False)
+    run = measure_model(MINILM_ID, inputs, store=store, config=cfg)
+    if run.status != "ok":
+        pytest.skip(f"MiniLM not loadable here: {run.status}")
+    store.update_manifest(parameters={"text_source": None, "n_inputs": 4, "seed": 0})
+    seen = {}
+
+    def measure(model_id, ins, config):
+        out = V._measure_fresh(model_id, ins, config)
+        seen["t"] = out
+        return out
+
+    comps = V.verify_family(tmp_path, "language", measure=measure)
+    assert len(comps) == 1 and comps[0].passed, comps[0].as_dict()
+    assert comps[0].rows == 3 * 6 * 2  # 3 sampled sentences × 6 layers × 2 variants
+    assert seen["t"]["_margin"].notna().all() and (seen["t"]["_margin"] >= 0).all()
+
+
+def test_verify_tabular_end_to_end_and_the_published_checkpoint_layer(tmp_path, monkeypatch):
+    """A tiny FT-Transformer trained one epoch on Breast cancer (offline, scikit-learn), measured and published
+    with its checkpoint; verify re-measures 64 of its test rows from the published checkpoint; and training
+    with an empty cache loads the published checkpoint instead of training again."""
+    import torch
+
+    from dobrushin.data import tabular_data as td
+    from dobrushin.experiments.tabular import measure_tabular
+    from dobrushin.models import ft_transformer as tb
+
+    torch.set_num_threads(1)
+    tiny = {"n_blocks": 2, "d_block": 16, "attention_n_heads": 4, "attention_dropout": 0.2,
+            "ffn_d_hidden_multiplier": 4 / 3, "ffn_dropout": 0.1, "residual_dropout": 0.0}
+    data = td.load("breast_cancer")
+    cache = tmp_path / "cache"
+    kw = dict(max_epochs=1, batch_size=64, model_overrides=tiny)
+    r = tb.fit(data, 0, cache_root=cache / "tabular", **kw)
+    src = tmp_path / "run"
+    prov = {"pretrained": {"source": "trained in this build", "checkpoint_key": r.key, "sha256": r.sha256,
+                           "proxy_for": None}}
+    measure_tabular(ResultStore(src, "tabular"), "bc-seed0", models={"pretrained": r.model}, provenance=prov,
+                    data=data, rows=np.arange(80), model_name="FT-Transformer/Breast cancer seed 0",
+                    dataset="breast_cancer", seed=0)
+    pub = tmp_path / "published" / "paper"
+    meta = P.publish(src, pub, "paper", repo=tmp_path, cache=cache)
+    assert len(list((pub / "checkpoints" / "tabular").glob("*.pt"))) == 1 and meta["files"] >= 3
+    comps = V.verify_tabular(pub, rows=64)
+    assert len(comps) == 1 and comps[0].passed, comps[0].as_dict()
+    assert comps[0].rows == 64 * 2 * 2  # rows × layers × variants
+    # a corrupted published checkpoint is not used: verify fails and says why
+    ck = next((pub / "checkpoints" / "tabular").glob("*.pt"))
+    good = ck.read_bytes()
+    ck.write_bytes(b"x" + good[1:])
+    assert "SHA-256" in V.verify_tabular(pub, rows=8)[0].error
+    ck.write_bytes(good)
+    monkeypatch.setenv("DOBRUSHIN_PUBLISHED", str(pub))
+    again = tb.fit(data, 0, cache_root=tmp_path / "empty", **kw)
+    assert again.from_cache and again.sha256 == r.sha256 and (tmp_path / "empty" / ck.name).exists()
