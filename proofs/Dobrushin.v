@@ -120,4 +120,80 @@ rewrite t1 f0 !add0r [`|A i j - _|]distrC -!addrA !ger0_norm //.
 by rewrite addrACA !addrA.
 Qed.
 
+Lemma half_one_plus_dist A i j : i != j ->
+  2^-1 * (1 + dist A i j) =
+  4^-1 * (2 + `|A i i - A j i| + `|A j j - A i j|
+          + \sum_(k | (k != i) && (k != j)) `|A i k - A j k|).
+Proof.
+move=> ij; rewrite /dist (sum_pair _ ij) [`|A i j - A j j|]distrC.
+rewrite -half_half -mulrA; congr (_ * _).
+have half_aux (s : R) : 1 + 2^-1 * s = 2^-1 * (2 + s).
+  by rewrite mulrDr mulVf ?pnatr_eq0.
+by rewrite half_aux ![in LHS]addrA.
+Qed.
+
+Lemma add_eq_norm (x y : R) : (x + y == `|x| + `|y|) = (0 <= x) && (0 <= y).
+Proof.
+rewrite !ger0_def eq_sym -subr_eq0 opprD addrACA.
+by rewrite paddr_eq0 ?subr_ge0 ?ler_norm // !subr_eq0.
+Qed.
+
+Lemma half1_gt0 x : 0 <= x -> 0 < 2^-1 * (1 + x) :> R.
+Proof.
+by move=> x0; rewrite mulr_gt0 ?invr_gt0 ?ltr0n // (lt_le_trans ltr01) // ler_addl.
+Qed.
+
+(* (1) d_F(i, j) <= 1/2 (1 + d_A(i, j)), for every pair *)
+Theorem pair_bound A i j : stochastic A ->
+  dist (layer A) i j <= 2^-1 * (1 + dist A i j).
+Proof.
+move=> sA; case: (eqVneq i j) => [<-|ij].
+  by rewrite dist_xx ltW // half1_gt0 // dist_ge0.
+rewrite pair_identity // half_one_plus_dist // ler_wpmul2l ?invr_ge0 ?ler0n //.
+by rewrite ler_add2r ler_add ?ler_norm // ler_add2l ler_norm.
+Qed.
+
+(* (1) equality iff the pair is mutually self-dominant *)
+Theorem pair_eq A i j : stochastic A -> i != j ->
+  (dist (layer A) i j == 2^-1 * (1 + dist A i j)) = self_dominant A i j.
+Proof.
+move=> sA ij; rewrite pair_identity // half_one_plus_dist //.
+rewrite (inj_eq (mulfI _)) ?invr_eq0 ?pnatr_eq0 // (inj_eq (addIr _)).
+rewrite -(addrA 2 (A i i - A j i)) -(addrA 2 `|A i i - A j i|) (inj_eq (addrI _)).
+by rewrite add_eq_norm !subr_ge0.
+Qed.
+
+(* (2) the layer bound *)
+Theorem layer_bound A : stochastic A -> kappa (layer A) <= 2^-1 * (1 + kappa A).
+Proof.
+move=> sA; apply: kappa_le => [|i j]; first by rewrite ltW // half1_gt0 // kappa_ge0.
+apply: le_trans (pair_bound _ _ sA) _.
+by rewrite ler_wpmul2l ?invr_ge0 ?ler0n // ler_add2l dist_le_kappa.
+Qed.
+
+(* (3) the equality case *)
+Theorem layer_bound_eq A : stochastic A ->
+  kappa (layer A) = 2^-1 * (1 + kappa A) <->
+  exists i j, [/\ i != j, dist A i j = kappa A & self_dominant A i j].
+Proof.
+move=> sA; split; last first.
+  move=> [i [j [ij dk sd]]]; apply: le_anti; rewrite layer_bound //=.
+  by rewrite -dk -(eqP (etrans (pair_eq sA ij) sd)) dist_le_kappa.
+move=> e; have pos := half1_gt0 (kappa_ge0 A).
+case: (kappa_attained (layer A)) => [k0|[i [j kij]]].
+  by move: pos; rewrite -e k0 ltxx.
+case: (eqVneq i j) => [eij|ij].
+  by move: pos; rewrite -e kij eij dist_xx ltxx.
+have h1 := pair_bound i j sA.
+have h2 : 2^-1 * (1 + dist A i j) <= 2^-1 * (1 + kappa A).
+  by rewrite ler_wpmul2l ?invr_ge0 ?ler0n // ler_add2l dist_le_kappa.
+have eF : dist (layer A) i j = 2^-1 * (1 + dist A i j).
+  by apply: le_anti; rewrite h1 /= -kij e.
+have eA : 2^-1 * (1 + dist A i j) = 2^-1 * (1 + kappa A) by rewrite -eF -kij e.
+exists i, j; split => //.
+  have h2n0 : (2^-1 : R) != 0 by rewrite invr_eq0 pnatr_eq0.
+  by move: eA => /(mulfI h2n0) /addrI.
+by rewrite -pair_eq // eF.
+Qed.
+
 End Dobrushin.
