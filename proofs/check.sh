@@ -27,7 +27,7 @@ fi
 FLAGS=(-Q . Dobrushin -w -notation-overridden,-ambiguous-paths)
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-for f in Dobrushin.v Assumptions.v; do
+for f in Dobrushin.v Rollout.v Assumptions.v; do
   if ! coqc "${FLAGS[@]}" "$f" >"$log" 2>&1; then
     cat "$log" >&2
     echo "make proofs: coqc failed on proofs/$f" >&2
