@@ -1,12 +1,12 @@
 """The Coq statements of proofs/Dobrushin.v, checked in exact rational arithmetic on random matrices.
 
-``pair_identity``, ``pair_bound``, ``pair_eq``, ``layer_bound`` and ``layer_bound_eq`` are restated here over
-``fractions.Fraction`` with the same definitions as the Coq file (``dist A i j = 1/2 sum_k |A_ik - A_jk|``,
+``pair_identity``, ``pair_bound``, ``pair_eq``, ``layer_bound``, ``layer_bound_eq`` (Dobrushin.v), ``kappa_mul`` and
+the rollout bounds (Rollout.v) are restated here over ``fractions.Fraction`` with the same definitions as the Coq files (``dist A i j = 1/2 sum_k |A_ik - A_jk|``,
 ``kappa`` the maximum over all pairs, ``layer A = 1/2 (I + A)``) and checked with ``==`` (exact: no rounding).
 The library computes in float64; on matrices whose entries are multiples of 1/64 every sum it forms is
 exact, so its answers must equal the exact ones (its documented ``tol=0`` guarantee); on general rationals
 they must agree within a float64 rounding bound stated in :func:`test_library_agrees_with_exact_values`.
-``make proofs`` (run by ``make test``) is what compiles the Coq file; here only its text is read.
+``make proofs`` (run by ``make test``) is what compiles the Coq files; here only their text is read.
 """
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def pair_identity_rhs(A, i, j):
 # ---- random row-stochastic matrices with rational entries ------------------------------------
 
 @st.composite
-def stochastic(draw, dyadic=False, max_n=6):
-    n = draw(st.integers(1, max_n))
+def stochastic(draw, dyadic=False, min_n=1, max_n=6):
+    n = draw(st.integers(min_n, max_n))
     rows = []
     for _ in range(n):
         if dyadic:  # n integers summing to 64: cut [0, 64] at n - 1 points
@@ -126,6 +126,41 @@ def test_library_agrees_with_exact_values(A):
     assert db.kappa(db.rollout_factor(X)) == pytest.approx(float(kappa(layer(A))), abs=tol, rel=0)
 
 
+def matmul(P, Q):
+    n = len(P)
+    return [[sum((P[i][m] * Q[m][k] for m in range(n)), Fraction(0)) for k in range(n)] for i in range(n)]
+
+
+@st.composite
+def layer_stacks(draw):
+    n = draw(st.integers(1, 5))
+    L = draw(st.integers(1, 4))
+    return [draw(stochastic(min_n=n, max_n=n)) for _ in range(L)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(layer_stacks())
+def test_submultiplicativity_and_rollout_bounds_exact(As):
+    """kappa_mul, rollout_bound_factors and rollout_bound of proofs/Rollout.v, exactly; and the library's
+    rollout and rollout_bound within a float64 rounding bound (L products of n-term sums: 64 L n 2^-53)."""
+    n = len(As[0])
+    R = [[Fraction(int(i == k)) for k in range(n)] for i in range(n)]  # Coq's rollout: foldr, B_L ... B_1
+    for A in reversed(As):
+        R = matmul(R, layer(A))
+    for P in As:
+        for Q in As:
+            assert kappa(matmul(P, Q)) <= kappa(P) * kappa(Q)                           # kappa_mul
+    prod_factors, prod_bounds = Fraction(1), Fraction(1)
+    for A in As:
+        prod_factors *= kappa(layer(A))
+        prod_bounds *= HALF * (1 + kappa(A))
+    assert kappa(R) <= prod_factors <= prod_bounds                                       # rollout_bound*
+    X = np.stack([as_float(A) for A in As])
+    tol = 64 * len(As) * (n + 4) * 2.0 ** -53
+    assert db.kappa(db.rollout(X)) == pytest.approx(float(kappa(R)), abs=tol, rel=0)
+    assert db.rollout_bound(X) == pytest.approx(float(prod_bounds), abs=tol, rel=0)
+
+
 # ---- the Python statements above are the Coq ones ---------------------------------------------
 
 def squash(s):
@@ -145,6 +180,9 @@ def test_coq_statements_are_the_ones_tested_here():
         "+ \\sum_(k | (k != i) && (k != j)) `|A i k - A j k|).")
     assert "kappa (layer A) <= 2^-1 * (1 + kappa A)" in P.coq_statement("layer_bound")
     assert "[/\\ i != j, dist A i j = kappa A & self_dominant A i j]" in P.coq_statement("layer_bound_eq")
+    assert "kappa (P *m Q) <= kappa P * kappa Q" in P.coq_statement("kappa_mul")
+    assert squash(P.coq_definition("rollout")).endswith(":= foldr (fun A M => M *m layer A) 1%:M As.")
+    assert "kappa (rollout As) <= \\prod_(A <- As) (2^-1 * (1 + kappa A))" in P.coq_statement("rollout_bound")
 
 
 def test_every_result_shown_as_checked_is_checked_by_make_proofs():
