@@ -1,9 +1,9 @@
 (* Machine-checked proof of the layer bound for attention rollout and its equality case.
 
-   Over any real field R, for a row-stochastic n x n matrix A:
+   Over any realFieldType R (an ordered field), for a row-stochastic n x n matrix A:
      d_A(i, j) = 1/2 sum_k |A_ik - A_jk|          (dist)
      kappa(A)  = max over pairs (i, j) of d_A(i, j) (kappa, a \big[Num.max/0])
-     F         = 1/2 (I + A)                       (layer)
+     F         = 1/2 (I + A)                       (layer; B in the theory chapter)
    See proofs/README.md for the correspondence with the theory chapter. *)
 From mathcomp Require Import all_ssreflect all_algebra.
 
