@@ -58,6 +58,8 @@ MAPPED = {
     "make bench": (f"{MAKE} -n bench", "the benchmark takes minutes; CI runs it and tests/test_bench.py tests it"),
     "make notebooks": (f"{MAKE} notebooks NOTEBOOKS=theory", "every notebook takes minutes; the same target runs "
                                                               "here on the cheapest notebook"),
+    "make proofs": (f"{MAKE} -n proofs", "make test runs it before the test suite, so the suite cannot run it "
+                                         "again; the dry run checks the target runs proofs/check.sh"),
     "make bench-ci": (f"{MAKE} -n bench-ci", "the short benchmark profile still takes a minute or two; CI runs it"),
     "python -m dobrushin.tools.bench": ("python -m dobrushin.tools.bench --help",
                                         "the module behind make bench (minutes); its command line must start"),
@@ -99,7 +101,8 @@ NOT_RUN = {
 }
 #: what the dry runs must show
 DRY_RUN_SAYS = {"make test": "-m pytest", "make html": "jupyter-book build", "make check-html": "dobrushin.tools.check_html",
-                "make bench": "dobrushin.tools.bench", "make bench-ci": "dobrushin.tools.bench --ci",
+                "make bench": "dobrushin.tools.bench", "make proofs": "proofs/check.sh",
+                "make bench-ci": "dobrushin.tools.bench --ci",
                 "make bench-sweep": "dobrushin.tools.sweep_bench",
                 "make reproduce": "dobrushin.tools.publish results/paper-run published/paper"}
 COMMAND_WORDS = ("make", "python", "python3", "pip", "conda", "papermill", "jupyter-book", "mkdir")
@@ -262,8 +265,9 @@ def sandbox(tmp_path_factory):
     root = tmp_path_factory.mktemp("clone")
     (root / ".venv").symlink_to(venv)
     (root / "lib").symlink_to(ROOT / "lib")
-    for d in ("notebooks", "params", "book", "tools"):
-        shutil.copytree(ROOT / d, root / d, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    for d in ("notebooks", "params", "book", "tools", "proofs"):  # proofs/: the theory chapter reads its .v files
+        shutil.copytree(ROOT / d, root / d, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__",
+                                                                          "*.vo", "*.vo?", "*.glob", ".*.aux"))
     for f in ("Makefile", "pyproject.toml", "_config.yml", "_toc.yml", "README.md", "environment.yml"):
         shutil.copy2(ROOT / f, root / f)
     hub = root / "hf" / "hub"
