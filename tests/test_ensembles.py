@@ -1,4 +1,4 @@
-"""Random ensembles and the law of the random baseline (lib/dobrushin/ensembles.py).
+"""Random ensembles and the law of the random baseline (lib/dobrushin/random/ensembles.py).
 
 Checks against independent computations: a brute-force (pure numpy, no kernel) classifier, the
 sympy integral for n = 2, scipy's softmax, the Dirichlet moments, exhaustive column permutations for

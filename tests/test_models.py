@@ -15,6 +15,7 @@ from PIL import Image  # noqa: E402
 
 from dobrushin.models import configs as C  # noqa: E402
 from dobrushin.models import loading as M  # noqa: E402
+from dobrushin.models import hf_loader, preprocessing, provenance  # noqa: E402
 from dobrushin.capture.extract import extract_attention  # noqa: E402
 from dobrushin.models import (  # noqa: E402
     DEFAULT_MODELS,
@@ -58,11 +59,11 @@ def test_model_family_and_timm_ids():
     assert M.model_family("FacebookAI/roberta-base") == "roberta"
     assert M.model_family("distilbert/distilbert-base-uncased") == "distilbert"
     assert M.model_family(MINILM_ID) == "bert"
-    assert M._timm_name("timm/vit_base_patch16_224.augreg2_in21k_ft_in1k") == "vit_base_patch16_224.augreg2_in21k_ft_in1k"
-    assert M._timm_name("hf-hub:timm/deit_base_patch16_224.fb_in1k") == "deit_base_patch16_224.fb_in1k"
-    assert M._timm_name("vit_small_patch14_dinov2.lvd142m") == "vit_small_patch14_dinov2.lvd142m"
-    assert M._timm_name("facebook/dinov2-small") is None
-    assert M._timm_name("roberta-base") is None  # an HF legacy id, not a timm name
+    assert provenance.timm_name("timm/vit_base_patch16_224.augreg2_in21k_ft_in1k") == "vit_base_patch16_224.augreg2_in21k_ft_in1k"
+    assert provenance.timm_name("hf-hub:timm/deit_base_patch16_224.fb_in1k") == "deit_base_patch16_224.fb_in1k"
+    assert provenance.timm_name("vit_small_patch14_dinov2.lvd142m") == "vit_small_patch14_dinov2.lvd142m"
+    assert provenance.timm_name("facebook/dinov2-small") is None
+    assert provenance.timm_name("roberta-base") is None  # an HF legacy id, not a timm name
 
 
 def test_hub_offline_and_status(monkeypatch):
@@ -153,7 +154,7 @@ def test_weights_unavailable_offline_for_default_id(offline, model_id):
 
 
 def test_weights_unavailable_offline_for_timm_id(offline, monkeypatch):
-    monkeypatch.setattr(M, "_timm_cached_file", lambda hub_id: None)
+    monkeypatch.setattr(provenance, "timm_cached_file", lambda hub_id: None)
     with pytest.raises(WeightsUnavailable, match="HF_HUB_OFFLINE"):
         load_model("timm/vit_small_patch14_reg4_dinov2.lvd142m")
 
@@ -170,7 +171,7 @@ def test_hung_hub_gives_weights_unavailable_after_the_deadline(monkeypatch):
         time.sleep(30)
 
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", hang)
-    monkeypatch.setattr(M, "_timm_cached_file", lambda hub_id: None)
+    monkeypatch.setattr(provenance, "timm_cached_file", lambda hub_id: None)
     with pytest.raises(WeightsUnavailable, match="did not answer"):
         load_model("timm/deit_base_patch16_224.fb_in1k", hub_timeout=0.3)
     assert calls == ["timm/deit_base_patch16_224.fb_in1k"]
@@ -211,7 +212,7 @@ def test_every_default_hf_id_has_an_embedded_architecture():
 def test_embedded_architecture_builds_and_has_one_attention_per_layer(model_id):
     from dobrushin.capture.hf import attention_modules
 
-    cfg = M._hf_config_from_dict(EMBEDDED_CONFIGS[model_id]["config"])
+    cfg = hf_loader.hf_config_from_dict(EMBEDDED_CONFIGS[model_id]["config"])
     with torch.device("meta"):  # structure only: no memory, no init cost
         model = transformers.AutoModel.from_config(cfg)
     mods, index = attention_modules(model)
@@ -225,7 +226,7 @@ def test_embedded_vision_configs_agree_with_timm_registry(hf_id):
     """Two independent sources of the same architecture: our embedded config and timm's registry."""
     cfg = EMBEDDED_CONFIGS[hf_id]["config"]
     with torch.device("meta"):
-        tm = timm.create_model(M._timm_name(TIMM_EQUIVALENTS[hf_id]), pretrained=False, img_size=224)
+        tm = timm.create_model(provenance.timm_name(TIMM_EQUIVALENTS[hf_id]), pretrained=False, img_size=224)
     assert tm.embed_dim == cfg["hidden_size"]
     assert len(tm.blocks) == cfg["num_hidden_layers"]
     assert tm.blocks[0].attn.num_heads == cfg["num_attention_heads"]
@@ -328,17 +329,17 @@ def test_embedded_preprocessing_matches_the_hf_processor(cls_name, desc, kw):
     g = np.linspace(0, 1, 400)[None, :, None] * np.linspace(0, 1, 300)[:, None, None] * np.array([255, 128, 60])
     img = Image.fromarray(g.astype(np.uint8))
     want = proc(images=[img], return_tensors="pt")["pixel_values"][0]
-    got = M._standard_transform(desc, 224)(img)
+    got = preprocessing.standard_transform(desc, 224)(img)
     assert got.shape == want.shape == (3, 224, 224)
     assert float((got - want).abs().mean()) < 1e-3 and float((got - want).abs().max()) < 0.05
-    assert M._processor_description(proc) == {**desc}
+    assert preprocessing.processor_description(proc) == {**desc}
 
 
 def test_standard_transform_scales_with_image_size():
-    x = M._standard_transform(C.DINOV2_PROC, 112)(_photo())
+    x = preprocessing.standard_transform(C.DINOV2_PROC, 112)(_photo())
     assert tuple(x.shape) == (3, 112, 112)
     with pytest.raises(ValueError, match="PIL"):
-        M._batch_transform(M._standard_transform(C.VIT_PROC, 32))([np.zeros((4, 4))])
+        preprocessing.batch_transform(preprocessing.standard_transform(C.VIT_PROC, 32))([np.zeros((4, 4))])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,7 +355,7 @@ def test_pretrained_timm_from_cached_checkpoint(offline, tmp_path, monkeypatch):
     ckpt = tmp_path / "model.safetensors"
     save_file({k: v.contiguous() for k, v in src.state_dict().items()}, str(ckpt))
     seen = []
-    monkeypatch.setattr(M, "_timm_cached_file", lambda hub_id: seen.append(hub_id) or str(ckpt))
+    monkeypatch.setattr(provenance, "timm_cached_file", lambda hub_id: seen.append(hub_id) or str(ckpt))
     lm = load_model(f"timm/{name}")
     assert seen == [f"timm/{name}"]
     assert (lm.weights, lm.status, lm.source) == ("pretrained", "ok", "timm") and "cache" in lm.notes

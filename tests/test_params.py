@@ -2,6 +2,7 @@
 everything else is refused with a message that names the parameter, the value and what is allowed."""
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -18,13 +19,27 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 
 
+def cell_defaults(nb) -> dict:
+    """The defaults of a notebook's parameters cell, read here independently of the package (which
+    never reads the notebook): name -> value, in order."""
+    src = next(c.source for c in nbformat.read(ROOT / "notebooks" / f"{nb}.ipynb", as_version=4).cells
+               if "parameters" in c.metadata.get("tags", []))
+    out = {}
+    for stmt in ast.parse(src).body:
+        assert isinstance(stmt, ast.Assign) and len(stmt.targets) == 1, f"{nb}: only 'name = value' lines"
+        out[stmt.targets[0].id] = eval(compile(ast.Expression(stmt.value), nb, "eval"), {"__builtins__": {}},
+                                       {"list": list, "range": range})
+    return out
+
+
 def rule(nb, name):
-    return P.declared(ROOT / "notebooks" / f"{nb}.ipynb")[name].rule
+    """The type of parameter ``name`` as notebook ``nb`` declares it."""
+    return P.declared(nb)[name]
 
 
 def ns_for(nb, **overrides):
     """A namespace as the parameters cell leaves it (defaults), with overrides as papermill injects them."""
-    ns = {n: p.default for n, p in P.declared(ROOT / "notebooks" / f"{nb}.ipynb").items()}
+    ns = cell_defaults(nb)
     ns.update(overrides)
     return ns
 
@@ -34,26 +49,31 @@ def ns_for(nb, **overrides):
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS)
-def test_every_parameter_has_a_type_and_its_default_is_valid(nb):
-    decl = P.declared(ROOT / "notebooks" / f"{nb}.ipynb")
+def test_every_notebook_has_a_model_that_matches_its_parameters_cell(nb):
+    defaults = cell_defaults(nb)
     src = next(c.source for c in nbformat.read(ROOT / "notebooks" / f"{nb}.ipynb", as_version=4).cells
                if "parameters" in c.metadata.get("tags", []))
-    # the declared names are exactly the names the cell assigns, in order
-    assert list(decl) == re.findall(r"^([A-Za-z_]\w*)\s*=", src, re.M)
-    for name, p in decl.items():
-        assert p.type != "any", f"{nb}.{name}: default None and no entry in dobrushin.experiments.params.RULES"
-        assert P.coerce(name, p.default, p.rule) == p.default, f"{nb}.{name}: the default does not pass its own rule"
+    # the model declares exactly the names the cell assigns, in order, each with the one type of its name
+    assert list(P.declared(nb)) == list(defaults) == re.findall(r"^([A-Za-z_]\w*)\s*=", src, re.M)
+    assert all(P.declared(nb)[n] is P.TYPES[n] for n in defaults)
+    cls = P.parameters_for(nb)
+    assert cls.notebook == nb and cls.model_config["extra"] == "forbid"
+    # every default passes its own type unchanged
+    assert P.parameters_for(nb).parse(defaults).as_dict() == defaults
+    for name, v in defaults.items():
+        assert P.coerce(name, v, P.TYPES[name]) == v, f"{nb}.{name}: the default does not pass its own type"
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS)
 def test_defaults_survive_the_ways_papermill_passes_them(nb):
     """-p passes JSON text for lists and dicts, -y/-f pass YAML: both read back to the default."""
-    for name, p in P.declared(ROOT / "notebooks" / f"{nb}.ipynb").items():
-        if p.type in ("list", "dict"):
-            assert P.coerce(name, json.dumps(p.default), p.rule) == p.default, name
-            flow = yaml.safe_dump(p.default, default_flow_style=True).strip()
-            assert P.coerce(name, flow, p.rule) == p.default, name
-            assert P.coerce(name, yaml.safe_load(yaml.safe_dump({name: p.default}))[name], p.rule) == p.default
+    for name, v in cell_defaults(nb).items():
+        if isinstance(v, (list, dict)):
+            t = P.TYPES[name]
+            assert P.coerce(name, json.dumps(v), t) == v, name
+            flow = yaml.safe_dump(v, default_flow_style=True).strip()
+            assert P.coerce(name, flow, t) == v, name
+            assert P.coerce(name, yaml.safe_load(yaml.safe_dump({name: v}))[name], t) == v
 
 
 def test_every_notebook_calls_resolve_right_after_its_parameters_cell():
@@ -64,6 +84,43 @@ def test_every_notebook_calls_resolve_right_after_its_parameters_cell():
         cells = nbformat.read(ROOT / "notebooks" / f"{nb}.ipynb", as_version=4).cells
         i = next(k for k, c in enumerate(cells) if "parameters" in c.metadata.get("tags", []))
         assert f'dobrushin.experiments.params.resolve(globals(), "{nb}")' in cells[i + 1].source
+
+
+def test_no_notebook_repeats_its_parameter_names_after_resolving_them():
+    """The resolved parameters are the one object that flows on: no later cell lists the names one by one
+    again (``FamilyChapter(_params, ...)``, ``SummaryChapter(**_params)``, ``_params.as_dict()``).  A call
+    that hands a function the few knobs it takes (``fit(..., max_epochs=max_epochs, patience=patience)``)
+    is not a re-listing; four or more ``name=name`` of the declared names in one cell is."""
+    for nb in NOTEBOOKS:
+        names = [n for n in P.declared(nb) if n != "profile"]
+        for c in nbformat.read(ROOT / "notebooks" / f"{nb}.ipynb", as_version=4).cells:
+            if c.cell_type != "code" or "parameters" in c.metadata.get("tags", []):
+                continue
+            repeated = [n for n in names if re.search(rf"\b{n}={n}\b", c.source)]
+            assert len(repeated) < 4, f"{nb}: a cell passes {repeated} again"
+
+
+def test_the_package_does_not_read_notebooks_to_learn_parameters(monkeypatch, tmp_path):
+    """resolve works from the namespace alone: no notebook file is opened."""
+    monkeypatch.chdir(tmp_path)  # no notebooks/ folder here
+    ns = ns_for("language", n_inputs="3")
+    real_open = open
+
+    def guard(f, *a, **k):
+        assert not str(f).endswith(".ipynb"), f"opened {f}"
+        return real_open(f, *a, **k)
+
+    monkeypatch.setattr("builtins.open", guard)
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: pytest.fail(f"read {self}"))
+    assert P.resolve(ns, "language")["n_inputs"] == 3
+
+
+def test_a_name_has_one_type_in_every_notebook():
+    with pytest.raises(P.ParameterError, match="no type for parameter spam; add it to TYPES"):
+        P.declare("spam_notebook", "profile spam")
+    assert "spam_notebook" not in P.NOTEBOOKS
+    with pytest.raises(P.ParameterError, match="no parameters are declared for the notebook 'nope'"):
+        P.resolve({}, "nope")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -125,7 +182,7 @@ def test_int_lists(given, want):
 def test_list_rules():
     with pytest.raises(P.ParameterError, match=r"parameter baseline_ns \(item 1\): got 1 .*>= 2"):
         P.coerce("baseline_ns", "[4, 1]", rule("summary", "baseline_ns"))
-    band = P.Rule(type="list", item="float", min=0, max=1, length=2)  # a fixed-length list of bounded floats
+    band = P.list_of(P.number(ge=0, le=1), length=2)  # a fixed-length list of bounded floats
     with pytest.raises(P.ParameterError, match="exactly 2"):
         P.coerce("band", "0.25", band)
     assert P.coerce("band", "[0.2, 0.3]", band) == [0.2, 0.3]
@@ -200,9 +257,11 @@ def test_resolve_converts_in_place_and_returns_in_declaration_order():
     assert P.resolve(ns, ROOT / "notebooks" / "supervised_vit.ipynb") == out  # idempotent
 
 
-def test_resolve_finds_the_notebook_by_name_from_the_notebooks_folder(monkeypatch):
-    monkeypatch.chdir(ROOT / "notebooks")
-    assert P.resolve(ns_for("theory"), "theory") == {"profile": "quick", "results_dir": None}
+def test_resolve_takes_a_name_a_path_or_a_model(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # the notebook is not needed, only its name
+    assert dict(P.resolve(ns_for("theory"), "theory")) == {"profile": "quick", "results_dir": None}
+    assert dict(P.resolve(ns_for("theory"), P.NOTEBOOKS["theory"])) == {"profile": "quick", "results_dir": None}
+    assert dict(P.resolve(ns_for("theory"), "elsewhere/theory.ipynb")) == {"profile": "quick", "results_dir": None}
 
 
 def test_unknown_name_in_a_plain_namespace():
@@ -264,14 +323,35 @@ def test_missing_parameter():
         P.resolve(ns, ROOT / "notebooks" / "theory.ipynb")
 
 
-def test_parameters_cell_parsing():
-    d = P.parse_parameters_cell('a = 1  # one\nb: int = 2\nc = list(range(3)) + [7]  # computed\nd = None\n')
-    assert {k: v.default for k, v in d.items()} == {"a": 1, "b": 2, "c": [0, 1, 2, 7], "d": None}
-    assert d["a"].help == "one" and d["c"].help == "computed" and d["c"].rule.item == "int"
-    with pytest.raises(P.ParameterError, match="only 'name = value'"):
-        P.parse_parameters_cell("import os\n")
-    with pytest.raises(P.ParameterError, match="not a literal"):
-        P.parse_parameters_cell("x = os.getcwd()\n")
+def test_resolved_parameters_are_one_frozen_read_only_mapping():
+    from collections.abc import Mapping
+
+    from pydantic import ValidationError
+
+    p = P.resolve(ns_for("language", n_inputs="5"), "language")
+    assert isinstance(p, Mapping) and isinstance(p, P.FamilyParameters) and p.kind == "text"
+    assert list(p) == list(p.keys()) == list(P.declared("language")) and len(p) == len(P.declared("language"))
+    assert dict(p) == dict(zip(p.keys(), p.values())) == dict(p.items()) == p.as_dict()
+    assert p["n_inputs"] == p.n_inputs == 5 and "n_inputs" in p and "nope" not in p and p.get("nope", 7) == 7
+    with pytest.raises(KeyError):
+        p["nope"]
+    with pytest.raises(ValidationError):
+        p.n_inputs = 6  # frozen: the one object cannot drift from what was validated
+    assert (lambda **kw: kw)(**p) == dict(p)  # SummaryChapter(**_params)
+    assert "results_dir" not in p.recorded() and len(p.recorded()) == len(p) - 1
+
+
+@pytest.mark.parametrize("nb, kind", [("dinov2", "image"), ("supervised_vit", "image"), ("language", "text")])
+def test_the_measurement_config_is_built_from_the_parameters(nb, kind):
+    from dobrushin.experiments.pipeline import MeasureConfig
+
+    p = P.resolve(ns_for(nb, weights="untrained", n_untrained="2", batch_size="3", seed="5", force="yes"), nb)
+    assert p.kind == kind and p.source is None
+    cfg = p.measure_config(progress=False)
+    by_hand = MeasureConfig(weights=("untrained",), n_untrained=2, batch_size=3, seed=5, head_inputs=p["head_inputs"],
+                            device="auto", force=True, progress=False,
+                            **({"image_size": p["image_size"]} if kind == "image" else {"max_length": p["max_length"]}))
+    assert cfg == by_hand
 
 
 @pytest.mark.parametrize("profile", sorted(p.name for p in (ROOT / "params").iterdir() if p.is_dir()))

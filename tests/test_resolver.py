@@ -1,4 +1,4 @@
-"""The one weights resolver (dobrushin.models.loading.resolve_weights): provenance and loader share its
+"""The one weights resolver (dobrushin.models.provenance.resolve_weights): provenance and loader share its
 answer, and the provenance — the results' cache key — is the same before and after the first download.
 
 Hub caches are laid out here by hand the way huggingface_hub writes them
@@ -16,6 +16,7 @@ transformers = pytest.importorskip("transformers")
 timm = pytest.importorskip("timm")
 
 from dobrushin.models import loading as M  # noqa: E402
+from dobrushin.models import provenance  # noqa: E402
 
 REPO = "dobrushin-tests/tiny-vit"
 REV = "0123456789abcdef0123456789abcdef01234567"
@@ -94,7 +95,7 @@ def test_hf_key_is_the_same_before_and_after_the_first_download(hub, monkeypatch
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.delenv("TRANSFORMERS_OFFLINE")
     asked = []
-    monkeypatch.setattr(M, "_probe_hub", lambda repo, timeout: asked.append(repo) or REV)
+    monkeypatch.setattr(provenance, "probe_hub", lambda repo, timeout: asked.append(repo) or REV)
     real = transformers.AutoModel.from_pretrained
     downloads = []
 
@@ -145,7 +146,7 @@ def test_timm_key_is_the_same_before_and_after_the_first_download(hub, monkeypat
 
     src, save = _timm_checkpoint(8)
     monkeypatch.delenv("HF_HUB_OFFLINE")
-    monkeypatch.setattr(M, "_probe_hub", lambda repo, timeout: REV)
+    monkeypatch.setattr(provenance, "probe_hub", lambda repo, timeout: REV)
     fetched = []
 
     def hf_hub_download(repo_id, filename, revision=None, cache_dir=None, **kw):  # stands in for the hub

@@ -42,6 +42,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
+from ..math.validation import check_integer
 from ..store.paths import data_dir
 from .availability import DataUnavailable, hub_offline
 
@@ -90,7 +91,7 @@ class InputSet:
 
     def head(self, n: int) -> "InputSet":
         """The first ``n`` inputs (a prefix of this selection), same source."""
-        n = _check_n(n)
+        n = check_integer("the number of inputs", n, 1, optional=True)
         k = len(self) if n is None else min(n, len(self))
         return InputSet(self.kind, self.ids[:k], self.source, self.available, self.seed, self._load,
                         self.notes)
@@ -106,28 +107,12 @@ class InputSet:
         return s + (f". {self.notes}" if self.notes else "")
 
 
-def _check_n(n) -> Optional[int]:
-    if n is None:
-        return None
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise ValueError(f"the number of inputs must be a positive integer or None, got {n!r}")
-    if n <= 0:
-        raise ValueError(f"the number of inputs must be positive, got {n}")
-    return int(n)
-
-
-def _check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
-
-
 def select(ids: Sequence[str], n: Optional[int], seed: int) -> List[int]:
     """Indices into ``ids`` of the selection: sort by id, shuffle with ``seed``, take the first ``n``.
 
     Ids must be unique.  The result for ``n`` is a prefix of the result for any larger ``n``.
     """
-    n, seed = _check_n(n), _check_seed(seed)
+    n, seed = check_integer("the number of inputs", n, 1, optional=True), check_integer("seed", seed, 0)
     ids = [str(i) for i in ids]
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})[:3]
@@ -277,7 +262,7 @@ def _hf_images(spec: str, n, seed) -> InputSet:
 
 def load_images(source: Optional[str] = None, n: Optional[int] = None, *, seed: int = 0) -> InputSet:
     """Select ``n`` images (see the module docstring for ``source``)."""
-    n, seed = _check_n(n), _check_seed(seed)
+    n, seed = check_integer("the number of inputs", n, 1, optional=True), check_integer("seed", seed, 0)
     if source is None or source == "auto":
         d = data_dir()
         if d is not None:
@@ -391,7 +376,7 @@ def _embedded_texts(n, seed, notes="") -> InputSet:
 
 def load_texts(source: Optional[str] = None, n: Optional[int] = None, *, seed: int = 0) -> InputSet:
     """Select ``n`` sentences (see the module docstring for ``source``)."""
-    n, seed = _check_n(n), _check_seed(seed)
+    n, seed = check_integer("the number of inputs", n, 1, optional=True), check_integer("seed", seed, 0)
     if source is None or source == "auto":
         d = data_dir()
         if d is not None:

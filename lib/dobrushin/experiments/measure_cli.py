@@ -201,14 +201,14 @@ def main(args) -> int:
 
 
 def _main(args) -> int:
-    from .params import ParameterError, RULES, coerce
+    from .params import TYPES, ParameterError, coerce
 
     if args.out is not None and args.out.suffix.lower() not in OUT_SUFFIXES:
         raise CliError(f"--out {args.out}: use a .csv or .parquet file name")
     if args.n < 1:
         raise CliError(f"--n must be a positive number of inputs, got {args.n}")
     try:
-        weights = coerce("weights", args.weights, RULES["weights"])
+        weights = coerce("weights", args.weights, TYPES["weights"])
     except ParameterError as e:
         raise CliError(str(e).replace("parameter weights", "--weights")) from None
     if not args.model_id.strip():

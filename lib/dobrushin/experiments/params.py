@@ -2,32 +2,41 @@
 
 Every notebook's first code cell after its ``parameters`` cell is::
 
-    import dobrushin.params  # check and convert the parameters above (papermill -p passes strings)
-    _params = dobrushin.params.resolve(globals(), "supervised_vit")
+    import dobrushin.experiments.params  # check and convert the parameters above (papermill -p passes strings)
+    _params = dobrushin.experiments.params.resolve(globals(), "supervised_vit")
 
-:func:`resolve` reads the notebook's own ``parameters`` cell (``notebooks/<name>.ipynb``, parsed with
-:mod:`ast`, so the defaults there are the single source of truth for the names and their types), then
-for every declared parameter converts the value now in the namespace to the type of its default and
-writes it back:
+Declarations.  Each parameter *name* has one type, :data:`TYPES` (a pydantic annotation: what the
+value may be, its bounds, how strings are read), shared by every notebook that uses the name.  Each
+notebook's parameters are one pydantic model (:data:`NOTEBOOKS`, built by :func:`declare` from the
+names in the order of its ``parameters`` cell, ``extra="forbid"``); the ``parameters`` cell holds the
+defaults and a one-line comment each (papermill's convention), and ``tests/test_params.py`` checks that
+cell and the model agree.  Nothing re-reads the notebook: the values are the ones the kernel holds.
+
+:func:`resolve` validates the values in the namespace with the notebook's model, writes the converted
+values back (later cells use the names) and returns the model instance: the one object that flows on
+(``FamilyChapter(_params, "DINOv2")``, which builds the measurement config from it).  The instance is a
+read-only mapping too (``dict(_params)``, ``SummaryChapter(**_params)``).
+
+What is accepted:
 
 * **lists** (``models``, ``weights``, ``seeds``, ``baseline_ns``, ...) accept a Python list or tuple
   (the parameters cell, ``papermill -y`` / ``-f`` YAML), a JSON or YAML list given as a string (what
-  ``papermill -p NAME '[...]'`` passes), a comma-separated string (``pretrained,untrained``) and a bare
-  single value (``-p models facebook/deit-small-patch16-224``, ``-p seeds 3``).  A string that starts
-  with ``[`` but is not a valid list is an error, never a one-element list holding the brackets;
-* **ints / floats / bools** accept numbers and their spellings as strings (``"8"``, ``"1e-3"``,
-  ``"true"``/``"no"``); **dicts** accept a mapping or a JSON/YAML mapping string, keys and values
-  converted like the default's (``{"96": "2000"}`` -> ``{96: 2000}``);
-* parameters whose default is ``None`` take their type from :data:`RULES`; ``"None"``/``"null"``/``""``
-  mean ``None`` for every parameter that may be ``None``.
+  ``papermill -p NAME '[...]'`` passes), a comma-separated string (``pretrained,untrained``; commas
+  inside brackets do not split: ``dirichlet(1),dirichlet(0.1)``) and a bare single value
+  (``-p models facebook/deit-small-patch16-224``, ``-p seeds 3``).  A string that starts with ``[`` but
+  is not a valid list is an error, never a one-element list holding the brackets;
+* **ints / floats / bools** accept numbers and their spellings as strings (``"8"``, ``"200_000"``,
+  ``"1e-3"``, ``"true"``/``"no"``), never a bool for a number; **mappings** accept a mapping or a
+  JSON/YAML mapping string, keys and values converted (``{"96": "2000"}`` -> ``{96: 2000}``);
+* ``"None"``/``"null"``/``"~"``/``""`` mean ``None`` for every parameter that may be ``None``.
 
 Unknown names.  papermill only warns about a parameter the notebook does not declare, so ``-p model x``
 (for ``models``) would silently do nothing.  Under IPython the cell executed just before this one is
 read from the input history (``In``): papermill's injected cell (it starts with ``# Parameters``) or
-the parameters cell itself; every name it assigns must be declared.  Outside IPython (a plain
-namespace), every public name in the namespace that is not declared and is not a module, function,
-class or one of Jupyter's own names is reported.  The error lists the known parameters and the
-closest match.
+the parameters cell itself; every name it assigns goes to the model, which forbids extra names.
+Outside IPython (a plain namespace), every public name in the namespace that is not declared and is
+not a module, function, class or one of Jupyter's own names is passed.  The error lists the known
+parameters and the closest match.
 
 Errors are :class:`ParameterError` (a ``ValueError``): the message names the parameter, what was given
 (whole: a model id is never shortened) and what is allowed.
@@ -35,396 +44,142 @@ Errors are :class:`ParameterError` (a ``ValueError``): the message names the par
 from __future__ import annotations
 
 import ast
+import collections.abc
 import difflib
 import json
-import math
 import os
 import re
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, MutableMapping, Optional, Sequence, Tuple, Union
+from typing import Annotated, Any, ClassVar, Dict, List, Literal, MutableMapping, Optional, Sequence, Union
 
-__all__ = ["ParameterError", "Param", "Rule", "RULES", "declared", "find_notebook", "coerce", "resolve",
-           "unknown_names"]
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, TypeAdapter,
+                      ValidationError, create_model)
+
+__all__ = ["NOTEBOOKS", "TYPES", "FamilyParameters", "ParameterError", "Parameters", "Says", "choice", "coerce",
+           "declare", "declared", "integer", "list_of", "mapping", "number", "optional", "parameters_for", "resolve",
+           "text", "unknown_names"]
 
 
 class ParameterError(ValueError):
     """A notebook parameter that is unknown or has a value that cannot be right."""
 
 
+# ------------------------------------------------------------------------------------------------
+# the vocabulary of types: pydantic annotations carrying a description of what they accept
+
+
 @dataclass(frozen=True)
-class Rule:
-    """Extra knowledge about a parameter beyond its default.
+class Says:
+    """Annotation metadata: what a value of this type must be, in words (for the error message), and
+    the element types of a list or mapping (to describe an element's error)."""
 
-    ``type``: ``"str" | "int" | "float" | "bool" | "list" | "dict" | "path" | "any"`` (needed when the
-    default is ``None``); ``item``: the element type of a list (or the value type of a dict);
-    ``key``: the key type of a dict; ``optional``: ``None`` is allowed; ``min``/``max``: bounds of a
-    number (of each element of a list, of each value of a dict); ``key_min``: bound of dict keys;
-    ``choices``: allowed values (of each element of a list); ``nonempty``/``unique``: for lists;
-    ``length``: exact length of a list; ``pattern``: a regular expression a string must match in full,
-    with ``pattern_help`` saying in words what it means.
-    """
-
-    type: Optional[str] = None
-    item: Optional[str] = None
-    key: Optional[str] = None
-    optional: Optional[bool] = None
-    min: Optional[float] = None
-    max: Optional[float] = None
-    key_min: Optional[float] = None
-    choices: Optional[Tuple[Any, ...]] = None
+    text: str
+    item: Any = None
+    key: Any = None
+    choices: tuple = ()
     nonempty: bool = False
-    unique: bool = False
     length: Optional[int] = None
-    pattern: Optional[str] = None
-    pattern_help: str = ""
-    excl_min: bool = False
 
 
-_SIZES = Rule(item="int", min=2, nonempty=True)  # matrix sizes: a pair of tokens needs n >= 2
-_TRIALS = Rule(key="int", item="int", key_min=2, min=1)
+class _Full(ValueError):
+    """Raised inside a validator: the whole message after ``parameter NAME: `` ({given}: the value given)."""
 
-#: what the defaults do not say, by parameter name (shared by every notebook that declares the name)
-RULES: Dict[str, Rule] = {
-    "profile": Rule(type="str", pattern=r"[A-Za-z0-9_.-]+", pattern_help="a profile name such as quick or paper"),
-    "results_dir": Rule(type="path", optional=True),
-    "models": Rule(type="list", item="str", nonempty=True, unique=True, pattern=r"\S+",
-                   pattern_help="a Hugging Face or timm model id (no spaces)"),
-    "weights": Rule(type="list", item="str", nonempty=True, unique=True, choices=("pretrained", "untrained")),
-    "n_inputs": Rule(type="int", optional=True, min=1),
-    "n_untrained": Rule(type="int", optional=True, min=1),
-    "head_inputs": Rule(type="int", min=0),
-    "image_source": Rule(type="str", optional=True),
-    "text_source": Rule(type="str", optional=True),
-    "image_size": Rule(type="int", min=1),
-    "extra_image_size": Rule(type="int", optional=True, min=1),
-    "extra_size_models": Rule(type="list", item="str", unique=True, pattern=r"\S+",
-                              pattern_help="a model id of the models parameter (no spaces)"),
-    "max_length": Rule(type="int", min=2),
-    "batch_size": Rule(type="int", min=1),
-    "seed": Rule(type="int", min=0),
-    "split_seed": Rule(type="int", min=0),
-    "seeds": Rule(type="list", item="int", min=0, nonempty=True, unique=True),
-    "device": Rule(type="str", pattern=r"auto|cpu|mps|cuda(:\d+)?",
-                   pattern_help='"auto", "cpu", "cuda", "cuda:<index>" or "mps"'),
-    "force": Rule(type="bool"),
-    "datasets": Rule(type="list", item="str", nonempty=True, unique=True),
-    "max_epochs": Rule(type="int", optional=True, min=1),
-    "patience": Rule(type="int", min=1),
-    "train_rows": Rule(type="int", optional=True, min=1),
-    "attention_rows": Rule(type="int", optional=True, min=1),
-    "torch_threads": Rule(type="int", min=1),
-    "ns": _SIZES, "ensemble_ns": _SIZES, "typical_ns": _SIZES, "reference_ns": _SIZES, "baseline_ns": _SIZES,
-    "trials_small": Rule(type="int", min=1), "ensemble_trials_small": Rule(type="int", min=1),
-    "small_trials": Rule(type="int", min=1), "typical_matrices": Rule(type="int", min=1),
-    "check_max_n": Rule(type="int", min=0),
-    "trials_large": _TRIALS, "ensemble_trials_large": _TRIALS, "trials": _TRIALS, "large_ns": _TRIALS,
-    "reference_trials": _TRIALS,
-    "alphas": Rule(item="float", min=0, excl_min=True), "temperatures": Rule(item="float", min=0, excl_min=True),
-    "ensembles": Rule(item="str", nonempty=True, unique=True), "large_ensembles": Rule(item="str", unique=True),
-    "reference_ensembles": Rule(item="str", nonempty=True, unique=True),
-    "target_halfwidth": Rule(type="float", min=0, excl_min=True),
-}
 
-#: names IPython / Jupyter put into every namespace
-JUPYTER_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open", "display"})
+class _Hint(ValueError):
+    """Raised inside a validator: appended to the standard ``got ...; expected ...`` message."""
 
-#: papermill --inject-paths adds PAPERMILL_INPUT_PATH / PAPERMILL_OUTPUT_PATH: its own, never unknown
-PAPERMILL_PREFIX = "PAPERMILL_"
+
+def _g(x) -> str:
+    return f"{x:g}"
+
+
+def _bounds(ge=None, gt=None, le=None) -> str:
+    lo = ge if ge is not None else gt
+    if lo is not None and le is not None:
+        return f" in [{_g(lo)}, {_g(le)}]"
+    if lo is not None:
+        return f" {'>' if gt is not None else '>='} {_g(lo)}"
+    return f" <= {_g(le)}" if le is not None else ""
+
+
+def _not_bool(v):
+    if isinstance(v, bool):
+        raise _Hint("")
+    return v
+
+
+def integer(*, ge: Optional[int] = None):
+    """An integer (``8``, ``8.0``, ``"8"``, ``"200_000"``; not a bool), at least ``ge``."""
+    return Annotated[int, BeforeValidator(_not_bool), Field(ge=ge), Says("an integer" + _bounds(ge=ge))]
+
+
+def number(*, ge=None, gt=None, le=None):
+    """A finite number (``0.5``, ``"1e-3"``; not a bool) within the bounds."""
+    return Annotated[float, BeforeValidator(_not_bool), Field(ge=ge, gt=gt, le=le, allow_inf_nan=False),
+                     Says("a number" + _bounds(ge=ge, gt=gt, le=le))]
+
+
+Bool = Annotated[bool, Says("true or false")]
+
+
+def _is_string(v):
+    if not isinstance(v, str) and isinstance(v, (bool, int, float)):
+        raise _Hint(" (papermill -p turns numbers, True/False and None into those types; "
+                    "pass a string with -r NAME VALUE)")
+    return v
+
+
+def text(pattern: Optional[str] = None, help: str = ""):
+    """A string; with ``pattern``, stripped and matching it in full (``help`` says in words what it means)."""
+    says = Says("a string" + (f" ({help})" if help else ""))
+    if pattern is None:
+        return Annotated[str, BeforeValidator(_is_string), says]
+    return Annotated[str, BeforeValidator(_is_string),
+                     StringConstraints(strip_whitespace=True, pattern=f"^(?:{pattern})$"), says]
+
+
+def choice(*values: str):
+    """One of ``values`` (a misspelling gets the closest one in the message)."""
+    return Annotated[Literal[values], Says("one of " + ", ".join(map(repr, values)), choices=values)]
+
+
+Folder = Annotated[Union[str, Path], Says("a folder path")]
 
 _NONE_WORDS = ("none", "null", "~", "")
 
 
-@dataclass
-class Param:
-    """One declared parameter: its name, default (as written in the parameters cell), the comment
-    after it, and the conversion rule (type inferred from the default, completed by :data:`RULES`)."""
-
-    name: str
-    default: Any
-    help: str = ""
-    rule: Rule = field(default_factory=Rule)
-
-    @property
-    def type(self) -> str:
-        return self.rule.type or "any"
+def _none_word(v):
+    return None if isinstance(v, str) and v.strip().lower() in _NONE_WORDS else v
 
 
-# ------------------------------------------------------------------------------------------------
-# the parameters cell
+def optional(t):
+    """``t`` or ``None`` (also spelt ``"None"``, ``"null"``, ``"~"``, ``""``)."""
+    return Annotated[Optional[t], BeforeValidator(_none_word), _says(t)]
 
 
-def _safe_eval(node: ast.AST) -> Any:
-    """A literal, or a small expression of literals (``list(range(8, 61)) + [196]``) with no names but
-    a few harmless builtins."""
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        pass
-    code = compile(ast.Expression(node), "<parameters>", "eval")
-    allowed = {"list": list, "range": range, "tuple": tuple, "dict": dict, "int": int, "float": float,
-               "str": str, "sorted": sorted, "True": True, "False": False, "None": None}
-    for n in code.co_names:
-        if n not in allowed:
-            raise ValueError(f"name {n!r} is not allowed in a parameter default")
-    return eval(code, {"__builtins__": {}}, allowed)  # noqa: S307 - names restricted to the list above
-
-
-def _kind(v: Any) -> Optional[str]:
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "float"
-    if isinstance(v, str):
-        return "str"
-    if isinstance(v, (list, tuple)):
-        return "list"
-    if isinstance(v, dict):
-        return "dict"
-    return None
-
-
-def _common(values) -> Optional[str]:
-    kinds = {_kind(v) for v in values}
-    if not kinds:
-        return None
-    if kinds == {"int", "float"}:
-        return "float"
-    return kinds.pop() if len(kinds) == 1 else None
-
-
-def _infer(name: str, default: Any) -> Rule:
-    r = RULES.get(name, Rule())
-    t = r.type or _kind(default)
-    item, key = r.item, r.key
-    if t == "list" and item is None and isinstance(default, (list, tuple)):
-        item = _common(default)
-    if t == "dict" and isinstance(default, dict):
-        key = key or _common(default.keys())
-        item = item or _common(default.values())
-    if t is None and (r.item is not None and r.key is None):
-        t = "list"
-    if t is None and r.key is not None:
-        t = "dict"
-    optional = r.optional if r.optional is not None else default is None
-    return Rule(**{**r.__dict__, "type": t or "any", "item": item, "key": key, "optional": optional})
-
-
-def parse_parameters_cell(source: str) -> Dict[str, Param]:
-    """The parameters declared by a ``parameters`` cell's source, in order."""
-    tree = ast.parse(source)
-    lines = source.splitlines()
-    out: Dict[str, Param] = {}
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            name, value = stmt.targets[0].id, stmt.value
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
-            name, value = stmt.target.id, stmt.value
-        else:
-            raise ParameterError(f"parameters cell line {stmt.lineno}: only 'name = value' assignments are "
-                                 f"allowed there, found {type(stmt).__name__}")
-        try:
-            default = _safe_eval(value)
-        except Exception as e:  # noqa: BLE001
-            raise ParameterError(f"parameters cell line {stmt.lineno}: the default of {name} is not a "
-                                 f"literal value ({e})") from None
-        line = lines[stmt.end_lineno - 1] if stmt.end_lineno else ""
-        m = re.search(r"#\s*(.*)$", line[stmt.end_col_offset:] if stmt.end_col_offset else "")
-        out[name] = Param(name, default, m.group(1).strip() if m else "", _infer(name, default))
-    return out
-
-
-def find_notebook(notebook: Union[str, os.PathLike]) -> Path:
-    """The source notebook for a name (``"language"``) or a path; the folder the kernel runs in first
-    (papermill ``--cwd notebooks`` and Jupyter both start the kernel beside the notebook), then the
-    project's ``notebooks/`` folder."""
-    p = Path(notebook)
-    if p.suffix == ".ipynb":
-        if p.is_file():
-            return p
-        raise ParameterError(f"notebook {str(p)!r} does not exist")
-    name = p.name
-    cands = [Path.cwd() / f"{name}.ipynb", Path.cwd() / "notebooks" / f"{name}.ipynb"]
-    try:
-        from ..store.paths import project_root
-
-        root = project_root()
-        if root is not None:
-            cands.append(root / "notebooks" / f"{name}.ipynb")
-    except Exception:  # noqa: BLE001 - the package layout may change; the next candidate still works
-        pass
-    cands.append(Path(__file__).resolve().parents[2] / "notebooks" / f"{name}.ipynb")
-    for c in cands:
-        if c.is_file():
-            return c
-    raise ParameterError(f"cannot find the notebook {name}.ipynb (looked in: {', '.join(str(c.parent) for c in cands)})")
-
-
-_CACHE: Dict[Tuple[str, float], Dict[str, Param]] = {}
-
-
-def declared(notebook: Union[str, os.PathLike]) -> Dict[str, Param]:
-    """The parameters declared by a notebook's ``parameters`` cell (a name such as ``"language"`` or a
-    path to an ``.ipynb``), in order."""
-    path = find_notebook(notebook)
-    key = (str(path.resolve()), path.stat().st_mtime)
-    if key not in _CACHE:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-        cells = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"
-                 and "parameters" in c.get("metadata", {}).get("tags", [])]
-        if len(cells) != 1:
-            raise ParameterError(f"{path}: expected exactly one cell tagged 'parameters', found {len(cells)}")
-        src = cells[0]["source"]
-        _CACHE[key] = parse_parameters_cell("".join(src) if isinstance(src, list) else src)
-    return dict(_CACHE[key])
-
-
-# ------------------------------------------------------------------------------------------------
-# conversion
-
-
-def _show(v: Any) -> str:
-    """``v`` for a message: repr, whole (never shortened), with its type when that helps."""
-    r = repr(v)
-    return r if isinstance(v, (str, list, tuple, dict)) or v is None else f"{r} ({type(v).__name__})"
-
-
-_TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
-               "list": "a list", "dict": "a mapping", "path": "a folder path", "any": "a value"}
-
-
-def _allowed(rule: Rule, t: Optional[str] = None) -> str:
-    t = t or rule.type
-    s = _TYPE_WORDS.get(t, t)
-    if rule.min is not None and rule.max is not None:
-        s += f" in [{rule.min:g}, {rule.max:g}]"
-    elif rule.min is not None:
-        s += f" {'>' if rule.excl_min else '>='} {rule.min:g}"
-    elif rule.max is not None:
-        s += f" <= {rule.max:g}"
-    return s
-
-
-def _parse_structured(text: str):
+def _parse_structured(s: str):
     """A JSON value, else a YAML value (``[a, b]`` is valid YAML but not JSON); ValueError if neither."""
     try:
-        return json.loads(text)
+        return json.loads(s)
     except ValueError as e:
         json_err = e
     try:
-        import yaml
-    except ImportError:  # pragma: no cover - pyyaml comes with papermill
+        import yaml  # comes with papermill
+    except ImportError:  # pragma: no cover
         raise ValueError(f"not valid JSON ({json_err})") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.safe_load(s)
     except yaml.YAMLError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ValueError(f"not valid JSON ({json_err}) nor YAML ({first})") from None
 
 
-def _scalar(v: Any, t: Optional[str], name: str, rule: Rule, given: Any, what: str = "") -> Any:
-    """Convert one scalar to type ``t`` and check its bounds / choices / pattern."""
-    where = f"parameter {name}{what}"
-
-    def fail(extra: str = ""):
-        allowed = ("one of " + ", ".join(map(repr, rule.choices))) if rule.choices else _allowed(rule, t)
-        if rule.pattern_help:
-            allowed += f" ({rule.pattern_help})"
-        raise ParameterError(f"{where}: got {_show(v)}" + (f" (in {_show(given)})" if given is not v else "")
-                             + f"; expected {allowed}{extra}")
-
-    if t in (None, "any"):
-        out = v
-    elif t == "bool":
-        if isinstance(v, bool):
-            out = v
-        elif isinstance(v, (int, float)) and v in (0, 1):
-            out = bool(v)
-        elif isinstance(v, str) and v.strip().lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
-            out = v.strip().lower() in ("true", "yes", "on", "1")
-        else:
-            fail()
-    elif t == "int":
-        if isinstance(v, bool):
-            fail()
-        if isinstance(v, int):
-            out = v
-        elif isinstance(v, float) and v.is_integer():
-            out = int(v)
-        elif isinstance(v, str):
-            s = v.strip()
-            try:
-                out = int(s.replace("_", ""))
-            except ValueError:
-                try:
-                    f = float(s)
-                except ValueError:
-                    fail()
-                if not f.is_integer():
-                    fail()
-                out = int(f)
-        else:
-            try:  # numpy integers
-                import numpy as np
-
-                if isinstance(v, np.integer):
-                    out = int(v)
-                else:
-                    fail()
-            except ImportError:  # pragma: no cover
-                fail()
-    elif t == "float":
-        if isinstance(v, bool):
-            fail()
-        if isinstance(v, (int, float)):
-            out = float(v)
-        elif isinstance(v, str):
-            try:
-                out = float(v.strip().replace("_", ""))
-            except ValueError:
-                fail()
-        else:
-            try:
-                out = float(v)
-            except (TypeError, ValueError):
-                fail()
-        if not math.isfinite(out):
-            fail(" (finite)")
-    elif t == "str":
-        if not isinstance(v, str):
-            fail(" (papermill -p turns numbers, True/False and None into those types; pass a string with -r NAME VALUE)"
-                 if isinstance(v, (int, float, bool)) else "")
-        out = v.strip() if rule.pattern else v
-    elif t == "path":
-        if isinstance(v, os.PathLike):
-            out = v
-        elif isinstance(v, str):
-            out = v
-        else:
-            fail()
-    else:
-        raise ParameterError(f"{where}: internal error: unknown type {t!r}")
-
-    if isinstance(out, (int, float)) and not isinstance(out, bool):
-        if rule.min is not None and (out < rule.min or (rule.excl_min and out == rule.min)):
-            fail()
-        if rule.max is not None and out > rule.max:
-            fail()
-    if rule.choices is not None and out not in rule.choices:
-        close = difflib.get_close_matches(str(out), [str(c) for c in rule.choices], n=1)
-        fail(f" (did you mean {close[0]!r}?)" if close else "")
-    if rule.pattern is not None and isinstance(out, str) and not re.fullmatch(rule.pattern, out):
-        fail()
-    return out
-
-
 _COMMA = re.compile(r",(?![^()\[\]]*[)\]])")  # commas outside brackets: "dirichlet(1),dirichlet(0.1)"
 
 
-def _as_list(value: Any, name: str) -> list:
+def _as_list(value):
     if isinstance(value, (list, tuple)):
         return list(value)
     if isinstance(value, str):
@@ -433,74 +188,326 @@ def _as_list(value: Any, name: str) -> list:
             try:
                 parsed = _parse_structured(s)
             except ValueError as e:
-                raise ParameterError(f"parameter {name}: cannot read {value!r} as a list: {e}; write it as "
-                                     f"'[\"a\", \"b\"]' (JSON), '[a, b]' (YAML) or a single value") from None
+                raise _Full("cannot read {given} as a list: " + f"{e}; write it as '[\"a\", \"b\"]' (JSON), "
+                            "'[a, b]' (YAML) or a single value") from None
             if not isinstance(parsed, list):
-                raise ParameterError(f"parameter {name}: {value!r} is not a list (read as {_show(parsed)})")
+                raise _Full("{given} is not a list " + f"(read as {_show(parsed)})")
             return parsed
         if s.startswith("{"):
-            raise ParameterError(f"parameter {name}: got the mapping {value!r}; expected a list")
-        if _COMMA.search(s):
-            return [p.strip() for p in _COMMA.split(s)]
-        return [s]
+            raise _Full("got the mapping {given}; expected a list")
+        return [p.strip() for p in _COMMA.split(s)] if _COMMA.search(s) else [s]
     if isinstance(value, dict):
-        raise ParameterError(f"parameter {name}: got the mapping {_show(value)}; expected a list")
+        raise _Full("got the mapping {given}; expected a list")
     return [value]  # a single number or bool: a one-element list
 
 
-def _as_dict(value: Any, name: str) -> dict:
+def _unique(values: list) -> list:
+    dup = sorted({repr(v) for v in values if values.count(v) > 1})
+    if dup:
+        raise _Full(f"{', '.join(dup)} given more than once in " + "{given}")
+    return values
+
+
+def list_of(item, *, nonempty: bool = False, unique: bool = False, length: Optional[int] = None):
+    """A list of ``item`` (every spelling of the module docstring), optionally non-empty, without
+    repeats, or of exactly ``length`` values."""
+    lo = length if length is not None else (1 if nonempty else None)
+    meta = [BeforeValidator(_as_list), Field(min_length=lo, max_length=length)]
+    if unique:
+        meta.append(AfterValidator(_unique))
+    return Annotated[List[item], *meta, Says("a list", item=item, nonempty=nonempty, length=length)]
+
+
+def _as_dict(value):
     if isinstance(value, dict):
         return dict(value)
     if isinstance(value, str):
         try:
             parsed = _parse_structured(value.strip())
         except ValueError as e:
-            raise ParameterError(f"parameter {name}: cannot read {value!r} as a mapping: {e}; write it as "
-                                 f"'{{\"96\": 2000}}' (JSON) or '{{96: 2000}}' (YAML)") from None
+            raise _Full("cannot read {given} as a mapping: " + f"{e}; write it as " + """'{"96": 2000}' (JSON) """
+                        "or '{96: 2000}' (YAML)") from None
         if isinstance(parsed, dict):
             return parsed
-        raise ParameterError(f"parameter {name}: {value!r} is not a mapping (read as {_show(parsed)})")
-    raise ParameterError(f"parameter {name}: got {_show(value)}; expected a mapping such as {{96: 2000}}")
+        raise _Full("{given} is not a mapping " + f"(read as {_show(parsed)})")
+    raise _Full("got {given}; expected a mapping such as {96: 2000}")
 
 
-def _is_none(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS)
+def mapping(key, value):
+    """A mapping ``key -> value`` (or its JSON/YAML text)."""
+    return Annotated[Dict[key, value], BeforeValidator(_as_dict), Says("a mapping", key=key, item=value)]
 
 
-def coerce(name: str, value: Any, rule: Rule) -> Any:
-    """``value`` converted to what ``rule`` asks for; :class:`ParameterError` naming ``name``, the value
-    given and what is allowed when that is impossible."""
-    t = rule.type or "any"
-    if _is_none(value) and (rule.optional or t == "any"):
-        return None
-    if value is None:
-        raise ParameterError(f"parameter {name}: got None; expected {_allowed(rule)}")
-    if t == "list":
-        items = _as_list(value, name)
-        scalar_rule = Rule(**{**rule.__dict__, "type": rule.item})
-        out = [_scalar(v, rule.item, name, scalar_rule, value, f" (item {i})") for i, v in enumerate(items)]
-        if rule.nonempty and not out:
-            raise ParameterError(f"parameter {name}: got an empty list ({_show(value)}); expected at least one value"
-                                 + (f" of {', '.join(map(repr, rule.choices))}" if rule.choices else ""))
-        if rule.length is not None and len(out) != rule.length:
-            raise ParameterError(f"parameter {name}: got {len(out)} values ({_show(value)}); expected exactly "
-                                 f"{rule.length}")
-        if rule.unique:
-            dup = sorted({repr(v) for v in out if out.count(v) > 1})
-            if dup:
-                raise ParameterError(f"parameter {name}: {', '.join(dup)} given more than once in {_show(value)}")
-        return out
-    if t == "dict":
-        d = _as_dict(value, name)
-        krule = Rule(type=rule.key, min=rule.key_min)
-        vrule = Rule(**{**rule.__dict__, "type": rule.item})
-        return {_scalar(k, rule.key, name, krule, value, " (key)"): _scalar(v, rule.item, name, vrule, value, f" [{k!r}]")
-                for k, v in d.items()}
-    return _scalar(value, t, name, rule, value)
+def _says(t) -> Says:
+    return next((m for m in getattr(t, "__metadata__", ()) if isinstance(m, Says)), Says("a value"))
+
+
+# ------------------------------------------------------------------------------------------------
+# every parameter name, with its one type
+
+_SIZES = list_of(integer(ge=2), nonempty=True)  # matrix sizes: a pair of tokens needs n >= 2
+_TRIALS = mapping(integer(ge=2), integer(ge=1))  # matrices per size
+_COUNT = integer(ge=1)
+_SEED = integer(ge=0)
+_MODEL_ID = text(r"\S+", "a Hugging Face or timm model id (no spaces)")
+
+#: the type of every notebook parameter, by name (shared by every notebook that declares the name)
+TYPES: Dict[str, Any] = {
+    "profile": text(r"[A-Za-z0-9_.-]+", "a profile name such as quick or paper"),
+    "results_dir": optional(Folder),
+    "models": list_of(_MODEL_ID, nonempty=True, unique=True),
+    "weights": list_of(choice("pretrained", "untrained"), nonempty=True, unique=True),
+    "n_inputs": optional(_COUNT),
+    "n_untrained": optional(_COUNT),
+    "head_inputs": integer(ge=0),
+    "image_source": optional(text()),
+    "text_source": optional(text()),
+    "image_size": _COUNT,
+    "extra_image_size": optional(_COUNT),
+    "extra_size_models": list_of(text(r"\S+", "a model id of the models parameter (no spaces)"), unique=True),
+    "max_length": integer(ge=2),
+    "batch_size": _COUNT,
+    "seed": _SEED,
+    "split_seed": _SEED,
+    "seeds": list_of(_SEED, nonempty=True, unique=True),
+    "device": text(r"auto|cpu|mps|cuda(:\d+)?", '"auto", "cpu", "cuda", "cuda:<index>" or "mps"'),
+    "force": Bool,
+    "check_theorem": Bool,
+    "datasets": list_of(text(), nonempty=True, unique=True),
+    "max_epochs": optional(_COUNT),
+    "patience": _COUNT,
+    "train_rows": optional(_COUNT),
+    "attention_rows": optional(_COUNT),
+    "torch_threads": _COUNT,
+    "ns": _SIZES, "ensemble_ns": _SIZES, "typical_ns": _SIZES, "reference_ns": _SIZES, "baseline_ns": _SIZES,
+    "trials_small": _COUNT, "ensemble_trials_small": _COUNT, "small_trials": _COUNT, "typical_matrices": _COUNT,
+    "check_max_n": integer(ge=0),
+    "trials_large": _TRIALS, "ensemble_trials_large": _TRIALS, "trials": _TRIALS, "large_ns": _TRIALS,
+    "reference_trials": _TRIALS,
+    "alphas": list_of(number(gt=0)), "temperatures": list_of(number(gt=0)),
+    "ensembles": list_of(text(), nonempty=True, unique=True), "large_ensembles": list_of(text(), unique=True),
+    "reference_ensembles": list_of(text(), nonempty=True, unique=True),
+    "target_halfwidth": number(gt=0),
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# error messages
+
+
+def _show(v: Any) -> str:
+    """``v`` for a message: repr, whole (never shortened), with its type when that helps."""
+    r = repr(v)
+    return r if isinstance(v, (str, list, tuple, dict)) or v is None else f"{r} ({type(v).__name__})"
+
+
+def _describe(name: str, annotation, err: dict, given: Any) -> str:
+    """One pydantic error of parameter ``name`` as ``parameter NAME[ where]: got ...; expected ...``."""
+    says, where, loc = _says(annotation), "", list(err["loc"])
+    while loc:
+        part = loc.pop(0)
+        if says.key is not None:  # a mapping: the key's error ends in "[key]", the value's does not
+            is_key = bool(loc) and loc[0] == "[key]"
+            says, where = _says(says.key if is_key else says.item), " (key)" if is_key else f" [{part!r}]"
+            loc = loc[1:] if is_key else loc
+        elif isinstance(part, int) and says.item is not None:
+            says, where = _says(says.item), f" (item {part})"
+    exc = (err.get("ctx") or {}).get("error")
+    if isinstance(exc, _Full):
+        return f"parameter {name}{where}: " + str(exc).replace("{given}", _show(given))
+    got = err.get("input")
+    if err["type"] in ("too_short", "too_long"):
+        if says.length is not None:
+            return f"parameter {name}: got {len(got)} values ({_show(given)}); expected exactly {says.length}"
+        choices = _says(says.item).choices
+        return (f"parameter {name}: got an empty list ({_show(given)}); expected at least one value"
+                + (f" of {', '.join(map(repr, choices))}" if choices else ""))
+    extra = str(exc) if isinstance(exc, _Hint) else ""
+    if says.choices and isinstance(got, str):
+        close = difflib.get_close_matches(got, list(says.choices), n=1)
+        extra += f" (did you mean {close[0]!r}?)" if close else ""
+    if err["type"] == "finite_number":
+        extra += " (finite)"
+    inside = f" (in {_show(given)})" if where else ""
+    return f"parameter {name}{where}: got {_show(got)}{inside}; expected {says.text}{extra}"
+
+
+def coerce(name: str, value: Any, annotation) -> Any:
+    """``value`` converted to the type ``annotation`` (one of :data:`TYPES`, or built from
+    :func:`integer`, :func:`list_of`, ...); :class:`ParameterError` naming ``name``, the value given and
+    what is allowed when that is impossible."""
+    try:
+        return TypeAdapter(annotation).validate_python(value)
+    except ValidationError as e:
+        raise ParameterError(_describe(name, annotation, e.errors()[0], value)) from None
+
+
+# ------------------------------------------------------------------------------------------------
+# the notebooks' models
+
+
+class Parameters(BaseModel):
+    """The validated parameters of one notebook: a frozen pydantic model that is also a read-only
+    mapping name -> value in declaration order (``dict(p)``, ``**p``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: the notebook these parameters belong to (``"dinov2"``)
+    notebook: ClassVar[str] = ""
+
+    @classmethod
+    def parse(cls, values: MutableMapping[str, Any]) -> "Parameters":
+        """Validate ``values`` (name -> value as given); :class:`ParameterError` for an unknown or
+        missing name or a value that cannot be converted."""
+        label = cls.notebook or cls.__name__
+        try:
+            return cls.model_validate(dict(values))
+        except ValidationError as e:
+            errors = e.errors()
+        known = list(cls.model_fields)
+        bad = [str(err["loc"][0]) for err in errors if err["type"] == "extra_forbidden"]
+        if bad:
+            msgs = []
+            for b in bad:
+                close = difflib.get_close_matches(b, known, n=1, cutoff=0.6)
+                msgs.append(f"{b!r}" + (f" (did you mean {close[0]!r}?)" if close else " (no similar name)"))
+            raise ParameterError(f"{label}: unknown parameter{'s' if len(bad) > 1 else ''} {', '.join(msgs)}; "
+                                 f"the known parameters are: {', '.join(known)}")
+        missing = [str(err["loc"][0]) for err in errors if err["type"] == "missing"]
+        if missing:
+            raise ParameterError(f"{label}: parameter{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                                 f"not defined; run the parameters cell first")
+        err = errors[0]
+        name = str(err["loc"][0])
+        raise ParameterError(_describe(name, TYPES[name], {**err, "loc": err["loc"][1:]}, values[name]))
+
+    def as_dict(self, exclude: Sequence[str] = ()) -> Dict[str, Any]:
+        """The values, name -> value in declaration order (lists as lists: JSON-ready)."""
+        return {k: getattr(self, k) for k in type(self).model_fields if k not in exclude}
+
+    # the read-only mapping protocol
+    def keys(self):
+        return type(self).model_fields.keys()
+
+    def values(self):
+        return [getattr(self, k) for k in type(self).model_fields]
+
+    def items(self):
+        return [(k, getattr(self, k)) for k in type(self).model_fields]
+
+    def __getitem__(self, name: str):
+        if name not in type(self).model_fields:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def get(self, name: str, default=None):
+        return getattr(self, name) if name in type(self).model_fields else default
+
+    def __iter__(self):  # names, as a mapping iterates (pydantic's own yields pairs)
+        return iter(type(self).model_fields)
+
+    def __len__(self) -> int:
+        return len(type(self).model_fields)
+
+    def __contains__(self, name) -> bool:
+        return name in type(self).model_fields
+
+
+collections.abc.Mapping.register(Parameters)
+
+
+class FamilyParameters(Parameters):
+    """A family chapter's parameters (DINOv2, language models, supervised ViTs): the chapter reads
+    them as they are and builds its :class:`~dobrushin.experiments.pipeline.MeasureConfig` with
+    :meth:`measure_config`.  ``kind``: ``"image"`` or ``"text"``, the inputs the models take."""
+
+    kind: ClassVar[str] = ""
+
+    @property
+    def source(self) -> Optional[str]:
+        """Where the inputs come from: ``image_source`` or ``text_source``."""
+        return self.get("image_source") if self.kind == "image" else self.get("text_source")
+
+    def measure_config(self, **changes):
+        """The measurement loop's configuration for these parameters (``changes``: the other fields of
+        :class:`~dobrushin.experiments.pipeline.MeasureConfig`, e.g. ``progress=False``)."""
+        from .pipeline import MeasureConfig
+
+        own = {k: self[k] for k in ("n_untrained", "batch_size", "seed", "image_size", "max_length", "head_inputs",
+                                    "device", "force") if k in self}
+        return MeasureConfig(weights=tuple(self.weights), **own, **changes)
+
+    def recorded(self) -> Dict[str, Any]:
+        """What the results' manifest records: every value but ``results_dir`` (where the results are
+        written is not part of what they are)."""
+        return self.as_dict(exclude=("results_dir",))
+
+
+#: notebook name -> its parameters model
+NOTEBOOKS: Dict[str, type] = {}
+
+
+def declare(notebook: str, names: str, base: type = Parameters, **classvars) -> type:
+    """Declare the parameters of ``notebook``: ``names`` (whitespace-separated, in the order of its
+    ``parameters`` cell), each of the type :data:`TYPES` gives it; ``classvars`` (e.g. ``kind``) set on
+    the model.  The model is registered in :data:`NOTEBOOKS` and returned."""
+    fields = names.split()
+    unknown = [n for n in fields if n not in TYPES]
+    if unknown:
+        raise ParameterError(f"{notebook}: no type for parameter{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(unknown)}; add {'them' if len(unknown) > 1 else 'it'} to TYPES")
+    title = "".join(w.capitalize() for w in re.split(r"[^A-Za-z0-9]+", notebook) if w)
+    cls = create_model(f"{title}Parameters", __base__=base, __module__=__name__,
+                       **{n: (TYPES[n], ...) for n in fields})
+    cls.notebook = notebook
+    for k, v in classvars.items():
+        setattr(cls, k, v)
+    NOTEBOOKS[notebook] = cls
+    return cls
+
+
+_FAMILY = "profile results_dir models weights n_inputs n_untrained head_inputs"
+_RUN = "batch_size seed device force"
+declare("theory", "profile results_dir")
+declare("summary", "profile results_dir baseline_ns")
+declare("baseline", "profile results_dir seed ns trials_small trials_large alphas temperatures ensemble_ns "
+                    "ensemble_trials_small ensemble_trials_large check_theorem")
+declare("baseline_law", "profile results_dir seed ensembles small_trials ns trials large_ns large_ensembles "
+                        "check_max_n reference_ns reference_ensembles reference_trials target_halfwidth typical_ns "
+                        "typical_matrices")
+declare("tabular", "profile results_dir datasets seeds split_seed max_epochs patience batch_size train_rows "
+                   "attention_rows head_inputs torch_threads force")
+declare("dinov2", f"{_FAMILY} image_source image_size extra_image_size extra_size_models {_RUN}",
+        FamilyParameters, kind="image")
+declare("supervised_vit", f"{_FAMILY} image_source image_size {_RUN}", FamilyParameters, kind="image")
+declare("language", f"{_FAMILY} text_source max_length {_RUN}", FamilyParameters, kind="text")
+
+
+def parameters_for(notebook: Union[str, os.PathLike, type]) -> type:
+    """The parameters model of a notebook: its name (``"language"``), a path whose stem is the name, or
+    a :class:`Parameters` subclass (returned as is)."""
+    if isinstance(notebook, type) and issubclass(notebook, Parameters):
+        return notebook
+    name = Path(notebook).stem
+    if name not in NOTEBOOKS:
+        raise ParameterError(f"no parameters are declared for the notebook {name!r} (known: {', '.join(NOTEBOOKS)}); "
+                             "declare them with dobrushin.experiments.params.declare")
+    return NOTEBOOKS[name]
+
+
+def declared(notebook: Union[str, os.PathLike, type]) -> Dict[str, Any]:
+    """The parameters a notebook declares, name -> type (:data:`TYPES`), in declaration order."""
+    return {n: TYPES[n] for n in parameters_for(notebook).model_fields}
 
 
 # ------------------------------------------------------------------------------------------------
 # unknown names
+
+#: names IPython / Jupyter put into every namespace
+JUPYTER_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open", "display"})
+
+#: papermill --inject-paths adds PAPERMILL_INPUT_PATH / PAPERMILL_OUTPUT_PATH: its own, never unknown
+PAPERMILL_PREFIX = "PAPERMILL_"
 
 
 def _assigned_names(source: str) -> Optional[List[str]]:
@@ -555,34 +562,20 @@ def unknown_names(ns: MutableMapping[str, Any], known: Sequence[str]) -> List[st
 # the entry point
 
 
-def resolve(ns: MutableMapping[str, Any], notebook: Union[str, os.PathLike], *,
-            check_unknown: bool = True) -> Dict[str, Any]:
+def resolve(ns: MutableMapping[str, Any], notebook: Union[str, os.PathLike, type], *,
+            check_unknown: bool = True) -> Parameters:
     """Check and convert a notebook's parameters in its namespace ``ns`` (``globals()``).
 
-    ``notebook``: the notebook's name (``"language"``) or the path of its ``.ipynb``; its
-    ``parameters`` cell declares the names, defaults and types.  Every declared parameter is read
-    from ``ns``, converted (see the module docstring) and written back; the converted values are
-    returned as a dict in declaration order.  Raises :class:`ParameterError` for an unknown name
-    (``check_unknown``), a missing parameter or a value that cannot be converted.
+    ``notebook``: the notebook's name (``"language"``), a path whose stem is the name, or a
+    :class:`Parameters` model.  Every declared parameter is read from ``ns`` and validated by the
+    notebook's model (with the names set by the cell before, :func:`unknown_names`, which the model
+    forbids); the converted values are written back and the model instance is returned.  Raises
+    :class:`ParameterError` for an unknown name (``check_unknown``), a missing parameter or a value
+    that cannot be converted.
     """
-    params = declared(notebook)
-    label = Path(notebook).stem
-    if check_unknown:
-        bad = unknown_names(ns, list(params))
-        if bad:
-            msgs = []
-            for b in bad:
-                close = difflib.get_close_matches(b, list(params), n=1, cutoff=0.6)
-                msgs.append(f"{b!r}" + (f" (did you mean {close[0]!r}?)" if close else " (no similar name)"))
-            raise ParameterError(
-                f"{label}: unknown parameter{'s' if len(bad) > 1 else ''} {', '.join(msgs)}; "
-                f"the known parameters are: {', '.join(params)}")
-    missing = [n for n in params if n not in ns]
-    if missing:
-        raise ParameterError(f"{label}: parameter{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                             f"not defined; run the parameters cell first")
-    out = {}
-    for name, p in params.items():
-        out[name] = coerce(name, ns[name], p.rule)
-        ns[name] = out[name]
-    return out
+    cls = parameters_for(notebook)
+    known = list(cls.model_fields)
+    extra = unknown_names(ns, known) if check_unknown else []
+    params = cls.parse({**{n: ns[n] for n in known if n in ns}, **{n: ns.get(n) for n in extra}})
+    ns.update(params.as_dict())
+    return params

@@ -60,6 +60,7 @@ import torch
 
 from ..capture.extract import to_device
 from ..math.coefficient import DEFAULT_TOL
+from ..math.validation import check_choices, check_integer
 from ..models.configs import display_name
 from ..store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, VARIANTS, WEIGHTS, ResultStore, conform, empty, frame, slugify
 from ..store.code import code_digest
@@ -68,22 +69,6 @@ from .measure import head_rows, measure, rollout_rows
 #: kept importable (extend-only API) but no longer part of the cache key: the key holds
 #: :func:`dobrushin.store.code.code_digest` of the source the numbers depend on, computed from the files
 PIPELINE_VERSION = 2
-
-
-def _choice(values, allowed, what) -> Tuple[str, ...]:
-    if isinstance(values, str):
-        values = (values,)
-    values = tuple(values)
-    bad = [v for v in values if v not in allowed]
-    if not values or bad:
-        raise ValueError(f"{what} must be a non-empty subset of {allowed}, got {values}")
-    return values
-
-
-def _integer(name: str, v, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    return int(v)
 
 
 @dataclass(frozen=True)
@@ -116,16 +101,13 @@ class MeasureConfig:
 
     def __post_init__(self):
         s = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731  (frozen: normalise in place once)
-        s("weights", _choice(self.weights, WEIGHTS, "weights"))
-        s("variants", _choice(self.variants, VARIANTS, "variants"))
-        s("head_variants", _choice(self.head_variants, VARIANTS, "head_variants"))
+        s("weights", check_choices("weights", self.weights, WEIGHTS))
+        s("variants", check_choices("variants", self.variants, VARIANTS))
+        s("head_variants", check_choices("head_variants", self.head_variants, VARIANTS))
         for name, lo in (("batch_size", 1), ("head_inputs", 0), ("image_size", 1), ("max_length", 2)):
-            s(name, _integer(name, getattr(self, name), lo))
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
-            raise ValueError(f"seed must be an integer, got {self.seed!r}")
-        s("seed", int(self.seed))
-        if self.n_untrained is not None:
-            s("n_untrained", _integer("n_untrained", self.n_untrained, 1))
+            s(name, check_integer(name, getattr(self, name), lo))
+        s("seed", check_integer("seed", self.seed))
+        s("n_untrained", check_integer("n_untrained", self.n_untrained, 1, optional=True))
         for name in ("tol", "atol"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float, np.floating)) or not (np.isfinite(v) and v >= 0):

@@ -22,7 +22,7 @@ Two implementations:
 
 * **numba** (CPU, the default when numba is installed): 4 × 8 register tiles (32 float64 partial sums
   in 8 AVX2 registers), upper triangle only, with the equality test fused into the same pass
-  (:mod:`dobrushin._kernel_numba`); memory is O(n²) per thread on top of the input (never a copy of the
+  (:mod:`dobrushin.math._kernel_numba`); memory is O(n²) per thread on top of the input (never a copy of the
   whole batch, never an n³ intermediate).  Tiles whose exact upper bound
   ½(max s_i + max s_j) − Σ_k min(min_i A_ik, min_j A_jk) (over 16 × 16 groups, plus a rounding margin)
   shows that they can neither attain κ − tol nor raise κ(½(I+A)) are skipped (:data:`PRUNE`): the

