@@ -106,12 +106,12 @@ reproduce: $(STAMP)
 	@test -n "$(RESUME)" || rm -rf results/paper-run
 	DOBRUSHIN_CACHE=$(CURDIR)/results/paper-run/.cache \
 	  $(MAKE) notebooks PROFILE=paper RESULTS=results/paper-run PUBLISHED_DIR=
-	$(PY) -m dobrushin.tools.publish results/paper-run published/paper --profile paper
+	$(PY) -m dobrushin.experiments.publish results/paper-run published/paper --profile paper
 
 # re-measure a seeded sample of published/paper/ with the current code and compare (exit 0 with a loud line
 # when nothing is published yet)
 verify: $(STAMP)
-	$(PY) -m dobrushin.tools.verify published/paper
+	$(PY) -m dobrushin.experiments.verify published/paper
 
 check-html: $(STAMP)
 	$(PY) -m dobrushin.tools.check_html _build/html

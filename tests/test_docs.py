@@ -73,10 +73,10 @@ MAPPED = {
                                                "checks it runs the paper profile and then publishes"),
     "make verify": (f"{MAKE} verify", "as documented (-o keeps make from reinstalling); the sandbox has no "
                                       "published results, so it must say so and exit 0"),
-    "python -m dobrushin.tools.publish": ("python -m dobrushin.tools.publish --help",
+    "python -m dobrushin.experiments.publish": ("python -m dobrushin.experiments.publish --help",
                                           "publishing needs a finished paper-profile run (hours); tests/test_verify.py "
                                           "tests it on a fixture; its command line must start"),
-    "python -m dobrushin.tools.verify": ("python -m dobrushin.tools.verify", "as documented: with nothing "
+    "python -m dobrushin.experiments.verify": ("python -m dobrushin.experiments.verify", "as documented: with nothing "
                                          "published it must say so and exit 0 (tests/test_verify.py tests the comparison)"),
 }
 SWEEP_ON_A_CLUSTER = ("python -m dobrushin sweep --models-file zoo.txt --inputs /shared/imagenet-val --n 50000 "
@@ -104,7 +104,7 @@ DRY_RUN_SAYS = {"make test": "-m pytest", "make html": "jupyter-book build", "ma
                 "make bench": "dobrushin.tools.bench", "make proofs": "proofs/check.sh",
                 "make bench-ci": "dobrushin.tools.bench --ci",
                 "make bench-sweep": "dobrushin.tools.sweep_bench",
-                "make reproduce": "dobrushin.tools.publish results/paper-run published/paper"}
+                "make reproduce": "dobrushin.experiments.publish results/paper-run published/paper"}
 COMMAND_WORDS = ("make", "python", "python3", "pip", "conda", "papermill", "jupyter-book", "mkdir")
 
 

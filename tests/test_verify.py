@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from dobrushin.store.results import ResultStore
-from dobrushin.tools import publish as P
-from dobrushin.tools import verify as V
+from dobrushin.experiments import publish as P
+from dobrushin.experiments import verify as V
 
 
 def _rows(n_inputs=4, layers=3, weights="pretrained", model="m", margins=False):

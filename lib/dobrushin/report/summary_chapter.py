@@ -241,7 +241,8 @@ class SummaryChapter:
         _glue("schema_table", summary.html_table(summary.schema_table()))
         _glue("summary_columns", summary.Html(", ".join(f"<code>{c}</code>" for c in summary.COLUMNS),
                                               ", ".join(summary.COLUMNS)))
-        from ..tools import publish as _pub, verify as _ver
+        from ..experiments import verify as _ver
+        from ..experiments import publish as _pub
 
         for key, val in (("verify_per_group", _ver.PER_GROUP), ("verify_baseline_sizes", _ver.BASELINE_SIZES),
                          ("verify_tabular_rows", _ver.TABULAR_ROWS), ("verify_float_error", f"{_ver.FLOAT_ERROR:g}"),

@@ -2,7 +2,7 @@
 compare it with the published rows.
 
 The published results (``published/<profile>/``, written by ``make reproduce`` through
-:mod:`dobrushin.tools.publish`) are laid out like ``results/``.  The sample (seed :data:`SEED`):
+:mod:`dobrushin.experiments.publish`) are laid out like ``results/``.  The sample (seed :data:`SEED`):
 
 * at least :data:`PER_GROUP` inputs of every model, weights setting and resolution of the family notebooks
   (a model measured at a second resolution is stored as ``<id>@<size>px``, so it is its own group);
@@ -199,7 +199,7 @@ def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_gro
 
     ``measure(model_id, inputs, config) -> table`` (default: :func:`dobrushin.experiments.pipeline.measure_model`
     into a temporary store, so nothing is cached or read from a cache)."""
-    from ..experiments.pipeline import MeasureConfig
+    from .pipeline import MeasureConfig
     from ..store.results import ResultStore
 
     d = published_root / notebook
@@ -271,7 +271,7 @@ def _measure_fresh(model_id: str, inputs, config):
     import tempfile
 
     from ..capture.extract import extract_attention
-    from ..experiments.pipeline import measure_model
+    from .pipeline import measure_model
     from ..store.results import ResultStore
 
     records = []
@@ -339,7 +339,7 @@ def _measure_tabular_fresh(entry: dict, checkpoint: Path, ids: Sequence[str]):
     import torch
 
     from ..data import tabular_data
-    from ..experiments.tabular import measure_tabular
+    from .tabular import measure_tabular
     from ..store.results import ResultStore
 
     rec = _json.loads(checkpoint.with_suffix(".json").read_text())
@@ -401,7 +401,7 @@ def main(argv=None) -> int:
     from ..store import paths
     from ..store.results import atomic_write_json
 
-    ap = argparse.ArgumentParser(prog="python -m dobrushin.tools.verify", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m dobrushin.experiments.verify", description=__doc__.split("\n\n")[0])
     ap.add_argument("published", nargs="?", default=None, help="published folder (default published/paper)")
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--per-group", type=int, default=PER_GROUP)

@@ -1,5 +1,5 @@
 """Publish a results folder: ``make reproduce`` computes the paper profile into ``results/paper-run`` and
-then calls ``python -m dobrushin.tools.publish results/paper-run published/paper --profile paper``.
+then calls ``python -m dobrushin.experiments.publish results/paper-run published/paper --profile paper``.
 
 The published folder holds what the book needs and nothing it can recompute cheaply: every
 ``manifest.json``, the tables they list (``*.parquet``), the CSV tables, the baseline's cells, the
@@ -120,7 +120,7 @@ def publish(src, dest, profile: str, repo=None, cache=None) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dobrushin.tools.publish", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m dobrushin.experiments.publish", description=__doc__.split("\n\n")[0])
     ap.add_argument("src")
     ap.add_argument("dest")
     ap.add_argument("--profile", default="paper")
