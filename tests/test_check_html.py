@@ -495,6 +495,41 @@ def test_figures_without_caption_detected(synthetic):
     assert len(p.problems) == 3
 
 
+@needs_browser
+def test_tables_fitted_by_the_report_fit_a_book_column(tmp_path):
+    """The book's own table layout (figures.table via summary.html_table, with _static/dobrushin.css and the
+    theme's font) fits a 690 px text column where the same tables laid out as given do not."""
+    import numpy as np
+    import pandas as pd
+
+    from dobrushin.report import summary
+
+    rng = np.random.default_rng(1)
+
+    def wide(rows, cols):
+        return pd.DataFrame({"model": [f"sentence-transformers/all-MiniLM-L6-v2 {i}" for i in range(rows)],
+                             "weights": ["untrained control"] * rows,
+                             **{f"median_κ(R) / bound {j}": rng.random(rows) * 1e-7 for j in range(cols)}})
+
+    frames = [wide(2, 12), wide(9, 14),
+              pd.DataFrame({"": ["sha256", "file"], "MiniLM": ["ab12" * 16, "model.safetensors"],
+                            "MPNet": ["cd34" * 16, "pytorch_model.bin"]})]
+    css = (ROOT / "_static" / "dobrushin.css").read_text()
+    head = (f"<style>body {{ font-family: system-ui, sans-serif; font-size: 16px; }}</style><style>{css}</style>")
+    col = "<div style='width:690px'>{}</div>"
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "fitted.html").write_text(page("Fitted", col.format("".join(summary.html_table(f).html for f in frames)),
+                                           head=head))
+    (site / "as_given.html").write_text(page("As given", col.format(summary.html_table(frames[1], fit=False).html),
+                                             head=head))
+    report = ch.check_site(site)
+    fitted = report.page("fitted.html")
+    assert fitted.tables >= 4 and fitted.ok, fitted.problems  # the 9-row table is split in two or more
+    probs = report.page("as_given.html").problems
+    assert len(probs) == 1 and "needs a horizontal scroll bar" in probs[0], probs
+
+
 # ---------------------------------------------------------------- the real book
 
 

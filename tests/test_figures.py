@@ -29,7 +29,7 @@ import pytest  # noqa: E402
 from dobrushin.report import figures as F  # noqa: E402
 from dobrushin.report import plots  # noqa: E402
 from dobrushin.experiments.pipeline import progress_enabled  # noqa: E402
-from dobrushin.tools.sphinx_fixes import HIDDEN_CELL_TAGS, hide_build_cells  # noqa: E402
+from dobrushin.tools.sphinx_fixes import HIDDEN_CELL_TAGS, hide_build_cells, proof_index_entries  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 JB = Path(sys.executable).with_name("jupyter-book")
@@ -98,6 +98,50 @@ def test_table_drop_constant_and_rename():
         F.table([[1, 2]])
     with pytest.raises(ValueError, match="table name"):
         F.table(df, name="bad name")
+
+
+def _wide(rows: int, cols: int) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({"model": [f"model {i}" for i in range(rows)], "weights": ["trained"] * rows,
+                         **{f"quantity_{j} of the run": rng.random(rows) for j in range(cols)}})
+
+
+def test_table_fits_the_column_as_is_transposed_or_split():
+    # a narrow table is left alone
+    t = F.table(pd.DataFrame({"n": [2, 3], "p": [0.5, 0.33]}))
+    assert t.layout == "as is" and len(t.parts) == 1
+    # few rows, many columns: one column per row, headed by the rows' leading text cells
+    t = F.table(_wide(2, 12), caption="Wide and short.", name="tab-short")
+    assert t.layout == "transposed" and len(t.parts) == 1
+    frame, numeric = t.parts[0]
+    assert list(frame.columns) == ["", "model 0, trained", "model 1, trained"]
+    assert frame[""].tolist() == [f"quantity_{j} of the run" for j in range(12)]
+    assert frame["model 1, trained"].tolist() == t.frame.iloc[1, 2:].tolist()  # the same cells, swapped
+    assert F.table_min_px(frame, numeric) <= F.TABLE_WIDTH_PX
+    # many rows and columns: split into tables below one another, each naming the rows again
+    t = F.table(_wide(9, 14), caption="Wide and long.", name="tab-long")
+    assert t.layout == "split" and len(t.parts) >= 2
+    shown = [c for f, _ in t.parts for c in f.columns if c not in ("model", "weights")]
+    assert shown == list(t.frame.columns[2:])  # every column once, in order
+    for f, num in t.parts:
+        assert list(f.columns[:2]) == ["model", "weights"] and len(f) == 9
+        assert F.table_min_px(f, num) <= F.TABLE_WIDTH_PX
+    md = t._repr_markdown_()
+    assert md.count(":::{table}") == len(t.parts) and md.count(":name: tab-long") == 1
+    assert f"Wide and long. (Its columns are split over {len(t.parts)} tables, one below the other, each " \
+           "repeating model, weights.)" in md
+    assert F.table(_wide(9, 14), fit=False).layout == "as is"
+
+
+def test_table_width_estimate():
+    # numbers never wrap: the longest sets the width; text is as wide as its longest word (capped);
+    # a header wraps between words and after "_" and "/"
+    assert F.column_min_px("p", ["0.5", "3.43e-07"], True) == 8 * F.CHAR_PX + F.CELL_PAD_PX
+    assert F.column_min_px("model", ["a b c", "sentence transformers"], False) == 12 * F.CHAR_PX + F.CELL_PAD_PX
+    assert F.column_min_px("x", ["f" * 64], False) == F.LONGEST_UNBROKEN * F.CHAR_PX + F.CELL_PAD_PX
+    assert F.column_min_px("ci_low / ci_high", [], True) == 4 * F.CHAR_PX + F.CELL_PAD_PX  # "high"
+    assert F.header_text("ci_low / x") == "ci_\u200blow / x"
+    assert F.header_text("holds/pairs") == "holds/\u200bpairs"
 
 
 def test_details_nests_a_table_in_a_collapsed_block():
@@ -238,6 +282,34 @@ def test_hide_build_cells_tags_parameter_cells_only():
     untouched = json.dumps({"cells": [nb["cells"][2]]})
     assert hide_build_cells(untouched) == untouched
     assert hide_build_cells("# a MyST text notebook") == "# a MyST text notebook"
+
+
+def test_proof_index_names_statements_as_the_page_does():
+    # env.proof_list as sphinx-proof 0.4 writes it (label -> where and what), in an arbitrary order
+    proofs = {"conj-rate": {"docname": "executed/law", "realtype": "conjecture", "countertype": "conjecture",
+                            "ids": ["conj-rate"], "nonumber": False},
+              "lem-generic": {"docname": "executed/law", "realtype": "lemma", "countertype": "lemma",
+                              "ids": ["lem-generic"], "nonumber": False},
+              "thm-equality": {"docname": "executed/theory", "realtype": "theorem", "countertype": "theorem",
+                               "ids": ["thm-equality"], "nonumber": False},
+              "lem-pair": {"docname": "executed/theory", "realtype": "lemma", "countertype": "lemma",
+                           "ids": ["lem-pair"], "nonumber": False},
+              "remark-7": {"docname": "executed/theory", "realtype": "remark", "countertype": "remark",
+                           "ids": ["remark-7"], "nonumber": True}}
+    titles = {"conj-rate": "Order of the approach", "lem-generic": "Genericity",
+              "thm-equality": "Equality characterisation", "lem-pair": "Pair identity"}
+    numbers = {"executed/theory": {"theorem": {"thm-equality": (2,)}, "lemma": {"lem-pair": (1,)}},
+               "executed/law": {"conjecture": {"conj-rate": (1,)}, "lemma": {"lem-generic": (1,)}}}
+    chapters = {"executed/theory": "The equality condition", "executed/law": "The baseline's law"}
+    got = proof_index_entries(proofs, titles, numbers, chapters, ["intro", "executed/theory", "executed/law"])
+    # chapters in reading order, statements by kind then number, named as on the page, no raw label shown
+    assert [k for k, _ in got] == ["The equality condition", "The baseline's law"]
+    assert [(e[0], e[6]) for e in got[0][1]] == [("Lemma 1", "Pair identity"), ("Remark", ""),
+                                                 ("Theorem 2", "Equality characterisation")]
+    assert [(e[0], e[6]) for e in got[1][1]] == [("Conjecture 1", "Order of the approach"), ("Lemma 1", "Genericity")]
+    # each entry links to its statement: (name, subtype, docname, anchor, extra, qualifier, description)
+    assert got[1][1][1][2:4] == ("executed/law", "lem-generic")
+    assert all(e[0] not in proofs for _, es in got for e in es)
 
 
 def test_progress_bars_only_on_a_terminal():

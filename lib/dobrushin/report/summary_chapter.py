@@ -134,10 +134,12 @@ class SummaryChapter:
         fig = summary.plot_depth_profiles(t, self.reference)
         F.figure(fig, notebook=NOTEBOOK, name="depth", width="full",
                  caption=("Fraction of inputs for which the equality condition holds on content tokens, against "
-                          "relative depth $\\ell/(L-1)$, one panel per family. Blue: trained weights; orange: the "
+                          "relative depth $\\ell/(L-1)$, one panel per family. "
+                          + ("Blue: trained weights; orange" if trained else "Orange") + ": the "
                           "untrained control of the same architecture; dotted grey: the random baseline "
                           "(Dirichlet(1) rows) at the family's median token count. The untrained controls of a "
-                          "family are pooled into one line; line styles tell trained models of one family apart. "
+                          "family are pooled into one line"
+                          + ("; line styles tell trained models of one family apart. " if trained else ". ")
                           + (f"Trained weights: {_and(named)}; " if trained else
                              "No trained weights were measured in this build; ")
                           + f"{len(fams) - len(trained)} of the {len(fams)} families show only untrained controls."),
