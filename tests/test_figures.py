@@ -377,6 +377,8 @@ def test_helpers_render_in_a_jupyter_book(tmp_path, monkeypatch):
         # a section heading gives the page its "Contents" sidebar, which the theme's script for
         # full-width content expects (without one it throws a console error that check_html reports)
         {"cell_type": "markdown", "metadata": {}, "source": "## Results", "id": "m2"},
+        {"cell_type": "markdown", "metadata": {}, "id": "m3",
+         "source": "```{prf:theorem} Layer bound\n:label: thm-demo-bound\nA statement.\n```"},
         code("profile = 'quick'  # SECRET-PARAMETERS-CELL", [], ["parameters"]),
         code("# Parameters\nprofile = 'paper'  # SECRET-INJECTED-CELL", [], ["injected-parameters"]),
         code("banner", banner, ["remove-input"]),
@@ -400,6 +402,14 @@ def test_helpers_render_in_a_jupyter_book(tmp_path, monkeypatch):
     assert "weights unavailable: &lt;reason&gt;" in html and "dobrushin-banner" in html
     assert "dobrushin-table" in html and "Table 1" in html and "3.43e-07" in html
     assert "dropdown" in html and "dobrushin.css" in html
+    # the table of fifteen columns is shown transposed, so it fits the column
+    assert "dobrushin-transposed" in html
+    # the proof index names the statement as the page does, not by its raw label
+    index = (book / "_build" / "html" / "prf-prf.html").read_text()
+    entry = re.search(r'<a href="executed/demo\.html#thm-demo-bound">(.*?)</td>\s*<td>(.*?)</td>', index, re.S)
+    assert entry, index[-3000:]
+    assert "Theorem 1" in entry.group(1) and "thm-demo-bound" not in re.sub(r"<[^>]+>", "", entry.group(1))
+    assert "Layer bound" in entry.group(2)
 
     from dobrushin.tools import check_html as ch
 

@@ -127,7 +127,9 @@ def _reading_order(env) -> list:
 def _titled_proof_domain():
     """sphinx-proof's domain with an index that names each statement as the page does."""
     from sphinx_proof.domain import ProofDomain, ProofIndex
-    from sphinx_proof.nodes import enumerable_node, unenumerable_node
+    from sphinx_proof.nodes import NODE_TYPES, unenumerable_node
+
+    statement_nodes = (*NODE_TYPES.values(), unenumerable_node)  # one node class per kind of statement
 
     class TitledProofIndex(ProofIndex):
         def generate(self, docnames=None):
@@ -139,7 +141,7 @@ def _titled_proof_domain():
                     tree = env.get_doctree(doc)
                 except Exception:  # pragma: no cover  (a doctree Sphinx could not pickle)
                     continue
-                for node in tree.findall(lambda n: isinstance(n, (enumerable_node, unenumerable_node))):
+                for node in tree.findall(lambda n: isinstance(n, statement_nodes)):
                     if node.get("label"):
                         titles[node["label"]] = _title_of(node)
             chapters = {d: t.astext() for d, t in env.titles.items()}
