@@ -65,6 +65,9 @@ from .style import COLORS, LINESTYLES, color_for  # noqa: E402,F401  (the one co
 # on the page: the book theme's text column is about 690 px wide at a 1280 px window and a full-width
 # figure (``figure.full-width`` in _static/dobrushin.css) about 136 % of it.
 WIDTHS_IN = {"column": 6.9, "full": 9.4}
+# The least height a figure is drawn at (inches): a row of three panels scaled to the full width would
+# otherwise be squashed to about 2.3 in, its axes too low for their labels.
+MIN_HEIGHTS_IN = {"column": 2.8, "full": 3.8}
 _KEY_RX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
@@ -108,7 +111,8 @@ def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str 
     the image (not the file name). ``width``: ``"column"`` (single panel) or ``"full"`` (multi-panel;
     spans the text column and the margin). With ``resize`` the figure is scaled to the chosen width
     (height in proportion) so its text is legible there. ``close`` closes it, so the inline backend
-    does not show it a second time without caption. The label is ``fig-<notebook>-<name>``.
+    does not show it a second time without caption; it is never drawn less tall than
+    :data:`MIN_HEIGHTS_IN` (a single row of panels would be squashed). The label is ``fig-<notebook>-<name>``.
     A full-width figure needs a page with at least one section heading: sphinx-book-theme folds its
     "Contents" sidebar away while full-width content is in view, and its script throws a console
     error (which ``make check-html`` reports) when the page has no such sidebar.
@@ -124,7 +128,7 @@ def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str 
     if resize:
         w, h = fig.get_size_inches()
         target = WIDTHS_IN[width]
-        fig.set_size_inches(target, h * target / w)
+        fig.set_size_inches(target, max(h * target / w, MIN_HEIGHTS_IN[width]))
     paths = save_figure(fig, notebook, name, results_dir=results_dir)
     png = next(p for p in paths if Path(p).suffix == ".png")
     if close:

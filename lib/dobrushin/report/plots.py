@@ -136,7 +136,7 @@ def layer_profile(table: pd.DataFrame, *, variants: Sequence[str] = ("content", 
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
-    return _finish_grid(fig, axes, ncols, "fraction where equality holds", title)
+    return _finish_grid(fig, axes, ncols, "fraction where\nequality holds", title)
 
 
 def _finish_grid(fig, axes, ncols: int, ylabel: str, title: Optional[str]):
@@ -163,6 +163,8 @@ def _legend(fig, axes):
 
 #: below this the slack axis is linear (symlog): the slack is 0 in the equality case and spans many decades
 SLACK_LINTHRESH = 1e-9
+#: the slack axis label, on two lines so that it fits beside a short panel
+SLACK_LABEL = "slack ½(1+κ(A))\n− κ(½(I+A))"
 
 
 def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
@@ -207,7 +209,7 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
         ax.set_title(display_name(m), fontsize=10)
         ax.set_xlabel("layer")
         ax.grid(alpha=0.3, axis="y")
-    return _finish_grid(fig, axes, ncols, "slack ½(1+κ(A)) − κ(½(I+A))", title)
+    return _finish_grid(fig, axes, ncols, SLACK_LABEL, title)
 
 
 def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
@@ -324,15 +326,20 @@ def rollout_map_figure(rm, *, title: Optional[str] = None, cmap: str = "inferno"
         h = np.asarray(rm.holds[b], dtype=bool)
         ax.plot(x, s, color=COLORS["trained"], lw=1)
         ax.scatter(x[h], s[h], color=COLORS["trained"], s=18, zorder=3, label="equality holds")
-        ax.scatter(x[~h], s[~h], facecolor="white", edgecolor=COLORS["trained"], s=18, zorder=3,
-                   label="equality fails")
+        if (~h).any():
+            ax.scatter(x[~h], s[~h], facecolor="white", edgecolor=COLORS["trained"], s=18, zorder=3,
+                       label="equality fails")
+        if np.all(s == 0):  # the line lies on the axis: say so rather than show an empty panel
+            ax.text(0.5, 0.55, "all zero:\nequality at\nevery layer", transform=ax.transAxes, ha="center",
+                    va="center", fontsize=9, bbox={"boxstyle": "round,pad=0.4", "facecolor": "white",
+                                                   "edgecolor": "0.7", "alpha": 0.9})
         ax.set_yscale("symlog", linthresh=SLACK_LINTHRESH, linscale=0.5)
         ax.set_ylim(-SLACK_LINTHRESH / 2, hi * 3)
         ax.set_xlabel("layer")
         ax.set_xticks(x[::max(1, L // 6)])
         ax.grid(alpha=0.3)
         if b == 0:
-            ax.set_ylabel("slack ½(1+κ(A)) − κ(½(I+A))")
+            ax.set_ylabel(SLACK_LABEL)
         else:
             ax.tick_params(labelleft=False)
     _legend(fig, axes[1])
