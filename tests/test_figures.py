@@ -240,7 +240,10 @@ def test_figure_saves_150dpi_sized_png_and_glues_it(tmp_path, monkeypatch):
     assert all(p.parent == tmp_path / "figures" for p in paths)
     png = paths[0].read_bytes()
     w, h = struct.unpack(">II", png[16:24])
-    assert w == round(F.WIDTHS_IN["full"] * 150) and abs(h - round(3 * F.WIDTHS_IN["full"] / 12 * 150)) <= 1
+    # scaled to the full width; a 12 x 3 in row of panels would be 2.35 in high there, so it is drawn
+    # at the minimum height instead (not squashed)
+    assert 3 * F.WIDTHS_IN["full"] / 12 < F.MIN_HEIGHTS_IN["full"]
+    assert w == round(F.WIDTHS_IN["full"] * 150) and abs(h - round(F.MIN_HEIGHTS_IN["full"] * 150)) <= 1
     assert not plt.fignum_exists(fig.number)  # closed: the inline backend will not show it again
     glued, shown = cap.outputs
     assert glued["metadata"]["scrapbook"]["name"] == "fig-nb-depth"
@@ -252,6 +255,15 @@ def test_figure_saves_150dpi_sized_png_and_glues_it(tmp_path, monkeypatch):
     assert shown["data"]["text/markdown"].startswith(":::{glue:figure} fig-nb-depth\n")
     cap.result(paths)
     assert len(cap.outputs) == 2  # the returned paths add nothing to the page
+
+
+def test_figure_keeps_the_aspect_of_a_tall_figure(tmp_path, monkeypatch):
+    _Capture(monkeypatch)
+    fig, ax = plt.subplots(figsize=(6, 6))
+    paths = F.figure(fig, notebook="nb", name="square", width="column", results_dir=tmp_path,
+                     caption="A square.", alt="A square plot.")
+    w, h = struct.unpack(">II", paths[0].read_bytes()[16:24])
+    assert w == round(F.WIDTHS_IN["column"] * 150) and abs(h - w) <= 1
 
 
 def test_figure_rejects_before_writing(tmp_path, monkeypatch):
