@@ -322,6 +322,10 @@ def test_proof_index_names_statements_as_the_page_does():
     # each entry links to its statement: (name, subtype, docname, anchor, extra, qualifier, description)
     assert got[1][1][1][2:4] == ("executed/law", "lem-generic")
     assert all(e[0] not in proofs for _, es in got for e in es)
+    # where the places on the page are known, the index follows the page
+    got = proof_index_entries(proofs, titles, numbers, chapters, ["executed/theory", "executed/law"],
+                              positions={"lem-pair": 0, "thm-equality": 1, "remark-7": 2})
+    assert [e[0] for e in got[0][1]] == ["Lemma 1", "Theorem 2", "Remark"]
 
 
 def test_progress_bars_only_on_a_terminal():

@@ -19,11 +19,13 @@ notebook on disk keeps its cells; only the page loses them. So no chapter needs 
 And it makes sphinx-proof's *Proof Index* page (``prf-prf.html``) readable. sphinx-proof 0.4 lists
 each statement under its raw label (``conj-rate``, ``lem-generic``), one heading per label. Here the
 index is grouped by chapter (in the order of the table of contents) and each entry reads as on the
-page, *Theorem 2* with its title (*Equality characterisation*) beside it (:func:`proof_index_entries`).
+page, *Theorem 2* with its title (*Equality characterisation*) beside it, in the order of the page
+(:func:`proof_index_entries`).
 """
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 # Cell tags whose cells never appear on a page: the notebook's defaults and papermill's overrides.
 HIDDEN_CELL_TAGS = ("parameters", "injected-parameters")
@@ -89,15 +91,18 @@ def _title_of(node) -> str:
     return text
 
 
-def proof_index_entries(proofs: dict, titles: dict, numbers: dict, chapter_titles: dict, order) -> list:
+def proof_index_entries(proofs: dict, titles: dict, numbers: dict, chapter_titles: dict, order,
+                        positions: Optional[dict] = None) -> list:
     """The Proof Index as ``[(chapter title, [(name, 0, docname, anchor, "", "", title), ...]), ...]``
     (the ``content`` a Sphinx :class:`~sphinx.domains.Index` returns).
 
     ``proofs``: sphinx-proof's ``env.proof_list`` (label → ``docname``, ``realtype``, ``countertype``,
     ``ids``); ``titles``: label → the directive's title; ``numbers``: docname → countertype → id →
     number tuple (``env.toc_fignumbers``); ``chapter_titles``: docname → title; ``order``: docnames in
-    reading order (others follow, sorted). Entries are named ``"Theorem 2"`` (``"Theorem"`` when
-    unnumbered) and sorted by kind of statement, then number, within a chapter."""
+    reading order (others follow, sorted); ``positions``: label → place of the statement on its page.
+    Entries are named ``"Theorem 2"`` (``"Theorem"`` when unnumbered) and listed within a chapter in the
+    order of the page (by kind of statement, then number, where the place is not known)."""
+    positions = positions or {}
     rank = {d: i for i, d in enumerate(order)}
     groups: dict = {}
     for label, v in proofs.items():
@@ -105,7 +110,8 @@ def proof_index_entries(proofs: dict, titles: dict, numbers: dict, chapter_title
         anchor = (v.get("ids") or [label])[0]
         num = tuple(numbers.get(doc, {}).get(counter, {}).get(anchor, ()))
         name = real.title() + (" " + ".".join(map(str, num)) if num and not v.get("nonumber") else "")
-        groups.setdefault(doc, []).append(((real, num, label), (name, 0, doc, anchor, "", "", titles.get(label, ""))))
+        key = (0, positions[label], "", (), label) if label in positions else (1, 0, real, num, label)
+        groups.setdefault(doc, []).append((key, (name, 0, doc, anchor, "", "", titles.get(label, ""))))
     docs = sorted(groups, key=lambda d: (rank.get(d, len(rank)), d))
     return [(chapter_titles.get(d, d), [e for _, e in sorted(groups[d], key=lambda x: x[0])]) for d in docs]
 
@@ -135,17 +141,18 @@ def _titled_proof_domain():
         def generate(self, docnames=None):
             env = self.domain.env
             proofs = getattr(env, "proof_list", {}) or {}
-            titles = {}
+            titles, positions = {}, {}
             for doc in sorted({v["docname"] for v in proofs.values()}):
                 try:
                     tree = env.get_doctree(doc)
                 except Exception:  # pragma: no cover  (a doctree Sphinx could not pickle)
                     continue
-                for node in tree.findall(lambda n: isinstance(n, statement_nodes)):
+                for i, node in enumerate(tree.findall(lambda n: isinstance(n, statement_nodes))):
                     if node.get("label"):
                         titles[node["label"]] = _title_of(node)
+                        positions[node["label"]] = i
             chapters = {d: t.astext() for d, t in env.titles.items()}
-            content = proof_index_entries(proofs, titles, env.toc_fignumbers, chapters, _reading_order(env))
+            content = proof_index_entries(proofs, titles, env.toc_fignumbers, chapters, _reading_order(env), positions)
             if docnames is not None:
                 keep = set(docnames)
                 content = [(k, [e for e in es if e[2] in keep]) for k, es in content]
