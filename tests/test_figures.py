@@ -129,7 +129,13 @@ def test_table_fits_the_column_as_is_transposed_or_split():
     md = t._repr_markdown_()
     assert md.count(":::{table}") == len(t.parts) and md.count(":name: tab-long") == 1
     assert f"Wide and long. (Its columns are split over {len(t.parts)} tables, one below the other, each " \
-           "repeating model, weights.)" in md
+           "repeating the columns “model” and “weights”.)" in md
+    # a full-width cell has room for more columns side by side
+    full = F.table(_wide(9, 14), width="full")
+    assert 1 <= len(full.parts) < len(t.parts)
+    assert all(F.table_min_px(f, num) <= F.TABLE_WIDTHS_PX["full"] for f, num in full.parts)
+    with pytest.raises(ValueError, match="width must be one of"):
+        F.table(_wide(2, 2), width="page")
     assert F.table(_wide(9, 14), fit=False).layout == "as is"
 
 

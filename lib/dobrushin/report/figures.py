@@ -221,6 +221,8 @@ class Table(_Markdown):
 #: The width a table may take: the text column of the book theme at a 1280 px window is about 690 CSS px
 #: (see WIDTHS_IN); a little is kept free.
 TABLE_WIDTH_PX = 670.0
+#: ... and in a cell tagged ``full-width`` (the text column and the margin, about 900 px).
+TABLE_WIDTHS_PX = {"column": TABLE_WIDTH_PX, "full": 880.0}
 #: Average advance of one character of the table's font (0.9 em of the 16 px body text, the theme's system
 #: sans-serif) in CSS px, and the horizontal padding + border of a cell (0.6 em each side). Both err on
 #: the wide side, so that a table judged to fit does.
@@ -330,7 +332,10 @@ def fitted_caption(caption: Optional[str], parts, layout: str) -> str:
     cap = " ".join(caption.split()) if caption else ""
     if layout == "split":
         shared = [c for c in parts[0][0].columns if all(c in f.columns for f, _ in parts[1:])]
-        again = f", each repeating {', '.join(map(str, shared))}" if shared else ""
+        names = [f"“{c}”" for c in shared]
+        again = (f", each repeating the column{'s' if len(names) > 1 else ''} "
+                 + (" and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1])
+                 if shared else "")
         cap = (cap + " " if cap else "") + f"(Its columns are split over {len(parts)} tables, one below the other{again}.)"
     return cap
 
@@ -351,7 +356,7 @@ def _is_numeric(series) -> bool:
 
 def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digits: int = 3,
           columns: Optional[dict] = None, drop_constant: bool = False, formats: Optional[dict] = None,
-          fit: bool = True) -> Table:
+          fit: bool = True, width: str = "column") -> Table:
     """A data frame as a table of the book (display it, or return it as a cell's last value).
 
     * the pandas index is not shown; a *named* index (e.g. after ``groupby``) becomes columns;
@@ -365,7 +370,8 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
       ``{numref}``;
     * it is fitted to the text column (:func:`fit_table`): headers and text wrap, and a table whose
       columns cannot stand side by side is transposed (few rows) or split into tables one below the
-      other (the first carries the caption and says so); ``fit=False`` keeps the columns as given.
+      other (the first carries the caption and says so); ``fit=False`` keeps the columns as given;
+      ``width="full"`` fits it to a cell tagged ``full-width`` instead of the text column.
     """
     import pandas as pd
 
@@ -394,10 +400,12 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
             df = df.drop(columns=const)
     if df.shape[1] == 0:
         raise ValueError("the table has no columns")
+    if width not in TABLE_WIDTHS_PX:
+        raise ValueError(f"width must be one of {sorted(TABLE_WIDTHS_PX)}, got {width!r}")
     numeric = {c: _is_numeric(df[c]) for c in df.columns}
     shown = pd.DataFrame({c: [_fmt_cell(v, c, digits, formats) for v in df[c]] for c in df.columns},
                          columns=list(df.columns))
-    parts, layout = fit_table(shown, numeric) if fit else ([(shown, numeric)], "as is")
+    parts, layout = fit_table(shown, numeric, TABLE_WIDTHS_PX[width]) if fit else ([(shown, numeric)], "as is")
     cap = fitted_caption(caption, parts, layout)
     blocks = []
     for i, (frame, num) in enumerate(parts):
@@ -523,6 +531,6 @@ def html_escape(s: str) -> str:
     return _html.escape(str(s))
 
 
-__all__ = ["COLORS", "LINESTYLES", "SavedFigure", "TABLE_WIDTH_PX", "Table", "WIDTHS_IN", "banner", "color_for",
+__all__ = ["COLORS", "LINESTYLES", "SavedFigure", "TABLE_WIDTHS_PX", "TABLE_WIDTH_PX", "Table", "WIDTHS_IN", "banner", "color_for",
            "column_min_px", "details", "figure", "figure_label", "figure_markdown", "fit_table", "fitted_caption", "format_number",
            "header_text", "html_escape", "provenance", "scrub_paths", "table", "table_min_px"]

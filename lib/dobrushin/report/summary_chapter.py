@@ -75,7 +75,7 @@ class SummaryChapter:
     def scorecard(self):
         """The scorecard, numbered and captioned, with the headline sentence under it."""
         n = int((self.card["verdict"].map(S.verdict_kind) != "related").sum())
-        _display(F.table(S.shown(self.card), name="tab-summary-scorecard",
+        _display(F.table(S.shown(self.card), name="tab-summary-scorecard", width="full",
                          caption=f"The scorecard: the paper's {n} claims against this build ({self.profile} "
                                  "profile). Measured: share of (input, layer) pairs where the equality condition "
                                  "holds, with its Wilson 95% interval. Weights: original checkpoint, proxy (a "
@@ -92,7 +92,7 @@ class SummaryChapter:
         special tokens side by side), in the scorecard's claim order."""
         t = self.table
         counts = t["status"].str.replace(r"^not run:.*", "not run", regex=True).value_counts()
-        _display(F.table(per_model_table(t), name="tab-summary-all",
+        _display(F.table(per_model_table(t), name="tab-summary-all", width="full",
                          caption=f"The {len(t)} rows of results/summary.csv (one per claim, model and variant; "
                                  + ", ".join(f"{v} {k}" for k, v in counts.items())
                                  + "), content tokens and with special tokens side by side. Untrained controls "
@@ -173,7 +173,7 @@ class SummaryChapter:
         """Glue the headline sentence, the interval-rule paragraph and the scorecard for book/intro.md."""
         _glue("headline", summary.Text(S.headline(self.card)))
         _glue("interval_rule", summary.Text(S.interval_explanation(self.table)))
-        card = summary.html_table(S.shown(self.card, S.COMPACT))
+        card = summary.html_table(S.shown(self.card, S.COMPACT), width="full")
         _glue("scorecard_html", summary.Html(f'<div class="full-width">{card.html}</div>', card.text))
         _md(f"{S.interval_explanation(self.table)}")
 
