@@ -130,6 +130,10 @@ def test_table_fits_the_column_as_is_transposed_or_split():
     assert md.count(":::{table}") == len(t.parts) and md.count(":name: tab-long") == 1
     assert f"Wide and long. (Its columns are split over {len(t.parts)} tables, one below the other, each " \
            "repeating the columns “model” and “weights”.)" in md
+    # without a text column, the first column names the rows in every part
+    num = pd.DataFrame({"n": [2, 4, 8, 16, 32, 64], **{f"softmax(z/T), T={j}": np.linspace(0, 1, 6) for j in range(9)}})
+    t2 = F.table(num)
+    assert t2.layout == "split" and all(f.columns[0] == "n" for f, _ in t2.parts)
     # a full-width cell has room for more columns side by side
     full = F.table(_wide(9, 14), width="full")
     assert 1 <= len(full.parts) < len(t.parts)

@@ -218,9 +218,9 @@ class Table(_Markdown):
 
 # ---------------------------------------------------------------- fitting a table to the column
 
-#: The width a table may take: the text column of the book theme at a 1280 px window is about 690 CSS px
-#: (see WIDTHS_IN); a little is kept free.
-TABLE_WIDTH_PX = 670.0
+#: The width a table may take: the text column of the book theme at a 1280 px window is 666 CSS px
+#: inside its padding (measured by ``make check-html``); the estimate below is rough, so some is kept free.
+TABLE_WIDTH_PX = 640.0
 #: ... and in a cell tagged ``full-width`` (the text column and the margin, about 900 px).
 TABLE_WIDTHS_PX = {"column": TABLE_WIDTH_PX, "full": 880.0}
 #: Average advance of one character of the table's font (0.9 em of the 16 px body text, the theme's system
@@ -289,7 +289,8 @@ def _transpose(frame, numeric: dict):
 
 
 def _split(frame, numeric: dict, budget: float) -> list:
-    keys = _key_columns(frame, numeric)
+    # the columns that name a row are repeated in every part; without a text one, the first column (``n``)
+    keys = _key_columns(frame, numeric) or list(frame.columns[:1])
     if keys and table_min_px(frame[keys], numeric) > budget / 2:
         keys = []
     base = table_min_px(frame[keys], numeric) if keys else 0.0
@@ -315,8 +316,8 @@ def fit_table(frame, numeric: dict, budget: float = TABLE_WIDTH_PX):
     * ``"transposed"``: a table of at most :data:`TRANSPOSE_MAX_ROWS` rows gets one column per row,
       headed by the row's leading text cells (``model, weights``), when that fits;
     * ``"split"``: otherwise its columns are split over tables shown one below the other, each
-      repeating the leading text columns that name a row, each as wide as fits (a single column wider
-      than the budget stands alone)."""
+      repeating the leading text columns that name a row (or else the first column), each as wide as
+      fits (a single column wider than the budget stands alone)."""
     if table_min_px(frame, numeric) <= budget or len(frame.columns) < 2:
         return [(frame, numeric)], "as is"
     if len(frame) <= TRANSPOSE_MAX_ROWS:
