@@ -60,8 +60,9 @@ def test_format_number_round_trips_within_digits():
 
 
 def _cells(md: str) -> list:
-    """Rows of the pipe table in ``md``, cells un-escaped (CommonMark backslash escapes)."""
-    rows = [ln for ln in md.splitlines() if ln.startswith("|")]
+    """Rows of the pipe table in ``md``, cells un-escaped (CommonMark backslash escapes) and without the
+    zero-width spaces that let long words wrap (:func:`dobrushin.report.figures.breakable`)."""
+    rows = [ln.replace("\u200b", "") for ln in md.splitlines() if ln.startswith("|")]
     return [[re.sub(r"\\(.)", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", r)[1:-1]] for r in rows]
 
 
@@ -149,6 +150,14 @@ def test_table_width_estimate():
     assert F.column_min_px("p", ["0.5", "3.43e-07"], True) == 8 * F.CHAR_PX + F.CELL_PAD_PX
     assert F.column_min_px("model", ["a b c", "sentence transformers"], False) == 12 * F.CHAR_PX + F.CELL_PAD_PX
     assert F.column_min_px("x", ["f" * 64], False) == F.LONGEST_UNBROKEN * F.CHAR_PX + F.CELL_PAD_PX
+    # long words get break opportunities (zero-width spaces) and keep their characters; short ones stay whole
+    digest = "ab12" * 16
+    assert F.breakable(digest).split("\u200b") == [digest[i:i + 16] for i in range(0, 64, 16)]
+    assert F.breakable("sentence-transformers/all-mpnet-base-v2 x").split("\u200b") == [
+        "sentence-", "transformers/", "all-", "mpnet-", "base-", "v2 x"]
+    assert F.breakable("kappa_factor float64") == "kappa_factor float64"
+    md = F.table(pd.DataFrame({"sha256": [digest], "n": [12345678901234567]}))._repr_markdown_()
+    assert "\u200b".join(digest[i:i + 16] for i in range(0, 64, 16)) in md and "12345678901234567" in md
     assert F.column_min_px("ci_low / ci_high", [], True) == 4 * F.CHAR_PX + F.CELL_PAD_PX  # "high"
     assert F.header_text("ci_low / x") == "ci_\u200blow / x"
     assert F.header_text("holds/pairs") == "holds/\u200bpairs"

@@ -227,8 +227,8 @@ TABLE_WIDTHS_PX = {"column": TABLE_WIDTH_PX, "full": 880.0}
 #: sans-serif) in CSS px, and the horizontal padding + border of a cell (0.6 em each side). Both err on
 #: the wide side, so that a table judged to fit does.
 CHAR_PX, CELL_PAD_PX = 8.0, 19.0
-#: A text cell may break inside a longer word (``overflow-wrap: anywhere`` in _static/dobrushin.css), so no
-#: word sets a text column wider than this many characters; numbers never break.
+#: A word of a text cell longer than this many characters is given break opportunities (:func:`breakable`),
+#: so that no word sets a text column wider; numbers never break.
 LONGEST_UNBROKEN = 16
 #: A table of at most this many rows is shown transposed (one column per row) when it is too wide.
 TRANSPOSE_MAX_ROWS = 5
@@ -241,6 +241,23 @@ def header_text(name) -> str:
     return re.sub(r"([_/])(?=\S)", "\\1\u200b", str(name))
 
 
+def breakable(text) -> str:
+    """Cell text as shown: each word longer than :data:`LONGEST_UNBROKEN` characters gets a zero-width
+    space after its ``/``, ``_``, ``-`` and ``.`` and, where a piece is still too long (a checksum), every
+    :data:`LONGEST_UNBROKEN` characters, so it can wrap in a narrow column. Shorter words are left
+    whole: a column is never squeezed below its longest ordinary word."""
+    def word(w):
+        if len(w) <= LONGEST_UNBROKEN:
+            return w
+        pieces = re.sub(r"([/_.-])(?=\S)", "\\1\u200b", w).split("\u200b")
+        out = []
+        for piece in pieces:
+            out += [piece[i:i + LONGEST_UNBROKEN] for i in range(0, len(piece), LONGEST_UNBROKEN)] or [""]
+        return "\u200b".join(out)
+
+    return re.sub(r"\S+", lambda m: word(m.group(0)), str(text))
+
+
 def column_min_px(header, cells, numeric: bool) -> float:
     """The least width (CSS px) a column of the book's tables can be laid out in: its longest header word,
     its longest number (numeric columns never wrap) or its longest word up to :data:`LONGEST_UNBROKEN`
@@ -250,7 +267,7 @@ def column_min_px(header, cells, numeric: bool) -> float:
     if numeric:
         body = max((len(str(v)) for v in cells), default=0)
     else:
-        body = max((min(len(w), LONGEST_UNBROKEN) for v in cells for w in words(v)), default=0)
+        body = max((len(w) for v in cells for w in words(breakable(v))), default=0)
     return max(head, body) * CHAR_PX + CELL_PAD_PX
 
 
@@ -344,7 +361,8 @@ def fitted_caption(caption: Optional[str], parts, layout: str) -> str:
 def _pipe_table(frame, numeric: dict) -> list:
     head = "| " + " | ".join(_md_escape(header_text(c)) if str(c) else " " for c in frame.columns) + " |"
     rule = "|" + "|".join("---:" if numeric.get(c) else ":---" for c in frame.columns) + "|"
-    body = ["| " + " | ".join(_md_escape(v) if v != "" else " " for v in row) + " |"
+    body = ["| " + " | ".join((_md_escape(v if numeric.get(c) else breakable(v)) if v != "" else " ")
+                              for c, v in zip(frame.columns, row)) + " |"
             for row in frame.itertuples(index=False)]
     return [head, rule, *body]
 
@@ -533,5 +551,5 @@ def html_escape(s: str) -> str:
 
 
 __all__ = ["COLORS", "LINESTYLES", "SavedFigure", "TABLE_WIDTHS_PX", "TABLE_WIDTH_PX", "Table", "WIDTHS_IN", "banner", "color_for",
-           "column_min_px", "details", "figure", "figure_label", "figure_markdown", "fit_table", "fitted_caption", "format_number",
+           "breakable", "column_min_px", "details", "figure", "figure_label", "figure_markdown", "fit_table", "fitted_caption", "format_number",
            "header_text", "html_escape", "provenance", "scrub_paths", "table", "table_min_px"]

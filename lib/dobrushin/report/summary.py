@@ -614,7 +614,7 @@ def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(),
     for i, (part, numeric) in enumerate(t.parts):  # fitted to the text column, as figures.table does
         cls = lambda c: ' class="text-right"' if numeric.get(c) else ""  # noqa: E731
         head = "".join(f"<th{cls(c)}>{html.escape(figures.header_text(c))}</th>" for c in part.columns)
-        body = "".join("<tr>" + "".join(f"<td{cls(c)}>{_cell_html(v, c in code_columns)}</td>"
+        body = "".join("<tr>" + "".join(f"<td{cls(c)}>{_cell_html(v if numeric.get(c) else figures.breakable(v), c in code_columns)}</td>"
                                         for c, v in zip(part.columns, row))
                        + "</tr>" for row in part.itertuples(index=False))
         text = figures.fitted_caption(caption, t.parts, t.layout)
