@@ -227,6 +227,8 @@ TABLE_WIDTHS_PX = {"column": TABLE_WIDTH_PX, "full": 880.0}
 #: sans-serif) in CSS px, and the horizontal padding + border of a cell (0.6 em each side). Both err on
 #: the wide side, so that a table judged to fit does.
 CHAR_PX, CELL_PAD_PX = 8.0, 19.0
+#: The same for text set in the theme's monospace code style (``<code>``: wider glyphs, its own padding).
+CODE_CHAR_PX, CODE_PAD_PX = 8.6, 12.0
 #: A word of a text cell longer than this many characters is given break opportunities (:func:`breakable`),
 #: so that no word sets a text column wider; numbers never break.
 LONGEST_UNBROKEN = 16
@@ -258,22 +260,25 @@ def breakable(text) -> str:
     return re.sub(r"\S+", lambda m: word(m.group(0)), str(text))
 
 
-def column_min_px(header, cells, numeric: bool) -> float:
+def column_min_px(header, cells, numeric: bool, code: bool = False) -> float:
     """The least width (CSS px) a column of the book's tables can be laid out in: its longest header word,
     its longest number (numeric columns never wrap) or its longest word up to :data:`LONGEST_UNBROKEN`
-    characters (text wraps), in :data:`CHAR_PX` per character plus the cell padding."""
+    characters (text wraps), in :data:`CHAR_PX` per character plus the cell padding (:data:`CODE_CHAR_PX`
+    and the code padding more for cells shown as ``<code>``)."""
     words = lambda s: [w for w in _WORD_BREAK.split(str(s)) if w]  # noqa: E731
-    head = max((len(w) for w in words(header_text(header))), default=0)
+    head = max((len(w) for w in words(header_text(header))), default=0) * CHAR_PX
     if numeric:
         body = max((len(str(v)) for v in cells), default=0)
     else:
         body = max((len(w) for v in cells for w in words(breakable(v))), default=0)
-    return max(head, body) * CHAR_PX + CELL_PAD_PX
+    body = body * CODE_CHAR_PX + CODE_PAD_PX if code else body * CHAR_PX
+    return max(head, body) + CELL_PAD_PX
 
 
-def table_min_px(frame, numeric: dict) -> float:
-    """The least width of a formatted table (:func:`column_min_px` summed over its columns)."""
-    return sum(column_min_px(c, frame[c].tolist(), bool(numeric.get(c))) for c in frame.columns)
+def table_min_px(frame, numeric: dict, code=()) -> float:
+    """The least width of a formatted table (:func:`column_min_px` summed over its columns; ``code``:
+    the columns shown as ``<code>``)."""
+    return sum(column_min_px(c, frame[c].tolist(), bool(numeric.get(c)), c in code) for c in frame.columns)
 
 
 def _key_columns(frame, numeric: dict) -> list:
@@ -305,17 +310,17 @@ def _transpose(frame, numeric: dict):
     return t, num
 
 
-def _split(frame, numeric: dict, budget: float) -> list:
+def _split(frame, numeric: dict, budget: float, code=()) -> list:
     # the columns that name a row are repeated in every part; without a text one, the first column (``n``)
     keys = _key_columns(frame, numeric) or list(frame.columns[:1])
-    if keys and table_min_px(frame[keys], numeric) > budget / 2:
+    if keys and table_min_px(frame[keys], numeric, code) > budget / 2:
         keys = []
-    base = table_min_px(frame[keys], numeric) if keys else 0.0
+    base = table_min_px(frame[keys], numeric, code) if keys else 0.0
     parts, cur, width = [], [], base
     for c in frame.columns:
         if c in keys:
             continue
-        w = column_min_px(c, frame[c].tolist(), bool(numeric.get(c)))
+        w = column_min_px(c, frame[c].tolist(), bool(numeric.get(c)), c in code)
         if cur and width + w > budget:
             parts.append(cur)
             cur, width = [], base
@@ -325,7 +330,7 @@ def _split(frame, numeric: dict, budget: float) -> list:
     return [(frame[keys + cols], {c: numeric.get(c, False) for c in keys + cols}) for cols in parts]
 
 
-def fit_table(frame, numeric: dict, budget: float = TABLE_WIDTH_PX):
+def fit_table(frame, numeric: dict, budget: float = TABLE_WIDTH_PX, code=()):
     """Lay a formatted table out to fit ``budget`` CSS px (the text column at a 1280 px window), without
     relying on horizontal scrolling: ``(parts, layout)``, ``parts`` a list of ``(frame, numeric)``.
 
@@ -334,14 +339,17 @@ def fit_table(frame, numeric: dict, budget: float = TABLE_WIDTH_PX):
       headed by the row's leading text cells (``model, weights``), when that fits;
     * ``"split"``: otherwise its columns are split over tables shown one below the other, each
       repeating the leading text columns that name a row (or else the first column), each as wide as
-      fits (a single column wider than the budget stands alone)."""
-    if table_min_px(frame, numeric) <= budget or len(frame.columns) < 2:
+      fits (a single column wider than the budget stands alone).
+
+    ``code``: the columns whose cells are shown as ``<code>`` (measured wider); a table with such
+    columns is not transposed (a column would then mix code and text)."""
+    if table_min_px(frame, numeric, code) <= budget or len(frame.columns) < 2:
         return [(frame, numeric)], "as is"
-    if len(frame) <= TRANSPOSE_MAX_ROWS:
+    if len(frame) <= TRANSPOSE_MAX_ROWS and not code:
         t, tn = _transpose(frame, numeric)
         if table_min_px(t, tn) <= budget:
             return [(t, tn)], "transposed"
-    parts = _split(frame, numeric, budget)
+    parts = _split(frame, numeric, budget, code)
     return parts, ("split" if len(parts) > 1 else "as is")
 
 
@@ -375,7 +383,7 @@ def _is_numeric(series) -> bool:
 
 def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digits: int = 3,
           columns: Optional[dict] = None, drop_constant: bool = False, formats: Optional[dict] = None,
-          fit: bool = True, width: str = "column") -> Table:
+          fit: bool = True, width: str = "column", code: Sequence[str] = ()) -> Table:
     """A data frame as a table of the book (display it, or return it as a cell's last value).
 
     * the pandas index is not shown; a *named* index (e.g. after ``groupby``) becomes columns;
@@ -390,7 +398,8 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
     * it is fitted to the text column (:func:`fit_table`): headers and text wrap, and a table whose
       columns cannot stand side by side is transposed (few rows) or split into tables one below the
       other (the first carries the caption and says so); ``fit=False`` keeps the columns as given;
-      ``width="full"`` fits it to a cell tagged ``full-width`` instead of the text column.
+      ``width="full"`` fits it to a cell tagged ``full-width`` instead of the text column; ``code``
+      names (displayed) columns that the caller shows as ``<code>`` (:func:`dobrushin.report.summary.html_table`).
     """
     import pandas as pd
 
@@ -424,7 +433,8 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
     numeric = {c: _is_numeric(df[c]) for c in df.columns}
     shown = pd.DataFrame({c: [_fmt_cell(v, c, digits, formats) for v in df[c]] for c in df.columns},
                          columns=list(df.columns))
-    parts, layout = fit_table(shown, numeric, TABLE_WIDTHS_PX[width]) if fit else ([(shown, numeric)], "as is")
+    parts, layout = (fit_table(shown, numeric, TABLE_WIDTHS_PX[width], tuple(code)) if fit
+                     else ([(shown, numeric)], "as is"))
     cap = fitted_caption(caption, parts, layout)
     blocks = []
     for i, (frame, num) in enumerate(parts):

@@ -608,7 +608,7 @@ def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(),
 
     from . import figures
 
-    t = figures.table(df, **kwargs)
+    t = figures.table(df, code=tuple(code_columns), **kwargs)
     shown = t.frame
     out = []
     for i, (part, numeric) in enumerate(t.parts):  # fitted to the text column, as figures.table does
