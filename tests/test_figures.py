@@ -29,7 +29,7 @@ import pytest  # noqa: E402
 from dobrushin.report import figures as F  # noqa: E402
 from dobrushin.report import plots  # noqa: E402
 from dobrushin.experiments.pipeline import progress_enabled  # noqa: E402
-from dobrushin.tools.sphinx_fixes import HIDDEN_CELL_TAGS, hide_build_cells  # noqa: E402
+from dobrushin.tools.sphinx_fixes import HIDDEN_CELL_TAGS, hide_build_cells, proof_index_entries  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 JB = Path(sys.executable).with_name("jupyter-book")
@@ -60,8 +60,9 @@ def test_format_number_round_trips_within_digits():
 
 
 def _cells(md: str) -> list:
-    """Rows of the pipe table in ``md``, cells un-escaped (CommonMark backslash escapes)."""
-    rows = [ln for ln in md.splitlines() if ln.startswith("|")]
+    """Rows of the pipe table in ``md``, cells un-escaped (CommonMark backslash escapes) and without the
+    zero-width spaces that let long words wrap (:func:`dobrushin.report.figures.breakable`)."""
+    rows = [ln.replace("\u200b", "") for ln in md.splitlines() if ln.startswith("|")]
     return [[re.sub(r"\\(.)", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", r)[1:-1]] for r in rows]
 
 
@@ -98,6 +99,68 @@ def test_table_drop_constant_and_rename():
         F.table([[1, 2]])
     with pytest.raises(ValueError, match="table name"):
         F.table(df, name="bad name")
+
+
+def _wide(rows: int, cols: int) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({"model": [f"model {i}" for i in range(rows)], "weights": ["trained"] * rows,
+                         **{f"quantity_{j} of the run": rng.random(rows) for j in range(cols)}})
+
+
+def test_table_fits_the_column_as_is_transposed_or_split():
+    # a narrow table is left alone
+    t = F.table(pd.DataFrame({"n": [2, 3], "p": [0.5, 0.33]}))
+    assert t.layout == "as is" and len(t.parts) == 1
+    # few rows, many columns: one column per row, headed by the rows' leading text cells
+    t = F.table(_wide(2, 12), caption="Wide and short.", name="tab-short")
+    assert t.layout == "transposed" and len(t.parts) == 1
+    frame, numeric = t.parts[0]
+    assert list(frame.columns) == ["", "model 0, trained", "model 1, trained"]
+    assert frame[""].tolist() == [f"quantity_{j} of the run" for j in range(12)]
+    assert frame["model 1, trained"].tolist() == t.frame.iloc[1, 2:].tolist()  # the same cells, swapped
+    assert F.table_min_px(frame, numeric) <= F.TABLE_WIDTH_PX
+    # many rows and columns: split into tables below one another, each naming the rows again
+    t = F.table(_wide(9, 14), caption="Wide and long.", name="tab-long")
+    assert t.layout == "split" and len(t.parts) >= 2
+    shown = [c for f, _ in t.parts for c in f.columns if c not in ("model", "weights")]
+    assert shown == list(t.frame.columns[2:])  # every column once, in order
+    for f, num in t.parts:
+        assert list(f.columns[:2]) == ["model", "weights"] and len(f) == 9
+        assert F.table_min_px(f, num) <= F.TABLE_WIDTH_PX
+    md = t._repr_markdown_()
+    assert md.count(":::{table}") == len(t.parts) and md.count(":name: tab-long") == 1
+    assert f"Wide and long. (Its columns are split over {len(t.parts)} tables, one below the other, each " \
+           "repeating the columns “model” and “weights”.)" in md
+    # without a text column, the first column names the rows in every part
+    num = pd.DataFrame({"n": [2, 4, 8, 16, 32, 64], **{f"softmax(z/T), T={j}": np.linspace(0, 1, 6) for j in range(9)}})
+    t2 = F.table(num)
+    assert t2.layout == "split" and all(f.columns[0] == "n" for f, _ in t2.parts)
+    # a full-width cell has room for more columns side by side
+    full = F.table(_wide(9, 14), width="full")
+    assert 1 <= len(full.parts) < len(t.parts)
+    assert all(F.table_min_px(f, num) <= F.TABLE_WIDTHS_PX["full"] for f, num in full.parts)
+    with pytest.raises(ValueError, match="width must be one of"):
+        F.table(_wide(2, 2), width="page")
+    assert F.table(_wide(9, 14), fit=False).layout == "as is"
+
+
+def test_table_width_estimate():
+    # numbers never wrap: the longest sets the width; text is as wide as its longest word (capped);
+    # a header wraps between words and after "_" and "/"
+    assert F.column_min_px("p", ["0.5", "3.43e-07"], True) == 8 * F.CHAR_PX + F.CELL_PAD_PX
+    assert F.column_min_px("model", ["a b c", "sentence transformers"], False) == 12 * F.CHAR_PX + F.CELL_PAD_PX
+    assert F.column_min_px("x", ["f" * 64], False) == F.LONGEST_UNBROKEN * F.CHAR_PX + F.CELL_PAD_PX
+    # long words get break opportunities (zero-width spaces) and keep their characters; short ones stay whole
+    digest = "ab12" * 16
+    assert F.breakable(digest).split("\u200b") == [digest[i:i + 16] for i in range(0, 64, 16)]
+    assert F.breakable("sentence-transformers/all-mpnet-base-v2 x").split("\u200b") == [
+        "sentence-", "transformers/", "all-", "mpnet-", "base-", "v2 x"]
+    assert F.breakable("kappa_factor float64") == "kappa_factor float64"
+    md = F.table(pd.DataFrame({"sha256": [digest], "n": [12345678901234567]}))._repr_markdown_()
+    assert "\u200b".join(digest[i:i + 16] for i in range(0, 64, 16)) in md and "12345678901234567" in md
+    assert F.column_min_px("ci_low / ci_high", [], True) == 4 * F.CHAR_PX + F.CELL_PAD_PX  # "high"
+    assert F.header_text("ci_low / x") == "ci_\u200blow / x"
+    assert F.header_text("holds/pairs") == "holds/\u200bpairs"
 
 
 def test_details_nests_a_table_in_a_collapsed_block():
@@ -196,7 +259,10 @@ def test_figure_saves_150dpi_sized_png_and_glues_it(tmp_path, monkeypatch):
     assert all(p.parent == tmp_path / "figures" for p in paths)
     png = paths[0].read_bytes()
     w, h = struct.unpack(">II", png[16:24])
-    assert w == round(F.WIDTHS_IN["full"] * 150) and abs(h - round(3 * F.WIDTHS_IN["full"] / 12 * 150)) <= 1
+    # scaled to the full width; a 12 x 3 in row of panels would be 2.35 in high there, so it is drawn
+    # at the minimum height instead (not squashed)
+    assert 3 * F.WIDTHS_IN["full"] / 12 < F.MIN_HEIGHTS_IN["full"]
+    assert w == round(F.WIDTHS_IN["full"] * 150) and abs(h - round(F.MIN_HEIGHTS_IN["full"] * 150)) <= 1
     assert not plt.fignum_exists(fig.number)  # closed: the inline backend will not show it again
     glued, shown = cap.outputs
     assert glued["metadata"]["scrapbook"]["name"] == "fig-nb-depth"
@@ -208,6 +274,15 @@ def test_figure_saves_150dpi_sized_png_and_glues_it(tmp_path, monkeypatch):
     assert shown["data"]["text/markdown"].startswith(":::{glue:figure} fig-nb-depth\n")
     cap.result(paths)
     assert len(cap.outputs) == 2  # the returned paths add nothing to the page
+
+
+def test_figure_keeps_the_aspect_of_a_tall_figure(tmp_path, monkeypatch):
+    _Capture(monkeypatch)
+    fig, ax = plt.subplots(figsize=(6, 6))
+    paths = F.figure(fig, notebook="nb", name="square", width="column", results_dir=tmp_path,
+                     caption="A square.", alt="A square plot.")
+    w, h = struct.unpack(">II", paths[0].read_bytes()[16:24])
+    assert w == round(F.WIDTHS_IN["column"] * 150) and abs(h - w) <= 1
 
 
 def test_figure_rejects_before_writing(tmp_path, monkeypatch):
@@ -238,6 +313,38 @@ def test_hide_build_cells_tags_parameter_cells_only():
     untouched = json.dumps({"cells": [nb["cells"][2]]})
     assert hide_build_cells(untouched) == untouched
     assert hide_build_cells("# a MyST text notebook") == "# a MyST text notebook"
+
+
+def test_proof_index_names_statements_as_the_page_does():
+    # env.proof_list as sphinx-proof 0.4 writes it (label -> where and what), in an arbitrary order
+    proofs = {"conj-rate": {"docname": "executed/law", "realtype": "conjecture", "countertype": "conjecture",
+                            "ids": ["conj-rate"], "nonumber": False},
+              "lem-generic": {"docname": "executed/law", "realtype": "lemma", "countertype": "lemma",
+                              "ids": ["lem-generic"], "nonumber": False},
+              "thm-equality": {"docname": "executed/theory", "realtype": "theorem", "countertype": "theorem",
+                               "ids": ["thm-equality"], "nonumber": False},
+              "lem-pair": {"docname": "executed/theory", "realtype": "lemma", "countertype": "lemma",
+                           "ids": ["lem-pair"], "nonumber": False},
+              "remark-7": {"docname": "executed/theory", "realtype": "remark", "countertype": "remark",
+                           "ids": ["remark-7"], "nonumber": True}}
+    titles = {"conj-rate": "Order of the approach", "lem-generic": "Genericity",
+              "thm-equality": "Equality characterisation", "lem-pair": "Pair identity"}
+    numbers = {"executed/theory": {"theorem": {"thm-equality": (2,)}, "lemma": {"lem-pair": (1,)}},
+               "executed/law": {"conjecture": {"conj-rate": (1,)}, "lemma": {"lem-generic": (1,)}}}
+    chapters = {"executed/theory": "The equality condition", "executed/law": "The baseline's law"}
+    got = proof_index_entries(proofs, titles, numbers, chapters, ["intro", "executed/theory", "executed/law"])
+    # chapters in reading order, statements by kind then number, named as on the page, no raw label shown
+    assert [k for k, _ in got] == ["The equality condition", "The baseline's law"]
+    assert [(e[0], e[6]) for e in got[0][1]] == [("Lemma 1", "Pair identity"), ("Remark", ""),
+                                                 ("Theorem 2", "Equality characterisation")]
+    assert [(e[0], e[6]) for e in got[1][1]] == [("Conjecture 1", "Order of the approach"), ("Lemma 1", "Genericity")]
+    # each entry links to its statement: (name, subtype, docname, anchor, extra, qualifier, description)
+    assert got[1][1][1][2:4] == ("executed/law", "lem-generic")
+    assert all(e[0] not in proofs for _, es in got for e in es)
+    # where the places on the page are known, the index follows the page
+    got = proof_index_entries(proofs, titles, numbers, chapters, ["executed/theory", "executed/law"],
+                              positions={"lem-pair": 0, "thm-equality": 1, "remark-7": 2})
+    assert [e[0] for e in got[0][1]] == ["Lemma 1", "Theorem 2", "Remark"]
 
 
 def test_progress_bars_only_on_a_terminal():
@@ -305,6 +412,8 @@ def test_helpers_render_in_a_jupyter_book(tmp_path, monkeypatch):
         # a section heading gives the page its "Contents" sidebar, which the theme's script for
         # full-width content expects (without one it throws a console error that check_html reports)
         {"cell_type": "markdown", "metadata": {}, "source": "## Results", "id": "m2"},
+        {"cell_type": "markdown", "metadata": {}, "id": "m3",
+         "source": "```{prf:theorem} Layer bound\n:label: thm-demo-bound\nA statement.\n```"},
         code("profile = 'quick'  # SECRET-PARAMETERS-CELL", [], ["parameters"]),
         code("# Parameters\nprofile = 'paper'  # SECRET-INJECTED-CELL", [], ["injected-parameters"]),
         code("banner", banner, ["remove-input"]),
@@ -328,6 +437,14 @@ def test_helpers_render_in_a_jupyter_book(tmp_path, monkeypatch):
     assert "weights unavailable: &lt;reason&gt;" in html and "dobrushin-banner" in html
     assert "dobrushin-table" in html and "Table 1" in html and "3.43e-07" in html
     assert "dropdown" in html and "dobrushin.css" in html
+    # the table of fifteen columns is shown transposed, so it fits the column
+    assert "dobrushin-transposed" in html
+    # the proof index names the statement as the page does, not by its raw label
+    index = (book / "_build" / "html" / "prf-prf.html").read_text()
+    entry = re.search(r'<a href="executed/demo\.html#thm-demo-bound">(.*?)</td>\s*<td>(.*?)</td>', index, re.S)
+    assert entry, index[-3000:]
+    assert "Theorem 1" in entry.group(1) and "thm-demo-bound" not in re.sub(r"<[^>]+>", "", entry.group(1))
+    assert "Layer bound" in entry.group(2)
 
     from dobrushin.tools import check_html as ch
 

@@ -372,9 +372,9 @@ class FamilyChapter:
         btxt = (" The grey dotted line is the probability that the condition holds for a random row-stochastic "
                 "matrix (Dirichlet(1) rows) of the model's median number of content tokens (" + each + ").") if have else \
             " (No random-baseline results were found, so no baseline line is drawn.)"
+        drawn = plots.series_caption(table[table["model"].isin(models)])
         self._fig(fig, name, f"{what}: fraction of inputs for which the equality condition holds, per layer, with "
-                             "Wilson 95% bands; content tokens solid, with special tokens dashed; trained weights "
-                             f"blue, untrained control orange.{btxt} Layer 1 acts first.",
+                             f"Wilson 95% bands; {drawn}.{btxt} Layer 1 acts first.",
                   f"Line plots of the fraction of inputs where the equality condition holds against layer, one "
                   f"panel per model ({_alt_panels(models)}), with a horizontal random-baseline line.", len(models))
 
@@ -399,10 +399,15 @@ class FamilyChapter:
             return
         t = self._sub(self.table)
         fig = plots.slack_by_layer(t, variant="content", models=self.featured, ncols=self.ncols)
+        c = t[t["variant"] == "content"]
+        zero = [f"{display_name(m)}, {weights_label(w)}" for m in self.featured
+                for w in plots.zero_series(c[c["model"] == m])]
+        ztxt = (f" The slack is 0 in every (input, layer) pair for {'; '.join(zero)}: the panel says “all zero” "
+                "where its boxes would lie flat on the axis." if zero else "")
         self._fig(fig, "slack", f"{self.title}: distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) of the "
-                                "layer bound per layer (content tokens; trained weights blue, untrained control "
-                                f"orange). The axis is symmetric-logarithmic, linear below {plots.SLACK_LINTHRESH:g}: "
-                                "slack 0 is the equality case, and the slack spans many orders of magnitude.",
+                                f"layer bound per layer (content tokens; {plots.series_caption(c)}). The axis is "
+                                f"symmetric-logarithmic, linear below {plots.SLACK_LINTHRESH:g}: slack 0 is the "
+                                f"equality case, and the slack spans many orders of magnitude.{ztxt}",
                   "Box plots of the slack of the layer bound per layer on a symmetric log axis, one panel per "
                   f"model ({_alt_panels(self.featured)}).", len(self.featured))
         q = (t[t["variant"] == "content"].groupby(["model", "weights"], sort=False)["slack"]

@@ -9,8 +9,10 @@ chapter reads the same way:
 * :data:`COLORS` / :data:`LINESTYLES` — the one colour convention of the book (trained, untrained
   control, random baseline, with-special-tokens variant); :mod:`dobrushin.report.plots` uses it.
 * :func:`table` — a data frame as a (numbered, when captioned) table: no pandas index, numbers
-  formatted for reading (``3.43e-07``, ``768`` not ``768.0``), never truncated, scrolling
-  horizontally when wider than the column (``_static/dobrushin.css``).
+  formatted for reading (``3.43e-07``, ``768`` not ``768.0``), never truncated, and fitted to the
+  text column of a 1280 px window (:func:`fit_table`): headers and text wrap, and a table whose
+  columns still cannot stand side by side is shown with rows and columns swapped (few rows) or with
+  its columns split over tables one below the other (``_static/dobrushin.css``).
 * :func:`details` — a collapsed block ("click to show") for long tables or provenance.
 * :func:`banner` — the one "not reproduced in this build" warning at the top of a chapter.
 * :func:`provenance` — the collapsed "how this chapter was run" block at its end (parameters,
@@ -63,6 +65,9 @@ from .style import COLORS, LINESTYLES, color_for  # noqa: E402,F401  (the one co
 # on the page: the book theme's text column is about 690 px wide at a 1280 px window and a full-width
 # figure (``figure.full-width`` in _static/dobrushin.css) about 136 % of it.
 WIDTHS_IN = {"column": 6.9, "full": 9.4}
+# The least height a figure is drawn at (inches): a row of three panels scaled to the full width would
+# otherwise be squashed to about 2.3 in, its axes too low for their labels.
+MIN_HEIGHTS_IN = {"column": 2.8, "full": 3.8}
 _KEY_RX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
@@ -106,7 +111,8 @@ def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str 
     the image (not the file name). ``width``: ``"column"`` (single panel) or ``"full"`` (multi-panel;
     spans the text column and the margin). With ``resize`` the figure is scaled to the chosen width
     (height in proportion) so its text is legible there. ``close`` closes it, so the inline backend
-    does not show it a second time without caption. The label is ``fig-<notebook>-<name>``.
+    does not show it a second time without caption; it is never drawn less tall than
+    :data:`MIN_HEIGHTS_IN` (a single row of panels would be squashed). The label is ``fig-<notebook>-<name>``.
     A full-width figure needs a page with at least one section heading: sphinx-book-theme folds its
     "Contents" sidebar away while full-width content is in view, and its script throws a console
     error (which ``make check-html`` reports) when the page has no such sidebar.
@@ -122,7 +128,7 @@ def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str 
     if resize:
         w, h = fig.get_size_inches()
         target = WIDTHS_IN[width]
-        fig.set_size_inches(target, h * target / w)
+        fig.set_size_inches(target, max(h * target / w, MIN_HEIGHTS_IN[width]))
     paths = save_figure(fig, notebook, name, results_dir=results_dir)
     png = next(p for p in paths if Path(p).suffix == ".png")
     if close:
@@ -199,11 +205,174 @@ class _Markdown:
 
 
 class Table(_Markdown):
-    """A formatted table; :func:`table` makes one. ``.frame`` is the formatted data frame (strings)."""
+    """A formatted table; :func:`table` makes one. ``.frame`` is the formatted data frame (strings);
+    ``.parts`` the ``(frame, numeric)`` pairs shown, one table each (:func:`fit_table`), and
+    ``.layout`` how it was fitted (``"as is"``, ``"transposed"`` or ``"split"``)."""
 
-    def __init__(self, markdown: str, frame, note: str = ""):
+    def __init__(self, markdown: str, frame, note: str = "", parts=None, layout: str = "as is"):
         super().__init__(markdown, frame.to_string(index=False) + (f"\n{note}" if note else ""))
         self.frame, self.note = frame, note
+        self.parts = parts if parts is not None else [(frame, {c: False for c in frame.columns})]
+        self.layout = layout
+
+
+# ---------------------------------------------------------------- fitting a table to the column
+
+#: The width a table may take: the text column of the book theme at a 1280 px window is 666 CSS px
+#: inside its padding (measured by ``make check-html``); the estimate below is rough, so some is kept free.
+TABLE_WIDTH_PX = 640.0
+#: ... and in a cell tagged ``full-width`` (the text column and the margin, about 900 px).
+TABLE_WIDTHS_PX = {"column": TABLE_WIDTH_PX, "full": 880.0}
+#: Average advance of one character of the table's font (0.9 em of the 16 px body text, the theme's system
+#: sans-serif) in CSS px, and the horizontal padding + border of a cell (0.6 em each side). Both err on
+#: the wide side, so that a table judged to fit does.
+CHAR_PX, CELL_PAD_PX = 8.0, 19.0
+#: The same for text set in the theme's monospace code style (``<code>``: wider glyphs, its own padding).
+CODE_CHAR_PX, CODE_PAD_PX = 8.6, 12.0
+#: A word of a text cell longer than this many characters is given break opportunities (:func:`breakable`),
+#: so that no word sets a text column wider; numbers never break.
+LONGEST_UNBROKEN = 16
+#: A table of at most this many rows is shown transposed (one column per row) when it is too wide.
+TRANSPOSE_MAX_ROWS = 5
+_WORD_BREAK = re.compile(r"[\s\u200b]+")
+
+
+def header_text(name) -> str:
+    """A header as shown: a break opportunity (zero-width space) after ``_`` and ``/``, so that names
+    such as ``ci_low`` or ``holds / pairs`` may wrap there like words."""
+    return re.sub(r"([_/])(?=\S)", "\\1\u200b", str(name))
+
+
+def breakable(text) -> str:
+    """Cell text as shown: each word longer than :data:`LONGEST_UNBROKEN` characters gets a zero-width
+    space after its ``/``, ``_``, ``-`` and ``.`` and, where a piece is still too long (a checksum), every
+    :data:`LONGEST_UNBROKEN` characters, so it can wrap in a narrow column. Shorter words are left
+    whole: a column is never squeezed below its longest ordinary word."""
+    def word(w):
+        if len(w) <= LONGEST_UNBROKEN:
+            return w
+        pieces = re.sub(r"([/_.-])(?=\S)", "\\1\u200b", w).split("\u200b")
+        out = []
+        for piece in pieces:
+            out += [piece[i:i + LONGEST_UNBROKEN] for i in range(0, len(piece), LONGEST_UNBROKEN)] or [""]
+        return "\u200b".join(out)
+
+    return re.sub(r"\S+", lambda m: word(m.group(0)), str(text))
+
+
+def column_min_px(header, cells, numeric: bool, code: bool = False) -> float:
+    """The least width (CSS px) a column of the book's tables can be laid out in: its longest header word,
+    its longest number (numeric columns never wrap) or its longest word up to :data:`LONGEST_UNBROKEN`
+    characters (text wraps), in :data:`CHAR_PX` per character plus the cell padding (:data:`CODE_CHAR_PX`
+    and the code padding more for cells shown as ``<code>``)."""
+    words = lambda s: [w for w in _WORD_BREAK.split(str(s)) if w]  # noqa: E731
+    head = max((len(w) for w in words(header_text(header))), default=0) * CHAR_PX
+    if numeric:
+        body = max((len(str(v)) for v in cells), default=0)
+    else:
+        body = max((len(w) for v in cells for w in words(breakable(v))), default=0)
+    body = body * CODE_CHAR_PX + CODE_PAD_PX if code else body * CHAR_PX
+    return max(head, body) + CELL_PAD_PX
+
+
+def table_min_px(frame, numeric: dict, code=()) -> float:
+    """The least width of a formatted table (:func:`column_min_px` summed over its columns; ``code``:
+    the columns shown as ``<code>``)."""
+    return sum(column_min_px(c, frame[c].tolist(), bool(numeric.get(c)), c in code) for c in frame.columns)
+
+
+def _key_columns(frame, numeric: dict) -> list:
+    """The leading text columns that name a row (``model``, ``weights``, ...), at most two."""
+    keys = []
+    for c in frame.columns[:2]:
+        if numeric.get(c):
+            break
+        keys.append(c)
+    return keys if len(keys) < len(frame.columns) else keys[:-1]
+
+
+def _transpose(frame, numeric: dict):
+    import pandas as pd
+
+    keys = _key_columns(frame, numeric)
+    labels = ([", ".join(str(v) for v in row if str(v).strip()) for row in frame[keys].itertuples(index=False)]
+              if keys else [f"row {i + 1}" for i in range(len(frame))])
+    seen: dict = {}
+    heads = []
+    for lab in labels:  # column names must be unique
+        seen[lab] = seen.get(lab, 0) + 1
+        heads.append(lab if seen[lab] == 1 else f"{lab} ({seen[lab]})")
+    rest = [c for c in frame.columns if c not in keys]
+    t = pd.DataFrame({"": [str(c) for c in rest],
+                      **{h: [frame.iloc[i][c] for c in rest] for i, h in enumerate(heads)}}, columns=["", *heads])
+    # a column now mixes quantities: right-aligned (numbers stay on one line) only when every cell is a number
+    num = {"": False, **{h: all(bool(numeric.get(c)) for c in rest) for h in heads}}
+    return t, num
+
+
+def _split(frame, numeric: dict, budget: float, code=()) -> list:
+    # the columns that name a row are repeated in every part; without a text one, the first column (``n``)
+    keys = _key_columns(frame, numeric) or list(frame.columns[:1])
+    if keys and table_min_px(frame[keys], numeric, code) > budget / 2:
+        keys = []
+    base = table_min_px(frame[keys], numeric, code) if keys else 0.0
+    parts, cur, width = [], [], base
+    for c in frame.columns:
+        if c in keys:
+            continue
+        w = column_min_px(c, frame[c].tolist(), bool(numeric.get(c)), c in code)
+        if cur and width + w > budget:
+            parts.append(cur)
+            cur, width = [], base
+        cur.append(c)
+        width += w
+    parts.append(cur)
+    return [(frame[keys + cols], {c: numeric.get(c, False) for c in keys + cols}) for cols in parts]
+
+
+def fit_table(frame, numeric: dict, budget: float = TABLE_WIDTH_PX, code=()):
+    """Lay a formatted table out to fit ``budget`` CSS px (the text column at a 1280 px window), without
+    relying on horizontal scrolling: ``(parts, layout)``, ``parts`` a list of ``(frame, numeric)``.
+
+    * ``"as is"``: its columns fit side by side once headers and text wrap (:func:`table_min_px`);
+    * ``"transposed"``: a table of at most :data:`TRANSPOSE_MAX_ROWS` rows gets one column per row,
+      headed by the row's leading text cells (``model, weights``), when that fits;
+    * ``"split"``: otherwise its columns are split over tables shown one below the other, each
+      repeating the leading text columns that name a row (or else the first column), each as wide as
+      fits (a single column wider than the budget stands alone).
+
+    ``code``: the columns whose cells are shown as ``<code>`` (measured wider); a table with such
+    columns is not transposed (a column would then mix code and text)."""
+    if table_min_px(frame, numeric, code) <= budget or len(frame.columns) < 2:
+        return [(frame, numeric)], "as is"
+    if len(frame) <= TRANSPOSE_MAX_ROWS and not code:
+        t, tn = _transpose(frame, numeric)
+        if table_min_px(t, tn) <= budget:
+            return [(t, tn)], "transposed"
+    parts = _split(frame, numeric, budget, code)
+    return parts, ("split" if len(parts) > 1 else "as is")
+
+
+def fitted_caption(caption: Optional[str], parts, layout: str) -> str:
+    """The caption of a fitted table (:func:`fit_table`) on one line; a split table's says so."""
+    cap = " ".join(caption.split()) if caption else ""
+    if layout == "split":
+        shared = [c for c in parts[0][0].columns if all(c in f.columns for f, _ in parts[1:])]
+        names = [f"“{c}”" for c in shared]
+        again = (f", each repeating the column{'s' if len(names) > 1 else ''} "
+                 + (" and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1])
+                 if shared else "")
+        cap = (cap + " " if cap else "") + f"(Its columns are split over {len(parts)} tables, one below the other{again}.)"
+    return cap
+
+
+def _pipe_table(frame, numeric: dict) -> list:
+    head = "| " + " | ".join(_md_escape(header_text(c)) if str(c) else " " for c in frame.columns) + " |"
+    rule = "|" + "|".join("---:" if numeric.get(c) else ":---" for c in frame.columns) + "|"
+    body = ["| " + " | ".join((_md_escape(v if numeric.get(c) else breakable(v)) if v != "" else " ")
+                              for c, v in zip(frame.columns, row)) + " |"
+            for row in frame.itertuples(index=False)]
+    return [head, rule, *body]
 
 
 def _is_numeric(series) -> bool:
@@ -213,7 +382,8 @@ def _is_numeric(series) -> bool:
 
 
 def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digits: int = 3,
-          columns: Optional[dict] = None, drop_constant: bool = False, formats: Optional[dict] = None) -> Table:
+          columns: Optional[dict] = None, drop_constant: bool = False, formats: Optional[dict] = None,
+          fit: bool = True, width: str = "column", code: Sequence[str] = ()) -> Table:
     """A data frame as a table of the book (display it, or return it as a cell's last value).
 
     * the pandas index is not shown; a *named* index (e.g. after ``groupby``) becomes columns;
@@ -224,7 +394,12 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
     * ``columns`` renames columns for display; ``drop_constant`` drops columns that have one value
       in every row and states them once under the table ("all rows: weights = pretrained");
     * ``caption`` (MyST, may be computed) makes it a numbered table; ``name`` its label for
-      ``{numref}``; a table wider than the column scrolls horizontally (``_static/dobrushin.css``).
+      ``{numref}``;
+    * it is fitted to the text column (:func:`fit_table`): headers and text wrap, and a table whose
+      columns cannot stand side by side is transposed (few rows) or split into tables one below the
+      other (the first carries the caption and says so); ``fit=False`` keeps the columns as given;
+      ``width="full"`` fits it to a cell tagged ``full-width`` instead of the text column; ``code``
+      names (displayed) columns that the caller shows as ``<code>`` (:func:`dobrushin.report.summary.html_table`).
     """
     import pandas as pd
 
@@ -253,22 +428,26 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
             df = df.drop(columns=const)
     if df.shape[1] == 0:
         raise ValueError("the table has no columns")
+    if width not in TABLE_WIDTHS_PX:
+        raise ValueError(f"width must be one of {sorted(TABLE_WIDTHS_PX)}, got {width!r}")
     numeric = {c: _is_numeric(df[c]) for c in df.columns}
     shown = pd.DataFrame({c: [_fmt_cell(v, c, digits, formats) for v in df[c]] for c in df.columns},
                          columns=list(df.columns))
-    head = "| " + " | ".join(_md_escape(c) for c in shown.columns) + " |"
-    rule = "|" + "|".join("---:" if numeric[c] else ":---" for c in shown.columns) + "|"
-    body = ["| " + " | ".join(_md_escape(v) if v != "" else " " for v in row) + " |"
-            for row in shown.itertuples(index=False)]
-    lines = [":::{table}" + (f" {' '.join(caption.split())}" if caption else ""),
-             ":class: dobrushin-table"]
-    if name:
-        lines.append(f":name: {name}")
-    lines += ["", head, rule, *body, ":::"]
-    md = "\n".join(lines) + "\n"
+    parts, layout = (fit_table(shown, numeric, TABLE_WIDTHS_PX[width], tuple(code)) if fit
+                     else ([(shown, numeric)], "as is"))
+    cap = fitted_caption(caption, parts, layout)
+    blocks = []
+    for i, (frame, num) in enumerate(parts):
+        lines = [":::{table}" + (f" {cap}" if cap and i == 0 else ""),
+                 ":class: dobrushin-table" + (f" dobrushin-{layout}" if layout != "as is" else "")]
+        if name and i == 0:
+            lines.append(f":name: {name}")
+        lines += ["", *_pipe_table(frame, num), ":::"]
+        blocks.append("\n".join(lines) + "\n")
+    md = "\n".join(blocks)
     if note:
         md += f"\n{_md_escape(note)}\n"
-    return Table(md, shown, note)
+    return Table(md, shown, note, parts=parts, layout=layout)
 
 
 def _fmt_cell(v, col, digits, formats) -> str:
@@ -382,5 +561,6 @@ def html_escape(s: str) -> str:
     return _html.escape(str(s))
 
 
-__all__ = ["COLORS", "LINESTYLES", "SavedFigure", "Table", "WIDTHS_IN", "banner", "color_for", "details", "figure",
-           "figure_label", "figure_markdown", "format_number", "html_escape", "provenance", "scrub_paths", "table"]
+__all__ = ["COLORS", "LINESTYLES", "SavedFigure", "TABLE_WIDTHS_PX", "TABLE_WIDTH_PX", "Table", "WIDTHS_IN", "banner", "color_for",
+           "breakable", "column_min_px", "details", "figure", "figure_label", "figure_markdown", "fit_table", "fitted_caption", "format_number",
+           "header_text", "html_escape", "provenance", "scrub_paths", "table", "table_min_px"]

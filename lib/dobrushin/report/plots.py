@@ -22,12 +22,45 @@ from ..store.paths import results_dir as default_results
 from ..store.results import atomic_write, slugify
 from ..models.configs import RESOLUTION_SEP, base_id, variant_id  # noqa: F401  (re-exported for the chapters)
 from .names import display_name
-from .style import COLORS, LINESTYLES
+from .style import COLOR_NAMES, COLORS, LINESTYLES
 
 WEIGHT_STYLE = {"pretrained": {"color": COLORS["trained"], "label": "trained weights"},
                 "untrained": {"color": COLORS["untrained"], "label": "untrained control"}}
 VARIANT_STYLE = {"content": {"linestyle": "-", "label": "content tokens"},
                  "with_special": {"linestyle": "--", "label": "with special tokens"}}
+
+
+def series_caption(table: pd.DataFrame, *, variants: Sequence[str] = ("content", "with_special"),
+                   special: str = "with special tokens") -> str:
+    """The part of a caption that says which line is which, from the series the figure draws: the
+    (weights, variant) pairs present in ``table`` (the rows a figure of this module plots) among
+    ``variants``.  ``"content tokens solid, with special tokens dashed; trained weights blue, untrained
+    control orange"`` when all four are there; a figure of untrained controls only says so
+    (``"untrained controls (orange) only: no trained weights were measured"``), and a variant that is
+    not drawn is not named.  ``special`` names the with-special-tokens variant (``"with [CLS]"``)."""
+    _require(table, ["weights", "variant"], "the table")
+    t = table[table["variant"].isin(list(variants))]
+    vs = [v for v in VARIANT_STYLE if v in variants and (t["variant"] == v).any()]
+    ws = [w for w in WEIGHT_STYLE if (t["weights"] == w).any()]
+    parts = []
+    if len(vs) > 1:
+        names = {"content": "content tokens", "with_special": special}
+        style = {"-": "solid", "--": "dashed", ":": "dotted"}
+        parts.append(", ".join(f"{names[v]} {style[VARIANT_STYLE[v]['linestyle']]}" for v in vs))
+    if ws == ["untrained"]:
+        parts.append(f"untrained controls ({COLOR_NAMES['untrained']}) only: no trained weights were measured")
+    elif ws:
+        names = {"pretrained": ("trained weights", "trained"), "untrained": ("untrained control", "untrained")}
+        parts.append(", ".join(f"{names[w][0]} {COLOR_NAMES[names[w][1]]}" for w in ws))
+    return "; ".join(parts)
+
+
+def zero_series(table: pd.DataFrame, value: str = "slack") -> list:
+    """The weights (``pretrained``, ``untrained``) whose ``value`` is 0 in every row of ``table``: a box
+    plot of them is a flat line on the axis, which the slack figures label "all zero" instead."""
+    _require(table, ["weights", value], "the table")
+    return [w for w in WEIGHT_STYLE if (table["weights"] == w).any()
+            and bool((table.loc[table["weights"] == w, value] == 0).all())]
 
 
 def _grid(n_panels: int, ncols: int, panel=(4.0, 3.0), sharey=True):
@@ -103,7 +136,7 @@ def layer_profile(table: pd.DataFrame, *, variants: Sequence[str] = ("content", 
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
-    return _finish_grid(fig, axes, ncols, "fraction where equality holds", title)
+    return _finish_grid(fig, axes, ncols, "fraction where\nequality holds", title)
 
 
 def _finish_grid(fig, axes, ncols: int, ylabel: str, title: Optional[str]):
@@ -130,6 +163,8 @@ def _legend(fig, axes):
 
 #: below this the slack axis is linear (symlog): the slack is 0 in the equality case and spans many decades
 SLACK_LINTHRESH = 1e-9
+#: the slack axis label, on two lines so that it fits beside a short panel
+SLACK_LABEL = "slack ½(1+κ(A))\n− κ(½(I+A))"
 
 
 def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
@@ -156,6 +191,15 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
                 box.set_facecolor(WEIGHT_STYLE[w]["color"])
                 box.set_alpha(0.6)
             ax.plot([], [], color=WEIGHT_STYLE[w]["color"], lw=6, alpha=0.6, label=WEIGHT_STYLE[w]["label"])
+        zero = zero_series(sub)
+        if zero:  # a box plot of zeros is a flat line on the axis: say what it means instead
+            lines = [f"{WEIGHT_STYLE[w]['label']}: all zero" for w in zero]
+            if len(zero) == len(ws):
+                lines = ["all zero: slack 0 (equality)", "in every (input, layer) pair"] if len(ws) == 1 else \
+                    ["all zero: slack 0 (equality) in every", "(input, layer) pair, both weights"]
+            ax.text(0.5, 0.55, "\n".join(lines), transform=ax.transAxes, ha="center", va="center", fontsize=9,
+                    color="k",
+                    bbox={"boxstyle": "round,pad=0.4", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.9})
         step = max(1, len(layers) // 12)
         ax.set_xticks(layers[::step] + 1)
         ax.set_yscale("symlog", linthresh=SLACK_LINTHRESH, linscale=0.5)
@@ -165,7 +209,7 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
         ax.set_title(display_name(m), fontsize=10)
         ax.set_xlabel("layer")
         ax.grid(alpha=0.3, axis="y")
-    return _finish_grid(fig, axes, ncols, "slack ½(1+κ(A)) − κ(½(I+A))", title)
+    return _finish_grid(fig, axes, ncols, SLACK_LABEL, title)
 
 
 def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
@@ -282,15 +326,21 @@ def rollout_map_figure(rm, *, title: Optional[str] = None, cmap: str = "inferno"
         h = np.asarray(rm.holds[b], dtype=bool)
         ax.plot(x, s, color=COLORS["trained"], lw=1)
         ax.scatter(x[h], s[h], color=COLORS["trained"], s=18, zorder=3, label="equality holds")
-        ax.scatter(x[~h], s[~h], facecolor="white", edgecolor=COLORS["trained"], s=18, zorder=3,
-                   label="equality fails")
+        if (~h).any():
+            ax.scatter(x[~h], s[~h], facecolor="white", edgecolor=COLORS["trained"], s=18, zorder=3,
+                       label="equality fails")
+        if h.all() and np.nanmax(np.abs(s)) < SLACK_LINTHRESH:  # the line lies on the axis: say so
+            what = "all zero:" if np.all(s == 0) else "all zero to\nrounding (< 1e-9):"
+            ax.text(0.5, 0.55, f"{what}\nequality at\nevery layer", transform=ax.transAxes, ha="center",
+                    va="center", fontsize=9, bbox={"boxstyle": "round,pad=0.4", "facecolor": "white",
+                                                   "edgecolor": "0.7", "alpha": 0.9})
         ax.set_yscale("symlog", linthresh=SLACK_LINTHRESH, linscale=0.5)
         ax.set_ylim(-SLACK_LINTHRESH / 2, hi * 3)
         ax.set_xlabel("layer")
         ax.set_xticks(x[::max(1, L // 6)])
         ax.grid(alpha=0.3)
         if b == 0:
-            ax.set_ylabel("slack ½(1+κ(A)) − κ(½(I+A))")
+            ax.set_ylabel(SLACK_LABEL)
         else:
             ax.tick_params(labelleft=False)
     _legend(fig, axes[1])
@@ -344,4 +394,5 @@ def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
 
 
 __all__ = ["Admonition", "SLACK_LINTHRESH", "admonition", "base_id", "display_name", "head_heatmap", "layer_fractions",
-           "layer_profile", "photo_label", "rollout_map_figure", "rollout_scatter", "save_figure", "slack_by_layer", "variant_id"]
+           "layer_profile", "photo_label", "rollout_map_figure", "rollout_scatter", "save_figure", "series_caption",
+           "slack_by_layer", "variant_id", "zero_series"]

@@ -735,20 +735,21 @@ def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(),
 
     from . import figures
 
-    t = figures.table(df, **kwargs)
+    t = figures.table(df, code=tuple(code_columns), **kwargs)
     shown = t.frame
-    renamed = df.rename(columns=kwargs.get("columns") or {})
-    numeric = {c: (c in renamed.columns and pd.api.types.is_numeric_dtype(renamed[c])
-                   and not pd.api.types.is_bool_dtype(renamed[c])) for c in shown.columns}
-    cls = lambda c: ' class="text-right"' if numeric[c] else ""  # noqa: E731
-    head = "".join(f"<th{cls(c)}>{html.escape(str(c))}</th>" for c in shown.columns)
-    body = "".join("<tr>" + "".join(f"<td{cls(c)}>{_cell_html(v, c in code_columns)}</td>"
-                                    for c, v in zip(shown.columns, row))
-                   + "</tr>" for row in shown.itertuples(index=False))
-    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    out = (f'<div class="pst-scrollable-table-container"><table class="table dobrushin-table">{cap}'
-           f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
-    return Html(out, (caption + "\n" if caption else "") + shown.to_string(index=False))
+    out = []
+    for i, (part, numeric) in enumerate(t.parts):  # fitted to the text column, as figures.table does
+        cls = lambda c: ' class="text-right"' if numeric.get(c) else ""  # noqa: E731
+        head = "".join(f"<th{cls(c)}>{html.escape(figures.header_text(c))}</th>" for c in part.columns)
+        body = "".join("<tr>" + "".join(f"<td{cls(c)}>{_cell_html(v if numeric.get(c) else figures.breakable(v), c in code_columns)}</td>"
+                                        for c, v in zip(part.columns, row))
+                       + "</tr>" for row in part.itertuples(index=False))
+        text = figures.fitted_caption(caption, t.parts, t.layout)
+        cap = f"<caption>{html.escape(text)}</caption>" if text and i == 0 else ""
+        extra = f" dobrushin-{t.layout}" if t.layout != "as is" else ""
+        out.append(f'<div class="pst-scrollable-table-container"><table class="table dobrushin-table{extra}">{cap}'
+                   f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
+    return Html("".join(out), (caption + "\n" if caption else "") + shown.to_string(index=False))
 
 
 def html_details(summary_text: str, *blocks) -> Html:

@@ -104,7 +104,7 @@ class SummaryChapter:
                               "make reproduce"))
         _md(f"**Scale.** {_md_text(self.scale_text())}")
         n = int(((self.card["verdict"].map(S.verdict_kind) != "related") & (self.card["parent"] == "")).sum())
-        _display(F.table(S.shown(self.card), name="tab-summary-scorecard",
+        _display(F.table(S.shown(self.card), name="tab-summary-scorecard", width="full",
                          caption=f"The scorecard: the paper's {n} claims against this build ({self.profile} "
                                  "profile). Measured: share of (input, layer) pairs where the equality condition "
                                  "holds, with its 95% interval clustered by input (the verdict uses it) and, next "
@@ -128,7 +128,7 @@ class SummaryChapter:
         special tokens side by side), in the scorecard's claim order."""
         t = self.table
         counts = t["status"].str.replace(r"^not run:.*", "not run", regex=True).value_counts()
-        _display(F.table(per_model_table(t), name="tab-summary-all",
+        _display(F.table(per_model_table(t), name="tab-summary-all", width="full",
                          caption=f"The {len(t)} rows of results/summary.csv (one per claim, model and variant; "
                                  + ", ".join(f"{v} {k}" for k, v in counts.items())
                                  + "), content tokens and with special tokens side by side, each with its 95% "
@@ -171,10 +171,12 @@ class SummaryChapter:
         fig = summary.plot_depth_profiles(t, self.reference)
         F.figure(fig, notebook=NOTEBOOK, name="depth", width="full",
                  caption=("Fraction of inputs for which the equality condition holds on content tokens, against "
-                          "relative depth $\\ell/(L-1)$, one panel per family. Blue: trained weights; orange: the "
+                          "relative depth $\\ell/(L-1)$, one panel per family. "
+                          + ("Blue: trained weights; orange" if trained else "Orange") + ": the "
                           "untrained control of the same architecture; dotted grey: the random baseline "
                           "(Dirichlet(1) rows) at the family's median token count. The untrained controls of a "
-                          "family are pooled into one line; line styles tell trained models of one family apart. "
+                          "family are pooled into one line"
+                          + ("; line styles tell trained models of one family apart. " if trained else ". ")
                           + (f"Trained weights: {_and(named)}; " if trained else
                              "No trained weights were measured in this build; ")
                           + f"{len(fams) - len(trained)} of the {len(fams)} families show only untrained controls."),
@@ -211,7 +213,7 @@ class SummaryChapter:
         _glue("scale_line", summary.Text(self.scale_text()))
         _glue("too_wide", summary.Text(f"{100 * TOO_WIDE:g} percentage points"))
         _glue("interval_rule", summary.Text(S.interval_explanation(self.table)))
-        card = summary.html_table(S.shown(self.card, S.COMPACT))
+        card = summary.html_table(S.shown(self.card, S.COMPACT), width="full")
         _glue("scorecard_html", summary.Html(f'<div class="full-width">{card.html}</div>', card.text))
         _md(f"{S.interval_explanation(self.table)}")
 

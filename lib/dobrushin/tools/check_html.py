@@ -23,7 +23,17 @@ For each page the check asserts
   not needing a horizontal scroll bar (at the 1280 px window the reader and the screenshots see);
 * **alt text on images** — every ``<img>`` has a non-empty ``alt`` that is not its file name (as
   Sphinx writes for an image output that has none), unless it is marked decorative
-  (``role="presentation"`` or ``aria-hidden="true"``).
+  (``role="presentation"`` or ``aria-hidden="true"``);
+* **no table wider than its column** — every rendered ``<table>`` (also one inside a collapsed
+  dropdown or ``<details>``, which are opened for the measurement) fits the width of the block that
+  holds it at the 1280 px window: neither hidden behind a horizontal scroll bar, nor cut off, nor
+  running past the text column (Sphinx's own index tables and code line-number tables excepted);
+* **readable text contrast** — every visible text has a contrast ratio of at least 4.5:1 against
+  its background (3:1 for large text: ≥ 24 px, or ≥ 18.66 px bold), WCAG 2 AA, with the colours
+  the browser computed (text and background alpha and element opacity composited over white);
+* **every figure captioned** — every ``<figure>`` (or Sphinx ``div.figure``) has a non-empty
+  caption, and no content image (at least 64 × 64 px, outside the navigation) stands outside a
+  captioned figure, as a plot shown as a bare notebook output would.
 
 A full-page screenshot of every page that is loaded (at the 1280×900 window; Sphinx's ``genindex``
 and ``search`` pages excepted) is written to ``--screenshots`` (default ``_build/screenshots``, next
@@ -105,6 +115,9 @@ class PageResult:
     links_checked: int = 0
     external_links: int = 0
     display_math: int = 0  # display equations measured for clipping
+    tables: int = 0  # tables measured for width
+    figures: int = 0  # figures checked for a caption
+    texts_checked: int = 0  # visible text elements checked for contrast
     blocked_requests: list = field(default_factory=list)
     console_errors: list = field(default_factory=list)
     screenshot: Optional[str] = None
@@ -363,6 +376,148 @@ _DOM_JS = """
 """
 
 
+# Tables, text contrast and figure captions, measured in the page as laid out at the 1280 px window.
+_LAYOUT_JS = r"""
+() => {
+  const oneLine = (s, n) => (s || '').replace(/\s+/g, ' ').trim().slice(0, n);
+  // ---- tables: each must fit the block that holds it. A closed <details> is opened for the
+  // measurement and closed again (layout is computed synchronously, so nothing is painted);
+  // sphinx-togglebutton's collapsed dropdowns keep their content laid out (height 0), so their
+  // tables are measured as the reader will see them when opened.
+  const opened = [];
+  for (const d of document.querySelectorAll('details:not([open])')) { d.open = true; opened.push(d); }
+  const tables = [];
+  for (const t of document.querySelectorAll('table')) {
+    if (!t.getClientRects().length) continue;
+    if (t.parentElement && t.parentElement.closest('table')) continue;  // nested: its outer table counts
+    if (t.closest('.highlight, .highlighttable, mjx-container, svg, nav, .bd-sidebar-primary, .bd-sidebar-secondary'))
+      continue;
+    if (t.classList.contains('indextable') || t.classList.contains('modindextable')) continue;  // Sphinx's index pages
+    // the block that holds it: the first ancestor that is not inline / table-internal / contents
+    let box = t.parentElement;
+    while (box && box !== document.body) {
+      const d = getComputedStyle(box).display;
+      if (!(d.startsWith('inline') || d.startsWith('table') || d === 'contents')) break;
+      box = box.parentElement;
+    }
+    if (!box) continue;
+    const cs = getComputedStyle(box);
+    const avail = box.clientWidth - parseFloat(cs.paddingLeft || 0) - parseFloat(cs.paddingRight || 0);
+    if (avail <= 0) continue;
+    const need = Math.max(t.getBoundingClientRect().width, t.scrollWidth);
+    let how = 'runs past the text column';
+    for (let el = box; el && el !== document.body; el = el.parentElement) {
+      const ox = getComputedStyle(el).overflowX;
+      if (ox !== 'visible') { how = (ox === 'auto' || ox === 'scroll') ? 'needs a horizontal scroll bar' : 'is cut off'; break; }
+    }
+    const cap = t.querySelector('caption');
+    const head = Array.from(t.querySelectorAll('thead th, tr:first-child th, tr:first-child td')).slice(0, 6)
+        .map(e => oneLine(e.textContent, 30));
+    tables.push({need, avail, how, caption: cap ? oneLine(cap.textContent, 100) : '', head,
+                 right: t.getBoundingClientRect().right + window.scrollX, viewport: document.documentElement.clientWidth});
+  }
+  for (const d of opened) d.open = false;
+
+  // ---- text contrast (WCAG 2): every visible, non-empty text node against its composited background
+  const parse = (c) => {
+    let m = /^rgba?\(\s*([\d.]+)[\s,]+([\d.]+)[\s,]+([\d.]+)(?:[\s,\/]+([\d.]+%?))?\s*\)$/.exec(c);
+    if (m) { let a = m[4] === undefined ? 1 : (m[4].endsWith('%') ? parseFloat(m[4]) / 100 : parseFloat(m[4]));
+             return [+m[1], +m[2], +m[3], a]; }
+    m = /^color\(srgb\s+([\d.e-]+)\s+([\d.e-]+)\s+([\d.e-]+)(?:\s*\/\s*([\d.]+%?))?\s*\)$/.exec(c);
+    if (m) { let a = m[4] === undefined ? 1 : (m[4].endsWith('%') ? parseFloat(m[4]) / 100 : parseFloat(m[4]));
+             return [m[1] * 255, m[2] * 255, m[3] * 255, a]; }
+    return null;  // another colour space: not judged
+  };
+  const over = (top, under) => { const a = top[3];
+    return [top[0] * a + under[0] * (1 - a), top[1] * a + under[1] * (1 - a), top[2] * a + under[2] * (1 - a), 1]; };
+  const bgCache = new Map();
+  const background = (el) => {  // the opaque colour behind el: its and its ancestors' backgrounds over white
+    if (bgCache.has(el)) return bgCache.get(el);
+    let res;
+    if (!el || el.nodeType !== 1) res = [255, 255, 255, 1];
+    else {
+      const cs = getComputedStyle(el);
+      const under = background(el.parentElement);
+      if (under === null || (cs.backgroundImage && cs.backgroundImage !== 'none')) res = null;  // an image: not judged
+      else { const bg = parse(cs.backgroundColor); res = bg === null ? null : (bg[3] > 0 ? over(bg, under) : under); }
+    }
+    bgCache.set(el, res);
+    return res;
+  };
+  const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.04045 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'MJX-CONTAINER', 'MJX-ASSISTIVE-MML', 'SVG', 'OPTION']);
+  const opCache = new Map();
+  const opacityOf = (el) => {  // the product of the opacities of el and its ancestors; null inside SKIP
+    if (!el || el.nodeType !== 1) return 1;
+    if (opCache.has(el)) return opCache.get(el);
+    let res = null;
+    if (!SKIP.has(el.tagName.toUpperCase())) {
+      const up = opacityOf(el.parentElement);
+      const o = parseFloat(getComputedStyle(el).opacity);
+      res = up === null ? null : up * (isNaN(o) ? 1 : o);
+    }
+    opCache.set(el, res);
+    return res;
+  };
+  const low = new Map();
+  let textsChecked = 0;
+  const seen = new Set();
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  let node;
+  while ((node = walker.nextNode())) {
+    if (!node.nodeValue.trim()) continue;
+    const el = node.parentElement;
+    if (!el || seen.has(el)) continue;
+    seen.add(el);
+    const opacity = opacityOf(el);
+    if (opacity === null || !el.getClientRects().length) continue;
+    const cs = getComputedStyle(el);
+    if (cs.visibility !== 'visible' || opacity === 0) continue;  // e.g. a collapsed dropdown's content
+    const fg = parse(cs.color), bg = background(el);
+    if (fg === null || bg === null) continue;
+    const text = over([fg[0], fg[1], fg[2], fg[3] * opacity], bg);
+    const L1 = lum(text), L2 = lum(bg);
+    const ratio = (Math.max(L1, L2) + 0.05) / (Math.min(L1, L2) + 0.05);
+    const size = parseFloat(cs.fontSize), bold = parseInt(cs.fontWeight, 10) >= 700;
+    const large = size >= 24 || (bold && size >= 18.66);
+    const need = large ? 3 : 4.5;
+    textsChecked += 1;
+    if (ratio + 1e-9 < need) {
+      const where = el.tagName.toLowerCase() + (el.classList.length ? '.' + Array.from(el.classList).slice(0, 2).join('.') : '');
+      const hex = (c) => '#' + c.slice(0, 3).map(v => Math.round(v).toString(16).padStart(2, '0')).join('');
+      const key = where + ' ' + hex(text) + ' ' + hex(bg);
+      if (!low.has(key)) low.set(key, {where, color: hex(text), background: hex(bg), ratio, need,
+                                       size, text: oneLine(node.nodeValue, 60), count: 0});
+      low.get(key).count += 1;
+    }
+  }
+
+  // ---- figures: a caption on each; no content image outside a captioned figure
+  const figures = [];
+  const capText = (f) => { const c = f.querySelector(':scope > figcaption, :scope > .caption, figcaption, p.caption');
+    return c ? oneLine(c.textContent, 200) : ''; };
+  for (const f of document.querySelectorAll('figure, div.figure')) {
+    if (!f.getClientRects().length) continue;
+    const img = f.querySelector('img');
+    const t = capText(f);
+    const bare = !t || /^(Fig(ure)?\.?|Table)\s*[\d.]*\s*$/i.test(t);  // only a number, no words
+    figures.push({caption: t, ok: !bare, src: img ? (img.getAttribute('src') || '').slice(0, 120) : ''});
+  }
+  const orphans = [];
+  for (const img of document.querySelectorAll('img')) {
+    if (img.closest('figure, div.figure, nav, header, footer, aside, .bd-sidebar-primary, .bd-sidebar-secondary, .navbar-brand'))
+      continue;
+    if (img.getAttribute('role') === 'presentation' || img.getAttribute('aria-hidden') === 'true') continue;
+    const r = img.getBoundingClientRect();
+    if (r.width < 64 || r.height < 64) continue;  // icons and inline marks
+    orphans.push({src: (img.getAttribute('src') || '').slice(0, 120), alt: oneLine(img.getAttribute('alt'), 80)});
+  }
+  return {tables, contrast: Array.from(low.values()), textsChecked, figures, orphans};
+}
+"""
+
+
 def _raw_tex(texts) -> list:
     found = []
     for t in texts:
@@ -411,6 +566,43 @@ def math_problem(m: dict, tol_px: float = 1.0) -> Optional[str]:
         return (f"display equation {m['how']}: {m['need']:.0f} px wide in a {m['avail']:.0f} px "
                 f"column: “{what}”")
     return None
+
+
+def table_problem(t: dict, tol_px: float = 1.0) -> Optional[str]:
+    """A table wider than its column: ``t`` has the table's width ``need``, the width ``avail`` of the
+    block that holds it, ``how`` (what the page does with the overflow), and its ``caption`` or the
+    first cells of its ``head`` row to name it."""
+    if t["need"] <= t["avail"] + tol_px:
+        return None
+    name = t.get("caption") or ("columns: " + " | ".join(t.get("head") or []) if t.get("head") else "no caption")
+    return (f"table {t['how']}: {t['need']:.0f} px wide in a {t['avail']:.0f} px column: “{name[:120]}”")
+
+
+def contrast_ratio(fg, bg) -> float:
+    """The WCAG 2 contrast ratio of two opaque sRGB colours (0–255 triples or ``#rrggbb``), 1–21."""
+    def rgb(c):
+        if isinstance(c, str):
+            c = c.lstrip("#")
+            if len(c) == 3:
+                c = "".join(ch * 2 for ch in c)
+            if not re.fullmatch(r"[0-9A-Fa-f]{6}", c):
+                raise ValueError(f"not a #rrggbb colour: {c!r}")
+            return [int(c[i:i + 2], 16) for i in (0, 2, 4)]
+        return list(c)[:3]
+
+    def lum(c):
+        f = [(v / 255) / 12.92 if v / 255 <= 0.04045 else ((v / 255 + 0.055) / 1.055) ** 2.4 for v in rgb(c)]
+        return 0.2126 * f[0] + 0.7152 * f[1] + 0.0722 * f[2]
+
+    a, b = lum(fg), lum(bg)
+    return (max(a, b) + 0.05) / (min(a, b) + 0.05)
+
+
+def contrast_problem(c: dict) -> str:
+    """One low-contrast text style of a page (``c`` from the in-page measurement)."""
+    many = f", {c['count']} elements" if c.get("count", 1) > 1 else ""
+    return (f"text contrast {c['ratio']:.2f}:1 below {c['need']:g}:1 ({c['where']}, {c['color']} on "
+            f"{c['background']}, {c['size']:.0f} px{many}): “{c['text']}”")
 
 
 # ---------------------------------------------------------------- the browser run
@@ -540,6 +732,7 @@ def check_site(
                         pass
                     imgs = page.evaluate(_IMAGES_JS, page_timeout_s * 1000 / 2)
                     dom = page.evaluate(_DOM_JS)
+                    lay = page.evaluate(_LAYOUT_JS)
                     if urldefrag(page.url)[0] != url:
                         res.problems.append(f"page navigated away to {page.url}")
                 except PWError as e:
@@ -587,6 +780,21 @@ def check_site(
                     prob = alt_problem(im["src"], im["alt"], im["decorative"])
                     if prob:
                         res.problems.append(f"image {prob}: {im['src'][:100]!r}")
+                # tables, contrast, captions
+                for t in lay["tables"]:
+                    res.tables += 1
+                    prob = table_problem(t)
+                    if prob:
+                        res.problems.append(prob)
+                res.texts_checked = lay["textsChecked"]
+                for c in lay["contrast"]:
+                    res.problems.append(contrast_problem(c))
+                res.figures = len(lay["figures"])
+                for f in lay["figures"]:
+                    if not f["ok"]:
+                        res.problems.append(f"figure without a caption: {f['src'] or f['caption'] or '(no image)'}")
+                for o in lay["orphans"]:
+                    res.problems.append(f"image outside a captioned figure: {o['src']!r} (alt {o['alt']!r})")
                 # network
                 res.blocked_requests = sorted(set(state["blocked"]))
                 for u in res.blocked_requests:

@@ -15,10 +15,17 @@ It also keeps build noise off the rendered pages: before myst-nb parses a notebo
 ``source-read`` event), every cell tagged ``parameters`` or papermill's ``injected-parameters`` gets
 the ``remove-cell`` tag, which myst-nb honours (the cell is dropped, source and output). The executed
 notebook on disk keeps its cells; only the page loses them. So no chapter needs to remember the tags.
+
+And it makes sphinx-proof's *Proof Index* page (``prf-prf.html``) readable. sphinx-proof 0.4 lists
+each statement under its raw label (``conj-rate``, ``lem-generic``), one heading per label. Here the
+index is grouped by chapter (in the order of the table of contents) and each entry reads as on the
+page, *Theorem 2* with its title (*Equality characterisation*) beside it, in the order of the page
+(:func:`proof_index_entries`).
 """
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 # Cell tags whose cells never appear on a page: the notebook's defaults and papermill's overrides.
 HIDDEN_CELL_TAGS = ("parameters", "injected-parameters")
@@ -73,7 +80,99 @@ def _on_source_read(app, docname, source):
         source[0] = hide_build_cells(source[0])
 
 
+def _title_of(node) -> str:
+    """The title a sphinx-proof directive was given (``{prf:theorem} Layer bound`` → ``Layer bound``)."""
+    from docutils import nodes
+
+    t = next(iter(node.findall(nodes.title)), None)
+    text = " ".join((t.astext() if t is not None else str(node.get("title", ""))).split())
+    if text.startswith("(") and text.endswith(")"):  # sphinx-proof's default proof_title_format " (%t)"
+        text = text[1:-1].strip()
+    return text
+
+
+def proof_index_entries(proofs: dict, titles: dict, numbers: dict, chapter_titles: dict, order,
+                        positions: Optional[dict] = None) -> list:
+    """The Proof Index as ``[(chapter title, [(name, 0, docname, anchor, "", "", title), ...]), ...]``
+    (the ``content`` a Sphinx :class:`~sphinx.domains.Index` returns).
+
+    ``proofs``: sphinx-proof's ``env.proof_list`` (label → ``docname``, ``realtype``, ``countertype``,
+    ``ids``); ``titles``: label → the directive's title; ``numbers``: docname → countertype → id →
+    number tuple (``env.toc_fignumbers``); ``chapter_titles``: docname → title; ``order``: docnames in
+    reading order (others follow, sorted); ``positions``: label → place of the statement on its page.
+    Entries are named ``"Theorem 2"`` (``"Theorem"`` when unnumbered) and listed within a chapter in the
+    order of the page (by kind of statement, then number, where the place is not known)."""
+    positions = positions or {}
+    rank = {d: i for i, d in enumerate(order)}
+    groups: dict = {}
+    for label, v in proofs.items():
+        doc, real, counter = v["docname"], v["realtype"], v.get("countertype", v["realtype"])
+        anchor = (v.get("ids") or [label])[0]
+        num = tuple(numbers.get(doc, {}).get(counter, {}).get(anchor, ()))
+        name = real.title() + (" " + ".".join(map(str, num)) if num and not v.get("nonumber") else "")
+        key = (0, positions[label], "", (), label) if label in positions else (1, 0, real, num, label)
+        groups.setdefault(doc, []).append((key, (name, 0, doc, anchor, "", "", titles.get(label, ""))))
+    docs = sorted(groups, key=lambda d: (rank.get(d, len(rank)), d))
+    return [(chapter_titles.get(d, d), [e for _, e in sorted(groups[d], key=lambda x: x[0])]) for d in docs]
+
+
+def _reading_order(env) -> list:
+    """Docnames depth first from the root document through the toctrees (the book's reading order)."""
+    root = getattr(env.config, "root_doc", None) or getattr(env.config, "master_doc", "index")
+    out, seen, stack = [], set(), [root]
+    while stack:
+        d = stack.pop()
+        if d in seen:
+            continue
+        seen.add(d)
+        out.append(d)
+        stack.extend(reversed(env.toctree_includes.get(d, [])))
+    return out
+
+
+def _titled_proof_domain():
+    """sphinx-proof's domain with an index that names each statement as the page does."""
+    from sphinx_proof.domain import ProofDomain, ProofIndex
+    from sphinx_proof.nodes import NODE_TYPES, unenumerable_node
+
+    statement_nodes = (*NODE_TYPES.values(), unenumerable_node)  # one node class per kind of statement
+
+    class TitledProofIndex(ProofIndex):
+        def generate(self, docnames=None):
+            env = self.domain.env
+            proofs = getattr(env, "proof_list", {}) or {}
+            titles, positions = {}, {}
+            for doc in sorted({v["docname"] for v in proofs.values()}):
+                try:
+                    tree = env.get_doctree(doc)
+                except Exception:  # pragma: no cover  (a doctree Sphinx could not pickle)
+                    continue
+                for i, node in enumerate(tree.findall(lambda n: isinstance(n, statement_nodes))):
+                    if node.get("label"):
+                        titles[node["label"]] = _title_of(node)
+                        positions[node["label"]] = i
+            chapters = {d: t.astext() for d, t in env.titles.items()}
+            content = proof_index_entries(proofs, titles, env.toc_fignumbers, chapters, _reading_order(env), positions)
+            if docnames is not None:
+                keep = set(docnames)
+                content = [(k, [e for e in es if e[2] in keep]) for k, es in content]
+                content = [(k, es) for k, es in content if es]
+            return content, False  # False: the groups are chapters, shown as headings, not collapsed
+
+    class TitledProofDomain(ProofDomain):
+        indices = [TitledProofIndex]
+
+    return TitledProofDomain
+
+
 def setup(app):
+    # sphinx-proof's domain, re-registered with an index that shows titles instead of raw labels
+    try:
+        app.setup_extension("sphinx_proof")
+    except Exception:  # pragma: no cover  (sphinx-proof not installed: nothing to fix)
+        pass
+    else:
+        app.add_domain(_titled_proof_domain(), override=True)
     # late priority: after every extension that adds page-specific scripts
     app.connect("html-page-context", _on_page_context, priority=900)
     app.connect("source-read", _on_source_read)
