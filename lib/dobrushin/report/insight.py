@@ -1,0 +1,408 @@
+"""Sections that show *why* the condition holds or fails, mixed into the family chapters
+(:class:`InsightSections`, a base of :class:`dobrushin.report.chapter.FamilyChapter`):
+
+* :meth:`~InsightSections.kappa_profile` — κ(A) per layer (trained, untrained control, random matrices of the
+  same n) beside κ(R)/bound, and the split of the whole-rollout gap into its two factors;
+* :meth:`~InsightSections.structure` — the diagonal of the attention on a few inputs against random matrices
+  (why untrained controls hold more often than random matrices), and whether two untrained controls are the
+  same network;
+* :meth:`~InsightSections.atlas` — the failure atlas: failing and holding cases drawn on the photo or sentence;
+* :meth:`~InsightSections.mpnet_ablation` — the MPNet distance-0 bias ablation (language chapter);
+* :meth:`~InsightSections.downloads` — links to the chapter's result files.
+
+Every number in the sentences is computed from the result tables or measured here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..store.results import atomic_write_csv, atomic_write_json, slugify
+from . import figures as F
+from .names import pct, weights_label
+from .plots import display_name
+
+MPNET = "sentence-transformers/all-mpnet-base-v2"
+
+
+def _display(*objs):
+    from IPython.display import display
+
+    display(*objs)
+
+
+def _md(text: str):
+    from IPython.display import Markdown
+
+    _display(Markdown(text))
+
+
+def _rng(x) -> str:
+    lo, hi = float(np.min(x)), float(np.max(x))
+    return f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}"
+
+
+def fingerprint(model) -> str:
+    """SHA-256 over the names, shapes and bytes of every tensor of ``model``'s state dict."""
+    h = hashlib.sha256()
+    for k, v in model.state_dict().items():
+        h.update(k.encode())
+        h.update(str(tuple(v.shape)).encode())
+        h.update(v.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def rollout_gap(roll: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, weights, variant): the median κ(R)/bound and its two factors, κ(R)/∏κ(F_ℓ)
+    (submultiplicativity) and ∏κ(F_ℓ)/∏½(1+κ(A_ℓ)) (the layer bounds), and the median number of tight layers."""
+    r = roll.assign(ratio=roll["kappa_rollout"] / roll["bound"],
+                    submult=roll["kappa_rollout"] / roll["factor_product"],
+                    layers=roll["factor_product"] / roll["bound"])
+    return (r.groupby(["model", "weights", "variant"], sort=False)
+            .agg(inputs=("ratio", "size"), ratio=("ratio", "median"), submult=("submult", "median"),
+                 layers=("layers", "median"), tight=("layers_holding", "median"), L=("n_layers", "max"))
+            .reset_index())
+
+
+class InsightSections:
+    """Mixin for :class:`dobrushin.report.chapter.FamilyChapter` (uses its ``table``, ``roll``, ``runs``,
+    ``featured``, ``input_set``, ``config``, ``results``, ``store``, ``notebook``, ``title``, ``_fig``)."""
+
+    # ------------------------------------------------------------------ §1 κ(A) per layer
+    def _random_kappa(self, models, count: int = 32):
+        from ..experiments.structure import random_kappa
+
+        c = self.table[self.table["variant"] == "content"]
+        out = {}
+        for m in models:
+            g = c[c["model"] == m]
+            if len(g):
+                out[m] = random_kappa(int(g["n_tokens"].median()), count=count, seed=self.seed)
+        return out
+
+    def kappa_profile(self):
+        """κ(A) per layer per model (trained, untrained control, random matrices of the same n), κ(R)/bound in the
+        panel titles, and what it implies, in computed sentences."""
+        if not len(self.table):
+            return
+        models = [m for m in self.featured if (self.table["model"] == m).any()]
+        rk = self._random_kappa(models)
+        from .kappa_figures import kappa_by_layer
+
+        fig = kappa_by_layer(
+            self.table, self.roll, models=models, random_kappa=rk, ncols=self.ncols)
+        c = self.table[(self.table["variant"] == "content") & self.table["model"].isin(models)]
+        ns = {m: int(c.loc[c["model"] == m, "n_tokens"].median()) for m in models}
+        self._fig(fig, "kappa", f"{self.title}: the Dobrushin coefficient κ(A) of the head-averaged attention per "
+                  "layer (content tokens; median over inputs, band: interquartile range), with the "
+                  + ("trained weights and the untrained control" if (c["weights"] == "pretrained").any()
+                     else "untrained control")
+                  + ", against κ of Dirichlet(1) random matrices of the model's median number of content tokens ("
+                  + ", ".join(f"n = {ns[m]}" for m in models) + f"; {len(next(iter(rk.values()), []))} matrices, "
+                  "dotted line and grey band). Panel titles: the median over inputs of κ(R)/bound for the whole "
+                  "rollout. κ near 0 would mean near-uniform attention, for which the layer bound is tight for "
+                  "any matrix; κ near 1 means two tokens attend to nearly disjoint sets.",
+                  f"Line plots of kappa of the attention against layer, one panel per model ({', '.join(map(display_name, models))}), "
+                  "trained in blue, untrained in orange, random matrices as a dotted grey line.", len(models))
+        lines = []
+        gap = rollout_gap(self.roll[self.roll["model"].isin(models)]) if len(self.roll) else pd.DataFrame()
+        for m in models:
+            for w, g in c[c["model"] == m].groupby("weights", sort=False):
+                per = g.groupby("layer")["kappa"].median()
+                fr = float(g["holds"].mean())
+                s = (f"- {display_name(m)}, {weights_label(w)}: median κ(A) per layer {_rng(per)} "
+                     f"(random matrices of n = {ns[m]}: {np.median(rk[m]):.2f}); the condition holds on {pct(fr)}")
+                if float(per.min()) >= 0.3:
+                    s += (". The attention is far from uniform in every layer, so where the bound is tight it is "
+                          "tight for tokens that attend to clearly different sets, not by near-uniformity")
+                elif float(per.max()) < 0.1:
+                    s += (". The attention is close to uniform in every layer, where the layer bound is nearly "
+                          "tight for any matrix: the fraction says little here")
+                gg = gap[(gap["model"] == m) & (gap["weights"] == w) & (gap["variant"] == "content")] if len(gap) else gap
+                if len(gg):
+                    r = gg.iloc[0]
+                    s += (f". Whole rollout: median κ(R)/bound {r['ratio']:.2f} = κ(R)/∏κ(F_ℓ) {r['submult']:.2f} × "
+                          f"∏κ(F_ℓ)/bound {r['layers']:.2f} (median {int(r['tight'])} of {int(r['L'])} layers tight)")
+                    if r["layers"] > 0.95 and r["ratio"] < 0.8:
+                        s += (f"; the per-layer bounds lose almost nothing, so the {1 / r['ratio']:.1f}-fold gap is "
+                              "submultiplicativity: κ(F_L⋯F_1) < ∏κ(F_ℓ) because the pair of rows that are farthest "
+                              "apart differs from layer to layer, so no single pair is contracted by the worst factor "
+                              "of every layer in turn")
+                lines.append(s + ".")
+        _md("**What κ(A) says.**\n\n" + "\n".join(lines))
+
+    # ------------------------------------------------------------------ §1 diagonal structure
+    def structure(self, n_items: int = 2):
+        """Mean diagonal vs off-diagonal attention and the share of mutually self-dominant pairs, per model and
+        weights on ``n_items`` inputs, against random matrices of the same n; and which untrained controls are
+        the same network (same architecture and seed)."""
+        from ..experiments.structure import diagonal_structure, random_structure
+        from ..models.loading import load_model
+
+        if not len(self.table) or self.input_set is None:
+            return
+        items = self.input_set.items(0, max(1, int(n_items)))
+        rows, prints = [], {}
+        for r in self.runs:
+            m = r.model_id
+            if plots_sep(m):
+                continue
+            for w, info in r.runs.items():
+                if info.get("status") != "ok":
+                    continue
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        lm = load_model(m, pretrained=(w == "pretrained"), seed=self.seed, image_size=self.image_size,
+                                        max_length=self.config.max_length)
+                        st = diagonal_structure(lm, items)
+                except Exception as e:  # noqa: BLE001 — a model that cannot be reloaded is named, not hidden
+                    _md(f"{display_name(m)}, {weights_label(w)}: not re-measured ({type(e).__name__}: {e}).")
+                    continue
+                if w == "untrained":
+                    prints[m] = fingerprint(lm.model)
+                del lm
+                n = int(st["n_tokens"].median())
+                rnd = random_structure(n, count=64, seed=self.seed)
+                rows.append({"model": display_name(m), "weights": "trained" if w == "pretrained" else "untrained",
+                             "n": n, "self ×n": float(st["diag_x_n"].mean()), "other ×n": float(st["offdiag_x_n"].mean()),
+                             "MSD pairs": float(st["msd_all_pairs"].mean()), "random MSD": rnd["msd_all_pairs"],
+                             "holds": float(st["holds"].mean()), "random holds": rnd["holds"]})
+        if not rows:
+            return
+        df = pd.DataFrame(rows)
+        _display(F.table(df, name=f"tab-{self.notebook}-structure",
+                         formats={c: pct for c in ("MSD pairs", "random MSD", "holds", "random holds")},
+                         caption=f"The diagonal of the attention on the first {len(items)} inputs (content tokens, rows "
+                                 "renormalised, mean over layers): self ×n is the mean $A_{ii}$ times n (1 = uniform), "
+                                 "other ×n the mean off-diagonal entry times n; MSD pairs is the share of all token "
+                                 "pairs (i, j) that are mutually self-dominant, holds the share of layers where the "
+                                 "κ-attaining pair is; random: 64 Dirichlet(1) matrices of the same n."))
+        u = df[df["weights"] == "untrained"]
+        if len(u):
+            _md(f"Why the untrained controls hold more often than random matrices: in a random matrix with "
+                f"exchangeable entries each of $A_{{ii}} \\ge A_{{ji}}$ and $A_{{jj}} \\ge A_{{ij}}$ is a coin flip, so "
+                f"about a quarter of all pairs are mutually self-dominant ({_rng(u['random MSD'] * 100)}% here) and so "
+                f"is the κ-attaining pair about as often. Untrained attention is nearly uniform (off-diagonal ×n "
+                f"{_rng(u['other ×n'])}) but its diagonal is larger (self ×n {_rng(u['self ×n'])}): the query and key of "
+                f"a token are two random projections of the *same* vector, so their product has a positive mean "
+                f"that the products with other tokens lack. That raises the share of mutually self-dominant pairs to "
+                f"{_rng(u['MSD pairs'] * 100)}%, and with it the share of layers whose attaining pair is one "
+                f"({_rng(u['holds'] * 100)}% on these inputs).")
+        groups = {}
+        for m, fp in prints.items():
+            groups.setdefault(fp, []).append(m)
+        same = [g for g in groups.values() if len(g) > 1]
+        c = self.table[(self.table["variant"] == "content") & (self.table["weights"] == "untrained")]
+        for g in same:
+            counts = "; ".join(f"{display_name(m)} {int(c.loc[c['model'] == m, 'holds'].sum())}/"
+                               f"{int((c['model'] == m).sum())}" for m in g)
+            _md(f"The untrained controls of {' and '.join(display_name(m) for m in g)} are **the same network**: the "
+                f"same architecture initialised with the same seed ({self.seed}) gives identical weights (SHA-256 of "
+                f"every tensor: {next(iter(k for k, v in groups.items() if v == g))[:12]}… for each). Only their "
+                f"preprocessing differs, so their counts on content tokens ({counts}) agree up to the effect of "
+                "resizing and normalising the photos differently; they are one control, not two.")
+
+    # ------------------------------------------------------------------ §2 the failure atlas
+    def atlas(self, n_random: int = 1):
+        """For each featured model and variant, failing cases (largest slack, then ``n_random`` seeded random
+        ones) and one holding case, drawn on the input with the κ-attaining pair and its margins."""
+        from ..experiments.atlas import RULES, cases_frame, choose_cases, recompute
+        from ..models.loading import load_model
+        from .kappa_figures import atlas_figure
+
+        if not len(self.table) or self.input_set is None:
+            return
+        all_cases = []
+        for m in [x for x in self.featured if not plots_sep(x)]:
+            run = next(r for r in self.runs if r.model_id == m)
+            w = "pretrained" if self._trained_ok(run) else "untrained"
+            chosen = pd.concat([choose_cases(self.table, model=m, weights=w, variant=v, seed=self.seed,
+                                             n_random=n_random) for v in ("content", "with_special")],
+                               ignore_index=True)
+            if not len(chosen):
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                lm = load_model(m, pretrained=(w == "pretrained"), seed=self.seed, image_size=self.image_size,
+                                max_length=self.config.max_length)
+                cases = recompute(lm, self.input_set, chosen)
+            del lm
+            all_cases += cases
+            fig = atlas_figure(cases)
+            what = "photo as the model sees it (after its preprocessing), the two patches outlined" \
+                if self.kind == "image" else "sentence as the model's tokens, the two tokens highlighted"
+            special = [f"layer {k.layer + 1} ({'content' if k.variant == 'content' else 'with special'}): "
+                       + ", ".join(f"{'ij'[q]} is the {role}" for q, role in enumerate((k.role_i, k.role_j))
+                                   if role != "content")
+                       for k in cases if "content" not in (k.role_i,) or k.role_j != "content"]
+            special = [s for s in special if s.endswith(("cls", "register", "sep", "distillation"))]
+            self._fig(fig, f"atlas-{slugify(m).lower()}",
+                      f"Failure atlas of {display_name(m)} ({weights_label(w)}). Rows: content tokens, then with "
+                      f"special tokens. Cases chosen by this rule, per variant: the failing (input, layer) pair of "
+                      f"largest slack, then {n_random} failing pair(s) drawn with numpy's default_rng({self.seed}), "
+                      f"then one holding pair drawn with the same generator. Each panel shows the {what}: token i "
+                      "vermillion, token j green, the κ-attaining pair (among several attaining pairs, the mutually "
+                      "self-dominant one when there is one, else the nearest miss). Margins: i = $A_{ii}-A_{ji}$, "
+                      "j = $A_{jj}-A_{ij}$; the pair is mutually self-dominant exactly when both are ≥ 0"
+                      + (f". Special tokens in the pair: {'; '.join(special)}." if special else
+                         ". No special token is in any drawn pair."),
+                      f"Panels of the {'photos' if self.kind == 'image' else 'sentences'} of {display_name(m)} with "
+                      "two tokens marked in each, one row per variant.", 3)
+        if not all_cases:
+            return
+        cf = cases_frame(all_cases)
+        agree = int((cf["holds"] == cf["table_holds"]).sum())
+        _md(f"Recomputed from the models for the atlas: {len(cf)} cases; the recomputed verdict agrees with the "
+            f"result table in {agree} of them. Of the drawn failing cases, "
+            f"{int(((cf['margin_i'] < 0) & (cf['margin_j'] < 0) & ~cf['holds']).sum())} fail on both margins and "
+            f"{int(((cf['margin_i'] < 0) ^ (cf['margin_j'] < 0)) .where(~cf['holds'], False).sum())} on one.")
+        atomic_write_csv(self.store.dir / "atlas.csv", cf)
+
+    # ------------------------------------------------------------------ §3 MPNet ablation
+    def mpnet_ablation(self, n_sentences: int = 16, subject: str = MPNET):
+        """Set MPNet's distance-0 relative position bias to the mean of distance ±1 and measure again (trained
+        and untrained), with the cosine of the sentence embeddings to the original."""
+        from ..experiments.ablation import run_ablation
+        from ..models.loading import load_model
+
+        if self.input_set is None or subject not in self.models:
+            return
+        texts = self.input_set.items(0, int(n_sentences))
+        res, rows = {}, []
+        for w in ("pretrained", "untrained"):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    lm = load_model(subject, pretrained=(w == "pretrained"), seed=self.seed,
+                                    max_length=self.config.max_length)
+                    res[w] = run_ablation(lm, texts)
+            except Exception as e:  # noqa: BLE001 — missing weights are stated, not hidden
+                _md(f"{display_name(subject)}, {weights_label(w)}: ablation not run ({type(e).__name__}: {e}).")
+        if "pretrained" not in res:
+            return
+        lay = pd.concat([r.layers for r in res.values()], ignore_index=True)
+        atomic_write_csv(self.store.dir / "mpnet-ablation.csv", lay)
+        tr = res["pretrained"]
+        L = tr.layers
+        c = L[L["variant"] == "content"]
+        o, a = c[c["condition"] == "original"], c[c["condition"] == "ablated"]
+        ws = L[L["variant"] == "with_special"]
+        k0, n0 = int(o["k"].sum()), int(o["n"].sum())
+        k1, n1 = int(a["k"].sum()), int(a["n"].sum())
+        s0, s1 = int(ws.loc[ws["condition"] == "original", "k"].sum()), int(ws.loc[ws["condition"] == "ablated", "k"].sum())
+        nw = int(ws.loc[ws["condition"] == "original", "n"].sum())
+        info = tr.info
+        cos = tr.cosine
+        from .kappa_figures import panel_grid
+
+        fig, axes = panel_grid(2, 2, panel=(3.4, 2.6), sharey=False)
+        for cond, style in (("original", "-"), ("ablated", "--")):
+            for w, r in res.items():
+                cc = r.layers[(r.layers["variant"] == "content") & (r.layers["condition"] == cond)]
+                col = F.COLORS["trained" if w == "pretrained" else "untrained"]
+                lab = f"{'trained' if w == 'pretrained' else 'untrained'}, {cond}"
+                axes[0].plot(cc["layer"] + 1, cc["fraction"], ls=style, color=col, marker="o", ms=3, label=lab)
+                axes[1].plot(cc["layer"] + 1, cc["mean_self"], ls=style, color=col, marker="o", ms=3, label=lab)
+        axes[0].set_ylabel("fraction holding")
+        axes[0].set_ylim(-0.03, 1.03)
+        axes[1].set_ylabel("mean $A_{ii}$ (content)")
+        axes[1].set_yscale("log")
+        for ax in axes:
+            ax.set_xlabel("layer")
+        h, lab = axes[0].get_legend_handles_labels()
+        fig.legend(h, lab, loc="outside lower center", ncols=2, frameon=False)
+        u = res.get("untrained")
+        self._fig(fig, "mpnet-ablation",
+                  f"{display_name(subject)} with its distance-0 relative position bias set to the mean of the "
+                  f"distance −1 and +1 buckets (ablated, dashed) against the original (solid), on the first "
+                  f"{len(texts)} sentences, content tokens. Left: fraction of sentences where the condition holds, "
+                  "per layer. Right: mean head-averaged self-attention $A_{ii}$ (log axis). Blue: trained weights; "
+                  "orange: the untrained control.",
+                  "Two line plots against layer: fraction holding and mean self-attention, original solid and "
+                  "ablated dashed, trained in blue and untrained in orange.", 2)
+        ou = u.layers[(u.layers["variant"] == "content")] if u is not None else None
+        text = (f"**The ablation.** In {display_name(subject)} the learned bias of distance 0 (bucket "
+                f"{info['buckets'][0]}) is {info['before'].mean():.2f} on average over the {len(info['before'])} heads "
+                f"(range {info['before'].min():.2f} to {info['before'].max():.2f}), against "
+                f"{info['minus1'].mean():.2f} at distance −1 (bucket {info['buckets'][-1]}) and "
+                f"{info['plus1'].mean():.2f} at +1 (bucket {info['buckets'][1]}). Setting it to the mean of the "
+                f"two, {info['after'].mean():.2f} on average, and changing nothing else, the condition holds on "
+                f"content tokens on **{k1} of {n1}** (sentence, layer) pairs instead of {k0} of {n0} "
+                f"({pct(k1 / n1)} against {pct(k0 / n0)}), and with the special tokens on {s1} of {nw} instead of "
+                f"{s0}. The mean self-attention rises from {_rng(o['mean_self'])} to {_rng(a['mean_self'])} per layer. "
+                f"The sentence embeddings (mean-pooled last hidden states, as sentence-transformers pools this "
+                f"model) change little: cosine to the original median {np.median(cos):.3f}, lowest {cos.min():.3f}. "
+                "So the negative distance-0 bias is the cause of the failures: removing it alone restores mutual "
+                "self-dominance of the κ-attaining pairs.")
+        if ou is not None:
+            uo, ua = ou[ou["condition"] == "original"], ou[ou["condition"] == "ablated"]
+            text += (f" The untrained MPNet (bias initialised near 0: distance-0 mean {u.info['before'].mean():.3f}) "
+                     f"holds on {int(uo['k'].sum())} of {int(uo['n'].sum())} pairs, and {int(ua['k'].sum())} after the "
+                     f"same ablation (cosine median {np.median(u.cosine):.4f}): training made the bias, and the bias "
+                     "makes the failures.")
+        _md(text)
+        per = (c.pivot_table(index="layer", columns="condition", values=["k", "mean_self"]).reset_index())
+        per.columns = [" ".join(x for x in col if x).strip() for col in per.columns]
+        shown = pd.DataFrame({"layer": per["layer"] + 1, "holds (original)": per["k original"].astype(int),
+                              "holds (ablated)": per["k ablated"].astype(int),
+                              "$A_{ii}$ original": per["mean_self original"],
+                              "$A_{ii}$ ablated": per["mean_self ablated"]})
+        _display(F.table(shown, name=f"tab-{self.notebook}-mpnet-ablation",
+                         caption=f"{display_name(subject)} (trained), per layer: sentences (of {len(texts)}) where the "
+                                 "condition holds on content tokens, and the mean self-attention, before and after "
+                                 "the ablation."))
+        atomic_write_json(self.store.dir / "mpnet-ablation.json", {
+            "model": subject, "sentences": len(texts), "bias0": float(info["before"].mean()),
+            "bias_minus1": float(info["minus1"].mean()), "bias_plus1": float(info["plus1"].mean()),
+            "content_original": [k0, n0], "content_ablated": [k1, n1], "special_original": [s0, nw],
+            "special_ablated": [s1, nw], "cosine_median": float(np.median(cos)), "cosine_min": float(cos.min()),
+            "untrained_original": [int(ou.loc[ou["condition"] == "original", "k"].sum()),
+                                   int(ou.loc[ou["condition"] == "original", "n"].sum())] if ou is not None else None})
+
+    # ------------------------------------------------------------------ §4 downloads
+    def downloads(self):
+        """Links to the chapter's result files (tables, fractions, atlas, ablation) and the summary's."""
+        links = download_links(self.results, self.notebook)
+        if links:
+            _md("**Result files of this chapter** (download): " + ", ".join(links) + ".")
+
+
+def plots_sep(model_id: str) -> bool:
+    from .plots import RESOLUTION_SEP
+
+    return RESOLUTION_SEP in str(model_id)
+
+
+def download_links(results_dir, notebook: str, page_dir: str = "executed") -> list:
+    """MyST ``{download}`` roles for ``results/<notebook>/*`` (parquet and csv) and ``results/summary.csv`` /
+    ``scorecard.csv``, with paths relative to the executed notebooks' folder (``../results/...``), so Sphinx copies
+    them into the built book's ``_downloads``.  The chapter's own files are listed as they exist; the two summary
+    files always (the summary notebook writes them before the book is built)."""
+    root = Path(results_dir)
+    try:
+        rel = Path("..") / root.resolve().relative_to(_project_root().resolve())
+    except (ValueError, TypeError):
+        return []
+    files = sorted(p for p in (root / notebook).glob("*") if p.suffix in (".parquet", ".csv") and not p.name.startswith("."))
+    # the summary notebook writes these after the family chapters run; the book is built after it
+    files += [root / f for f in ("summary.csv", "scorecard.csv")]
+    out = []
+    for p in files:
+        r = (rel / p.relative_to(root)).as_posix()
+        out.append(f"{{download}}`{p.name} <{r}>`")
+    return out
+
+
+def _project_root():
+    from ..store.paths import project_root
+
+    return project_root()
+
+
+__all__ = ["InsightSections", "MPNET", "download_links", "fingerprint", "rollout_gap"]
