@@ -1,0 +1,102 @@
+"""The sections that show why the condition holds or fails: the case rule of the atlas, the attaining pair and its
+margins, the diagonal structure against random matrices, the whole-rollout split, identical controls, downloads."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from dobrushin.experiments.atlas import choose_cases, pair_and_margins
+from dobrushin.experiments.structure import matrix_structure, random_structure, same_weights
+from dobrushin.math.coefficient import attaining_pairs, equality_holds, kappa
+from dobrushin.random.ensembles import sample_matrices
+from dobrushin.report.insight import download_links, fingerprint, rollout_gap
+
+
+def _table():
+    rows = []
+    for inp in range(6):
+        for layer in range(4):
+            holds = (inp + layer) % 3 != 0
+            rows.append({"model": "m", "weights": "pretrained", "variant": "content", "input_id": f"x{inp}",
+                         "layer": layer, "holds": holds, "slack": 0.0 if holds else 0.01 * (inp + 1) + 0.001 * layer})
+    return pd.DataFrame(rows)
+
+
+def test_cases_follow_the_stated_rule():
+    t = _table()
+    c = choose_cases(t, model="m", weights="pretrained", variant="content", seed=3, n_random=2)
+    assert list(c["rule"]) == ["largest", "random", "random", "holding"]
+    fails = t[~t["holds"]]
+    assert c.iloc[0]["slack"] == fails["slack"].max()
+    assert not c.iloc[1:3]["holds"].any() and c.iloc[3]["holds"]
+    # the random draws never repeat the largest case, and the same seed gives the same cases
+    assert len(c.iloc[:3].drop_duplicates(["input_id", "layer"])) == 3
+    again = choose_cases(t, model="m", weights="pretrained", variant="content", seed=3, n_random=2)
+    pd.testing.assert_frame_equal(c, again)
+    none = choose_cases(t, model="other", weights="pretrained", variant="content")
+    assert len(none) == 0
+
+
+def test_pair_and_margins_against_the_definition():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        A = rng.dirichlet(np.ones(5), size=5)
+        i, j, a, b, npairs = pair_and_margins(A)
+        assert (i, j) in attaining_pairs(A)
+        assert npairs == len(attaining_pairs(A))
+        assert a == pytest.approx(A[i, i] - A[j, i]) and b == pytest.approx(A[j, j] - A[i, j])
+        # the drawn pair is mutually self-dominant exactly when the condition holds
+        assert (a >= -1e-12 and b >= -1e-12) == bool(equality_holds(A))
+
+
+def test_random_matrices_have_about_a_quarter_of_pairs_mutually_self_dominant():
+    s = random_structure(32, count=64, seed=0)
+    # 64 matrices x 496 pairs, nearly independent coin flips: the share is 1/4 within a few standard errors
+    assert abs(s["msd_all_pairs"] - 0.25) < 0.02
+    assert s["diag_x_n"] == pytest.approx(1.0, abs=0.05) and s["offdiag_x_n"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_diagonal_bias_raises_the_share_of_mutually_self_dominant_pairs():
+    X = sample_matrices("dirichlet(1)", 16, 0, 32, 0)
+    Y = 0.7 * X + 0.3 * np.eye(16)
+    sx, sy = matrix_structure(X), matrix_structure(Y)
+    assert sy["diag_x_n"] > sx["diag_x_n"] + 4
+    assert sy["msd_all_pairs"] == 1.0 and sy["holds"] == 1.0
+    assert sy["kappa"] == pytest.approx(float(np.mean(kappa(Y))), rel=1e-9)
+
+
+def test_rollout_gap_splits_the_ratio_into_its_two_factors():
+    roll = pd.DataFrame({"model": "m", "weights": "pretrained", "variant": "content", "input_id": ["a", "b", "c"],
+                         "n_layers": 4, "n_tokens": 9, "kappa_rollout": [0.1, 0.2, 0.3],
+                         "factor_product": [0.4, 0.4, 0.6], "bound": [0.4, 0.5, 0.6], "layers_holding": [4, 3, 4]})
+    g = rollout_gap(roll).iloc[0]
+    assert g["ratio"] == pytest.approx(np.median([0.25, 0.4, 0.5]))
+    assert g["submult"] == pytest.approx(0.5) and g["layers"] == pytest.approx(1.0) and g["tight"] == 4
+
+
+def test_same_seed_same_shapes_are_the_same_network_and_other_seeds_are_not():
+    def make(seed):
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+
+    a, b, c = make(0), make(0), make(1)
+    assert same_weights(a, b)["identical"] and fingerprint(a) == fingerprint(b)
+    assert not same_weights(a, c)["identical"] and fingerprint(a) != fingerprint(c)
+    assert not same_weights(a, torch.nn.Linear(4, 3))["same_shapes"]
+
+
+def test_download_links_point_from_executed_into_results(tmp_path, monkeypatch):
+    (tmp_path / "_config.yml").write_text("title: x\n")
+    (tmp_path / "lib" / "dobrushin").mkdir(parents=True)
+    res = tmp_path / "results"
+    (res / "language").mkdir(parents=True)
+    (res / "language" / "m.parquet").write_bytes(b"x")
+    (res / "language" / "manifest.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    links = download_links(res, "language")
+    assert links[0] == "{download}`m.parquet <../results/language/m.parquet>`"
+    assert not any("manifest" in x for x in links)
+    assert links[-2:] == ["{download}`summary.csv <../results/summary.csv>`",
+                          "{download}`scorecard.csv <../results/scorecard.csv>`"]
