@@ -365,6 +365,34 @@ class InsightSections:
             "untrained_original": [int(ou.loc[ou["condition"] == "original", "k"].sum()),
                                    int(ou.loc[ou["condition"] == "original", "n"].sum())] if ou is not None else None})
 
+    # ------------------------------------------------------------------ a chapter with no trained weights
+    def overview(self):
+        """A chapter whose trained weights may be missing (supervised ViTs): when none was measured, one table and
+        one figure of the untrained controls and what the controls are (:meth:`structure`); when some were, every
+        section in turn (fractions, depth, slack, heads, rollout, κ(A), structure, atlas, controls)."""
+        from .tables import fractions
+
+        if not len(self.table):
+            _md("No model could be measured in this build.")
+            return
+        if any(self._trained_ok(r) for r in self.runs):
+            for title, fn in (("How often the condition holds", self.fractions), ("Where in depth", self.depth),
+                              ("The slack of the layer bound", self.slack), ("Individual heads", self.heads),
+                              ("The whole rollout", self.rollout), ("κ(A) per layer", self.kappa_profile),
+                              ("The diagonal of the attention", self.structure), ("Failure atlas", self.atlas),
+                              ("Untrained controls", self.controls)):
+                _md(f"**{title}.**")
+                fn()
+            return
+        summ = fractions(self.table, ("model", "weights", "variant"))
+        atomic_write_csv(self.results / self.notebook / "fractions.csv", summ)
+        self._fractions_table(summ, "Untrained controls (no trained weights were measured in this build): fraction of "
+                                    "(input, layer) pairs where the equality condition holds, content tokens and with "
+                                    "special tokens.", f"tab-{self.notebook}-controls")
+        self._depth_figure(self.table, [r.model_id for r in self.runs if len(r.table)], "controls",
+                           "Untrained controls")
+        self.structure()
+
     # ------------------------------------------------------------------ §4 downloads
     def downloads(self):
         """Links to the chapter's result files (tables, fractions, atlas, ablation) and the summary's."""
