@@ -103,7 +103,9 @@ class InsightSections:
                   + ("trained weights and the untrained control" if (c["weights"] == "pretrained").any()
                      else "untrained control")
                   + ", against κ of Dirichlet(1) random matrices of the model's median number of content tokens ("
-                  + ", ".join(f"n = {ns[m]}" for m in models) + f"; {len(next(iter(rk.values()), []))} matrices, "
+                  + (f"n = {next(iter(ns.values()))}" if len(set(ns.values())) == 1 else
+                     ", ".join(f"{display_name(m)} n = {ns[m]}" for m in models))
+                  + f"; {len(next(iter(rk.values()), []))} matrices, "
                   "dotted line and grey band). Panel titles: the median over inputs of κ(R)/bound for the whole "
                   "rollout. κ near 0 would mean near-uniform attention, for which the layer bound is tight for "
                   "any matrix; κ near 1 means two tokens attend to nearly disjoint sets.",
@@ -121,8 +123,9 @@ class InsightSections:
                     s += (". The attention is far from uniform in every layer, so where the bound is tight it is "
                           "tight for tokens that attend to clearly different sets, not by near-uniformity")
                 elif float(per.max()) < 0.1:
-                    s += (". The attention is close to uniform in every layer, where the layer bound is nearly "
-                          "tight for any matrix: the fraction says little here")
+                    s += (". The attention is close to uniform in every layer; since κ(½(I+A)) ≥ ½(1−κ(A)), the "
+                          "slack is at most κ(A), so the layer bound is nearly tight in value whether the condition "
+                          "holds or not: the fraction says little here")
                 gg = gap[(gap["model"] == m) & (gap["weights"] == w) & (gap["variant"] == "content")] if len(gap) else gap
                 if len(gg):
                     r = gg.iloc[0]
@@ -130,9 +133,10 @@ class InsightSections:
                           f"∏κ(F_ℓ)/bound {r['layers']:.2f} (median {int(r['tight'])} of {int(r['L'])} layers tight)")
                     if r["layers"] > 0.95 and r["ratio"] < 0.8:
                         s += (f"; the per-layer bounds lose almost nothing, so the {1 / r['ratio']:.1f}-fold gap is "
-                              "submultiplicativity: κ(F_L⋯F_1) < ∏κ(F_ℓ) because the pair of rows that are farthest "
-                              "apart differs from layer to layer, so no single pair is contracted by the worst factor "
-                              "of every layer in turn")
+                              "the slack of submultiplicativity, κ(F_L⋯F_1) < ∏κ(F_ℓ): the product bound assumes that "
+                              "each factor contracts the row differences left by the factors before it as little as it "
+                              "contracts its own worst pair, and the worst pairs of successive layers are not "
+                              "aligned that way")
                 lines.append(s + ".")
         _md("**What κ(A) says.**\n\n" + "\n".join(lines))
 
@@ -185,15 +189,23 @@ class InsightSections:
                                  "κ-attaining pair is; random: 64 Dirichlet(1) matrices of the same n."))
         u = df[df["weights"] == "untrained"]
         if len(u):
-            _md(f"Why the untrained controls hold more often than random matrices: in a random matrix with "
-                f"exchangeable entries each of $A_{{ii}} \\ge A_{{ji}}$ and $A_{{jj}} \\ge A_{{ij}}$ is a coin flip, so "
-                f"about a quarter of all pairs are mutually self-dominant ({_rng(u['random MSD'] * 100)}% here) and so "
-                f"is the κ-attaining pair about as often. Untrained attention is nearly uniform (off-diagonal ×n "
-                f"{_rng(u['other ×n'])}) but its diagonal is larger (self ×n {_rng(u['self ×n'])}): the query and key of "
-                f"a token are two random projections of the *same* vector, so their product has a positive mean "
-                f"that the products with other tokens lack. That raises the share of mutually self-dominant pairs to "
-                f"{_rng(u['MSD pairs'] * 100)}%, and with it the share of layers whose attaining pair is one "
-                f"({_rng(u['holds'] * 100)}% on these inputs).")
+            ex = u[u["self ×n"] > 1.05 * u["other ×n"]]
+            flat = u.drop(index=ex.index)
+            s = (f"Random matrices first: with exchangeable entries, each of $A_{{ii}} \\ge A_{{ji}}$ and "
+                 f"$A_{{jj}} \\ge A_{{ij}}$ is a coin flip, so about a quarter of all pairs are mutually self-dominant "
+                 f"({_rng(u['random MSD'] * 100)}% here), and the κ-attaining pair is about as often. ")
+            if len(ex):
+                s += (f"The untrained attention of {', '.join(ex['model'])} is nearly uniform (off-diagonal ×n "
+                      f"{_rng(ex['other ×n'])}) but its diagonal is larger (self ×n {_rng(ex['self ×n'])}): the query "
+                      f"and key of a token are two random projections of the *same* vector, so their product has a "
+                      f"positive mean that the products with other tokens lack. That raises the share of mutually "
+                      f"self-dominant pairs to {_rng(ex['MSD pairs'] * 100)}%, and with it the share of layers whose "
+                      f"attaining pair is one ({_rng(ex['holds'] * 100)}% on these inputs). ")
+            if len(flat):
+                s += (f"In {', '.join(flat['model'])} untrained, the diagonal is not larger than the rest (self ×n "
+                      f"{_rng(flat['self ×n'])}, off-diagonal ×n {_rng(flat['other ×n'])}), and the share of mutually "
+                      f"self-dominant pairs stays near the random quarter ({_rng(flat['MSD pairs'] * 100)}%).")
+            _md(s)
         groups = {}
         for m, fp in prints.items():
             groups.setdefault(fp, []).append(m)
@@ -236,12 +248,14 @@ class InsightSections:
             all_cases += cases
             fig = atlas_figure(cases)
             what = "photo as the model sees it (after its preprocessing), the two patches outlined" \
-                if self.kind == "image" else "sentence as the model's tokens, the two tokens highlighted"
-            special = [f"layer {k.layer + 1} ({'content' if k.variant == 'content' else 'with special'}): "
-                       + ", ".join(f"{'ij'[q]} is the {role}" for q, role in enumerate((k.role_i, k.role_j))
-                                   if role != "content")
-                       for k in cases if "content" not in (k.role_i,) or k.role_j != "content"]
-            special = [s for s in special if s.endswith(("cls", "register", "sep", "distillation"))]
+                if self.kind == "image" else ("sentence as the model's tokens (· starts a word piece that continues the previous "
+                                           "token; special tokens in grey italics), the two tokens highlighted")
+            from .kappa_figures import SPECIAL_NAMES
+
+            special = [f"{RULES[k.rule]} case, layer {k.layer + 1}: "
+                       + " and ".join(f"{'ij'[q]} is {SPECIAL_NAMES.get(role, role)}"
+                                      for q, role in enumerate((k.role_i, k.role_j)) if role != "content")
+                       for k in cases if (k.role_i, k.role_j) != ("content", "content")]
             self._fig(fig, f"atlas-{slugify(m).lower()}",
                       f"Failure atlas of {display_name(m)} ({weights_label(w)}). Rows: content tokens, then with "
                       f"special tokens. Cases chosen by this rule, per variant: the failing (input, layer) pair of "

@@ -16,7 +16,7 @@ from .style import COLORS
 
 #: colours of the two tokens of an attaining pair in the atlas (Okabe–Ito vermillion and bluish green)
 PAIR_COLORS = ("#D55E00", "#009E73")
-SPECIAL_NAMES = {"cls": "CLS token", "register": "a register token", "distillation": "the distillation token",
+SPECIAL_NAMES = {"cls": "the CLS token", "register": "a register token", "distillation": "the distillation token",
                  "sep": "a separator token"}
 
 
@@ -123,7 +123,7 @@ def _clean(tok: str) -> str:
     return tok.replace("Ġ", "").replace("▁", "").replace("##", "·") or "␣"
 
 
-def _draw_text(ax, c, width: int = 44, max_lines: int = 9):
+def _draw_text(ax, c, width: int = 40, max_lines: int = 7):
     """The sentence as its tokens, wrapped; the two tokens of the pair on coloured backgrounds."""
     toks = [_clean(t) for t, r in zip(c.tokens, c.roles) if r != "pad"]
     idx = [k for k, r in enumerate(c.roles) if r != "pad"]
@@ -180,7 +180,7 @@ def atlas_figure(cases: Sequence, *, ncols: int = 3):
     rows = [[c for c in cases if c.variant == v] for v in variants]
     ncols = max(len(r) for r in rows)
     image = cases[0].image is not None
-    fig, axes = plt.subplots(len(rows), ncols, figsize=(3.1 * ncols, (3.9 if image else 2.9) * len(rows)),
+    fig, axes = plt.subplots(len(rows), ncols, figsize=(3.1 * ncols, (3.9 if image else 2.3) * len(rows)),
                              squeeze=False, layout="constrained")
     for r, row in enumerate(rows):
         for k in range(ncols):
