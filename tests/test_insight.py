@@ -63,6 +63,7 @@ def test_a_diagonal_bias_raises_the_share_of_mutually_self_dominant_pairs():
     Y = 0.7 * X + 0.3 * np.eye(16)
     sx, sy = matrix_structure(X), matrix_structure(Y)
     assert sy["diag_x_n"] > sx["diag_x_n"] + 4
+    assert abs(sx["excess_sd"]) < 0.1 and sy["excess_sd"] > 2  # in units of the off-diagonal spread
     assert sy["msd_all_pairs"] == 1.0 and sy["holds"] == 1.0
     assert sy["kappa"] == pytest.approx(float(np.mean(kappa(Y))), rel=1e-9)
 

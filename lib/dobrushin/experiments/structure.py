@@ -20,22 +20,27 @@ from ..capture.extract import extract_attention
 from ..math.coefficient import DEFAULT_TOL, analyse, kappa, restrict
 from ..random.ensembles import sample_matrices
 
-STRUCTURE_COLUMNS = ("layer", "n_tokens", "diag_x_n", "offdiag_x_n", "msd_all_pairs", "holds", "kappa")
+STRUCTURE_COLUMNS = ("layer", "n_tokens", "diag_x_n", "offdiag_x_n", "excess_sd", "msd_all_pairs", "holds", "kappa")
 
 
 def matrix_structure(A: np.ndarray, tol: float = DEFAULT_TOL) -> dict:
     """For a batch ``(..., n, n)`` of row-stochastic matrices: mean diagonal × n, mean off-diagonal × n, the
-    share of pairs i < j that are mutually self-dominant, the share of matrices where the equality condition
-    holds, and the mean κ."""
+    diagonal excess in units of the spread of the off-diagonal entries (``excess_sd``: per matrix, (mean A_ii −
+    mean A_ij) / sd(A_ij), i ≠ j, averaged), the share of pairs i < j that are mutually self-dominant, the share of
+    matrices where the equality condition holds, and the mean κ."""
     X = np.asarray(A, dtype=np.float64).reshape(-1, A.shape[-2], A.shape[-1])
     n = X.shape[-1]
     d = np.diagonal(X, axis1=-2, axis2=-1)  # (m, n)
     off = (X.sum((-2, -1)) - d.sum(-1)) / (n * (n - 1))
+    offmask = ~np.eye(n, dtype=bool)
+    sd = X[:, offmask].std(-1)
+    excess = np.where(sd > 0, (d.mean(-1) - off) / np.where(sd > 0, sd, 1.0), 0.0)
     dom = (d[:, None, :] - X) >= -tol  # dom[m, j, i]: A_ii >= A_ji
     msd = dom & np.swapaxes(dom, -1, -2)
     iu = np.triu_indices(n, 1)
     res = analyse(X, tol, validate=False)
     return {"n_tokens": n, "diag_x_n": float(d.mean() * n), "offdiag_x_n": float(off.mean() * n),
+            "excess_sd": float(excess.mean()),
             "msd_all_pairs": float(msd[:, iu[0], iu[1]].mean()), "holds": float(np.mean(res.holds)),
             "kappa": float(np.mean(res.kappa))}
 

@@ -174,37 +174,45 @@ class InsightSections:
                 n = int(st["n_tokens"].median())
                 rnd = random_structure(n, count=64, seed=self.seed)
                 rows.append({"model": display_name(m), "weights": "trained" if w == "pretrained" else "untrained",
-                             "n": n, "self ×n": float(st["diag_x_n"].mean()), "other ×n": float(st["offdiag_x_n"].mean()),
-                             "MSD pairs": float(st["msd_all_pairs"].mean()), "random MSD": rnd["msd_all_pairs"],
-                             "holds": float(st["holds"].mean()), "random holds": rnd["holds"]})
+                             "n": n, "self ×n": float(st["diag_x_n"].mean()), "excess (sd)": float(st["excess_sd"].mean()),
+                             "MSD pairs": float(st["msd_all_pairs"].mean()), "holds": float(st["holds"].mean()),
+                             "random MSD": rnd["msd_all_pairs"], "random holds": rnd["holds"],
+                             "random excess": rnd["excess_sd"]})
         if not rows:
             return
         df = pd.DataFrame(rows)
-        _display(F.table(df, name=f"tab-{self.notebook}-structure",
-                         formats={c: pct for c in ("MSD pairs", "random MSD", "holds", "random holds")},
+        shown = df.drop(columns=["random MSD", "random holds", "random excess"]).assign(
+            random=[f"{pct(a)} / {pct(b)}" for a, b in zip(df["random MSD"], df["random holds"])])
+        _display(F.table(shown, name=f"tab-{self.notebook}-structure",
+                         formats={"MSD pairs": pct, "holds": pct, "excess (sd)": "+.2f"},
                          caption=f"The diagonal of the attention on the first {len(items)} inputs (content tokens, rows "
-                                 "renormalised, mean over layers): self ×n is the mean $A_{ii}$ times n (1 = uniform), "
-                                 "other ×n the mean off-diagonal entry times n; MSD pairs is the share of all token "
-                                 "pairs (i, j) that are mutually self-dominant, holds the share of layers where the "
-                                 "κ-attaining pair is; random: 64 Dirichlet(1) matrices of the same n."))
+                                 "renormalised, mean over layers). self ×n: the mean $A_{ii}$ times n (1 = uniform); "
+                                 "excess (sd): how far the diagonal lies above the off-diagonal entries, in standard "
+                                 "deviations of the off-diagonal entries; MSD pairs: the share of all token pairs "
+                                 "(i, j) that are mutually self-dominant; holds: the share of layers where a κ-attaining "
+                                 "pair is; random: the same two shares for 64 Dirichlet(1) matrices of the same n."))
         u = df[df["weights"] == "untrained"]
         if len(u):
-            ex = u[u["self ×n"] > 1.05 * u["other ×n"]]
+            ex = u[u["excess (sd)"] > 0.2]
             flat = u.drop(index=ex.index)
             s = (f"Random matrices first: with exchangeable entries, each of $A_{{ii}} \\ge A_{{ji}}$ and "
                  f"$A_{{jj}} \\ge A_{{ij}}$ is a coin flip, so about a quarter of all pairs are mutually self-dominant "
-                 f"({_rng(u['random MSD'] * 100)}% here), and the κ-attaining pair is about as often. ")
+                 f"({_rng(u['random MSD'] * 100)}% here; diagonal excess {_rng(u['random excess'])} sd), and a "
+                 f"κ-attaining pair is only a little more often ({_rng(u['random holds'] * 100)}%). ")
             if len(ex):
-                s += (f"The untrained attention of {', '.join(ex['model'])} is nearly uniform (off-diagonal ×n "
-                      f"{_rng(ex['other ×n'])}) but its diagonal is larger (self ×n {_rng(ex['self ×n'])}): the query "
-                      f"and key of a token are two random projections of the *same* vector, so their product has a "
-                      f"positive mean that the products with other tokens lack. That raises the share of mutually "
-                      f"self-dominant pairs to {_rng(ex['MSD pairs'] * 100)}%, and with it the share of layers whose "
-                      f"attaining pair is one ({_rng(ex['holds'] * 100)}% on these inputs). ")
+                s += (f"The untrained attention of {', '.join(ex['model'])} is nearly uniform (self ×n "
+                      f"{_rng(ex['self ×n'])}), but its diagonal stands {_rng(ex['excess (sd)'])} standard deviations "
+                      f"above the other entries, because the query and key of a token are two random projections of "
+                      f"the *same* vector, so their product has a positive mean that the products with other tokens "
+                      f"lack. That makes {_rng(ex['MSD pairs'] * 100)}% of all pairs mutually self-dominant, and far "
+                      f"more of the κ-attaining pairs ({_rng(ex['holds'] * 100)}% of layers on these inputs): the "
+                      f"attaining pair is the pair of most different rows, and in near-uniform attention a diagonal "
+                      f"entry above the rest is what makes two rows differ, in exactly the direction that makes the "
+                      f"pair self-dominant. ")
             if len(flat):
-                s += (f"In {', '.join(flat['model'])} untrained, the diagonal is not larger than the rest (self ×n "
-                      f"{_rng(flat['self ×n'])}, off-diagonal ×n {_rng(flat['other ×n'])}), and the share of mutually "
-                      f"self-dominant pairs stays near the random quarter ({_rng(flat['MSD pairs'] * 100)}%).")
+                s += (f"In {', '.join(flat['model'])} untrained the diagonal does not stand out (excess "
+                      f"{_rng(flat['excess (sd)'])} sd), and the shares stay near the random ones (all pairs "
+                      f"{_rng(flat['MSD pairs'] * 100)}%, attaining pairs {_rng(flat['holds'] * 100)}%).")
             _md(s)
         groups = {}
         for m, fp in prints.items():
