@@ -423,6 +423,16 @@ class InsightSections:
             _md("**Result files of this chapter** (download): " + ", ".join(links) + ".")
 
 
+def show_downloads(notebook: str, results_dir=None):
+    """Display the download links of ``notebook``'s result files (for the chapters that are not
+    :class:`~dobrushin.report.chapter.FamilyChapter` notebooks)."""
+    from ..store.paths import results_dir as default
+
+    links = download_links(Path(results_dir) if results_dir else default(), notebook)
+    if links:
+        _md("**Result files of this chapter** (download): " + ", ".join(links) + ".")
+
+
 def plots_sep(model_id: str) -> bool:
     from .plots import RESOLUTION_SEP
 
@@ -455,4 +465,4 @@ def _project_root():
     return project_root()
 
 
-__all__ = ["InsightSections", "MPNET", "download_links", "fingerprint", "rollout_gap"]
+__all__ = ["InsightSections", "MPNET", "download_links", "fingerprint", "rollout_gap", "show_downloads"]
