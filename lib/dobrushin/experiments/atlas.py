@@ -55,7 +55,7 @@ class Case:
     ``cls``, ``register``, ``sep``, ...); ``margin_i = A_ii − A_ji`` and ``margin_j = A_jj − A_ij`` on the
     restricted, renormalised matrix; ``holds``/``slack``/``kappa`` recomputed (``table_holds`` is the table's);
     ``roles``: the roles of the full sequence; ``image`` (H, W, 3 in [0, 1]) for a photo as the model sees it,
-    ``tokens`` (strings of the full sequence) for a sentence."""
+    ``tokens`` (strings of the full sequence) for a sentence or a tabular row."""
 
     model: str
     weights: str
@@ -120,8 +120,8 @@ def recompute(lm, input_set, cases: pd.DataFrame, *, tol: float = DEFAULT_TOL) -
         if r.input_id not in ids:
             raise ValueError(f"input {r.input_id!r} is not in the input selection")
         if r.input_id not in memo:
-            item = input_set[ids.index(r.input_id)]
-            inputs = lm.preprocess([item])
+            k = ids.index(r.input_id)
+            inputs = lm.preprocess(input_set.items(k, k + 1))
             memo[r.input_id] = (inputs, extract_attention(lm.model, inputs))
         inputs, ex = memo[r.input_id]
         keep = ex.keep(0, r.variant)
@@ -129,7 +129,9 @@ def recompute(lm, input_set, cases: pd.DataFrame, *, tol: float = DEFAULT_TOL) -
         res = analyse(A, tol, validate=False)
         i, j, a, b, npairs = pair_and_margins(A.numpy(), tol=tol)
         image = tokens = None
-        if lm.kind != "text":
+        if lm.kind == "tabular":
+            tokens = tabular_tokens(input_set, ids.index(r.input_id))
+        elif lm.kind != "text":
             px = inputs["pixel_values"] if isinstance(inputs, dict) else inputs
             image = _display_image(px[0])
         else:
@@ -144,6 +146,20 @@ def recompute(lm, input_set, cases: pd.DataFrame, *, tol: float = DEFAULT_TOL) -
     return out
 
 
+def tabular_tokens(inputs, k: int) -> List[str]:
+    """The tokens of row ``k`` of a :class:`dobrushin.experiments.tabular.TabularInputs`, in the FT-Transformer's
+    order: ``[CLS]``, then each numeric feature as ``name=value`` (its quantile-normalised value, as the model
+    sees it), then each categorical feature as ``name=#code``."""
+    d = inputs.data
+    row = int(inputs.items(k, k + 1)[0])
+    out = ["[CLS]"]
+    if d.X_num is not None:
+        out += [f"{n}={float(v):+.2f}" for n, v in zip(d.num_names, d.X_num[inputs.part][row])]
+    if d.X_cat is not None:
+        out += [f"{n}=#{int(v)}" for n, v in zip(d.cat_names, d.X_cat[inputs.part][row])]
+    return out
+
+
 def cases_frame(cases: Sequence[Case]) -> pd.DataFrame:
     """The cases as a table (no image or token arrays)."""
     cols = ["model", "weights", "variant", "input_id", "layer", "rule", "i", "j", "ti", "tj", "role_i", "role_j",
@@ -151,4 +167,4 @@ def cases_frame(cases: Sequence[Case]) -> pd.DataFrame:
     return pd.DataFrame([{c: getattr(k, c) for c in cols} for k in cases], columns=cols)
 
 
-__all__ = ["Case", "RULES", "cases_frame", "choose_cases", "pair_and_margins", "recompute"]
+__all__ = ["Case", "RULES", "cases_frame", "choose_cases", "pair_and_margins", "recompute", "tabular_tokens"]
