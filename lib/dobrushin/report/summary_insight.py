@@ -15,6 +15,8 @@ from .claims import CLAIMS, SCORECARD
 from .insight import download_links
 from .names import pct
 
+NOTEBOOK = "summary"
+
 #: scorecard row key -> (chapters that compute it, the section's anchor)
 ROW_SOURCES = {
     "baseline": (("baseline",), "uniform-rows-dirichlet-1"),
@@ -104,8 +106,6 @@ class SummaryInsights:
 
     def models_figure(self):
         """The all-models figure (also glued into the introduction as ``models_figure``)."""
-        from .summary_chapter import NOTEBOOK
-
         fig, t = models_figure(self.table)
         banded = int(sum(1 for r in t.itertuples() if r.weights_source != "untrained"
                          and r.claim in {c.text for c in CLAIMS.values()}))
