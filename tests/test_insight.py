@@ -101,3 +101,56 @@ def test_download_links_point_from_executed_into_results(tmp_path, monkeypatch):
     assert not any("manifest" in x for x in links)
     assert links[-2:] == ["{download}`summary.csv <../results/summary.csv>`",
                           "{download}`scorecard.csv <../results/scorecard.csv>`"]
+
+
+def test_recompute_finds_the_tables_verdict_pair_and_margins_on_a_tiny_vit():
+    """The atlas re-runs the model: on a tiny ViT its κ, slack and verdict are the measurement's, its pair attains κ
+    and its margins are the definition's, and the pair's token positions and roles are those of the sequence."""
+    from types import SimpleNamespace
+
+    from transformers import ViTConfig, ViTModel
+
+    from dobrushin import extract_attention
+    from dobrushin.experiments.atlas import recompute
+    from dobrushin.experiments.measure import measure
+    from dobrushin.math.coefficient import restrict
+
+    torch.manual_seed(0)
+    model = ViTModel(ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                               image_size=32, patch_size=8, attn_implementation="eager"), add_pooling_layer=False).eval()
+    g = torch.Generator().manual_seed(0)
+    pix = [torch.randn(3, 32, 32, generator=g) for _ in range(3)]
+    lm = SimpleNamespace(model=model, kind="vision", preprocess=lambda items: {"pixel_values": torch.stack(items)})
+    inputs = SimpleNamespace(ids=["a", "b", "c"], items=lambda a, b: pix[a:b])
+    ex = extract_attention(model, lm.preprocess(pix))
+    table = measure(ex.attention, ex.roles, model="tiny", input_ids=inputs.ids, weights="untrained")
+    chosen = table.assign(rule="random")
+    cases = recompute(lm, inputs, chosen)
+    assert len(cases) == len(table)
+    for c, r in zip(cases, table.itertuples()):
+        assert c.holds == r.holds == c.table_holds
+        assert c.kappa == pytest.approx(r.kappa, abs=1e-6) and c.slack == pytest.approx(r.slack, abs=1e-6)
+        b = inputs.ids.index(c.input_id)
+        keep = np.asarray(ex.keep(b, c.variant))
+        A = restrict(ex.attention[b, c.layer].double(), keep).numpy()
+        assert (c.i, c.j) in attaining_pairs(A)
+        assert c.margin_i == pytest.approx(A[c.i, c.i] - A[c.j, c.i]) and c.margin_j == pytest.approx(A[c.j, c.j] - A[c.i, c.j])
+        assert (c.ti, c.tj) == (int(keep[c.i]), int(keep[c.j]))
+        assert c.role_i == ex.roles[b][c.ti] and c.image.shape == (32, 32, 3)
+    assert {c.role_i for c in cases if c.variant == "content"} == {"content"}
+
+
+def test_tabular_tokens_follow_the_ft_transformer_order():
+    from dobrushin.data.tabular_data import from_splits
+    from dobrushin.experiments.atlas import tabular_tokens
+    from dobrushin.experiments.tabular import TabularInputs
+
+    rng = np.random.default_rng(0)
+    parts = ("train", "val", "test")
+    d = from_splits("toy", "regression", y={p: rng.normal(size=5).astype(np.float32) for p in parts},
+                    X_num={p: rng.normal(size=(5, 2)).astype(np.float32) for p in parts},
+                    X_cat={p: rng.integers(0, 3, size=(5, 1)) for p in parts}, cat_cardinalities=[3])
+    inp = TabularInputs(d, "test", np.array([3, 1]))
+    toks = tabular_tokens(inp, 1)
+    assert toks[0] == "[CLS]" and len(toks) == d.n_tokens
+    assert toks[1] == f"num0={float(d.X_num['test'][1, 0]):+.2f}" and toks[3] == f"cat0=#{int(d.X_cat['test'][1, 0])}"
