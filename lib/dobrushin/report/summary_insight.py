@@ -105,7 +105,8 @@ class SummaryInsights:
             "unchanged; `make html` then rebuilds the pages):\n\n" + "\n".join(lines))
 
     def models_figure(self):
-        """The all-models figure (also glued into the introduction as ``models_figure``)."""
+        """The all-models figure (the introduction shows its PNG, ``results/figures/summary-models.png``, and pastes
+        its computed caption, ``models_caption``)."""
         fig, t = models_figure(self.table)
         banded = int(sum(1 for r in t.itertuples() if r.weights_source != "untrained"
                          and r.claim in {c.text for c in CLAIMS.values()}))
@@ -117,11 +118,8 @@ class SummaryInsights:
         alt = "Horizontal interval plot of the fraction holding per model and variant, with grey bands for the paper's values."
         F.figure(fig, notebook=NOTEBOOK, name="models", width="full", caption=caption, alt=alt,
                  results_dir=self.results, close=False)
-        from IPython.display import Image
-        from pathlib import Path
-
-        png = self.results / "figures" / f"{NOTEBOOK}-models.png"
-        _glue("models_figure", Image(data=Path(png).read_bytes(), format="png"))
+        # the introduction shows results/figures/summary-models.png itself (a {figure}: cross-document glue
+        # pastes no figure) and pastes this computed sentence under it
         _glue("models_caption", _text(caption))
         import matplotlib.pyplot as plt
 
