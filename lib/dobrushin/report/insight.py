@@ -202,13 +202,14 @@ class InsightSections:
             if len(ex):
                 s += (f"The untrained attention of {', '.join(ex['model'])} is nearly uniform (self ×n "
                       f"{_rng(ex['self ×n'])}), but its diagonal stands {_rng(ex['excess (sd)'])} standard deviations "
-                      f"above the other entries, because the query and key of a token are two random projections of "
-                      f"the *same* vector, so their product has a positive mean that the products with other tokens "
-                      f"lack. That makes {_rng(ex['MSD pairs'] * 100)}% of all pairs mutually self-dominant, and far "
-                      f"more of the κ-attaining pairs ({_rng(ex['holds'] * 100)}% of layers on these inputs): the "
-                      f"attaining pair is the pair of most different rows, and in near-uniform attention a diagonal "
-                      f"entry above the rest is what makes two rows differ, in exactly the direction that makes the "
-                      f"pair self-dominant. ")
+                      f"of the off-diagonal entries above them: the score of a token with itself is a quadratic form "
+                      f"$x_i^\\top W_q^\\top W_k x_i$ of one vector, and its size relative to the scores with other tokens "
+                      f"depends on the random weights, so controls of different shapes need not agree. That makes "
+                      f"{_rng(ex['MSD pairs'] * 100)}% of all pairs mutually self-dominant, and far more of the "
+                      f"κ-attaining pairs ({_rng(ex['holds'] * 100)}% of layers on these inputs): the attaining pair "
+                      f"is the pair of most different rows, and in near-uniform attention a diagonal entry above the "
+                      f"rest is what makes two rows differ, in exactly the direction that makes the pair "
+                      f"self-dominant. ")
             if len(flat):
                 s += (f"In {', '.join(flat['model'])} untrained the diagonal does not stand out (excess "
                       f"{_rng(flat['excess (sd)'])} sd), and the shares stay near the random ones (all pairs "
@@ -241,18 +242,24 @@ class InsightSections:
         all_cases = []
         for m in [x for x in self.featured if not plots_sep(x)]:
             run = next(r for r in self.runs if r.model_id == m)
-            w = "pretrained" if self._trained_ok(run) else "untrained"
+            ws = ["pretrained"] if self._trained_ok(run) else ["untrained"]
+            t = self.table[self.table["model"] == m]
+            if ws == ["pretrained"] and not (~t.loc[t["weights"] == "pretrained", "holds"]).any() \
+                    and (t["weights"] == "untrained").any():
+                ws.append("untrained")  # no trained failure to draw: the control's failures for contrast
             chosen = pd.concat([choose_cases(self.table, model=m, weights=w, variant=v, seed=self.seed,
-                                             n_random=n_random) for v in ("content", "with_special")],
+                                             n_random=n_random) for w in ws for v in ("content", "with_special")],
                                ignore_index=True)
             if not len(chosen):
                 continue
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                lm = load_model(m, pretrained=(w == "pretrained"), seed=self.seed, image_size=self.image_size,
-                                max_length=self.config.max_length)
-                cases = recompute(lm, self.input_set, chosen)
-            del lm
+            cases = []
+            for w in ws:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    lm = load_model(m, pretrained=(w == "pretrained"), seed=self.seed, image_size=self.image_size,
+                                    max_length=self.config.max_length)
+                    cases += recompute(lm, self.input_set, chosen[chosen["weights"] == w])
+                del lm
             all_cases += cases
             fig = atlas_figure(cases)
             what = "photo as the model sees it (after its preprocessing), the two patches outlined" \
@@ -260,30 +267,42 @@ class InsightSections:
                                            "token; special tokens in grey italics), the two tokens highlighted")
             from .kappa_figures import SPECIAL_NAMES
 
-            special = [f"{RULES[k.rule]} case, layer {k.layer + 1}: "
+            special = [f"{'trained' if k.weights == 'pretrained' else 'untrained'}, {RULES[k.rule]} case, "
+                       f"layer {k.layer + 1}: "
                        + " and ".join(f"{'ij'[q]} is {SPECIAL_NAMES.get(role, role)}"
                                       for q, role in enumerate((k.role_i, k.role_j)) if role != "content")
                        for k in cases if (k.role_i, k.role_j) != ("content", "content")]
+            tw = t[t["weights"].isin(ws)]
+            nfail = {(w, v): int((~g["holds"]).sum()) for (w, v), g in tw.groupby(["weights", "variant"], sort=False)}
+            counts = "; ".join(f"{'trained' if w == 'pretrained' else 'untrained'}, "
+                               f"{'content' if v == 'content' else 'with special'}: {k} failing of "
+                               f"{int(((tw['weights'] == w) & (tw['variant'] == v)).sum())}"
+                               for (w, v), k in nfail.items())
+            extra = (" The trained weights fail on no (input, layer) pair, so the untrained control's cases follow "
+                     "for contrast." if "untrained" in ws and ws[0] == "pretrained" else "")
             self._fig(fig, f"atlas-{slugify(m).lower()}",
-                      f"Failure atlas of {display_name(m)} ({weights_label(w)}). Rows: content tokens, then with "
-                      f"special tokens. Cases chosen by this rule, per variant: the failing (input, layer) pair of "
-                      f"largest slack, then {n_random} failing pair(s) drawn with numpy's default_rng({self.seed}), "
-                      f"then one holding pair drawn with the same generator. Each panel shows the {what}: token i "
-                      "vermillion, token j green, the κ-attaining pair (among several attaining pairs, the mutually "
-                      "self-dominant one when there is one, else the nearest miss). Margins: i = $A_{ii}-A_{ji}$, "
+                      f"Failure atlas of {display_name(m)}. Cases chosen by this rule, per weights and variant: the "
+                      f"failing (input, layer) pair of largest slack, then {n_random} failing pair(s) drawn with "
+                      f"numpy's default_rng({self.seed}), then one holding pair drawn with the same generator "
+                      f"(failing pairs available: {counts}).{extra} Each panel shows the {what}: token i vermillion, "
+                      "token j green, the κ-attaining pair (among several attaining pairs, the mutually self-dominant "
+                      "one when there is one, else the nearest miss). Margins: i = $A_{ii}-A_{ji}$, "
                       "j = $A_{jj}-A_{ij}$; the pair is mutually self-dominant exactly when both are ≥ 0"
                       + (f". Special tokens in the pair: {'; '.join(special)}." if special else
                          ". No special token is in any drawn pair."),
                       f"Panels of the {'photos' if self.kind == 'image' else 'sentences'} of {display_name(m)} with "
-                      "two tokens marked in each, one row per variant.", 3)
+                      "two tokens marked in each.", 3)
         if not all_cases:
             return
         cf = cases_frame(all_cases)
         agree = int((cf["holds"] == cf["table_holds"]).sum())
+        f = cf[~cf["holds"]]
+        both = int(((f["margin_i"] < 0) & (f["margin_j"] < 0)).sum())
         _md(f"Recomputed from the models for the atlas: {len(cf)} cases; the recomputed verdict agrees with the "
-            f"result table in {agree} of them. Of the drawn failing cases, "
-            f"{int(((cf['margin_i'] < 0) & (cf['margin_j'] < 0) & ~cf['holds']).sum())} fail on both margins and "
-            f"{int(((cf['margin_i'] < 0) ^ (cf['margin_j'] < 0)) .where(~cf['holds'], False).sum())} on one.")
+            f"result table in {agree} of them."
+            + (f" Of the {len(f)} drawn failing cases, {both} fail on both margins and {len(f) - both} on one: "
+               "there the pair is one-sidedly dominated (one token attends to the other more than the other "
+               "attends to itself)." if len(f) else ""))
         atomic_write_csv(self.store.dir / "atlas.csv", cf)
 
     # ------------------------------------------------------------------ §3 MPNet ablation

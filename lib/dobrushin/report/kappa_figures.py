@@ -83,12 +83,13 @@ def _role_name(role: str) -> str:
     return SPECIAL_NAMES.get(role, role)
 
 
-def case_title(c, short: bool = True) -> str:
+def case_title(c) -> str:
     from ..experiments.atlas import RULES
 
     v = "content" if c.variant == "content" else "with special"
+    w = "trained" if c.weights == "pretrained" else "untrained"
     state = "holds" if c.holds else "fails"
-    return (f"{RULES[c.rule]}\nlayer {c.layer + 1}, {v}: {state}, slack {c.slack:.2g}\n"
+    return (f"{w}, {v}: {RULES[c.rule]}\nlayer {c.layer + 1}: {state}, slack {c.slack:.2g}\n"
             f"margins: i {c.margin_i:+.3f}, j {c.margin_j:+.3f}")
 
 
@@ -170,27 +171,16 @@ def _draw_text(ax, c, width: int = 40, max_lines: int = 7):
 
 
 def atlas_figure(cases: Sequence, *, ncols: int = 3):
-    """One panel per case (rows: variants; columns: the rule), the pair drawn on the photo or in the sentence;
-    panel titles: the rule, layer, verdict, slack and the two margins A_ii − A_ji (i) and A_jj − A_ij (j)."""
-    import matplotlib.pyplot as plt
-
+    """One panel per case, in the order given (``ncols`` to a row), the pair drawn on the photo or in the sentence
+    or row; panel titles: weights, variant, the rule, layer, verdict, slack and the two margins A_ii − A_ji (i) and
+    A_jj − A_ij (j)."""
     if not cases:
         raise ValueError("no case to draw")
-    variants = list(dict.fromkeys(c.variant for c in cases))
-    rows = [[c for c in cases if c.variant == v] for v in variants]
-    ncols = max(len(r) for r in rows)
     image = cases[0].image is not None
-    fig, axes = plt.subplots(len(rows), ncols, figsize=(3.1 * ncols, (3.9 if image else 2.3) * len(rows)),
-                             squeeze=False, layout="constrained")
-    for r, row in enumerate(rows):
-        for k in range(ncols):
-            ax = axes[r, k]
-            if k >= len(row):
-                ax.axis("off")
-                continue
-            c = row[k]
-            (_draw_image if image else _draw_text)(ax, c)
-            ax.set_title(case_title(c), fontsize=8.5, loc="left")
+    fig, axes = panel_grid(len(cases), ncols, panel=(3.1, 3.9 if image else 2.4), sharey=False)
+    for ax, c in zip(axes, cases):
+        (_draw_image if image else _draw_text)(ax, c)
+        ax.set_title(case_title(c), fontsize=8.5, loc="left")
     return fig
 
 
