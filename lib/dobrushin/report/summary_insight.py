@@ -84,7 +84,7 @@ def models_figure(table: pd.DataFrame):
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Line2D([], [], color=F.COLORS["trained"], marker="o", label="trained"),
+    fig.legend(handles=[Line2D([], [], color=F.COLORS["trained"], marker="o", label="trained"),
                        Line2D([], [], color=F.COLORS["untrained"], marker="o", label="untrained control"),
                        Line2D([], [], color="grey", marker="s", ls="", label="with special tokens"),
                        Patch(color="#BBBBBB", label="paper's range")],
