@@ -154,3 +154,30 @@ def test_tabular_tokens_follow_the_ft_transformer_order():
     toks = tabular_tokens(inp, 1)
     assert toks[0] == "[CLS]" and len(toks) == d.n_tokens
     assert toks[1] == f"num0={float(d.X_num['test'][1, 0]):+.2f}" and toks[3] == f"cat0=#{int(d.X_cat['test'][1, 0])}"
+
+
+def test_models_rows_pair_trained_and_control_and_carry_the_paper_band():
+    from dobrushin.report.claims import CLAIMS
+    from dobrushin.report.summary_insight import models_figure, models_rows, row_sources
+
+    ea, late = CLAIMS["essentially_all"], CLAIMS["late"]
+    t = pd.DataFrame([
+        {"claim": ea.text, "model": "m/a", "variant": "content", "measured": 0.9, "ci_low": 0.8, "ci_high": 0.95,
+         "status": "differs", "weights_source": "proxy"},
+        {"claim": ea.text, "model": "m/a", "variant": "untrained control (content)", "measured": 0.3, "ci_low": 0.2,
+         "ci_high": 0.4, "status": "no paper value", "weights_source": "untrained"},
+        {"claim": ea.text, "model": "m/b", "variant": "content", "measured": np.nan, "ci_low": np.nan,
+         "ci_high": np.nan, "status": "not run: weights unavailable", "weights_source": "none"},
+        {"claim": late.text, "model": "m/b", "variant": "content", "measured": np.nan, "ci_low": np.nan,
+         "ci_high": np.nan, "status": "not run: weights unavailable", "weights_source": "none"},
+    ])
+    rows = models_rows(t)
+    assert list(zip(rows["model"], rows["variant"])) == [("m/a", "content"), ("m/b", "content")]
+    a, b = rows.iloc[0], rows.iloc[1]
+    assert (a["trained"], a["untrained"], a["low"], a["high"]) == (0.9, 0.3, ea.low, ea.high)
+    assert np.isnan(b["trained"]) and b["status"].startswith("not run") and b["low"] == ea.low
+    fig, _ = models_figure(t)
+    assert [x.get_text() for x in fig.axes[0].get_yticklabels()] == ["a · content", "b · content"]
+    rs = row_sources("quick")
+    assert rs.loc[rs["key"] == "dinov2", "command"].item() == 'make notebooks PROFILE=quick NOTEBOOKS="dinov2 summary"'
+    assert "../executed/dinov2.ipynb#" in rs.loc[rs["key"] == "dinov2", "computed in"].item()

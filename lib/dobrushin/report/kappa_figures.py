@@ -90,7 +90,12 @@ def case_title(c) -> str:
     w = "trained" if c.weights == "pretrained" else "untrained"
     state = "holds" if c.holds else "fails"
     return (f"{w}, {v}: {RULES[c.rule]}\nlayer {c.layer + 1}: {state}, slack {c.slack:.2g}\n"
-            f"margins: i {c.margin_i:+.3f}, j {c.margin_j:+.3f}")
+            f"margins: i {margin(c.margin_i)}, j {margin(c.margin_j)}")
+
+
+def margin(x: float) -> str:
+    """A self-dominance margin with its sign, three decimals, or two significant digits when smaller than 0.001."""
+    return f"{x:+.3f}" if x == 0 or abs(x) >= 1e-3 else f"{x:+.1e}"
 
 
 def _draw_image(ax, c):
@@ -184,4 +189,4 @@ def atlas_figure(cases: Sequence, *, ncols: int = 3):
     return fig
 
 
-__all__ = ["PAIR_COLORS", "SPECIAL_NAMES", "atlas_figure", "case_title", "kappa_by_layer", "panel_grid"]
+__all__ = ["PAIR_COLORS", "SPECIAL_NAMES", "atlas_figure", "case_title", "kappa_by_layer", "margin", "panel_grid"]

@@ -13,7 +13,7 @@ import pandas as pd
 from . import figures as F
 from .claims import CLAIMS, SCORECARD
 from .insight import download_links
-from .names import pct
+from .names import display_name, pct
 
 NOTEBOOK = "summary"
 
@@ -55,41 +55,74 @@ def row_sources(profile: str = "quick") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def models_figure(table: pd.DataFrame):
-    """Every measured model and variant of ``summary.csv`` (trained blue, untrained control orange) as a point
-    with its Wilson 95% interval, on one axis of fraction holding; the paper's range of the claim each row is
-    evidence for is drawn as a grey band on that row."""
-    import matplotlib.pyplot as plt
+def _variant_base(v: str) -> str:
+    v = str(v)
+    if v.startswith("untrained control ("):
+        v = v[len("untrained control ("):-1]
+    return v
 
-    t = table[table["measured"].notna() & (table["weights_source"] != "random matrices")].copy()
-    t = t[~t["model"].astype(str).str.contains("@")].reset_index(drop=True)
+
+def models_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """One line per (model, variant) of ``summary.csv`` for :func:`models_figure`: the trained (or random-matrix)
+    row — measured, or "not run" — and the untrained control's row of the same model and variant side by side,
+    with the paper's range (``low``, ``high``) of the claim the trained row is evidence for.  The "late in depth"
+    claim is not a fraction and is left out."""
     by_text = {c.text: c for c in CLAIMS.values()}
-    fig, ax = plt.subplots(figsize=(9.4, 0.26 * len(t) + 1.4), layout="constrained")
-    labels = []
-    for y, r in enumerate(t.itertuples()):
-        c = by_text.get(r.claim)
-        if c is not None and r.weights_source != "untrained":
-            ax.fill_betweenx([y - 0.42, y + 0.42], c.low, c.high, color="#BBBBBB", lw=0)
-        col = F.COLORS["untrained" if r.weights_source == "untrained" else "trained"]
-        mk = "s" if "special" in str(r.variant) else "o"
-        ax.plot([r.ci_low, r.ci_high], [y, y], color=col, lw=1.5)
-        ax.plot([r.measured], [y], marker=mk, color=col, ms=5)
-        name = str(r.model).split("/")[-1]
-        labels.append(textwrap.shorten(f"{name} · {r.variant}", 62, placeholder="…"))
-    ax.set_yticks(range(len(t)), labels, fontsize=7.5)
-    ax.invert_yaxis()
-    ax.set_xlim(-0.02, 1.02)
-    ax.set_xlabel("fraction of (input, layer) pairs where the condition holds (95% interval)")
-    ax.grid(axis="x", alpha=0.3)
+    t = table[(table["claim"] != CLAIMS["late"].text) & ~table["model"].astype(str).str.contains("@")]
+    out = {}
+    for r in t.itertuples():
+        key = (r.model, _variant_base(r.variant))
+        d = out.setdefault(key, {"model": r.model, "variant": key[1], "trained": np.nan, "t_lo": np.nan,
+                                 "t_hi": np.nan, "status": "", "untrained": np.nan, "u_lo": np.nan, "u_hi": np.nan,
+                                 "low": np.nan, "high": np.nan, "random": False})
+        if r.weights_source == "untrained":
+            d.update(untrained=r.measured, u_lo=r.ci_low, u_hi=r.ci_high)
+        else:
+            d.update(trained=r.measured, t_lo=r.ci_low, t_hi=r.ci_high, status=str(r.status),
+                     random=r.weights_source == "random matrices")
+            c = by_text.get(r.claim)
+            if c is not None:
+                d.update(low=c.low, high=c.high)
+    return pd.DataFrame(list(out.values()))
+
+
+def models_figure(table: pd.DataFrame):
+    """Every model and variant of ``summary.csv`` on one axis of fraction holding: trained weights (blue) or random
+    matrices (grey) with the Wilson 95% interval, "not run" where the weights were unavailable, the untrained
+    control of the same model (orange) just below, and the paper's range as a grey band.  Returns
+    ``(figure, rows)`` (:func:`models_rows`)."""
+    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
+    rows = models_rows(table)
+    fig, ax = plt.subplots(figsize=(9.4, 0.25 * len(rows) + 1.2), layout="constrained")
+    labels = []
+    for y, r in enumerate(rows.itertuples()):
+        if not np.isnan(r.low):
+            ax.fill_betweenx([y - 0.45, y + 0.45], r.low, max(r.high, r.low + 0.004), color="#BBBBBB", lw=0)
+        col = F.COLORS["random" if r.random else "trained"]
+        if not np.isnan(r.trained):
+            ax.plot([r.t_lo, r.t_hi], [y - 0.14] * 2, color=col, lw=1.6)
+            ax.plot([r.trained], [y - 0.14], marker="o", color=col, ms=4.5)
+        elif r.status.startswith("not run"):
+            ax.text(0.005, y - 0.05, "not run", fontsize=7.5, color="#333333", style="italic", va="center")
+        if not np.isnan(r.untrained):
+            ax.plot([r.u_lo, r.u_hi], [y + 0.18] * 2, color=F.COLORS["untrained"], lw=1.2)
+            ax.plot([r.untrained], [y + 0.18], marker="s", color=F.COLORS["untrained"], ms=3.5)
+        name = "random" + str(r.model).split("rows")[-1] if r.random else display_name(str(r.model))
+        labels.append(textwrap.shorten(f"{name} · {r.variant}", 58, placeholder="…"))
+    ax.set_yticks(range(len(rows)), labels, fontsize=7.5)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(-0.01, 1.01)
+    ax.set_xlabel("fraction of (input, layer) pairs where the condition holds (95% interval)")
+    ax.grid(axis="x", alpha=0.3)
     fig.legend(handles=[Line2D([], [], color=F.COLORS["trained"], marker="o", label="trained"),
-                       Line2D([], [], color=F.COLORS["untrained"], marker="o", label="untrained control"),
-                       Line2D([], [], color="grey", marker="s", ls="", label="with special tokens"),
-                       Patch(color="#BBBBBB", label="paper's range")],
-              loc="outside upper center", ncols=4, frameon=False, fontsize=8)
-    return fig, t
+                        Line2D([], [], color=F.COLORS["untrained"], marker="s", label="untrained control"),
+                        Line2D([], [], color=F.COLORS["random"], marker="o", label="random matrices"),
+                        Patch(color="#BBBBBB", label="paper's range")],
+               loc="outside upper center", ncols=4, frameon=False, fontsize=8)
+    return fig, rows
 
 
 class SummaryInsights:
@@ -108,14 +141,16 @@ class SummaryInsights:
         """The all-models figure (the introduction shows its PNG, ``results/figures/summary-models.png``, and pastes
         its computed caption, ``models_caption``)."""
         fig, t = models_figure(self.table)
-        banded = int(sum(1 for r in t.itertuples() if r.weights_source != "untrained"
-                         and r.claim in {c.text for c in CLAIMS.values()}))
-        caption = (f"Every model and variant measured in this build ({len(t)} rows of results/summary.csv, random "
-                   "matrices aside): the fraction of (input, layer) pairs where the equality condition holds, point "
-                   "and Wilson 95% interval; trained weights blue, untrained controls orange, squares with special "
-                   f"tokens. The grey band on a row is the paper's value for the claim it is evidence for "
-                   f"({banded} rows; untrained controls and models the paper does not report have none).")
-        alt = "Horizontal interval plot of the fraction holding per model and variant, with grey bands for the paper's values."
+        measured = int((t["trained"].notna() & ~t["random"].astype(bool)).sum())
+        notrun = int(t["status"].str.startswith("not run").sum())
+        caption = (f"Every model and variant of results/summary.csv ({len(t)} lines): the fraction of (input, layer) "
+                   "pairs where the equality condition holds, point and Wilson 95% interval; trained weights blue "
+                   f"({measured} lines, random matrices dark grey), 'not run' where the weights were unavailable "
+                   f"({notrun} lines), and the untrained control of the same model just below in orange. The grey band "
+                   "is the paper's value for the claim the line is evidence for (none for models the paper does not "
+                   "report; the claim that failures lie late in depth is not a fraction and is not drawn).")
+        alt = ("Horizontal interval plot of the fraction holding per model and variant: trained in blue, untrained "
+               "controls in orange, not-run lines marked, grey bands for the paper's values.")
         F.figure(fig, notebook=NOTEBOOK, name="models", width="full", caption=caption, alt=alt,
                  results_dir=self.results, close=False)
         # the introduction shows results/figures/summary-models.png itself (a {figure}: cross-document glue
@@ -155,4 +190,4 @@ def _text(s: str):
     return Text(s)
 
 
-__all__ = ["ROW_SOURCES", "SummaryInsights", "models_figure", "row_sources"]
+__all__ = ["ROW_SOURCES", "SummaryInsights", "models_figure", "models_rows", "row_sources"]
