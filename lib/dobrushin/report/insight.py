@@ -385,19 +385,20 @@ class InsightSections:
             uo, ua = ou[ou["condition"] == "original"], ou[ou["condition"] == "ablated"]
             text += (f" The untrained MPNet (bias initialised near 0: distance-0 mean {u.info['before'].mean():.3f}) "
                      f"holds on {int(uo['k'].sum())} of {int(uo['n'].sum())} pairs, and {int(ua['k'].sum())} after the "
-                     f"same ablation (cosine median {np.median(u.cosine):.4f}): training made the bias, and the bias "
+                     f"same ablation (cosine median {np.median(u.cosine):.4f}; its attention is nearly uniform, so even "
+                     "this small change of the scores moves some close cases): training made the bias, and the bias "
                      "makes the failures.")
         _md(text)
         per = (c.pivot_table(index="layer", columns="condition", values=["k", "mean_self"]).reset_index())
         per.columns = [" ".join(x for x in col if x).strip() for col in per.columns]
         shown = pd.DataFrame({"layer": per["layer"] + 1, "holds (original)": per["k original"].astype(int),
                               "holds (ablated)": per["k ablated"].astype(int),
-                              "$A_{ii}$ original": per["mean_self original"],
-                              "$A_{ii}$ ablated": per["mean_self ablated"]})
+                              "self (original)": per["mean_self original"],
+                              "self (ablated)": per["mean_self ablated"]})
         _display(F.table(shown, name=f"tab-{self.notebook}-mpnet-ablation",
                          caption=f"{display_name(subject)} (trained), per layer: sentences (of {len(texts)}) where the "
-                                 "condition holds on content tokens, and the mean self-attention, before and after "
-                                 "the ablation."))
+                                 "condition holds on content tokens, and the mean self-attention $A_{ii}$ (self), before "
+                                 "and after the ablation."))
         atomic_write_json(self.store.dir / "mpnet-ablation.json", {
             "model": subject, "sentences": len(texts), "bias0": float(info["before"].mean()),
             "bias_minus1": float(info["minus1"].mean()), "bias_plus1": float(info["plus1"].mean()),
