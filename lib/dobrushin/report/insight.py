@@ -18,6 +18,7 @@ import hashlib
 import json
 import warnings
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -141,7 +142,7 @@ class InsightSections:
         _md("**What κ(A) says.**\n\n" + "\n".join(lines))
 
     # ------------------------------------------------------------------ §1 diagonal structure
-    def structure(self, n_items: int = 2):
+    def structure(self, n_items: Optional[int] = None):
         """Mean diagonal vs off-diagonal attention and the share of mutually self-dominant pairs, per model and
         weights on ``n_items`` inputs, against random matrices of the same n; and which untrained controls are
         the same network (same architecture and seed)."""
@@ -150,7 +151,11 @@ class InsightSections:
 
         if not len(self.table) or self.input_set is None:
             return
+        if n_items is None:  # sentences are short: more of them; photos at full size are costly in large models
+            n_items = 8 if self.kind == "text" else 2
         items = self.input_set.items(0, max(1, int(n_items)))
+        base = _baseline(self.table, self.results)
+        c = self.table[self.table["variant"] == "content"]
         rows, prints = [], {}
         for r in self.runs:
             m = r.model_id
@@ -175,8 +180,9 @@ class InsightSections:
                 rnd = random_structure(n, count=64, seed=self.seed)
                 rows.append({"model": display_name(m), "weights": "trained" if w == "pretrained" else "untrained",
                              "n": n, "self ×n": float(st["diag_x_n"].mean()), "excess (sd)": float(st["excess_sd"].mean()),
-                             "MSD pairs": float(st["msd_all_pairs"].mean()), "holds": float(st["holds"].mean()),
-                             "random MSD": rnd["msd_all_pairs"], "random holds": rnd["holds"],
+                             "MSD pairs": float(st["msd_all_pairs"].mean()),
+                             "holds": float(c.loc[(c["model"] == m) & (c["weights"] == w), "holds"].mean()),
+                             "random MSD": rnd["msd_all_pairs"], "random holds": base.get(m, rnd["holds"]),
                              "random excess": rnd["excess_sd"]})
         if not rows:
             return
@@ -189,8 +195,10 @@ class InsightSections:
                                  "renormalised, mean over layers). self ×n: the mean $A_{ii}$ times n (1 = uniform); "
                                  "excess (sd): how far the diagonal lies above the off-diagonal entries, in standard "
                                  "deviations of the off-diagonal entries; MSD pairs: the share of all token pairs "
-                                 "(i, j) that are mutually self-dominant; holds: the share of layers where a κ-attaining "
-                                 "pair is; random: the same two shares for 64 Dirichlet(1) matrices of the same n."))
+                                 "(i, j) that are mutually self-dominant (these three on the first inputs); holds: the "
+                                 "share of all the chapter's (input, layer) pairs where a κ-attaining pair is; random: "
+                                 "the share of mutually self-dominant pairs in 64 Dirichlet(1) matrices of the same n, "
+                                 "and the random baseline of the condition at that n."))
         u = df[df["weights"] == "untrained"]
         if len(u):
             ex = u[u["excess (sd)"] > 0.2]
@@ -198,7 +206,7 @@ class InsightSections:
             s = (f"Random matrices first: with exchangeable entries, each of $A_{{ii}} \\ge A_{{ji}}$ and "
                  f"$A_{{jj}} \\ge A_{{ij}}$ is a coin flip, so about a quarter of all pairs are mutually self-dominant "
                  f"({_rng(u['random MSD'] * 100)}% here; diagonal excess {_rng(u['random excess'])} sd), and a "
-                 f"κ-attaining pair is only a little more often ({_rng(u['random holds'] * 100)}%). ")
+                 f"κ-attaining pair about as often (the random baseline at these n: {_rng(u['random holds'] * 100)}%). ")
             if len(ex):
                 s += (f"The untrained attention of {', '.join(ex['model'])} is nearly uniform (self ×n "
                       f"{_rng(ex['self ×n'])}), but its diagonal stands {_rng(ex['excess (sd)'])} standard deviations "
@@ -206,14 +214,15 @@ class InsightSections:
                       f"$x_i^\\top W_q^\\top W_k x_i$ of one vector, and its size relative to the scores with other tokens "
                       f"depends on the random weights, so controls of different shapes need not agree. That makes "
                       f"{_rng(ex['MSD pairs'] * 100)}% of all pairs mutually self-dominant, and far more of the "
-                      f"κ-attaining pairs ({_rng(ex['holds'] * 100)}% of layers on these inputs): the attaining pair "
+                      f"κ-attaining pairs ({_rng(ex['holds'] * 100)}% of the chapter's pairs): the attaining pair "
                       f"is the pair of most different rows, and in near-uniform attention a diagonal entry above the "
                       f"rest is what makes two rows differ, in exactly the direction that makes the pair "
                       f"self-dominant. ")
             if len(flat):
                 s += (f"In {', '.join(flat['model'])} untrained the diagonal does not stand out (excess "
-                      f"{_rng(flat['excess (sd)'])} sd), and the shares stay near the random ones (all pairs "
-                      f"{_rng(flat['MSD pairs'] * 100)}%, attaining pairs {_rng(flat['holds'] * 100)}%).")
+                      f"{_rng(flat['excess (sd)'])} sd) and {_rng(flat['MSD pairs'] * 100)}% of all pairs are mutually "
+                      f"self-dominant; the condition holds on {_rng(flat['holds'] * 100)}% of the chapter's pairs, "
+                      f"against {_rng(flat['random holds'] * 100)}% for random matrices of the same n.")
             _md(s)
         groups = {}
         for m, fp in prints.items():
@@ -495,6 +504,18 @@ def show_downloads(notebook: str, results_dir=None):
     links = download_links(Path(results_dir) if results_dir else default(), notebook)
     if links:
         _md("**Result files of this chapter** (download): " + ", ".join(links) + ".")
+
+
+def _baseline(table: pd.DataFrame, results_dir) -> dict:
+    """Model id → the random Dirichlet(1) baseline of the condition at the model's median number of content tokens
+    (the reference grid of ``results/baseline``; empty without one)."""
+    from .summary import baseline_at, load_reference_grid
+
+    grid = load_reference_grid(results_dir)
+    if grid is None or not len(table):
+        return {}
+    c = table[table["variant"] == "content"]
+    return {m: baseline_at(grid, float(g["n_tokens"].median())) for m, g in c.groupby("model", sort=False)}
 
 
 def plots_sep(model_id: str) -> bool:
