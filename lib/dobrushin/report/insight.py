@@ -199,6 +199,15 @@ class InsightSections:
                                  "share of all the chapter's (input, layer) pairs where a κ-attaining pair is; random: "
                                  "the share of mutually self-dominant pairs in 64 Dirichlet(1) matrices of the same n, "
                                  "and the random baseline of the condition at that n."))
+        tr = df[df["weights"] == "trained"]
+        if len(tr):
+            _md("With trained weights: " + "; ".join(
+                f"in {r['model']} a token gives itself {r['self ×n']:.2g} times the uniform share "
+                f"({r['excess (sd)']:+.2f} sd above the other entries) and {pct(r['MSD pairs'])} of all pairs are "
+                f"mutually self-dominant (random: {pct(r['random MSD'])}), so the κ-attaining pair is one in "
+                f"{pct(r['holds'])} of the chapter's pairs" for _, r in tr.iterrows())
+                + ". Where nearly every pair is mutually self-dominant, the condition holds whichever pair attains κ: "
+                  "tightness then follows from strong self-attention; where almost no pair is, it cannot hold.")
         u = df[df["weights"] == "untrained"]
         if len(u):
             ex = u[u["excess (sd)"] > 0.2]
