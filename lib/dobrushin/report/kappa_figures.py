@@ -89,7 +89,9 @@ def case_title(c) -> str:
     v = "content" if c.variant == "content" else "with special"
     w = "trained" if c.weights == "pretrained" else "untrained"
     state = "holds" if c.holds else "fails"
-    return (f"{w}, {v}: {RULES[c.rule]}\nlayer {c.layer + 1}: {state}, slack {c.slack:.2g}\n"
+    rule = {"largest": "failing, largest slack", "random": "failing, random draw",
+            "holding": "holding, random draw"}.get(c.rule, RULES.get(c.rule, c.rule))
+    return (f"{w}, {v}: {rule}\nlayer {c.layer + 1}: {state}, slack {c.slack:.2g}\n"
             f"margins: i {margin(c.margin_i)}, j {margin(c.margin_j)}")
 
 
