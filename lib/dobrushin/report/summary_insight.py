@@ -169,12 +169,22 @@ class SummaryInsights:
         else:
             d = json.loads(p.read_text())
             (k0, n0), (k1, n1) = d["content_original"], d["content_ablated"]
-            line = (f"One trained language model fails the condition almost everywhere: all-mpnet-base-v2 (packaged "
-                    f"proxy) holds on {k0} of {n0} (sentence, layer) pairs. Its learned relative position bias at "
-                    f"distance 0 is {d['bias0']:.1f} (against {d['bias_minus1']:.2f} and {d['bias_plus1']:.2f} at "
-                    f"distance ±1), so no token attends to itself; setting that one value to the mean of its "
-                    f"neighbours makes the condition hold on {k1} of {n1} ({pct(k1 / n1)}) while the sentence "
-                    f"embeddings keep a median cosine of {d['cosine_median']:.3f} to the original.")
+            t = self.table
+            row = t[(t["model"] == d["model"]) & (t["variant"] == "content") & (t["weights_source"] != "untrained")]
+            if len(row) and row["measured"].notna().all():
+                n_all = int(row["n_pairs"].iloc[0])
+                k_all = int(round(float(row["measured"].iloc[0]) * n_all))
+            else:
+                k_all, n_all = k0, n0
+            how = "never holds" if k_all == 0 else f"holds on only {k_all} of {n_all} (sentence, layer) pairs"
+            line = (f"One trained language model where the condition {how}"
+                    + (f" ({n_all} sentence-layer pairs)" if k_all == 0 else "")
+                    + f": all-mpnet-base-v2 (packaged proxy). Its learned relative position bias at distance 0 is "
+                    f"{d['bias0']:.1f} (against {d['bias_minus1']:.2f} and {d['bias_plus1']:.2f} at distance ±1), so "
+                    f"its tokens give themselves almost no attention; setting that one value to the mean of its "
+                    f"neighbours makes the condition hold on {k1} of {n1} pairs of the first {d['sentences']} "
+                    f"sentences ({pct(k1 / n1)}, against {k0} before) while the sentence embeddings keep a median "
+                    f"cosine of {d['cosine_median']:.3f} to the original.")
         _glue("mpnet_line", _text(line))
         _md(line)
 
