@@ -181,3 +181,24 @@ def test_models_rows_pair_trained_and_control_and_carry_the_paper_band():
     rs = row_sources("quick")
     assert rs.loc[rs["key"] == "dinov2", "command"].item() == 'make notebooks PROFILE=quick NOTEBOOKS="dinov2 summary"'
     assert "../executed/dinov2.ipynb#" in rs.loc[rs["key"] == "dinov2", "computed in"].item()
+
+
+def test_mpnet_line_of_the_introduction_is_computed_from_the_files(tmp_path, monkeypatch):
+    import json
+    from types import SimpleNamespace
+
+    from dobrushin.report import summary_insight as si
+
+    (tmp_path / "language").mkdir()
+    (tmp_path / "language" / "mpnet-ablation.json").write_text(json.dumps({
+        "model": "sentence-transformers/all-mpnet-base-v2", "sentences": 16, "bias0": -6.877, "bias_minus1": -0.157,
+        "bias_plus1": -0.658, "content_original": [0, 192], "content_ablated": [187, 192], "cosine_median": 0.9531}))
+    table = pd.DataFrame([{"model": "sentence-transformers/all-mpnet-base-v2", "variant": "content",
+                           "weights_source": "proxy", "measured": 0.0, "n_pairs": 384}])
+    glued = {}
+    monkeypatch.setattr(si, "_glue", lambda k, v: glued.setdefault(k, str(v)))
+    monkeypatch.setattr(si, "_md", lambda s: None)
+    si.SummaryInsights.mpnet_for_introduction(SimpleNamespace(results=tmp_path, table=table))
+    line = glued["mpnet_line"]
+    assert "never holds (384 sentence-layer pairs)" in line and "−6.9" not in line and "-6.9" in line
+    assert "187 of 192" in line and "97.4%" in line and "0.953" in line
