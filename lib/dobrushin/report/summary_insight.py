@@ -17,18 +17,18 @@ from .names import display_name, pct
 
 NOTEBOOK = "summary"
 
-#: scorecard row key -> (chapters that compute it, the section's anchor)
+#: scorecard row key -> (chapters that compute it, the label of the section in each: see the notebooks)
 ROW_SOURCES = {
-    "baseline": (("baseline",), "uniform-rows-dirichlet-1"),
-    "dinov2": (("dinov2",), "how-often-the-condition-holds"),
-    "roberta": (("language",), "how-often-the-condition-holds"),
-    "distilbert": (("language",), "how-often-the-condition-holds"),
-    "deit": (("supervised_vit",), "untrained-controls-until-trained-weights-exist"),
-    "vit": (("supervised_vit",), "untrained-controls-until-trained-weights-exist"),
-    "late": (("supervised_vit",), "untrained-controls-until-trained-weights-exist"),
-    "tabular": (("tabular",), "results"),
-    "special": (("dinov2", "language"), "how-often-the-condition-holds"),
-    "related_text": (("language",), "how-often-the-condition-holds"),
+    "baseline": (("baseline",), ("sec-baseline-uniform",)),
+    "dinov2": (("dinov2",), ("sec-dinov2-fractions",)),
+    "roberta": (("language",), ("sec-language-fractions",)),
+    "distilbert": (("language",), ("sec-language-fractions",)),
+    "deit": (("supervised_vit",), ("sec-supervised-vit-controls",)),
+    "vit": (("supervised_vit",), ("sec-supervised-vit-controls",)),
+    "late": (("supervised_vit",), ("sec-supervised-vit-controls",)),
+    "tabular": (("tabular",), ("sec-tabular-results",)),
+    "special": (("dinov2", "language"), ("sec-dinov2-fractions", "sec-language-fractions")),
+    "related_text": (("language",), ("sec-language-fractions",)),
 }
 
 
@@ -48,8 +48,8 @@ def row_sources(profile: str = "quick") -> pd.DataFrame:
     """Per scorecard row: the chapters (as MyST links to the section) and the command that recomputes it."""
     rows = []
     for r in SCORECARD:
-        nbs, anchor = ROW_SOURCES.get(r.key, ((), ""))
-        links = ", ".join(f"[{nb.replace('_', ' ')}](../executed/{nb}.ipynb#{anchor})" for nb in nbs)
+        nbs, labels = ROW_SOURCES.get(r.key, ((), ()))
+        links = ", ".join(f"{{ref}}`{nb.replace('_', ' ')} <{lab}>`" for nb, lab in zip(nbs, labels))
         cmd = f"make notebooks PROFILE={profile} NOTEBOOKS=\"{' '.join(nbs)} summary\"" if nbs else ""
         rows.append({"key": r.key, "row": r.short, "computed in": links, "command": cmd})
     return pd.DataFrame(rows)
