@@ -155,7 +155,10 @@ class SummaryInsights:
                  results_dir=self.results, close=False)
         # the introduction shows results/figures/summary-models.png itself (a {figure}: cross-document glue
         # pastes no figure) and pastes this computed sentence under it
-        _glue("models_caption", _text(caption))
+        _glue("models_caption", _text(
+            f"The figure has {len(t)} lines: {measured} measured with trained weights, {notrun} not run (their "
+            f"untrained controls are drawn), {int(t['random'].astype(bool).sum())} of random matrices; its data are "
+            "results/summary.csv."))
         import matplotlib.pyplot as plt
 
         plt.close(fig)
