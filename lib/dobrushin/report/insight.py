@@ -311,7 +311,7 @@ class InsightSections:
                                for (w, v), k in nfail.items())
             extra = (" The trained weights fail on no (input, layer) pair, so the untrained control's cases follow "
                      "for contrast." if "untrained" in ws and ws[0] == "pretrained" else "")
-            self._fig(fig, f"atlas-{slugify(m).lower()}",
+            self._fig(fig, f"atlas-{_key(m)}",
                       f"Failure atlas of {display_name(m)}. Cases chosen by this rule, per weights and variant: the "
                       f"failing (input, layer) pair of largest slack, then {n_random} failing pair(s) drawn with "
                       f"numpy's default_rng({self.seed}), then one holding pair drawn with the same generator "
@@ -500,7 +500,7 @@ def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, results_dir
         cases = recompute(lm, inputs, chosen)
         drawn += cases
         name = display_name(run.model_id)
-        F.figure(atlas_figure(cases), notebook="tabular", name=f"atlas-{slugify(name).lower()}", width="full",
+        F.figure(atlas_figure(cases), notebook="tabular", name=f"atlas-{_key(name)}", width="full",
                  results_dir=results_dir,
                  caption=f"Failure atlas of {name} (trained here). Rows: content tokens (features), then with [CLS]. "
                          "Cases chosen by this rule, per variant: the failing (test row, layer) pair of largest slack, "
@@ -526,6 +526,13 @@ def show_downloads(notebook: str, results_dir=None):
     links = download_links(Path(results_dir) if results_dir else default(), notebook)
     if links:
         _md("**Result files of this chapter** (download): " + ", ".join(links) + ".")
+
+
+def _key(model_id: str) -> str:
+    """A figure-name fragment for ``model_id``: lower-case letters, digits and single hyphens."""
+    import re
+
+    return re.sub(r"[^a-z0-9]+", "-", str(model_id).lower()).strip("-") or "model"
 
 
 def _baseline(table: pd.DataFrame, results_dir) -> dict:
