@@ -23,7 +23,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from ..store.results import atomic_write_csv, atomic_write_json, slugify
+from ..store.results import atomic_write_csv, atomic_write_json
 from . import figures as F
 from .names import pct, weights_label
 from .plots import display_name
