@@ -36,6 +36,7 @@ from .names import VARIANT_LABELS, weights_label
 from .plots import display_name
 from .tables import fractions, head_summary, rollout_summary, status_table
 from .names import pct  # noqa: E402,F401  (re-exported: chapters format fractions with it)
+from .insight import InsightSections
 
 
 def _display(*objs):
@@ -120,7 +121,7 @@ def below_control_and_baseline(summ: pd.DataFrame, table: pd.DataFrame, results_
     return out
 
 
-class FamilyChapter:
+class FamilyChapter(InsightSections):
     """One family chapter: ``FamilyChapter(params, title)`` with the notebook's validated parameters
     (:func:`dobrushin.experiments.params.resolve` returns them: a
     :class:`~dobrushin.experiments.params.FamilyParameters`, which knows its notebook and the kind of

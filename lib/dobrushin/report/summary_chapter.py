@@ -28,6 +28,7 @@ from . import figures as F
 from . import scorecard as S
 from . import summary
 from .claims import CLAIMS, SCORECARD, TOO_WIDE
+from .summary_insight import SummaryInsights
 
 NOTEBOOK = "summary"
 
@@ -50,7 +51,7 @@ def _glue(key: str, value):
     glue(key, value, display=False)
 
 
-class SummaryChapter:
+class SummaryChapter(SummaryInsights):
     """``SummaryChapter(profile=..., results_dir=..., baseline_ns=...)`` builds the tables at once;
     then one call per section: :meth:`scorecard`, :meth:`long_table`, :meth:`not_run`, :meth:`depth`,
     :meth:`slack`, :meth:`for_introduction`, :meth:`timings`, :meth:`for_reproducing`, :meth:`finish`."""

@@ -1,0 +1,170 @@
+"""The failure atlas, measured: which (input, layer) cases to draw, and for each the κ-attaining pair of tokens
+and its two self-dominance margins, recomputed from the model.
+
+The tidy result table (:data:`dobrushin.store.results.SCHEMA`) records per (input, layer, variant) whether the
+condition holds and its slack, not *which* pair attains κ.  :func:`choose_cases` picks cases from it by a stated
+rule (per model, weights and variant: the failing case of largest slack, then ``n_random`` failing cases drawn
+with a seeded generator, then one holding case drawn the same way); :func:`recompute` runs the model again on those
+few inputs, restricts the layer's head-averaged attention to the variant's tokens exactly as the measurement does
+(:func:`dobrushin.math.coefficient.restrict`), and finds the attaining pair (:func:`dobrushin.attaining_pairs`) and
+the margins ``A_ii − A_ji`` and ``A_jj − A_ij`` (both ≥ 0 exactly when the pair is mutually self-dominant).
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..capture.extract import extract_attention
+from ..math.coefficient import DEFAULT_TOL, analyse, attaining_pairs, restrict
+
+#: the rule by which :func:`choose_cases` picks cases, in the words the captions use
+RULES = {"largest": "failing, largest slack", "random": "failing, seeded random draw", "holding": "holding, seeded random draw"}
+
+
+def choose_cases(table: pd.DataFrame, *, model: str, weights: str, variant: str, seed: int = 0,
+                 n_random: int = 1) -> pd.DataFrame:
+    """Rows of ``table`` (the tidy results table) to draw for one (model, weights, variant), with a column
+    ``rule``: the failing row of largest slack (``"largest"``), ``n_random`` further failing rows drawn by
+    ``numpy.random.default_rng(seed)`` (``"random"``), and one holding row drawn by the same generator
+    (``"holding"``).  Fewer rows when fewer exist; empty when the selection has none."""
+    t = table[(table["model"] == model) & (table["weights"] == weights) & (table["variant"] == variant)]
+    rng = np.random.default_rng(int(seed))
+    fail, hold = t[~t["holds"]], t[t["holds"]]
+    out = []
+    if len(fail):
+        top = fail.sort_values(["slack", "input_id", "layer"], ascending=[False, True, True], kind="stable").iloc[:1]
+        out.append(top.assign(rule="largest"))
+        rest = fail.drop(index=top.index)
+        if len(rest) and n_random > 0:
+            pick = rng.choice(len(rest), size=min(int(n_random), len(rest)), replace=False)
+            out.append(rest.iloc[np.sort(pick)].assign(rule="random"))
+    if len(hold):
+        out.append(hold.iloc[[int(rng.integers(len(hold)))]].assign(rule="holding"))
+    return pd.concat(out, ignore_index=True) if out else t.iloc[:0].assign(rule=pd.Series(dtype="string"))
+
+
+@dataclass
+class Case:
+    """One drawn case.  ``i, j``: the attaining pair as indices into the kept tokens of the variant; ``ti, tj``:
+    the same tokens as positions in the model's full sequence; ``role_i, role_j``: their roles (``content``,
+    ``cls``, ``register``, ``sep``, ...); ``margin_i = A_ii − A_ji`` and ``margin_j = A_jj − A_ij`` on the
+    restricted, renormalised matrix; ``holds``/``slack``/``kappa`` recomputed (``table_holds`` is the table's);
+    ``roles``: the roles of the full sequence; ``image`` (H, W, 3 in [0, 1]) for a photo as the model sees it,
+    ``tokens`` (strings of the full sequence) for a sentence or a tabular row."""
+
+    model: str
+    weights: str
+    variant: str
+    input_id: str
+    layer: int
+    rule: str
+    i: int
+    j: int
+    ti: int
+    tj: int
+    role_i: str
+    role_j: str
+    margin_i: float
+    margin_j: float
+    kappa: float
+    slack: float
+    holds: bool
+    table_holds: bool
+    n_pairs: int
+    roles: List[str] = field(default_factory=list)
+    image: Optional[np.ndarray] = None
+    tokens: Optional[List[str]] = None
+
+
+def _tokenizer_of(lm):
+    """The tokenizer inside a text model's ``preprocess`` (None when there is none to find)."""
+    try:
+        return inspect.getclosurevars(lm.preprocess).nonlocals.get("tokenizer")
+    except (TypeError, ValueError):
+        return None
+
+
+def _display_image(pixels: torch.Tensor) -> np.ndarray:
+    x = pixels.detach().double().cpu().numpy().transpose(1, 2, 0)
+    lo, hi = x.min(axis=(0, 1)), x.max(axis=(0, 1))
+    return np.clip((x - lo) / np.where(hi > lo, hi - lo, 1.0), 0, 1)
+
+
+def pair_and_margins(A, holds_wanted: Optional[bool] = None, tol: float = DEFAULT_TOL):
+    """``(i, j, margin_i, margin_j, n_pairs)`` for one row-stochastic matrix: among the attaining pairs, the
+    first that is mutually self-dominant when one is (the pair that makes the condition hold), else the one
+    whose smaller margin is largest (the nearest miss)."""
+    X = np.asarray(A, dtype=np.float64)
+    pairs = attaining_pairs(X, tol, validate=False)
+    if not pairs:
+        raise ValueError("no attaining pair (n < 2)")
+    m = [(X[i, i] - X[j, i], X[j, j] - X[i, j]) for i, j in pairs]
+    ok = [k for k, (a, b) in enumerate(m) if a >= -tol and b >= -tol]
+    k = ok[0] if ok else int(np.argmax([min(a, b) for a, b in m]))
+    (i, j), (a, b) = pairs[k], m[k]
+    return int(i), int(j), float(a), float(b), len(pairs)
+
+
+def recompute(lm, input_set, cases: pd.DataFrame, *, tol: float = DEFAULT_TOL) -> List[Case]:
+    """The :class:`Case` of every row of ``cases`` (from :func:`choose_cases`), by running ``lm`` (the model
+    the rows were measured with) on those inputs of ``input_set`` again."""
+    ids = list(input_set.ids)
+    tok = _tokenizer_of(lm) if lm.kind == "text" else None
+    out, memo = [], {}
+    for r in cases.itertuples(index=False):
+        if r.input_id not in ids:
+            raise ValueError(f"input {r.input_id!r} is not in the input selection")
+        if r.input_id not in memo:
+            k = ids.index(r.input_id)
+            inputs = lm.preprocess(input_set.items(k, k + 1))
+            memo[r.input_id] = (inputs, extract_attention(lm.model, inputs))
+        inputs, ex = memo[r.input_id]
+        keep = ex.keep(0, r.variant)
+        A = restrict(ex.attention[0, int(r.layer)].double(), np.asarray(keep), validate=False)
+        res = analyse(A, tol, validate=False)
+        i, j, a, b, npairs = pair_and_margins(A.numpy(), tol=tol)
+        image = tokens = None
+        if lm.kind == "tabular":
+            tokens = tabular_tokens(input_set, ids.index(r.input_id))
+        elif lm.kind != "text":
+            px = inputs["pixel_values"] if isinstance(inputs, dict) else inputs
+            image = _display_image(px[0])
+        else:
+            ii = inputs["input_ids"][0].tolist()
+            tokens = tok.convert_ids_to_tokens(ii) if tok is not None else [f"#{k}" for k in range(len(ii))]
+        roles = list(ex.roles[0])
+        out.append(Case(model=r.model, weights=r.weights, variant=r.variant, input_id=r.input_id, layer=int(r.layer),
+                        rule=r.rule, i=i, j=j, ti=int(keep[i]), tj=int(keep[j]), role_i=roles[int(keep[i])],
+                        role_j=roles[int(keep[j])], margin_i=a, margin_j=b, kappa=float(res.kappa),
+                        slack=float(res.slack), holds=bool(res.holds), table_holds=bool(r.holds), n_pairs=npairs,
+                        roles=roles, image=image, tokens=tokens))
+    return out
+
+
+def tabular_tokens(inputs, k: int) -> List[str]:
+    """The tokens of row ``k`` of a :class:`dobrushin.experiments.tabular.TabularInputs`, in the FT-Transformer's
+    order: ``[CLS]``, then each numeric feature as ``name=value`` (its quantile-normalised value, as the model
+    sees it), then each categorical feature as ``name=#code``."""
+    d = inputs.data
+    row = int(inputs.items(k, k + 1)[0])
+    out = ["[CLS]"]
+    if d.X_num is not None:
+        out += [f"{n}={float(v):+.2f}" for n, v in zip(d.num_names, d.X_num[inputs.part][row])]
+    if d.X_cat is not None:
+        out += [f"{n}=#{int(v)}" for n, v in zip(d.cat_names, d.X_cat[inputs.part][row])]
+    return out
+
+
+def cases_frame(cases: Sequence[Case]) -> pd.DataFrame:
+    """The cases as a table (no image or token arrays)."""
+    cols = ["model", "weights", "variant", "input_id", "layer", "rule", "i", "j", "ti", "tj", "role_i", "role_j",
+            "margin_i", "margin_j", "kappa", "slack", "holds", "table_holds", "n_pairs"]
+    return pd.DataFrame([{c: getattr(k, c) for c in cols} for k in cases], columns=cols)
+
+
+__all__ = ["Case", "RULES", "cases_frame", "choose_cases", "pair_and_margins", "recompute", "tabular_tokens"]

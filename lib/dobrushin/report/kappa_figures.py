@@ -1,0 +1,194 @@
+"""Is tightness informative?  κ(A) per layer (trained, untrained control, random matrices of the same n) and
+the whole-rollout ratio κ(R)/bound, drawn from the tidy tables; and the failure atlas's panels
+(:func:`atlas_figure`): the κ-attaining pair on the photo or in the sentence, with its two self-dominance margins.
+"""
+from __future__ import annotations
+
+import textwrap
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .names import display_name
+from .plots import WEIGHT_STYLE
+from .style import COLORS
+
+#: colours of the two tokens of an attaining pair in the atlas (Okabe–Ito vermillion and bluish green)
+PAIR_COLORS = ("#D55E00", "#009E73")
+SPECIAL_NAMES = {"cls": "the CLS token", "register": "a register token", "distillation": "the distillation token",
+                 "sep": "a separator token"}
+
+
+def panel_grid(n_panels: int, ncols: int, panel=(3.6, 2.7), sharey=True):
+    """``(fig, axes)``: ``n_panels`` panels in rows of ``ncols`` (constrained layout; unused cells hidden)."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    if n_panels < 1:
+        raise ValueError("nothing to plot")
+    ncols = max(1, min(ncols, n_panels))
+    nrows = math.ceil(n_panels / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel[0] * ncols, panel[1] * nrows), squeeze=False,
+                             sharey=sharey, layout="constrained")
+    flat = axes.ravel()
+    for ax in flat[n_panels:]:
+        ax.set_visible(False)
+    return fig, flat[:n_panels]
+
+
+def kappa_by_layer(table: pd.DataFrame, roll: pd.DataFrame, *, models: Sequence[str],
+                   random_kappa: Dict[str, np.ndarray], variant: str = "content", ncols: int = 3):
+    """One panel per model: the median κ(A) per layer with its interquartile band, trained (blue) and untrained
+    control (orange), and the random Dirichlet(1) matrices of the model's median n (dotted grey, band =
+    interquartile range); the panel title gives the median κ(R)/bound of the whole rollout per weights."""
+    t = table[(table["variant"] == variant) & table["model"].isin(models)]
+    fig, axes = panel_grid(len(models), ncols)
+    for ax, m in zip(axes, models):
+        g = t[t["model"] == m]
+        ratios = []
+        for w, gw in g.groupby("weights", sort=False):
+            q = gw.groupby("layer")["kappa"].quantile([0.25, 0.5, 0.75]).unstack()
+            x = q.index.to_numpy() + 1
+            st = WEIGHT_STYLE[w]
+            ax.plot(x, q[0.5], color=st["color"], marker="o", ms=3, label=st["label"])
+            ax.fill_between(x, q[0.25], q[0.75], color=st["color"], alpha=0.2, lw=0)
+            r = roll[(roll["model"] == m) & (roll["weights"] == w) & (roll["variant"] == variant)]
+            if len(r):
+                ratios.append(f"{'trained' if w == 'pretrained' else 'untrained'} "
+                              f"{float((r['kappa_rollout'] / r['bound']).median()):.2f}")
+        rk = random_kappa.get(m)
+        if rk is not None and len(rk):
+            lo, mid, hi = np.quantile(rk, [0.25, 0.5, 0.75])
+            ax.axhline(mid, color=COLORS["random"], ls=":", lw=1.5, label="random, same n")
+            ax.axhspan(lo, hi, color=COLORS["random"], alpha=0.12, lw=0)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("layer")
+        name = display_name(m)
+        ax.set_title(textwrap.fill(name, 34) + ("\nκ(R)/bound: " + ", ".join(ratios) if ratios else ""), fontsize=9)
+    axes[0].set_ylabel("κ(A), median and IQR")
+    h, l = axes[0].get_legend_handles_labels()
+    seen = dict(zip(l, h))
+    for ax in axes[1:]:
+        for hh, ll in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(ll, hh)
+    fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncols=len(seen), frameon=False)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------- atlas
+
+def _role_name(role: str) -> str:
+    return SPECIAL_NAMES.get(role, role)
+
+
+def case_title(c) -> str:
+    from ..experiments.atlas import RULES
+
+    v = "content" if c.variant == "content" else "with special"
+    w = "trained" if c.weights == "pretrained" else "untrained"
+    state = "holds" if c.holds else "fails"
+    rule = {"largest": "failing, largest slack", "random": "failing, random draw",
+            "holding": "holding, random draw"}.get(c.rule, RULES.get(c.rule, c.rule))
+    return (f"{w}, {v}: {rule}\nlayer {c.layer + 1}: {state}, slack {c.slack:.2g}\n"
+            f"margins: i {margin(c.margin_i)}, j {margin(c.margin_j)}")
+
+
+def margin(x: float) -> str:
+    """A self-dominance margin with its sign, three decimals, or two significant digits when smaller than 0.001."""
+    return f"{x:+.3f}" if x == 0 or abs(x) >= 1e-3 else f"{x:+.1e}"
+
+
+def _draw_image(ax, c):
+    from matplotlib.patches import Rectangle
+
+    img = c.image
+    ax.imshow(img)
+    n_content = sum(r == "content" for r in c.roles)
+    g = int(round(np.sqrt(n_content)))
+    first = c.roles.index("content")
+    H, W = img.shape[:2]
+    ph, pw = H / g, W / g
+    notes = []
+    for k, (t, role, col) in enumerate(((c.ti, c.role_i, PAIR_COLORS[0]), (c.tj, c.role_j, PAIR_COLORS[1]))):
+        who = "ij"[k]
+        if role == "content" and g * g == n_content:
+            p = t - first
+            r_, q_ = divmod(p, g)
+            ax.add_patch(Rectangle((q_ * pw, r_ * ph), pw, ph, fill=False, ec=col, lw=2.5))
+            ax.add_patch(Rectangle((q_ * pw - 1.5, r_ * ph - 1.5), pw + 3, ph + 3, fill=False, ec="white", lw=0.8))
+        else:
+            notes.append(f"{who} = {_role_name(role)}")
+    if notes:
+        ax.text(0.02, 0.02, "; ".join(notes), transform=ax.transAxes, fontsize=8, color="black",
+                bbox=dict(fc="white", ec="none", alpha=0.85, pad=1.5), va="bottom")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _clean(tok: str) -> str:
+    return tok.replace("Ġ", "").replace("▁", "").replace("##", "·") or "␣"
+
+
+def _draw_text(ax, c, width: int = 40, max_lines: int = 7):
+    """The sentence as its tokens, wrapped; the two tokens of the pair on coloured backgrounds."""
+    toks = [_clean(t) for t, r in zip(c.tokens, c.roles) if r != "pad"]
+    idx = [k for k, r in enumerate(c.roles) if r != "pad"]
+    lines, cur, n = [], [], 0
+    for k, t in zip(idx, toks):
+        if n + len(t) + 1 > width and cur:
+            lines.append(cur)
+            cur, n = [], 0
+        cur.append((k, t))
+        n += len(t) + 1
+    if cur:
+        lines.append(cur)
+    # keep the lines holding the pair, and context around them, when the sentence is long
+    want = [li for li, line in enumerate(lines) if any(k in (c.ti, c.tj) for k, _ in line)]
+    if len(lines) > max_lines:
+        keep = sorted(set(li2 for li in want for li2 in range(li - 1, li + 2) if 0 <= li2 < len(lines)))[:max_lines]
+    else:
+        keep = list(range(len(lines)))
+    ax.set_xlim(0, width)
+    ax.set_ylim(-max_lines - 0.5, 0.5)
+    ax.axis("off")
+    y = 0
+    prev = None
+    for li in keep:
+        if prev is not None and li != prev + 1:
+            ax.text(0, y, "…", fontsize=8, family="monospace", va="center")
+            y -= 1
+        x = 0
+        for k, t in lines[li]:
+            style = {}
+            if k == c.ti:
+                style = dict(bbox=dict(fc=PAIR_COLORS[0], ec="none", pad=1.2), color="white", weight="bold")
+            elif k == c.tj:
+                style = dict(bbox=dict(fc=PAIR_COLORS[1], ec="none", pad=1.2), color="white", weight="bold")
+            elif c.roles[k] != "content":
+                style = dict(color="#555555", style="italic")
+            ax.text(x, y, t, fontsize=8, family="monospace", va="center", **style)
+            x += len(t) + 1
+        y -= 1
+        prev = li
+    notes = [f"{'ij'[k]} = {_role_name(r)}" for k, r in enumerate((c.role_i, c.role_j)) if r != "content"]
+    if notes:
+        ax.text(0, -max_lines, "; ".join(notes), fontsize=8, va="center")
+
+
+def atlas_figure(cases: Sequence, *, ncols: int = 3):
+    """One panel per case, in the order given (``ncols`` to a row), the pair drawn on the photo or in the sentence
+    or row; panel titles: weights, variant, the rule, layer, verdict, slack and the two margins A_ii − A_ji (i) and
+    A_jj − A_ij (j)."""
+    if not cases:
+        raise ValueError("no case to draw")
+    image = cases[0].image is not None
+    fig, axes = panel_grid(len(cases), ncols, panel=(3.1, 3.9 if image else 2.4), sharey=False)
+    for ax, c in zip(axes, cases):
+        (_draw_image if image else _draw_text)(ax, c)
+        ax.set_title(case_title(c), fontsize=8.5, loc="left")
+    return fig
+
+
+__all__ = ["PAIR_COLORS", "SPECIAL_NAMES", "atlas_figure", "case_title", "kappa_by_layer", "margin", "panel_grid"]

@@ -1,0 +1,215 @@
+"""The sections that show why the condition holds or fails: the case rule of the atlas, the attaining pair and its
+margins, the diagonal structure against random matrices, the whole-rollout split, identical controls, downloads."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from dobrushin.experiments.atlas import choose_cases, pair_and_margins
+from dobrushin.experiments.structure import matrix_structure, random_structure, same_weights
+from dobrushin.math.coefficient import attaining_pairs, equality_holds, kappa
+from dobrushin.random.ensembles import sample_matrices
+from dobrushin.report.insight import download_links, fingerprint, rollout_gap
+
+
+def _table():
+    rows = []
+    for inp in range(6):
+        for layer in range(4):
+            holds = (inp + layer) % 3 != 0
+            rows.append({"model": "m", "weights": "pretrained", "variant": "content", "input_id": f"x{inp}",
+                         "layer": layer, "holds": holds, "slack": 0.0 if holds else 0.01 * (inp + 1) + 0.001 * layer})
+    return pd.DataFrame(rows)
+
+
+def test_cases_follow_the_stated_rule():
+    t = _table()
+    c = choose_cases(t, model="m", weights="pretrained", variant="content", seed=3, n_random=2)
+    assert list(c["rule"]) == ["largest", "random", "random", "holding"]
+    fails = t[~t["holds"]]
+    assert c.iloc[0]["slack"] == fails["slack"].max()
+    assert not c.iloc[1:3]["holds"].any() and c.iloc[3]["holds"]
+    # the random draws never repeat the largest case, and the same seed gives the same cases
+    assert len(c.iloc[:3].drop_duplicates(["input_id", "layer"])) == 3
+    again = choose_cases(t, model="m", weights="pretrained", variant="content", seed=3, n_random=2)
+    pd.testing.assert_frame_equal(c, again)
+    none = choose_cases(t, model="other", weights="pretrained", variant="content")
+    assert len(none) == 0
+
+
+def test_pair_and_margins_against_the_definition():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        A = rng.dirichlet(np.ones(5), size=5)
+        i, j, a, b, npairs = pair_and_margins(A)
+        assert (i, j) in attaining_pairs(A)
+        assert npairs == len(attaining_pairs(A))
+        assert a == pytest.approx(A[i, i] - A[j, i]) and b == pytest.approx(A[j, j] - A[i, j])
+        # the drawn pair is mutually self-dominant exactly when the condition holds
+        assert (a >= -1e-12 and b >= -1e-12) == bool(equality_holds(A))
+
+
+def test_random_matrices_have_about_a_quarter_of_pairs_mutually_self_dominant():
+    s = random_structure(32, count=64, seed=0)
+    # 64 matrices x 496 pairs, nearly independent coin flips: the share is 1/4 within a few standard errors
+    assert abs(s["msd_all_pairs"] - 0.25) < 0.02
+    assert s["diag_x_n"] == pytest.approx(1.0, abs=0.05) and s["offdiag_x_n"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_diagonal_bias_raises_the_share_of_mutually_self_dominant_pairs():
+    X = sample_matrices("dirichlet(1)", 16, 0, 32, 0)
+    Y = 0.7 * X + 0.3 * np.eye(16)
+    sx, sy = matrix_structure(X), matrix_structure(Y)
+    assert sy["diag_x_n"] > sx["diag_x_n"] + 4
+    assert abs(sx["excess_sd"]) < 0.1 and sy["excess_sd"] > 2  # in units of the off-diagonal spread
+    assert sy["msd_all_pairs"] == 1.0 and sy["holds"] == 1.0
+    assert sy["kappa"] == pytest.approx(float(np.mean(kappa(Y))), rel=1e-9)
+
+
+def test_rollout_gap_splits_the_ratio_into_its_two_factors():
+    roll = pd.DataFrame({"model": "m", "weights": "pretrained", "variant": "content", "input_id": ["a", "b", "c"],
+                         "n_layers": 4, "n_tokens": 9, "kappa_rollout": [0.1, 0.2, 0.3],
+                         "factor_product": [0.4, 0.4, 0.6], "bound": [0.4, 0.5, 0.6], "layers_holding": [4, 3, 4]})
+    g = rollout_gap(roll).iloc[0]
+    assert g["ratio"] == pytest.approx(np.median([0.25, 0.4, 0.5]))
+    assert g["submult"] == pytest.approx(0.5) and g["layers"] == pytest.approx(1.0) and g["tight"] == 4
+
+
+def test_same_seed_same_shapes_are_the_same_network_and_other_seeds_are_not():
+    def make(seed):
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+
+    a, b, c = make(0), make(0), make(1)
+    assert same_weights(a, b)["identical"] and fingerprint(a) == fingerprint(b)
+    assert not same_weights(a, c)["identical"] and fingerprint(a) != fingerprint(c)
+    assert not same_weights(a, torch.nn.Linear(4, 3))["same_shapes"]
+
+
+def test_download_links_point_from_executed_into_results(tmp_path, monkeypatch):
+    (tmp_path / "_config.yml").write_text("title: x\n")
+    (tmp_path / "lib" / "dobrushin").mkdir(parents=True)
+    res = tmp_path / "results"
+    (res / "language").mkdir(parents=True)
+    (res / "language" / "m.parquet").write_bytes(b"x")
+    (res / "language" / "manifest.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    links = download_links(res, "language")
+    assert links[0] == "{download}`m.parquet <../results/language/m.parquet>`"
+    assert not any("manifest" in x for x in links)
+    assert links[-2:] == ["{download}`summary.csv <../results/summary.csv>`",
+                          "{download}`scorecard.csv <../results/scorecard.csv>`"]
+
+
+def test_recompute_finds_the_tables_verdict_pair_and_margins_on_a_tiny_vit():
+    """The atlas re-runs the model: on a tiny ViT its κ, slack and verdict are the measurement's, its pair attains κ
+    and its margins are the definition's, and the pair's token positions and roles are those of the sequence."""
+    from types import SimpleNamespace
+
+    from transformers import ViTConfig, ViTModel
+
+    from dobrushin import extract_attention
+    from dobrushin.experiments.atlas import recompute
+    from dobrushin.experiments.measure import measure
+    from dobrushin.math.coefficient import restrict
+
+    torch.manual_seed(0)
+    model = ViTModel(ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                               image_size=32, patch_size=8, attn_implementation="eager"), add_pooling_layer=False).eval()
+    g = torch.Generator().manual_seed(0)
+    pix = [torch.randn(3, 32, 32, generator=g) for _ in range(3)]
+    lm = SimpleNamespace(model=model, kind="vision", preprocess=lambda items: {"pixel_values": torch.stack(items)})
+    inputs = SimpleNamespace(ids=["a", "b", "c"], items=lambda a, b: pix[a:b])
+    ex = extract_attention(model, lm.preprocess(pix))
+    table = measure(ex.attention, ex.roles, model="tiny", input_ids=inputs.ids, weights="untrained")
+    chosen = table.assign(rule="random")
+    cases = recompute(lm, inputs, chosen)
+    assert len(cases) == len(table)
+    for c, r in zip(cases, table.itertuples()):
+        assert c.holds == r.holds == c.table_holds
+        assert c.kappa == pytest.approx(r.kappa, abs=1e-6) and c.slack == pytest.approx(r.slack, abs=1e-6)
+        b = inputs.ids.index(c.input_id)
+        keep = np.asarray(ex.keep(b, c.variant))
+        A = restrict(ex.attention[b, c.layer].double(), keep).numpy()
+        assert (c.i, c.j) in attaining_pairs(A)
+        assert c.margin_i == pytest.approx(A[c.i, c.i] - A[c.j, c.i]) and c.margin_j == pytest.approx(A[c.j, c.j] - A[c.i, c.j])
+        assert (c.ti, c.tj) == (int(keep[c.i]), int(keep[c.j]))
+        assert c.role_i == ex.roles[b][c.ti] and c.image.shape == (32, 32, 3)
+    assert {c.role_i for c in cases if c.variant == "content"} == {"content"}
+
+
+def test_tabular_tokens_follow_the_ft_transformer_order():
+    from dobrushin.data.tabular_data import from_splits
+    from dobrushin.experiments.atlas import tabular_tokens
+    from dobrushin.experiments.tabular import TabularInputs
+
+    rng = np.random.default_rng(0)
+    parts = ("train", "val", "test")
+    d = from_splits("toy", "regression", y={p: rng.normal(size=5).astype(np.float32) for p in parts},
+                    X_num={p: rng.normal(size=(5, 2)).astype(np.float32) for p in parts},
+                    X_cat={p: rng.integers(0, 3, size=(5, 1)) for p in parts}, cat_cardinalities=[3])
+    inp = TabularInputs(d, "test", np.array([3, 1]))
+    toks = tabular_tokens(inp, 1)
+    assert toks[0] == "[CLS]" and len(toks) == d.n_tokens
+    assert toks[1] == f"num0={float(d.X_num['test'][1, 0]):+.2f}" and toks[3] == f"cat0=#{int(d.X_cat['test'][1, 0])}"
+
+
+def test_models_rows_pair_trained_and_control_and_carry_the_paper_band():
+    from dobrushin.report.claims import CLAIMS
+    from dobrushin.report.summary_insight import models_figure, models_rows, row_sources
+
+    ea, late = CLAIMS["essentially_all"], CLAIMS["late"]
+    t = pd.DataFrame([
+        {"claim": ea.text, "model": "m/a", "variant": "content", "measured": 0.9, "ci_low": 0.8, "ci_high": 0.95,
+         "status": "differs", "weights_source": "proxy"},
+        {"claim": ea.text, "model": "m/a", "variant": "untrained control (content)", "measured": 0.3, "ci_low": 0.2,
+         "ci_high": 0.4, "status": "no paper value", "weights_source": "untrained"},
+        {"claim": ea.text, "model": "m/b", "variant": "content", "measured": np.nan, "ci_low": np.nan,
+         "ci_high": np.nan, "status": "not run: weights unavailable", "weights_source": "none"},
+        {"claim": late.text, "model": "m/b", "variant": "content", "measured": np.nan, "ci_low": np.nan,
+         "ci_high": np.nan, "status": "not run: weights unavailable", "weights_source": "none"},
+    ])
+    rows = models_rows(t)
+    assert list(zip(rows["model"], rows["variant"])) == [("m/a", "content"), ("m/b", "content")]
+    a, b = rows.iloc[0], rows.iloc[1]
+    assert (a["trained"], a["untrained"], a["low"], a["high"]) == (0.9, 0.3, ea.low, ea.high)
+    assert np.isnan(b["trained"]) and b["status"].startswith("not run") and b["low"] == ea.low
+    fig, _ = models_figure(t)
+    assert [x.get_text() for x in fig.axes[0].get_yticklabels()] == ["a · content", "b · content"]
+    rs = row_sources("quick")
+    assert rs.loc[rs["key"] == "dinov2", "command"].item() == 'make notebooks PROFILE=quick NOTEBOOKS="dinov2 summary"'
+    assert rs.loc[rs["key"] == "dinov2", "computed in"].item() == "{ref}`dinov2 <sec-dinov2-fractions>`"
+    # every label the sources name is defined in its notebook
+    import nbformat
+    from pathlib import Path
+
+    from dobrushin.report.summary_insight import ROW_SOURCES
+
+    root = Path(__file__).resolve().parents[1]
+    for nbs, labels in ROW_SOURCES.values():
+        for nb, lab in zip(nbs, labels):
+            cells = nbformat.read(root / "notebooks" / f"{nb}.ipynb", as_version=4).cells
+            assert any(c.cell_type == "markdown" and c.source.startswith(f"({lab})=") for c in cells), (nb, lab)
+
+
+def test_mpnet_line_of_the_introduction_is_computed_from_the_files(tmp_path, monkeypatch):
+    import json
+    from types import SimpleNamespace
+
+    from dobrushin.report import summary_insight as si
+
+    (tmp_path / "language").mkdir()
+    (tmp_path / "language" / "mpnet-ablation.json").write_text(json.dumps({
+        "model": "sentence-transformers/all-mpnet-base-v2", "sentences": 16, "bias0": -6.877, "bias_minus1": -0.157,
+        "bias_plus1": -0.658, "content_original": [0, 192], "content_ablated": [187, 192], "cosine_median": 0.9531}))
+    table = pd.DataFrame([{"model": "sentence-transformers/all-mpnet-base-v2", "variant": "content",
+                           "weights_source": "proxy", "measured": 0.0, "n_pairs": 384}])
+    glued = {}
+    monkeypatch.setattr(si, "_glue", lambda k, v: glued.setdefault(k, str(v)))
+    monkeypatch.setattr(si, "_md", lambda s: None)
+    si.SummaryInsights.mpnet_for_introduction(SimpleNamespace(results=tmp_path, table=table))
+    line = glued["mpnet_line"]
+    assert "never holds (384 sentence-layer pairs)" in line and "−6.9" not in line and "-6.9" in line
+    assert "187 of 192" in line and "97.4%" in line and "0.953" in line
