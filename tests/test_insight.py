@@ -179,8 +179,8 @@ def test_models_rows_pair_trained_and_control_and_carry_the_paper_band():
     fig, _ = models_figure(t)
     assert [x.get_text() for x in fig.axes[0].get_yticklabels()] == ["a · content", "b · content"]
     rs = row_sources("quick")
-    assert rs.loc[rs["key"] == "dinov2", "command"].item() == 'make notebooks PROFILE=quick NOTEBOOKS="dinov2 summary"'
-    assert rs.loc[rs["key"] == "dinov2", "computed in"].item() == "{ref}`dinov2 <sec-dinov2-fractions>`"
+    assert rs.loc[rs["key"] == "dinov2_s", "command"].item() == 'make notebooks PROFILE=quick NOTEBOOKS="dinov2 summary"'
+    assert rs.loc[rs["key"] == "dinov2_s", "computed in"].item() == "{ref}`dinov2 <sec-dinov2-fractions>`"
     # every label the sources name is defined in its notebook
     import nbformat
     from pathlib import Path
@@ -192,6 +192,10 @@ def test_models_rows_pair_trained_and_control_and_carry_the_paper_band():
         for nb, lab in zip(nbs, labels):
             cells = nbformat.read(root / "notebooks" / f"{nb}.ipynb", as_version=4).cells
             assert any(c.cell_type == "markdown" and c.source.startswith(f"({lab})=") for c in cells), (nb, lab)
+    from dobrushin.report.claims import SCORECARD
+
+    # every scorecard row links to the chapter that computes it
+    assert {r.key for r in SCORECARD} - set(ROW_SOURCES) == set()
 
 
 def test_mpnet_line_of_the_introduction_is_computed_from_the_files(tmp_path, monkeypatch):

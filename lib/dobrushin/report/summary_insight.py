@@ -20,7 +20,10 @@ NOTEBOOK = "summary"
 #: scorecard row key -> (chapters that compute it, the label of the section in each: see the notebooks)
 ROW_SOURCES = {
     "baseline": (("baseline",), ("sec-baseline-uniform",)),
-    "dinov2": (("dinov2",), ("sec-dinov2-fractions",)),
+    "theorem": (("baseline",), ("sec-baseline-uniform",)),  # the exact check on every sampled matrix
+    **{k: (("dinov2",), ("sec-dinov2-fractions",)) for k in ("dinov2_s", "dinov2_b", "dinov2_l", "special_dinov2_s",
+                                                             "special_dinov2_b", "special_dinov2_l")},
+    **{k: (("language",), ("sec-language-fractions",)) for k in ("special_roberta", "special_distilbert")},
     "roberta": (("language",), ("sec-language-fractions",)),
     "distilbert": (("language",), ("sec-language-fractions",)),
     "deit": (("supervised_vit",), ("sec-supervised-vit-controls",)),
