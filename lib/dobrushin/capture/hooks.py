@@ -12,6 +12,7 @@ while the block runs, so that it can be hooked too.  Every adapter captures thro
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
@@ -119,17 +120,56 @@ def recording(model: torch.nn.Module, points: Sequence[HookPoint],
             setattr(parent, attr, None)
 
 
+_SINK: contextvars.ContextVar = contextvars.ContextVar("dobrushin_layer_sink", default=None)
+_ROLES: contextvars.ContextVar = contextvars.ContextVar("dobrushin_announced_roles", default=None)
+
+
+@contextlib.contextmanager
+def layer_sink(fn: Optional[Callable[[torch.Tensor], None]]) -> Iterator[None]:
+    """While the block runs, every :func:`attention_maps` transform hands ``fn`` each captured layer's
+    per-head attention ``(B, H, n, n)`` (float32, on the model's device) before averaging it, in
+    forward order: a consumer (the per-head table) can work layer by layer during the forward pass
+    instead of holding every layer's heads.  ``fn=None``: nothing."""
+    token = _SINK.set(fn)
+    try:
+        yield
+    finally:
+        _SINK.reset(token)
+
+
+@contextlib.contextmanager
+def announce_roles(fn: Callable[[int], List[List[str]]]) -> Iterator[None]:
+    """An adapter announces the token roles of the batch before its forward pass (``fn(n)``: the roles
+    of every input for ``n`` tokens), so a :func:`layer_sink` consumer can restrict each layer as it is
+    captured."""
+    token = _ROLES.set(fn)
+    try:
+        yield
+    finally:
+        _ROLES.reset(token)
+
+
+def announced_roles(n: int) -> Optional[List[List[str]]]:
+    """The roles announced for the running forward pass (:func:`announce_roles`), or None."""
+    fn = _ROLES.get()
+    return None if fn is None else fn(n)
+
+
 def attention_maps(average_heads: bool) -> Callable[[torch.Tensor], torch.Tensor]:
     """The transform for attention weights ``(B, H, n_q, n)``: float32, averaged over heads unless
-    ``average_heads=False``, on the CPU; :class:`AttentionUnavailable` for another shape."""
+    ``average_heads=False``, on the CPU; :class:`AttentionUnavailable` for another shape.  A
+    :func:`layer_sink` in force sees the per-head weights first."""
 
     def transform(w: torch.Tensor) -> torch.Tensor:
         if w.ndim != 4:
             raise AttentionUnavailable(f"captured attention has shape {tuple(w.shape)}, expected (B, H, n, n)")
         w = w.float()
+        sink = _SINK.get()
+        if sink is not None:
+            sink(w)
         return (w.mean(1) if average_heads else w).to("cpu")
 
     return transform
 
 
-__all__ = ["HookPoint", "Recording", "attention_maps", "recording"]
+__all__ = ["HookPoint", "Recording", "announce_roles", "announced_roles", "attention_maps", "layer_sink", "recording"]

@@ -14,7 +14,7 @@ import torch
 from .eager import ensure_eager
 from .errors import AttentionUnavailable
 from .extract import Extraction
-from .hooks import HookPoint, attention_maps, recording
+from .hooks import HookPoint, announce_roles, attention_maps, recording
 from .roles import vision_roles
 
 
@@ -58,7 +58,9 @@ def run(model, inputs, average_heads: bool) -> Extraction:
     if not isinstance(inputs, torch.Tensor) or inputs.ndim != 4:
         raise ValueError(f"timm inputs must be a pixel tensor (B, C, H, W), got {getattr(inputs, 'shape', type(inputs))}")
     ensure_eager(model, _stacklevel=4)
-    with recording(model, hook_points(model), attention_maps(average_heads)) as rec:
+    B = inputs.shape[0]
+    with announce_roles(lambda n: _timm_roles(model, B, n)), \
+            recording(model, hook_points(model), attention_maps(average_heads)) as rec:
         outputs = model(inputs)
     A = torch.stack(rec.per_point(type(model).__name__), dim=1)
     roles = _timm_roles(model, A.shape[0], A.shape[-1])

@@ -661,6 +661,9 @@ def schema_table() -> pd.DataFrame:
         "holds": "the equality condition",
         "variant": "content = content tokens only; with_special = every non-padding token",
         "weights": "pretrained (trained) or untrained (seeded random initialisation)",
+        "kappa_gap": "κ minus the largest ½‖A_i−A_j‖₁ of a pair not attaining κ (NaN: every pair attains)",
+        "self_margin_i": "A_ii − A_ji of the deciding pair (the attaining pair with the largest min margin)",
+        "self_margin_j": "A_jj − A_ij of the deciding pair",
     }
     return pd.DataFrame([{"column": c, "dtype": t, "meaning": meaning[c]} for c, t in SCHEMA.items()])
 

@@ -34,6 +34,12 @@ SCHEMA = {
     "holds": "bool",
     "variant": "string",
     "weights": "string",
+    # decision margins (how far each decision is from flipping; see dobrushin.math.kernel.Margins):
+    # κ minus the largest distance of a non-attaining pair (NaN when every pair attains), and
+    # A_ii − A_ji, A_jj − A_ij of the deciding pair (the attaining pair with the largest min of the two)
+    "kappa_gap": "float64",
+    "self_margin_i": "float64",
+    "self_margin_j": "float64",
 }
 VARIANTS = ("content", "with_special")
 WEIGHTS = ("pretrained", "untrained")
