@@ -137,9 +137,10 @@ def run(model, inputs, average_heads: bool) -> Extraction:
 
     with announce_roles(roles_of):
         if points:
-            with recording(model, points, transform) as rec:
+            stacked = attention_maps(average_heads, layers=len(points))
+            with recording(model, points, stacked) as rec:
                 outputs = model(**kw)
-            A = torch.stack(rec.per_point(type(model).__name__), dim=1)
+            A = stacked.stack(rec.per_point(type(model).__name__))
         else:  # older-style model: ask for the attentions tuple (memory O(B·L·H·n²) for one pass)
             outputs = model(**kw, output_attentions=True)
             atts = getattr(outputs, "attentions", None)

@@ -9,7 +9,7 @@ For every weights setting (``"pretrained"``: trained weights via :func:`dobrushi
 
 1. loads the model (a :class:`~dobrushin.models.WeightsUnavailable` for the trained weights is
    recorded as ``status = "weights unavailable: <reason>"`` and the untrained control still runs);
-2. runs the inputs in batches (progress: :mod:`dobrushin.experiments.progress`, on the terminal and in
+2. runs the inputs in batches (progress: :mod:`dobrushin.store.progress`, on the terminal and in
    ``results/<notebook>/progress.log``), captures the head-averaged post-softmax attention of
    every layer with :func:`dobrushin.extract_attention`, and tests the equality condition on every
    (input, layer) with :func:`dobrushin.experiments.measure.measure_batch` for the variants ``content`` (content tokens
@@ -71,7 +71,7 @@ from ..math.coefficient import DEFAULT_TOL
 from ..models.configs import display_name
 from ..store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, VARIANTS, WEIGHTS, ResultStore, conform, empty, frame, slugify
 from .measure import MEASURE_VERSION, HeadSink, head_rows, measure_batch
-from .progress import Progress
+from ..store.progress import Progress
 
 #: bump when the pipeline's output for the same parameters changes
 #: (2: the key holds the provenance of the weights)
@@ -218,7 +218,7 @@ class ModelRun:
 def progress_enabled(requested: bool = True, stream=None) -> bool:
     """Whether to draw a live progress bar: only when asked for and ``stream`` (default stdout) is a
     terminal.  (Progress lines go to the process's standard error and the log file whatever this
-    says; see :mod:`dobrushin.experiments.progress`.)"""
+    says; see :mod:`dobrushin.store.progress`.)"""
     stream = sys.stdout if stream is None else stream
     try:
         return bool(requested) and bool(stream.isatty())

@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from ..store.paths import cache_dir as _default_cache_dir
+from ..store.progress import Progress
 from ..store.results import atomic_write_bytes, atomic_write_json, params_key, sha256_bytes
 from ..data.tabular_data import TabularData
 
@@ -206,6 +207,9 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
         xn, xc = tensors(data, "train")
         y = torch.as_tensor(data.y["train"])
         n, bs = len(y), int(settings["batch_size"])
+        bar = None if callable(progress) else Progress(
+            int(settings["max_epochs"] or 0), f"train {data.name} seed {seed}", unit="epochs (at most; early stopping)",
+            log=progress, terminal=True)
         best, best_state, best_epoch, bad, history = -math.inf, None, 0, 0, []
         epoch = 0
         max_epochs = settings["max_epochs"]
@@ -225,6 +229,8 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
             history.append({"epoch": epoch, "train_loss": total / n, "val_score": val})
             if progress:
                 progress(f"{data.name} seed {seed} epoch {epoch}: train loss {total / n:.4f}, val score {val:.4f}")
+            if bar is not None:
+                bar.update(1, note=f"val score {val:.4f} (best {max(best, val):.4f})")
             if val > best:
                 best, best_epoch, bad = val, epoch, 0
                 best_state = copy.deepcopy(model.state_dict())
@@ -232,6 +238,8 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
                 bad += 1
                 if bad >= int(settings["patience"]):
                     break
+    if bar is not None:
+        bar.close()
     if best_state is None:
         raise RuntimeError(f"{data.name} seed {seed}: no epoch gave a finite validation score (training diverged)")
     model.load_state_dict(best_state)
@@ -278,7 +286,10 @@ def fit(data: TabularData, seed: int, *, model_overrides: Optional[dict] = None,
 
     ``settings`` override :data:`TRAIN_DEFAULTS` (``batch_size``, ``lr``, ``weight_decay``, ``patience``,
     ``max_epochs``).  ``cache_root`` defaults to ``dobrushin.store.paths.cache_dir() / "tabular"``.
-    ``progress``: optional callable receiving one line per epoch.
+    ``progress``: a callable receiving one line per epoch; otherwise the epoch, the validation score and an
+    ETA (against ``max_epochs``, an upper bound under early stopping) go to standard error (a live bar on
+    a terminal, a line per epoch otherwise; never into a notebook, see :mod:`dobrushin.store.progress`)
+    and, when ``progress`` is a path, are appended to that log file too.
     """
     config = model_config(data, **(model_overrides or {}))
     settings = train_settings(**settings)

@@ -56,6 +56,8 @@ class Progress:
 
     def line(self, note: str = "") -> str:
         el = time.perf_counter() - self.start
+        if self.total <= 0:  # no known total: the count and the elapsed time
+            return f"{self.desc}  {self.done} {self.unit}  elapsed {_fmt(el)}" + (f"  {note}" if note else "")
         rate_n = self.done - self.first
         eta = el / rate_n * (self.total - self.done) if rate_n > 0 else None
         pct = 100.0 * self.done / self.total if self.total else 100.0
@@ -72,7 +74,9 @@ class Progress:
             self.fd = None
 
     def update(self, n: int = 1, note: str = "") -> None:
-        self.done = min(self.total, self.done + int(n))
+        self.done += int(n)
+        if self.total > 0:
+            self.done = min(self.total, self.done)
         s = self.line(note)
         if self.log is not None:
             try:
@@ -86,7 +90,7 @@ class Progress:
             if now - self._last >= 0.5 or self.done >= self.total:
                 self._last = now
                 width = 24
-                fill = int(width * self.done / self.total) if self.total else width
+                fill = int(width * self.done / self.total) if self.total > 0 else 0
                 self._write("\r\x1b[K[" + "#" * fill + "." * (width - fill) + "] " + s)
         else:
             self._write(s + "\n")
