@@ -688,6 +688,32 @@ class Text:
 BENCH_TARGET = 6.0
 
 
+def stage_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The stage table for the reproducibility chapter: per configuration, each stage as seconds and
+    (in brackets) its share of the bare forward pass, the whole measurement over the forward pass with
+    its target, and the peak memory."""
+    stages = ["load", "forward", "capture", "restrict", "test", "rollout", "heads", "write"]
+    rows = []
+    for r in df.to_dict("records"):
+        note = r.get("note")
+        if isinstance(note, str) and note:
+            rows.append({"configuration": r["config"], **{s: "—" for s in stages}, "measurement / forward": note,
+                         "peak memory": "—"})
+            continue
+        f = float(r["forward"])
+        row = {"configuration": f"{r['config']} ({int(r['inputs'])} inputs, n = {int(r['tokens'])})"}
+        for s in stages:
+            row[s] = f"{float(r[s]):.2f} s" + ("" if s in ("forward", "load") else f" ({float(r[s]) / f:.2f}×)")
+        tgt = r.get("target")
+        ratio = f"{float(r['ratio']):.2f}×"
+        if tgt is not None and not pd.isna(tgt):
+            ratio += f" (target ≤ {float(tgt):g}×: {'met' if bool(r['met']) else 'missed'})"
+        row["measurement / forward"] = ratio
+        row["peak memory"] = f"{float(r['peak_rss_mb']) / 1024:.2f} GB"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def bench_table(bench: pd.DataFrame, target: float = BENCH_TARGET) -> pd.DataFrame:
     """The benchmark in a few rows: per size and matrix source, one ``analyse`` call (validation + exact
     kernel) against SciPy's ``pdist`` per matrix (the speed target), against a plain in-order loop on one

@@ -60,13 +60,14 @@ def _peak_mb() -> Optional[float]:
 
 def _inputs(c: dict):
     from ..data.inputs import load_images, load_texts
-    from ..tools.bench import _long_texts
+    from ..data.inputs import embedded_sentences
 
     if c["kind"] == "image":
         return load_images(None, c["n"], seed=0)
     if c["kind"] == "text":
         base = load_texts(None, c["n"], seed=0)
-        long = _long_texts(c["n"])  # long enough to fill 128 tokens
+        sents = embedded_sentences()
+        long = [" ".join((sents[s:] + sents[:s])[:12]) for s in range(c["n"])]  # > 128 tokens each
 
         class Long:
             kind, ids = "text", list(base.ids)
