@@ -80,8 +80,13 @@ def test_killed_run_resumes_and_equals_an_uninterrupted_one(tmp_path, images, po
     assert len(images) == 7
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(tests=str(TESTS)))
-    whole = _run(script, imgs, tmp_path / "whole")
-    assert whole == {"pretrained": 0, "untrained": 0}
+    # the uninterrupted run, in this process (the same code and machine as the child's)
+    from dobrushin.experiments.pipeline import MeasureConfig, measure_model
+    from test_pipeline import TinyLoader
+
+    whole = measure_model("tiny/vit", images, store=ResultStore(tmp_path / "whole", "nb"), loader=TinyLoader(),
+                          config=MeasureConfig(batch_size=2, head_inputs=3, device="cpu", progress=False))
+    assert {w: r["resumed_inputs"] for w, r in whole.runs.items()} == {"pretrained": 0, "untrained": 0}
 
     res = tmp_path / "killed"
     _kill_at(script, imgs, res, point, tmp_path / "paused")

@@ -708,6 +708,8 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
         ratio = f"{float(r['ratio']):.2f}×"
         if tgt is not None and not pd.isna(tgt):
             ratio += f" (target ≤ {float(tgt):g}×: {'met' if bool(r['met']) else 'missed'})"
+        if "ratio_without_heads" in r and not pd.isna(r["ratio_without_heads"]):
+            ratio += f"; {float(r['ratio_without_heads']):.2f}× without the per-head table"
         row["measurement / forward"] = ratio
         row["peak memory"] = f"{float(r['peak_rss_mb']) / 1024:.2f} GB"
         rows.append(row)
