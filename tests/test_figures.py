@@ -361,12 +361,13 @@ def test_progress_bars_only_on_a_terminal():
     assert progress_enabled(True, object()) is False  # no isatty at all
 
 
-def test_pipeline_bar_prints_nothing_off_a_terminal(capsys):
-    from dobrushin.experiments.pipeline import _progress
+def test_pipeline_progress_never_prints_to_stdout(capfd):
+    from dobrushin.store.progress import Progress
 
-    with _progress(3, "demo", True) as bar:  # pytest's captured stdout is not a terminal
+    with Progress(3, "demo") as bar:  # stdout is what a notebook shows: progress goes to stderr only
         bar.update(3)
-    assert capsys.readouterr().out == ""
+    out = capfd.readouterr()
+    assert out.out == "" and "demo  3/3 inputs" in out.err
 
 
 # ---------------------------------------------------------------- a tiny book

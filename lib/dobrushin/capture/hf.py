@@ -16,7 +16,7 @@ import torch
 from .eager import ensure_eager, is_hf
 from .errors import AttentionUnavailable
 from .extract import Extraction
-from .hooks import HookPoint, attention_maps, recording
+from .hooks import HookPoint, announce_roles, attention_maps, recording
 from .roles import text_roles, vision_roles
 
 #: keys a tokenizer may return that are not forward arguments (removed before the forward pass)
@@ -119,29 +119,38 @@ def run(model, inputs, average_heads: bool) -> Extraction:
     inputs, kw = _hf_forward_kwargs(model, inputs)
     points = hook_points(model)
     transform = attention_maps(average_heads)
-    if points:
-        with recording(model, points, transform) as rec:
-            outputs = model(**kw)
-        A = torch.stack(rec.per_point(type(model).__name__), dim=1)
-    else:  # older-style model: ask for the attentions tuple (memory O(B·L·H·n²) for one pass)
-        outputs = model(**kw, output_attentions=True)
-        atts = getattr(outputs, "attentions", None)
-        if not atts or any(a is None for a in atts):
-            raise AttentionUnavailable(f"{type(model).__name__} returned no attentions")
-        A = torch.stack([transform(a.detach()) for a in atts], dim=1)
+    known: dict = {}
+
+    def roles_of(n: int) -> List[List[str]]:  # the batch's roles for n tokens (announced to layer sinks)
+        if n not in known:
+            if "input_ids" in kw:
+                r = text_roles(kw["input_ids"], kw.get("attention_mask"), inputs.get("special_tokens_mask"),
+                               model.config)
+                if len(r[0]) != n:
+                    raise AttentionUnavailable(f"{n} attention tokens but {len(r[0])} input tokens")
+            elif "pixel_values" in kw:
+                r = _hf_vision_roles(model, kw["pixel_values"], n)
+            else:
+                r = [["content"] * n for _ in range(len(next(iter(kw.values()))))]
+            known[n] = r
+        return known[n]
+
+    with announce_roles(roles_of):
+        if points:
+            stacked = attention_maps(average_heads, layers=len(points))
+            with recording(model, points, stacked) as rec:
+                outputs = model(**kw)
+            A = stacked.stack(rec.per_point(type(model).__name__))
+        else:  # older-style model: ask for the attentions tuple (memory O(B·L·H·n²) for one pass)
+            outputs = model(**kw, output_attentions=True)
+            atts = getattr(outputs, "attentions", None)
+            if not atts or any(a is None for a in atts):
+                raise AttentionUnavailable(f"{type(model).__name__} returned no attentions")
+            A = torch.stack([transform(a.detach()) for a in atts], dim=1)
     n = A.shape[-1]
-    if "input_ids" in kw:
-        am = kw.get("attention_mask")
-        roles = text_roles(kw["input_ids"], am, inputs.get("special_tokens_mask"), model.config)
-        if len(roles[0]) != n:
-            raise AttentionUnavailable(f"{n} attention tokens but {len(roles[0])} input tokens")
-        lengths = [sum(r != "pad" for r in rr) for rr in roles]
-    elif "pixel_values" in kw:
-        roles = _hf_vision_roles(model, kw["pixel_values"], n)
-        lengths = None
-    else:
-        roles = [["content"] * n for _ in range(A.shape[0])]
-        lengths = None
+    roles = [list(r) for r in roles_of(n)] if ("input_ids" in kw or "pixel_values" in kw) \
+        else [["content"] * n for _ in range(A.shape[0])]
+    lengths = [sum(r != "pad" for r in rr) for rr in roles] if "input_ids" in kw else None
     return Extraction(attention=A, roles=roles, lengths=lengths, outputs=outputs, adapter="hf")
 
 

@@ -12,6 +12,7 @@ while the block runs, so that it can be hooked too.  Every adapter captures thro
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
@@ -119,17 +120,95 @@ def recording(model: torch.nn.Module, points: Sequence[HookPoint],
             setattr(parent, attr, None)
 
 
-def attention_maps(average_heads: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+_SINK: contextvars.ContextVar = contextvars.ContextVar("dobrushin_layer_sink", default=None)
+_ROLES: contextvars.ContextVar = contextvars.ContextVar("dobrushin_announced_roles", default=None)
+
+
+@contextlib.contextmanager
+def layer_sink(fn: Optional[Callable[[torch.Tensor], None]]) -> Iterator[None]:
+    """While the block runs, every :func:`attention_maps` transform hands ``fn`` each captured layer's
+    per-head attention ``(B, H, n, n)`` (float32, on the model's device) before averaging it, in
+    forward order: a consumer (the per-head table) can work layer by layer during the forward pass
+    instead of holding every layer's heads.  ``fn=None``: nothing."""
+    token = _SINK.set(fn)
+    try:
+        yield
+    finally:
+        _SINK.reset(token)
+
+
+@contextlib.contextmanager
+def announce_roles(fn: Callable[[int], List[List[str]]]) -> Iterator[None]:
+    """An adapter announces the token roles of the batch before its forward pass (``fn(n)``: the roles
+    of every input for ``n`` tokens), so a :func:`layer_sink` consumer can restrict each layer as it is
+    captured."""
+    token = _ROLES.set(fn)
+    try:
+        yield
+    finally:
+        _ROLES.reset(token)
+
+
+def announced_roles(n: int) -> Optional[List[List[str]]]:
+    """The roles announced for the running forward pass (:func:`announce_roles`), or None."""
+    fn = _ROLES.get()
+    return None if fn is None else fn(n)
+
+
+class _Stacked:
+    """The transform of :func:`attention_maps` with ``layers`` given: each layer's map is copied into
+    slot ``i`` of one ``(B, layers, ...)`` float32 CPU buffer as it is captured, so that
+    :meth:`stack` returns the buffer itself instead of ``torch.stack`` copying every layer once more."""
+
+    def __init__(self, average_heads: bool, layers: int):
+        self.average_heads, self.layers = average_heads, int(layers)
+        self.buf: Optional[torch.Tensor] = None
+        self.i = 0
+
+    def __call__(self, w: torch.Tensor) -> torch.Tensor:
+        if w.ndim != 4:
+            raise AttentionUnavailable(f"captured attention has shape {tuple(w.shape)}, expected (B, H, n, n)")
+        w = w.float()
+        sink = _SINK.get()
+        if sink is not None:
+            sink(w)
+        m = w.mean(1) if self.average_heads else w
+        if self.buf is None and self.i == 0:
+            self.buf = torch.empty((m.shape[0], self.layers) + tuple(m.shape[1:]), dtype=torch.float32)
+        if self.buf is None or self.i >= self.layers or tuple(self.buf.shape[2:]) != tuple(m.shape[1:]) \
+                or self.buf.shape[0] != m.shape[0]:
+            self.buf = None  # an unexpected call: fall back to separate tensors
+            self.i += 1
+            return m.to("cpu")
+        self.buf[:, self.i].copy_(m)
+        self.i += 1
+        return self.buf[:, self.i - 1]
+
+    def stack(self, maps: List[torch.Tensor]) -> torch.Tensor:
+        """``torch.stack(maps, dim=1)``, without the copy when every layer went into the buffer."""
+        if self.buf is not None and self.i == self.layers == len(maps):
+            return self.buf
+        return torch.stack(maps, dim=1)
+
+
+def attention_maps(average_heads: bool, layers: Optional[int] = None) -> Callable[[torch.Tensor], torch.Tensor]:
     """The transform for attention weights ``(B, H, n_q, n)``: float32, averaged over heads unless
-    ``average_heads=False``, on the CPU; :class:`AttentionUnavailable` for another shape."""
+    ``average_heads=False``, on the CPU; :class:`AttentionUnavailable` for another shape.  A
+    :func:`layer_sink` in force sees the per-head weights first.  With ``layers`` (the number of hook
+    points) the maps go straight into one stacked buffer (the transform's ``stack(maps)`` returns it)."""
+    if layers is not None:
+        return _Stacked(average_heads, layers)
 
     def transform(w: torch.Tensor) -> torch.Tensor:
         if w.ndim != 4:
             raise AttentionUnavailable(f"captured attention has shape {tuple(w.shape)}, expected (B, H, n, n)")
         w = w.float()
+        sink = _SINK.get()
+        if sink is not None:
+            sink(w)
         return (w.mean(1) if average_heads else w).to("cpu")
 
     return transform
 
 
-__all__ = ["HookPoint", "Recording", "attention_maps", "recording"]
+__all__ = ["HookPoint", "Recording", "announce_roles", "announced_roles", "attention_maps", "layer_sink", "recording"]

@@ -14,7 +14,7 @@ import torch
 from .eager import ensure_eager
 from .errors import AttentionUnavailable
 from .extract import Extraction
-from .hooks import HookPoint, attention_maps, recording
+from .hooks import HookPoint, announce_roles, attention_maps, recording
 from .roles import vision_roles
 
 
@@ -58,9 +58,12 @@ def run(model, inputs, average_heads: bool) -> Extraction:
     if not isinstance(inputs, torch.Tensor) or inputs.ndim != 4:
         raise ValueError(f"timm inputs must be a pixel tensor (B, C, H, W), got {getattr(inputs, 'shape', type(inputs))}")
     ensure_eager(model, _stacklevel=4)
-    with recording(model, hook_points(model), attention_maps(average_heads)) as rec:
+    B = inputs.shape[0]
+    points = hook_points(model)
+    stacked = attention_maps(average_heads, layers=len(points))
+    with announce_roles(lambda n: _timm_roles(model, B, n)), recording(model, points, stacked) as rec:
         outputs = model(inputs)
-    A = torch.stack(rec.per_point(type(model).__name__), dim=1)
+    A = stacked.stack(rec.per_point(type(model).__name__))
     roles = _timm_roles(model, A.shape[0], A.shape[-1])
     return Extraction(attention=A, roles=roles, lengths=None, outputs=outputs, adapter="timm")
 

@@ -1,96 +1,186 @@
 """From captured attention to the tables of the results schema: the tidy per-(input, layer, variant)
-table (:func:`measure`), the rollout of each input (:func:`rollout_rows`) and the per-head table
-(:func:`head_rows`)."""
+table and the rollout of each input in one pass over the batch (:func:`measure_batch`; :func:`measure`
+and :func:`rollout_rows` are its two halves), and the per-head table (:func:`head_rows`, or layer by
+layer as the forward pass runs with :class:`HeadSink`).
+
+How the batch is processed (the streaming path).  The captured attention stays float32 (the kernel
+reads float32 exactly); it is validated once (:func:`dobrushin.check_stochastic`); per variant the
+inputs with the same kept-token layout form a group; a contiguous run of kept tokens is a *slice*
+(no gather); the kept submatrix is copied to float64 and renormalised a few layers at a time
+(:data:`CHUNK_BYTES`), tested (:func:`dobrushin.analyse` with the decision margins) and multiplied into
+the running rollout of each input (R ← ½(I + Ã_l) R), so every input is restricted once, for the
+tidy table and the rollout alike, and no float64 copy of the whole stack is ever held.  The arithmetic
+is the one of the per-input path it replaces (the same casts, row sums, divisions and matrix products
+on matrices of the same shapes), so the numbers are the same bits (tests/test_streaming.py).
+"""
 from __future__ import annotations
 
+import time
 from collections import defaultdict
-from typing import Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 import torch
 
 from ..capture.roles import keep_indices
-from ..math.coefficient import DEFAULT_TOL, analyse, kappa, restrict, rollout
+from ..math.coefficient import DEFAULT_TOL, analyse, kappa
+from ..math.validation import check_stochastic
 from ..store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, VARIANTS, conform, frame
 
 #: kept importable (extend-only API); no longer decides cache reuse: the cache key holds the digest of
 #: this file among the others (:func:`dobrushin.store.code.code_digest`)
-MEASURE_VERSION = 2
+MEASURE_VERSION = 3
+
+#: bytes of float64 restricted attention processed at a time (a layer at least)
+CHUNK_BYTES = 64 * 2**20
 
 
-def measure(
-    attention,
-    roles: Sequence[Sequence[str]],
-    *,
-    model: str,
-    input_ids: Sequence[str],
-    weights: str,
-    variants: Sequence[str] = ("content", "with_special"),
-    tol: float = DEFAULT_TOL,
-    atol: float = 1e-4,
-) -> pd.DataFrame:
-    """Test the equality condition on every input x layer x variant.
+def keep_slice(keep: np.ndarray) -> Optional[slice]:
+    """``slice(a, b)`` when ``keep`` is the contiguous ascending run a, a+1, …, b−1; else None."""
+    keep = np.asarray(keep)
+    if keep.size == 0:
+        return None
+    a, b = int(keep[0]), int(keep[-1]) + 1
+    if b - a == keep.size and (keep.size == 1 or bool(np.all(np.diff(keep) == 1))):
+        return slice(a, b)
+    return None
 
-    ``attention``: ``(B, L, n, n)`` head-averaged post-softmax attention (numpy or torch);
-    ``roles[b]``: the role of each of the n tokens of input b.  The kept tokens' submatrix is
-    renormalised with :func:`dobrushin.restrict` before the test (``atol`` is the tolerance on
-    the row sums of the captured float32 attention).  Inputs with the same kept-token layout are
-    analysed as one batch.  An input that keeps fewer than two tokens in a variant (e.g. a one-word
-    sentence on content tokens) has no pair to test and contributes no rows to that variant.
-    """
+
+def restrict_checked(A: torch.Tensor, keep: np.ndarray) -> torch.Tensor:
+    """The kept submatrix of ``A`` (``(..., n, n)``, float32 or float64, already validated) in float64,
+    rows renormalised — the arithmetic of :func:`dobrushin.restrict` (cast, row sums, division), with a
+    slice instead of a gather for a contiguous run, and no second validation."""
+    sl = keep_slice(keep)
+    if sl is not None:
+        view = A[..., sl, sl]
+    else:
+        ti = torch.as_tensor(np.asarray(keep, dtype=np.int64))
+        view = A.index_select(-2, ti).index_select(-1, ti)
+    S = torch.empty(view.shape, dtype=torch.float64)
+    S.copy_(view)
+    sums = S.sum(-1, keepdim=True)
+    zero = sums <= 0
+    if bool(zero.any()):
+        bad = np.argwhere(zero.numpy()[..., 0])[0]
+        raise ValueError(f"row {int(np.asarray(keep)[bad[-1]])} puts no mass on the kept tokens; "
+                         "it cannot be renormalised")
+    return S.div_(sums)
+
+
+def _as_cpu(attention) -> torch.Tensor:
     A = attention if isinstance(attention, torch.Tensor) else torch.as_tensor(np.asarray(attention))
-    A = A.detach().to("cpu", torch.float64)
+    A = A.detach().to("cpu")
+    return A if A.dtype in (torch.float32, torch.float64) else A.to(torch.float64)
+
+
+def _groups(roles, variant: str, n: int) -> Dict[tuple, List[int]]:
+    groups: dict = defaultdict(list)
+    for b, r in enumerate(roles):
+        if len(r) != n:
+            raise ValueError(f"input {b}: {len(r)} roles for {n} tokens")
+        groups[tuple(keep_indices(r, variant).tolist())].append(b)
+    return groups
+
+
+def _members(A: torch.Tensor, members: List[int]) -> torch.Tensor:
+    m0, m1 = members[0], members[-1] + 1
+    if m1 - m0 == len(members):  # a contiguous run of inputs: a view
+        return A[m0:m1]
+    return A.index_select(0, torch.as_tensor(members))
+
+
+def measure_batch(attention, roles: Sequence[Sequence[str]], *, model: str, input_ids: Sequence[str],
+                  weights: str, variants: Sequence[str] = VARIANTS, tol: float = DEFAULT_TOL,
+                  atol: float = 1e-4, rollout: bool = True, validate: bool = True,
+                  clock: Optional[dict] = None) -> Tuple[pd.DataFrame, Optional[pd.DataFrame]]:
+    """The tidy table (:data:`~dobrushin.store.results.SCHEMA`) and, with ``rollout=True``, the rollout
+    table (:data:`~dobrushin.store.results.ROLLOUT_COLUMNS`) of one batch, in one pass (module docstring).
+
+    ``attention``: ``(B, L, n, n)`` head-averaged post-softmax attention (numpy or torch, float32 kept);
+    ``roles[b]``: the role of each token of input b; ``atol``: tolerance on the captured row sums.  An
+    input that keeps fewer than two tokens in a variant has no pair to test and contributes no rows.
+    ``clock``: a dict to which the seconds of the stages ``restrict`` (validation included), ``test`` and
+    ``rollout`` are added."""
+    clock = {} if clock is None else clock
+    tick = time.perf_counter
+
+    def add(stage, t0):
+        clock[stage] = clock.get(stage, 0.0) + (tick() - t0)
+
+    t0 = tick()
+    A = _as_cpu(attention)
     if A.ndim != 4:
         raise ValueError(f"attention must be (B, L, n, n), got shape {tuple(A.shape)}")
-    B, L = A.shape[:2]
+    B, L, n = A.shape[0], A.shape[1], A.shape[-1]
     if len(roles) != B or len(input_ids) != B:
         raise ValueError(f"got {B} inputs but {len(roles)} role lists and {len(input_ids)} input ids")
-    frames = []
+    if validate:
+        check_stochastic(A, atol=atol, convert=False)  # once per captured tensor
+    add("restrict", t0)
+    frames, krs = [], {}
     for variant in variants:
-        groups: dict = defaultdict(list)
-        for b in range(B):
-            if len(roles[b]) != A.shape[-1]:
-                raise ValueError(f"input {b}: {len(roles[b])} roles for {A.shape[-1]} tokens")
-            groups[tuple(keep_indices(roles[b], variant).tolist())].append(b)
-        for keep, members in groups.items():
+        for keep, members in _groups(roles, variant, n).items():
             if len(keep) < 2:
                 # fewer than two kept tokens: no pair exists, so the condition is vacuous (κ = 0 and
                 # the test would count a "failure" that says nothing); such inputs are left out
                 continue
-            sub = restrict(A[members], np.asarray(keep, dtype=np.int64), atol=atol)
-            res = analyse(sub, tol, validate=False)
-            nm = len(members)
+            k, nm = len(keep), len(members)
+            keep = np.asarray(keep, dtype=np.int64)
+            X = _members(A, members)
+            step = max(1, min(L, CHUNK_BYTES // max(1, nm * k * k * 8)))
+            cols = {c: np.empty((nm, L)) for c in ("kappa", "kappa_factor", "bound", "slack",
+                                                   "kappa_gap", "self_margin_i", "self_margin_j")}
+            holds = np.empty((nm, L), dtype=bool)
+            R: List[Optional[torch.Tensor]] = [None] * nm
+            eye = torch.eye(k, dtype=torch.float64) if rollout else None
+            for l0 in range(0, L, step):
+                l1 = min(L, l0 + step)
+                t0 = tick()
+                sub = restrict_checked(X[:, l0:l1], keep)  # (nm, l1 − l0, k, k) float64
+                add("restrict", t0)
+                t0 = tick()
+                res = analyse(sub, tol, validate=False, margins=True)
+                for c in cols:
+                    cols[c][:, l0:l1] = getattr(res, c)
+                holds[:, l0:l1] = res.holds
+                add("test", t0)
+                if rollout:
+                    t0 = tick()
+                    for i in range(nm):
+                        for l in range(l1 - l0):
+                            F = 0.5 * (sub[i, l] + eye)
+                            R[i] = F if R[i] is None else F @ R[i]
+                    add("rollout", t0)
+                del sub
+            if rollout:
+                t0 = tick()
+                for i, b in enumerate(members):
+                    krs[(b, variant)] = float(kappa(R[i], validate=False))
+                add("rollout", t0)
             frames.append(pd.DataFrame({
                 "model": model,
                 "input_id": np.repeat([str(input_ids[b]) for b in members], L),
                 "layer": np.tile(np.arange(L), nm),
-                "n_tokens": len(keep),
-                "kappa": res.kappa.ravel(),
-                "kappa_factor": res.kappa_factor.ravel(),
-                "bound": res.bound.ravel(),
-                "slack": res.slack.ravel(),
-                "holds": res.holds.ravel(),
-                "variant": variant,
-                "weights": weights,
+                "n_tokens": k,
+                "kappa": cols["kappa"].ravel(), "kappa_factor": cols["kappa_factor"].ravel(),
+                "bound": cols["bound"].ravel(), "slack": cols["slack"].ravel(), "holds": holds.ravel(),
+                "variant": variant, "weights": weights,
+                "kappa_gap": cols["kappa_gap"].ravel(), "self_margin_i": cols["self_margin_i"].ravel(),
+                "self_margin_j": cols["self_margin_j"].ravel(),
             }))
     if not frames:
         raise ValueError("no input kept two or more tokens")
-    df = pd.concat(frames, ignore_index=True)
-    return conform(df)
+    table = conform(pd.concat(frames, ignore_index=True))
+    if not rollout:
+        return table, None
+    return table, _rollout_table(table, krs, model=model, input_ids=input_ids, weights=weights,
+                                 variants=variants, L=L, roles=roles)
 
 
-def rollout_rows(attention: torch.Tensor, roles: Sequence[Sequence[str]], table: pd.DataFrame, *,
-                 model: str, input_ids: Sequence[str], weights: str,
-                 variants: Sequence[str] = VARIANTS, atol: float = 1e-4) -> pd.DataFrame:
-    """Rollout of the restricted, renormalised per-layer matrices of each input vs its bounds.
-
-    ``table`` is the :func:`~dobrushin.experiments.measure.measure` output for the same batch; the products of
-    ``kappa_factor`` (κ(½(I+Ã_l))) and ``bound`` (½(1+κ(Ã_l))) over layers are taken from it, so the
-    rollout is compared with exactly the per-layer numbers of the tidy table.
-    """
-    A = attention.detach().to("cpu", torch.float64)
-    L = A.shape[1]
+def _rollout_table(table: pd.DataFrame, krs: dict, *, model, input_ids, weights, variants, L, roles) -> pd.DataFrame:
+    """The rollout rows from κ(R) per (input, variant) and the per-layer numbers of ``table`` (the
+    products of ``kappa_factor`` and ``bound`` over the layers, as sums of logs)."""
     prods = (table.assign(lk=np.log(table["kappa_factor"].to_numpy(float)),
                           lb=np.log(table["bound"].to_numpy(float)))
              .groupby(["input_id", "variant"], observed=True)
@@ -98,26 +188,76 @@ def rollout_rows(attention: torch.Tensor, roles: Sequence[Sequence[str]], table:
     rows = []
     for b, iid in enumerate(input_ids):
         for v in variants:
-            keep = keep_indices(roles[b], v)
-            if keep.size == 0:
+            if (b, v) not in krs:
                 continue
-            sub = restrict(A[b], keep, atol=atol)
-            k_r = float(kappa(rollout(sub, validate=False), validate=False))
             p = prods.loc[(str(iid), v)]
             if int(p["L"]) != L:
                 raise ValueError(f"input {iid}, variant {v}: table has {int(p['L'])} layers, attention {L}")
-            rows.append((model, weights, str(iid), v, L, int(keep.size), k_r, float(np.exp(p["lk"])),
+            nk = int(keep_indices(roles[b], v).size)
+            rows.append((model, weights, str(iid), v, L, nk, krs[(b, v)], float(np.exp(p["lk"])),
                          float(np.exp(p["lb"])), int(p["layers_holding"])))
     return frame(rows, ROLLOUT_COLUMNS)
 
 
-def head_rows(attention: torch.Tensor, roles: Sequence[Sequence[str]], *, model: str,
+def measure(attention, roles: Sequence[Sequence[str]], *, model: str, input_ids: Sequence[str], weights: str,
+            variants: Sequence[str] = ("content", "with_special"), tol: float = DEFAULT_TOL,
+            atol: float = 1e-4) -> pd.DataFrame:
+    """Test the equality condition on every input x layer x variant (the tidy table of
+    :func:`measure_batch`, without the rollout).  ``attention``: ``(B, L, n, n)`` head-averaged
+    post-softmax attention (numpy or torch); ``roles[b]``: the role of each of the n tokens of input b.
+    The kept tokens' submatrix is renormalised before the test (``atol`` is the tolerance on the row
+    sums of the captured float32 attention).  Inputs with the same kept-token layout are analysed as
+    one batch; an input that keeps fewer than two tokens in a variant contributes no rows to it."""
+    return measure_batch(attention, roles, model=model, input_ids=input_ids, weights=weights, variants=variants,
+                         tol=tol, atol=atol, rollout=False)[0]
+
+
+def rollout_rows(attention, roles: Sequence[Sequence[str]], table: pd.DataFrame, *,
+                 model: str, input_ids: Sequence[str], weights: str,
+                 variants: Sequence[str] = VARIANTS, atol: float = 1e-4) -> pd.DataFrame:
+    """Rollout of the restricted, renormalised per-layer matrices of each input vs its bounds;
+    ``table`` is the :func:`measure` output for the same batch (its ``kappa_factor`` and ``bound``
+    products are used, so the rollout is compared with exactly the tidy table's numbers).  The
+    pipeline gets both from one :func:`measure_batch`."""
+    A = _as_cpu(attention)
+    check_stochastic(A, atol=atol, convert=False)
+    L = A.shape[1]
+    krs = {}
+    for b in range(len(input_ids)):
+        for v in variants:
+            keep = keep_indices(roles[b], v)
+            if keep.size < 2:
+                continue
+            sub = restrict_checked(A[b], keep)
+            eye = torch.eye(keep.size, dtype=torch.float64)
+            R = None
+            for l in range(L):
+                F = 0.5 * (sub[l] + eye)
+                R = F if R is None else F @ R
+            krs[(b, v)] = float(kappa(R, validate=False))
+    return _rollout_table(table, krs, model=model, input_ids=input_ids, weights=weights, variants=variants,
+                          L=L, roles=roles)
+
+
+def _head_frame(res_layers, *, model, weights, iid, v, nk, H) -> pd.DataFrame:
+    L = len(res_layers)
+    return pd.DataFrame({
+        "model": model, "weights": weights, "input_id": str(iid),
+        "layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L), "variant": v,
+        "n_tokens": int(nk), "kappa": np.concatenate([r.kappa for r in res_layers]),
+        "slack": np.concatenate([r.slack for r in res_layers]),
+        "holds": np.concatenate([r.holds for r in res_layers]),
+    })
+
+
+def head_rows(attention, roles: Sequence[Sequence[str]], *, model: str,
               input_ids: Sequence[str], weights: str, variants: Sequence[str] = ("content",),
               tol: float = DEFAULT_TOL, atol: float = 1e-4) -> pd.DataFrame:
     """The condition on each head's restricted attention; ``attention`` is ``(B, L, H, n, n)``."""
-    A = attention.detach().to("cpu", torch.float64)
+    A = _as_cpu(attention)
     if A.ndim != 5:
         raise ValueError(f"per-head attention must be (B, L, H, n, n), got shape {tuple(A.shape)}")
+    check_stochastic(A, atol=atol, convert=False)
     B, L, H = A.shape[:3]
     frames = []
     for b in range(B):
@@ -125,14 +265,72 @@ def head_rows(attention: torch.Tensor, roles: Sequence[Sequence[str]], *, model:
             keep = keep_indices(roles[b], v)
             if keep.size == 0:
                 continue
-            res = analyse(restrict(A[b], keep, atol=atol), tol, validate=False)
-            frames.append(pd.DataFrame({
-                "model": model, "weights": weights, "input_id": str(input_ids[b]),
-                "layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L), "variant": v,
-                "n_tokens": int(keep.size), "kappa": res.kappa.ravel(), "slack": res.slack.ravel(),
-                "holds": res.holds.ravel(),
-            }))
+            res = [analyse(restrict_checked(A[b, l], keep), tol, validate=False) for l in range(L)]
+            frames.append(_head_frame(res, model=model, weights=weights, iid=input_ids[b], v=v, nk=keep.size, H=H))
     return frame(frames, HEAD_COLUMNS)
 
 
-__all__ = ["MEASURE_VERSION", "head_rows", "measure", "rollout_rows"]
+class HeadSink:
+    """The per-head table from the main forward pass: a layer sink (:func:`dobrushin.capture.hooks.layer_sink`)
+    that receives every layer's per-head attention ``(B, H, n, n)`` as it is captured and tests the heads
+    of the first ``k`` inputs of the batch at once, on the roles the adapter announces
+    (:func:`dobrushin.capture.hooks.announced_roles`); so per-head attention is never held for more than
+    one layer.  Without announced roles (an adapter that does not announce them) the layers of those
+    inputs are kept until :meth:`rows` gets the roles.  ``layers`` counts the layers seen (0: the
+    extractor does not capture through :func:`~dobrushin.capture.hooks.attention_maps`)."""
+
+    def __init__(self, k: int, input_ids: Sequence[str], *, model: str, weights: str,
+                 variants: Sequence[str] = ("content",), tol: float = DEFAULT_TOL, atol: float = 1e-4,
+                 on_layer=None):
+        self.k, self.ids, self.model, self.weights = int(k), list(input_ids), model, weights
+        self.variants, self.tol, self.atol = tuple(variants), tol, atol
+        self.layers = 0
+        self.seconds = 0.0  # spent on the heads (inside the forward pass)
+        self.H = None
+        self.results: Dict[tuple, list] = defaultdict(list)
+        self.nk: Dict[tuple, int] = {}
+        self.pending: List[torch.Tensor] = []
+        self.on_layer = on_layer
+
+    def __call__(self, w: torch.Tensor) -> None:
+        from ..capture.hooks import announced_roles
+
+        if self.on_layer is not None:
+            self.on_layer(self.layers)
+        t0 = time.perf_counter()
+        if self.k > 0:
+            W = w[: self.k].detach().to("cpu", torch.float32)
+            self.H = int(W.shape[1])
+            roles = announced_roles(int(W.shape[-1]))
+            if roles is None:
+                self.pending.append(W.clone())
+            else:
+                self._layer(W, roles)
+        self.layers += 1
+        self.seconds += time.perf_counter() - t0
+
+    def _layer(self, W: torch.Tensor, roles) -> None:
+        check_stochastic(W, atol=self.atol, convert=False)  # once per captured tensor
+        for b in range(W.shape[0]):
+            for v in self.variants:
+                keep = keep_indices(roles[b], v)
+                if keep.size == 0:
+                    continue
+                self.nk[(b, v)] = int(keep.size)
+                self.results[(b, v)].append(analyse(restrict_checked(W[b], keep), self.tol, validate=False))
+
+    def rows(self, roles) -> pd.DataFrame:
+        """The per-head table (:data:`~dobrushin.store.results.HEAD_COLUMNS`) of the layers seen."""
+        t0 = time.perf_counter()
+        for W in self.pending:
+            self._layer(W, roles)
+        self.pending = []
+        frames = [_head_frame(self.results[(b, v)], model=self.model, weights=self.weights, iid=self.ids[b], v=v,
+                              nk=self.nk[(b, v)], H=self.H)
+                  for b in range(min(self.k, len(self.ids))) for v in self.variants if (b, v) in self.results]
+        self.seconds += time.perf_counter() - t0
+        return frame(frames, HEAD_COLUMNS)
+
+
+__all__ = ["CHUNK_BYTES", "MEASURE_VERSION", "HeadSink", "head_rows", "keep_slice", "measure", "measure_batch", "restrict_checked",
+           "rollout_rows"]

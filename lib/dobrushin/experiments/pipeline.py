@@ -9,9 +9,10 @@ For every weights setting (``"pretrained"``: trained weights via :func:`dobrushi
 
 1. loads the model (a :class:`~dobrushin.models.WeightsUnavailable` for the trained weights is
    recorded as ``status = "weights unavailable: <reason>"`` and the untrained control still runs);
-2. runs the inputs in batches (progress bar), captures the head-averaged post-softmax attention of
+2. runs the inputs in batches (progress: :mod:`dobrushin.store.progress`, on the terminal and in
+   ``results/<notebook>/progress.log``), captures the head-averaged post-softmax attention of
    every layer with :func:`dobrushin.extract_attention`, and tests the equality condition on every
-   (input, layer) with :func:`dobrushin.experiments.measure.measure` for the variants ``content`` (content tokens
+   (input, layer) with :func:`dobrushin.experiments.measure.measure_batch` for the variants ``content`` (content tokens
    only: CLS, registers, distillation, separator and pad tokens removed, rows renormalised with
    :func:`dobrushin.restrict`) and ``with_special`` (all tokens except padding, renormalised);
 3. per input and variant, rolls out those *same restricted, renormalised per-layer matrices*
@@ -19,8 +20,10 @@ For every weights setting (``"pretrained"``: trained weights via :func:`dobrushi
    (:func:`dobrushin.rollout`) — and compares :math:`\\kappa(R)` with
    :math:`\\prod_l \\kappa(F_l)` and the whole-rollout bound :math:`\\prod_l \\tfrac12(1+\\kappa(\\tilde A_l))`
    (:func:`dobrushin.rollout_bound`);  this is *not* the rollout of the full attention over all tokens;
-4. per head (no head averaging), on the first ``head_inputs`` inputs only so memory and time stay
-   bounded, tests the condition on each head's restricted attention;
+4. per head (no head averaging), on the first ``head_inputs`` inputs only, tests the condition on each
+   head's restricted attention, from the same forward pass, layer by layer as it is captured;
+   every completed batch is written under ``results/<notebook>/.partial/`` (:class:`PartialBatches`),
+   so a killed run resumes from the last completed batch;
 5. times the loop (inputs per second, device) and writes everything through
    :class:`dobrushin.store.results.ResultStore`.
 
@@ -49,9 +52,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
+import os
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -64,7 +72,8 @@ from ..math.validation import check_choices, check_integer
 from ..models.configs import display_name
 from ..store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, VARIANTS, WEIGHTS, ResultStore, conform, empty, frame, slugify
 from ..store.code import code_digest
-from .measure import head_rows, measure, rollout_rows
+from ..store.progress import Progress
+from .measure import HeadSink, head_rows, measure_batch
 
 #: kept importable (extend-only API) but no longer part of the cache key: the key holds
 #: :func:`dobrushin.store.code.code_digest` of the source the numbers depend on, computed from the files
@@ -190,8 +199,9 @@ class ModelRun:
 
 
 def progress_enabled(requested: bool = True, stream=None) -> bool:
-    """Whether to draw a progress bar: only when asked for and ``stream`` (default stdout) is a
-    terminal. Under papermill / in the book the stream is not a terminal, so no bar is printed."""
+    """Whether to draw a live progress bar: only when asked for and ``stream`` (default stdout) is a
+    terminal.  (Progress lines go to the process's standard error and the log file whatever this
+    says; see :mod:`dobrushin.store.progress`.)"""
     stream = sys.stdout if stream is None else stream
     try:
         return bool(requested) and bool(stream.isatty())
@@ -199,60 +209,168 @@ def progress_enabled(requested: bool = True, stream=None) -> bool:
         return False
 
 
-def _progress(total: int, desc: str, enabled: bool):
-    from tqdm.std import tqdm
+# ------------------------------------------------------------------------------------------------
+# resumable batches
 
-    return tqdm(total=total, desc=desc, unit="input", file=sys.stdout, disable=not progress_enabled(enabled),
-                mininterval=15.0, ascii=True, dynamic_ncols=False, ncols=80)
+#: environment hook for the kill-and-resume test: ``"forward:3"`` pauses during the forward pass of
+#: batch 3 (after its first layer is captured), ``"write:3"`` while batch 3's partial tables are being
+#: written (the files exist under a temporary name, not yet renamed); the process writes the file named
+#: by ``DOBRUSHIN_PAUSE_FILE`` and sleeps, so that a test can kill it there
+PAUSE_ENV = "DOBRUSHIN_PAUSE_AT"
+
+
+def _pause(point: str, batch: int) -> None:
+    at = os.environ.get(PAUSE_ENV)
+    if not at or at != f"{point}:{batch}":
+        return
+    mark = os.environ.get("DOBRUSHIN_PAUSE_FILE")
+    if mark:
+        Path(mark).write_text(f"{point}:{batch} {os.getpid()}\n")
+    time.sleep(3600)
+
+
+class PartialBatches:
+    """Per-batch tables of one weights setting, written as each batch completes, so that a killed run
+    resumes from the last completed batch: ``<results>/<notebook>/.partial/<slug>/<params key>/<weights>/
+    batch-00012/`` holding ``table.parquet``, ``rollout.parquet``, ``heads.parquet`` and ``ids.json``.
+    A batch folder is filled under a temporary name and renamed into place (atomic), so it is either
+    complete or absent; it is reused only under the same cache key (parameters, code, weights) and
+    for the same input ids.  :meth:`discard` removes the folder of the key after the final tables
+    are saved (and those of other keys of the slug: they are stale)."""
+
+    def __init__(self, store: ResultStore, slug: str, params: Mapping[str, Any], weights: str):
+        from ..store.results import params_key
+
+        self.root = store.dir / ".partial" / slug
+        self.key = params_key(params)
+        self.dir = self.root / self.key / weights
+
+    def _path(self, batch: int) -> Path:
+        return self.dir / f"batch-{batch:05d}"
+
+    def load(self, batch: int, ids: Sequence[str]) -> Optional[dict]:
+        p = self._path(batch)
+        if not p.is_dir():
+            return None
+        try:
+            if json.loads((p / "ids.json").read_text()) != [str(i) for i in ids]:
+                raise ValueError("other inputs")
+            return {"table": conform(pd.read_parquet(p / "table.parquet")),
+                    "rollout": frame(pd.read_parquet(p / "rollout.parquet"), ROLLOUT_COLUMNS),
+                    "heads": frame(pd.read_parquet(p / "heads.parquet"), HEAD_COLUMNS)}
+        except Exception:  # noqa: BLE001 - unreadable: recompute this batch
+            shutil.rmtree(p, ignore_errors=True)
+            return None
+
+    def save(self, batch: int, ids: Sequence[str], table: pd.DataFrame, rollout: pd.DataFrame,
+             heads: pd.DataFrame) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".batch-{batch:05d}.", dir=self.dir))
+        try:
+            for name, df in (("table", table), ("rollout", rollout), ("heads", heads)):
+                df.to_parquet(tmp / f"{name}.parquet", index=False)
+            (tmp / "ids.json").write_text(json.dumps([str(i) for i in ids]))
+            for f in tmp.iterdir():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+            _pause("write", batch)
+            final = self._path(batch)
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def discard(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# the loop
+
+#: the stages of :func:`run_weights` whose seconds it reports (``info["stages"]``)
+STAGES = ("forward", "restrict", "test", "rollout", "heads", "write")
 
 
 def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: MeasureConfig,
-                device: torch.device) -> dict:
+                device: torch.device, partial: Optional[PartialBatches] = None,
+                progress: Optional[Progress] = None) -> dict:
     """The loop over one loaded model (``lm``: a :class:`~dobrushin.models.LoadedModel` or anything with
     ``model``, ``preprocess``, ``model_id``): batches of ``inputs`` → ``lm.preprocess`` → ``extractor``
-    (head-averaged attention) → :func:`~dobrushin.experiments.measure.measure` and
-    :func:`~dobrushin.experiments.measure.rollout_rows`; then the per-head table on the first
-    ``config.head_inputs`` inputs.  Returns ``{"table", "rollout", "heads", "info"}``."""
+    (head-averaged attention; the per-head table of the first ``config.head_inputs`` inputs from the
+    same forward pass, layer by layer, through a :class:`~dobrushin.experiments.measure.HeadSink`) →
+    :func:`~dobrushin.experiments.measure.measure_batch` (tidy table and rollout, one restriction per
+    input).  ``partial``: completed batches are written there and reused on a rerun; ``progress``: a
+    :class:`~dobrushin.experiments.progress.Progress` updated per batch.  Returns ``{"table",
+    "rollout", "heads", "info"}``; ``info["stages"]``: seconds per stage (:data:`STAGES`; ``forward``
+    includes the capture hooks but not the per-head tests done during it)."""
+    from ..capture.hooks import layer_sink
+
     model_id, cfg = lm.model_id, config
     model = lm.model.to(device)
     model.eval()
     tables, rolls, heads = [], [], []
     n = len(inputs)
+    k_heads = min(cfg.head_inputs, n)
+    clock = {s: 0.0 for s in STAGES}
+    resumed = 0
     t0 = time.perf_counter()
-    with _progress(n, f"{display_name(model_id)} [{weights}]", cfg.progress) as bar:
-        for start in range(0, n, cfg.batch_size):
-            ids = inputs.ids[start:start + cfg.batch_size]
-            ex = extractor(model, to_device(lm.preprocess(inputs.items(start, start + cfg.batch_size)), device))
+    for bi, start in enumerate(range(0, n, cfg.batch_size)):
+        stop = min(start + cfg.batch_size, n)
+        ids = inputs.ids[start:stop]
+        got = partial.load(bi, ids) if partial is not None else None
+        if got is None:
+            kh = max(0, min(k_heads - start, stop - start))
+            sink = HeadSink(kh, ids, model=model_id, weights=weights, variants=cfg.head_variants, tol=cfg.tol,
+                            atol=cfg.atol, on_layer=lambda layer, bi=bi: layer == 0 and _pause("forward", bi))
+            tf = time.perf_counter()
+            x = to_device(lm.preprocess(inputs.items(start, stop)), device)
+            with layer_sink(sink):
+                ex = extractor(model, x)
+            clock["forward"] += time.perf_counter() - tf - sink.seconds
             if ex.attention.ndim != 4:
                 raise ValueError(f"{model_id}: expected head-averaged attention (B, L, n, n), "
                                  f"got shape {tuple(ex.attention.shape)}")
-            t = measure(ex.attention, ex.roles, model=model_id, input_ids=ids, weights=weights,
-                        variants=cfg.variants, tol=cfg.tol, atol=cfg.atol)
-            tables.append(t)
-            rolls.append(rollout_rows(ex.attention, ex.roles, t, model=model_id, input_ids=ids,
-                                      weights=weights, variants=cfg.variants, atol=cfg.atol))
+            table, roll = measure_batch(ex.attention, ex.roles, model=model_id, input_ids=ids, weights=weights,
+                                        variants=cfg.variants, tol=cfg.tol, atol=cfg.atol, clock=clock)
+            th = time.perf_counter()
+            if kh and sink.layers == ex.n_layers:
+                hd = sink.rows(ex.roles)
+                clock["heads"] += sink.seconds
+            elif kh:  # the extractor does not capture through the hook transform: one more pass, heads kept
+                exh = extractor(model, to_device(lm.preprocess(inputs.items(start, start + kh)), device),
+                                average_heads=False)
+                hd = head_rows(exh.attention, exh.roles, model=model_id, input_ids=ids[:kh], weights=weights,
+                               variants=cfg.head_variants, tol=cfg.tol, atol=cfg.atol)
+                del exh
+                clock["heads"] += time.perf_counter() - th
+            else:
+                hd = frame([], HEAD_COLUMNS)
             del ex
-            bar.update(len(ids))
+            got = {"table": table, "rollout": roll, "heads": hd}
+            if partial is not None:
+                tw = time.perf_counter()
+                partial.save(bi, ids, table, roll, hd)
+                clock["write"] += time.perf_counter() - tw
+        else:
+            resumed += len(ids)
+        tables.append(got["table"])
+        rolls.append(got["rollout"])
+        heads.append(got["heads"])
+        if progress is not None:
+            progress.update(len(ids), note="(resumed)" if got is not None and resumed and start < resumed else "")
     wall = time.perf_counter() - t0
-    # per-head subset: small batches, heads not averaged
-    th = time.perf_counter()
-    k = min(cfg.head_inputs, n)
-    hb = max(1, min(cfg.batch_size, 2))
-    for start in range(0, k, hb):
-        stop = min(start + hb, k)
-        ex = extractor(model, to_device(lm.preprocess(inputs.items(start, stop)), device), average_heads=False)
-        heads.append(head_rows(ex.attention, ex.roles, model=model_id, input_ids=inputs.ids[start:stop],
-                               weights=weights, variants=cfg.head_variants, tol=cfg.tol, atol=cfg.atol))
-        del ex
-    head_s = time.perf_counter() - th
     model.to("cpu")
+    done = n - resumed
     return {
         "table": pd.concat(tables, ignore_index=True),
         "rollout": pd.concat(rolls, ignore_index=True),
         "heads": frame(heads, HEAD_COLUMNS),
         "info": {"status": "ok", "n_inputs": n, "wall_s": round(wall, 3),
-                 "inputs_per_s": round(n / wall, 4) if wall > 0 else None,
-                 "head_inputs": k, "head_wall_s": round(head_s, 3),
+                 "inputs_per_s": round(done / wall, 4) if wall > 0 and done else None,
+                 "resumed_inputs": resumed, "head_inputs": k_heads, "head_wall_s": round(clock["heads"], 3),
+                 "stages": {k: round(v, 4) for k, v in clock.items()},
                  "family": getattr(lm, "family", "") or "", "notes": getattr(lm, "notes", "") or "",
                  "source": getattr(lm, "source", "") or "",
                  "provenance": dict(getattr(lm, "provenance", None) or {})},
@@ -387,7 +505,11 @@ def measure_model(model_id: str, inputs, *, store: ResultStore, config: Optional
         kind = getattr(lm, "kind", None)
         if kind is not None and {"vision": "image", "text": "text"}.get(kind, kind) != inputs.kind:
             raise ValueError(f"{model_id} is a {kind} model but the inputs are {inputs.kind}s")
-        r = run_weights(lm, subset, extractor=extractor, weights=w, config=cfg, device=dev)
+        prog = Progress(len(subset), f"{store.notebook}: {display_name(model_id)} [{w}]",
+                        log=store.dir / "progress.log", terminal=cfg.progress)
+        with prog:
+            r = run_weights(lm, subset, extractor=extractor, weights=w, config=cfg, device=dev,
+                            partial=PartialBatches(store, slug, params, w), progress=prog)
         r["info"]["load_s"] = round(load_s, 3)
         r["info"]["device"] = describe_device(dev)
         r["info"]["provenance"] = r["info"]["provenance"] or prov[w]
@@ -412,7 +534,10 @@ def measure_model(model_id: str, inputs, *, store: ResultStore, config: Optional
     table = conform(pd.concat([r["table"] for r in results], ignore_index=True))
     heads = frame([r["heads"] for r in results], HEAD_COLUMNS)
     roll = frame([r["rollout"] for r in results], ROLLOUT_COLUMNS)
+    tw = time.perf_counter()
     entry = store.save(slug, params, table, secondary={"heads": heads, "rollout": roll}, **entry_info)
+    entry["save_s"] = round(time.perf_counter() - tw, 4)
+    PartialBatches(store, slug, params, "").discard()  # the final tables are in place
     return ModelRun(model_id, slug, status, table, heads, roll, runs, entry)
 
 

@@ -294,12 +294,13 @@ def _fold_full(A, P, diag, i0, j0, tol, out, M):
 
 
 @njit(**_JIT)
-def _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin):
+def _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin, skipped):
     """Fold the pairs (i, j), i in row block q, j > i, into the per-row maxima, skipping the tiles
     already done (``done[q, p]``) and those whose upper bound ``ub[q, p]`` proves they can neither
     attain κ (within tol) nor raise κ(½(I+A)): ``ub < min(lb[0] − tol, lb[1]) − margin``, where ``lb``
     holds the largest D and pen found so far (it only grows, so a stale read is merely less pruning).
     Interior tiles go through :func:`_fold_full`, the diagonal and last tiles through :func:`_fold`.
+    A skipped tile is marked in ``skipped[q, p]``.
     """
     i0 = q * RB
     Pa = Pan[i0 // CB]
@@ -309,6 +310,7 @@ def _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, l
         if done[q, p]:
             continue
         if ub[q, p] < min(lb[0] - tol, lb[1]) - margin:
+            skipped[q, p] = True  # (read by the margins pass only)
             continue
         P = Pan[p]
         j0 = p * CB
@@ -516,8 +518,9 @@ def _summary_serial(A, tol, prune):
     Pan = _pack(A)
     diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, Pan, n, tol, prune)
     out = np.empty((RB, CB))
+    scratch = np.zeros(ub.shape, dtype=np.bool_)  # the skipped tiles (not needed here)
     for q in range((n + RB - 1) // RB):
-        _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin)
+        _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin, scratch)
     return _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd)
 
 
@@ -562,12 +565,13 @@ def summary_one(A, tol, prune):
     Pan = _pack_par(A)
     diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, Pan, n, tol, prune)
     nb = (n + RB - 1) // RB
+    scratch = np.zeros(ub.shape, dtype=np.bool_)  # the skipped tiles (not needed here)
     for t in prange((nb + 1) // 2):
         q = np.int64(t)  # parfor indices may be unsigned; keep block arithmetic in int64
         out = np.empty((RB, CB))
-        _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin)
+        _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin, scratch)
         if nb - 1 - q != q:
-            _row_block(A, Pan, diag, n, nb - 1 - q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin)
+            _row_block(A, Pan, diag, n, nb - 1 - q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin, scratch)
     return _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd)
 
 
@@ -627,3 +631,148 @@ def pair_sums(Ai, Aj, out):
         for k in range(Ai.shape[1]):
             s += abs(Ai[p, k] - Aj[p, k])
         out[p] = s
+
+
+# --- decision margins -----------------------------------------------------------------------------
+
+
+@njit(**_JIT)
+def _margin_tile(A, Pan, diag, n, q, p, rows_lo, rows_hi, thr, out, st):
+    """Fold the pairs of tile (row block q, panel p) whose row i lies in [rows_lo, rows_hi) into the
+    margins state ``st`` = [g, best min, best i, best j, x, y] (see :func:`_margin_pass`)."""
+    i0 = q * RB
+    j0 = p * CB
+    _tile(Pan[i0 // CB], i0 % CB, Pan[p], n, out)
+    for r in range(RB):
+        i = i0 + r
+        if i >= n - 1:
+            break
+        if i < rows_lo or i >= rows_hi:
+            continue
+        for c in range(max(0, i + 1 - j0), min(CB, n - j0)):
+            j = j0 + c
+            d = 0.5 * out[r, c]
+            if d >= thr:
+                x = diag[i] - Pan[p, i, c]
+                y = diag[j] - np.float64(A[i, j])
+                m = x if x < y else y
+                bi = st[2]
+                if m > st[1] or (m == st[1] and (bi < 0 or i < bi or (i == bi and j < st[3]))):
+                    st[1] = m
+                    st[2] = i
+                    st[3] = j
+                    st[4] = x
+                    st[5] = y
+            elif d > st[0]:
+                st[0] = d
+
+
+@njit(**_JIT)
+def _margin_pass(A, Pan, diag, n, kap, tol, rowmax, ub, margin, skipped):
+    """The decision margins of one matrix after the summary pass (same panels, bounds and bits).
+
+    Returns ``(g, x, y)``: ``g`` = the largest D_ij below ``kap − tol`` (−inf when every pair attains),
+    and ``x = A_ii − A_ji``, ``y = A_jj − A_ij`` of the attaining pair (D_ij ≥ kap − tol) with the largest
+    min(x, y), ties to the first pair in lexicographic order; that pair is mutually self-dominant
+    exactly when the condition holds (a self-dominant pair has min ≥ −tol, any other one less).
+
+    Exact and cheap: ``rowmax[i]`` is the largest D_ij (j > i) over the tiles the summary computed.  A
+    row with ``rowmax[i] < kap − tol`` holds no attaining pair, and contributes rowmax[i] to g as far as
+    computed tiles go.  Rows that reach ``kap − tol`` (those holding attaining pairs: usually one or two)
+    are recomputed whole.  Finally the tiles the summary skipped (``skipped``) are visited in order of
+    decreasing bound until ``ub < g − margin`` (D ≤ ub + margin): none after can hold a pair above g."""
+    thr = kap - tol
+    st = np.array([-np.inf, -np.inf, -1.0, -1.0, np.nan, np.nan])
+    for i in range(n - 1):
+        v = rowmax[i]
+        if v < thr and v > st[0]:
+            st[0] = v
+    nb, npan = ub.shape
+    out = np.empty((RB, CB))
+    for q in range(nb):
+        hit = False
+        for i in range(q * RB, min(n - 1, q * RB + RB)):
+            if rowmax[i] >= thr:
+                hit = True
+        if not hit:
+            continue
+        for i in range(q * RB, min(n - 1, q * RB + RB)):
+            if rowmax[i] >= thr:  # one row at a time keeps the visiting order lexicographic-safe
+                for p in range((q * RB + 1) // CB, npan):
+                    _margin_tile(A, Pan, diag, n, q, p, i, i + 1, thr, out, st)
+    cnt = 0
+    for q in range(nb):
+        for p in range((q * RB + 1) // CB, npan):
+            if skipped[q, p]:
+                cnt += 1
+    if cnt:
+        keys = np.empty(cnt)
+        qs = np.empty(cnt, dtype=np.int64)
+        ps = np.empty(cnt, dtype=np.int64)
+        t = 0
+        for q in range(nb):
+            for p in range((q * RB + 1) // CB, npan):
+                if skipped[q, p]:
+                    keys[t] = -ub[q, p]
+                    qs[t] = q
+                    ps[t] = p
+                    t += 1
+        order = np.argsort(keys, kind="mergesort")
+        for t in order:
+            if ub[qs[t], ps[t]] < st[0] - margin:
+                break
+            _margin_tile(A, Pan, diag, n, qs[t], ps[t], 0, n, thr, out, st)
+    return st[0], st[4], st[5]
+
+
+@njit(**_JIT)
+def _summary_margins_serial(A, tol, prune):
+    """:func:`_summary_serial` and then :func:`_margin_pass`: κ, κ(½(I+A)), holds, the witness, and
+    the largest non-attaining distance and the deciding pair's x, y."""
+    n = A.shape[0]
+    if n < 2:
+        return 0.0, 0.0, False, -1, -1, -np.inf, np.nan, np.nan
+    Pan = _pack(A)
+    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, Pan, n, tol, prune)
+    skipped = np.zeros(ub.shape, dtype=np.bool_)
+    out = np.empty((RB, CB))
+    for q in range((n + RB - 1) // RB):
+        _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin, skipped)
+    kap, kf, holds, wi, wj = _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd)
+    g, x, y = _margin_pass(A, Pan, diag, n, kap, tol, rowmax, ub, margin, skipped)
+    return kap, kf, holds, wi, wj, g, x, y
+
+
+@njit(parallel=True, **_JIT)
+def summary_margins_batch(T, tol, prune, kap, kf, holds, wit, gap, mx, my):
+    """:func:`summary_batch` plus the margins (``gap`` = largest non-attaining distance), one matrix per thread."""
+    for m in prange(T.shape[0]):
+        kap[m], kf[m], holds[m], wit[m, 0], wit[m, 1], gap[m], mx[m], my[m] = _summary_margins_serial(T[m], tol, prune)
+
+
+@njit(**_JIT)
+def summary_margins_batch_serial(T, tol, prune, kap, kf, holds, wit, gap, mx, my):
+    """The same on the calling thread only."""
+    for m in range(T.shape[0]):
+        kap[m], kf[m], holds[m], wit[m, 0], wit[m, 1], gap[m], mx[m], my[m] = _summary_margins_serial(T[m], tol, prune)
+
+
+@njit(parallel=True, **_JIT)
+def summary_margins_one(A, tol, prune):
+    """:func:`summary_one` (threads share the matrix) and then the margins pass (serial)."""
+    n = A.shape[0]
+    if n < 2:
+        return 0.0, 0.0, False, -1, -1, -np.inf, np.nan, np.nan
+    Pan = _pack_par(A)
+    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, Pan, n, tol, prune)
+    skipped = np.zeros(ub.shape, dtype=np.bool_)
+    nb = (n + RB - 1) // RB
+    for t in prange((nb + 1) // 2):
+        q = np.int64(t)
+        out = np.empty((RB, CB))
+        _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin, skipped)
+        if nb - 1 - q != q:
+            _row_block(A, Pan, diag, n, nb - 1 - q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin, skipped)
+    kap, kf, holds, wi, wj = _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd)
+    g, x, y = _margin_pass(A, Pan, diag, n, kap, tol, rowmax, ub, margin, skipped)
+    return kap, kf, holds, wi, wj, g, x, y

@@ -68,7 +68,10 @@ class Analysis:
     ``kappa``: κ(A); ``kappa_factor``: κ(½(I+A)); ``bound``: ½(1+κ(A)); ``slack``: bound − kappa_factor
     (≥ 0 by the layer bound); ``holds``: the equality condition; ``witness``: ``(..., 2)`` int array, an
     attaining mutually self-dominant pair ``(i, j)`` with ``i < j`` when ``holds``, else an attaining
-    pair that fails self-dominance (``-1, -1`` when ``n = 1``).
+    pair that fails self-dominance (``-1, -1`` when ``n = 1``).  With ``analyse(..., margins=True)`` also
+    the decision margins (:class:`dobrushin.math.kernel.Margins`): ``kappa_gap`` (κ minus the largest
+    distance of a non-attaining pair; NaN when every pair attains), ``self_margin_i`` (A_ii − A_ji) and
+    ``self_margin_j`` (A_jj − A_ij) of the deciding pair; None otherwise.
     """
 
     kappa: np.ndarray
@@ -77,17 +80,28 @@ class Analysis:
     slack: np.ndarray
     holds: np.ndarray
     witness: np.ndarray
+    kappa_gap: Any = None
+    self_margin_i: Any = None
+    self_margin_j: Any = None
 
 
-def analyse(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: float = DEFAULT_ATOL) -> Analysis:
-    """Everything about ``A`` (``(..., n, n)``) in one pass of the pairwise-distance kernel."""
+def analyse(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: float = DEFAULT_ATOL,
+            margins: bool = False) -> Analysis:
+    """Everything about ``A`` (``(..., n, n)``) in one pass of the pairwise-distance kernel; with
+    ``margins=True`` also the decision margins (:class:`Analysis`; same call, the numba path fuses them)."""
     tol = check_tol(tol)
     X = _as_torch(_prepare_native(A, validate, atol))
     lead = tuple(X.shape[:-2])
-    s = kernel.pair_summary(X.reshape((-1,) + tuple(X.shape[-2:])), tol)
+    flat = X.reshape((-1,) + tuple(X.shape[-2:]))
+    if margins:
+        s, m = kernel.pair_summary_margins(flat, tol)
+    else:
+        s, m = kernel.pair_summary(flat, tol), None
     f = lambda t: t.reshape(lead).cpu().numpy()  # noqa: E731
     kap, kf = f(s.kappa), f(s.kappa_factor)
     bound = 0.5 * (1.0 + kap)
+    extra = {} if m is None else {"kappa_gap": f(m.kappa_gap), "self_margin_i": f(m.self_margin_i),
+                                  "self_margin_j": f(m.self_margin_j)}
     return Analysis(
         kappa=kap,
         kappa_factor=kf,
@@ -95,6 +109,7 @@ def analyse(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: fl
         slack=bound - kf,
         holds=f(s.holds),
         witness=s.witness.reshape(lead + (2,)).cpu().numpy(),
+        **extra,
     )
 
 

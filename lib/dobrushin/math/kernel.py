@@ -72,6 +72,20 @@ class PairSummary(NamedTuple):
     witness: torch.Tensor  # (b, 2) int64
 
 
+class Margins(NamedTuple):
+    """How far each decision of :func:`pair_summary` is from flipping (``(b,)`` float64 each).
+
+    ``kappa_gap``: κ minus the largest D_ij over the pairs that do not attain κ (D_ij < κ − tol); NaN when
+    every pair attains.  ``self_margin_i``, ``self_margin_j``: x = A_ii − A_ji and y = A_jj − A_ij of the
+    *deciding pair*: the attaining pair (i < j) with the largest min(x, y), ties to the first in
+    lexicographic order — when the condition holds, the mutually self-dominant attaining pair with the
+    largest min(x, y); when it fails, the attaining pair closest to holding.  NaN when n < 2."""
+
+    kappa_gap: torch.Tensor
+    self_margin_i: torch.Tensor
+    self_margin_j: torch.Tensor
+
+
 def backend(T) -> str:
     """``"numba"`` or ``"torch"``: the path a call with ``T`` takes."""
     choice = os.environ.get("DOBRUSHIN_KERNEL", "auto").strip().lower()
@@ -385,6 +399,73 @@ def pair_summary(T, tol: float) -> PairSummary:
     return _pair_summary_torch(_as_torch_native(T), tol)
 
 
+def _margins_from_distances(T: torch.Tensor, D: torch.Tensor, kap: torch.Tensor, tol: float) -> Margins:
+    b, n, _ = T.shape
+    nan = float("nan")
+    upper = torch.ones(n, n, dtype=torch.bool, device=T.device).triu(1)
+    att = upper & (D >= (kap - tol)[:, None, None])
+    non = upper & ~att
+    g = D.masked_fill(~non, -float("inf")).flatten(1).amax(1)
+    gap = torch.where(non.flatten(1).any(1), kap - g, torch.full_like(kap, nan))
+    diag = T.diagonal(dim1=-2, dim2=-1)
+    x = diag[:, :, None] - T.transpose(-1, -2)  # x[i, j] = A_ii − A_ji
+    y = diag[:, None, :] - T  # y[i, j] = A_jj − A_ij
+    m = torch.minimum(x, y).masked_fill(~att, -float("inf"))
+    flat = m.flatten(1).argmax(1)  # the first maximum: lexicographic tie-break
+    rows = torch.arange(b, device=T.device)
+    return Margins(gap, x.flatten(1)[rows, flat], y.flatten(1)[rows, flat])
+
+
+def _margins_torch(T: torch.Tensor, kap: torch.Tensor, tol: float) -> Margins:
+    """The torch path's margins: exact index-order distances (:func:`half_l1_distances`, the same bits
+    as the numba kernel), a chunk of matrices at a time."""
+    T = T.to(torch.float64)
+    b, n, _ = T.shape
+    if n < 2 or b == 0:
+        nan = torch.full((b,), float("nan"), dtype=torch.float64, device=T.device)
+        return Margins(nan, nan.clone(), nan.clone())
+    budget = CUDA_BLOCK_BYTES if T.device.type == "cuda" else 64 * 2**20
+    chunk = max(1, budget // (8 * 8 * n * n))
+    parts = [_margins_from_distances(T[m:m + chunk], _half_l1_torch(T[m:m + chunk]), kap[m:m + chunk], tol)
+             for m in range(0, b, chunk)]
+    return Margins(*(torch.cat(f) for f in zip(*parts)))
+
+
+def _pair_summary_margins_numba(T, tol: float, prune: bool | None = None):
+    prune = PRUNE if prune is None else bool(prune)
+    A = _as_numpy(T)
+    b, n, _ = A.shape
+    kap, kf, gap = np.zeros(b), np.zeros(b), np.full(b, -np.inf)
+    mx, my = np.full(b, np.nan), np.full(b, np.nan)
+    holds = np.zeros(b, dtype=np.bool_)
+    wit = np.full((b, 2), -1, dtype=np.int64)
+    if b and n >= 2:
+        with _nb.slp_enabled(), _PAR_LOCK:
+            if b * n**3 < SERIAL_WORK:
+                _nb.summary_margins_batch_serial(A, float(tol), prune, kap, kf, holds, wit, gap, mx, my)
+            elif b >= 2 * _threads() or n <= 96:
+                _nb.summary_margins_batch(A, float(tol), prune, kap, kf, holds, wit, gap, mx, my)
+            else:
+                for m in range(b):
+                    (kap[m], kf[m], holds[m], wit[m, 0], wit[m, 1],
+                     gap[m], mx[m], my[m]) = _nb.summary_margins_one(A[m], float(tol), prune)
+    gap = np.where(np.isfinite(gap), kap - gap, np.nan)  # −inf: every pair attains
+    f = torch.from_numpy
+    return PairSummary(f(kap), f(kf), f(holds), f(wit)), Margins(f(gap), f(mx), f(my))
+
+
+def pair_summary_margins(T, tol: float):
+    """:func:`pair_summary` and the :class:`Margins` of each matrix, ``(PairSummary, Margins)``; on the
+    numba path in the same call (a second, pruned pass over the tiles that can matter)."""
+    _check3(T)
+    tol = float(tol)
+    if backend(T) == "numba":
+        return _pair_summary_margins_numba(T, tol)
+    X = _as_torch_native(T)
+    s = _pair_summary_torch(X, tol)
+    return s, _margins_torch(X, s.kappa, tol)
+
+
 def kappa_only(T) -> torch.Tensor:
     """κ of each matrix of ``(b, n, n)`` → ``(b,)`` float64 (0 for n = 1)."""
     return pair_summary(T, 0.0).kappa
@@ -401,4 +482,8 @@ def warm_up() -> None:
                 fn(a, 0.0, True, np.zeros(1), np.zeros(1), np.zeros(1, np.bool_), np.zeros((1, 2), np.int64))
             _nb.summary_one(a[0], 0.0, True)
             _nb.distances_one(a[0], np.zeros((3, 3)))
+            z = lambda: np.zeros(1)  # noqa: E731
+            for fn in (_nb.summary_margins_batch, _nb.summary_margins_batch_serial):
+                fn(a, 0.0, True, z(), z(), np.zeros(1, np.bool_), np.zeros((1, 2), np.int64), z(), z(), z())
+            _nb.summary_margins_one(a[0], 0.0, True)
             _nb.distances_one_serial(a[0], np.zeros((3, 3)))

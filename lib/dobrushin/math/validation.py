@@ -75,19 +75,19 @@ def check_stochastic(A: Any, atol: float = DEFAULT_ATOL, *, convert: bool = True
     if shape[-1] == 0 or any(s == 0 for s in shape):
         raise ValueError(f"matrix is empty (shape {shape})")
     xp = torch if is_torch(X) else np
-    finite = xp.isfinite(X)
-    if not bool(finite.all()):
-        bad = np.argwhere(~(finite.cpu().numpy() if is_torch(X) else finite))[0]
+    # each check runs a block of matrices at a time (bounded temporaries: torch's isfinite alone makes a
+    # full-size float copy), and in the same order as on the whole batch, so the first problem reported
+    # is the same
+    bad = _first(X, lambda Y: ~xp.isfinite(Y))
+    if bad is not None:
         val = float(X[tuple(bad)])
         return _raise(f"{_where(tuple(bad), shape)}entry ({bad[-2]}, {bad[-1]}) is {val} (NaN or inf)")
-    del finite  # one batch-sized boolean temporary at a time
-    neg = X < -atol
-    if bool(neg.any()):
-        bad = np.argwhere(neg.cpu().numpy() if is_torch(X) else neg)[0]
+    bad = _first(X, lambda Y: Y < -atol)
+    if bad is not None:
         return _raise(
             f"{_where(tuple(bad), shape)}negative entry {float(X[tuple(bad)]):.6g} at ({bad[-2]}, {bad[-1]})"
         )
-    sums = X.sum(-1, dtype=torch.float64) if is_torch(X) else X.sum(-1, dtype=np.float64)
+    sums = _row_sums64(X)
     off = (sums - 1).abs() > atol if is_torch(X) else np.abs(sums - 1) > atol
     if bool(off.any()):
         bad = np.argwhere(off.cpu().numpy() if is_torch(X) else off)[0]
@@ -96,6 +96,42 @@ def check_stochastic(A: Any, atol: float = DEFAULT_ATOL, *, convert: bool = True
         prefix = f"matrix {lead}: " if lead else ""
         return _raise(f"{prefix}row {int(bad[-1])} sums to {s:.10g}, not 1 (atol={atol:g})")
     return X
+
+
+#: entries per chunk of the float64 row sums of float32 input (bounds the float64 temporary)
+_SUM_CHUNK = 1 << 22
+
+
+def _first(X, pred):
+    """Index (a tuple over all axes) of the first entry, in C order, where ``pred`` holds; None if none.
+    Evaluated a block of matrices at a time."""
+    shape = tuple(X.shape)
+    flat = X.reshape((-1,) + shape[-2:])
+    step = max(1, _SUM_CHUNK // max(1, shape[-1] * shape[-2]))
+    for i in range(0, flat.shape[0], step):
+        m = pred(flat[i:i + step])
+        if bool(m.any()):
+            hit = np.argwhere(m.cpu().numpy() if is_torch(m) else m)[0]
+            lead = np.unravel_index(i + int(hit[0]), shape[:-2]) if len(shape) > 2 else ()
+            return tuple(int(v) for v in lead) + (int(hit[1]), int(hit[2]))
+    return None
+
+
+def _row_sums64(X):
+    """Row sums accumulated in float64, shape ``X.shape[:-1]``.  torch's ``sum(dtype=float64)`` of a
+    float32 tensor converts the whole tensor first (a float64 copy of the batch), so it is taken a
+    block of matrices at a time; each row is still summed by the same call, so the values are the same."""
+    torch_in = is_torch(X)
+    if (torch_in and X.dtype == torch.float64) or (not torch_in and X.dtype == np.float64) or X.ndim < 3:
+        return X.sum(-1, dtype=torch.float64) if torch_in else X.sum(-1, dtype=np.float64)
+    lead = tuple(X.shape[:-2])
+    flat = X.reshape((-1,) + tuple(X.shape[-2:]))
+    step = max(1, _SUM_CHUNK // max(1, X.shape[-1] * X.shape[-2]))
+    if torch_in:
+        parts = [flat[i:i + step].sum(-1, dtype=torch.float64) for i in range(0, flat.shape[0], step)]
+        return torch.cat(parts).reshape(lead + (X.shape[-2],))
+    parts = [flat[i:i + step].sum(-1, dtype=np.float64) for i in range(0, flat.shape[0], step)]
+    return np.concatenate(parts).reshape(lead + (X.shape[-2],))
 
 
 def _raise(msg: str):

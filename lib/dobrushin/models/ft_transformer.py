@@ -54,6 +54,7 @@ import torch.nn.functional as F
 
 from ..store.code import code_digest
 from ..store.paths import cache_dir as _default_cache_dir
+from ..store.progress import Progress
 from ..store.results import atomic_write, atomic_write_bytes, atomic_write_json, params_key, sha256_bytes
 from ..data.tabular_data import TabularData
 
@@ -285,6 +286,9 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
         xn, xc = tensors(data, "train")
         y = torch.as_tensor(data.y["train"])
         n, bs = len(y), int(settings["batch_size"])
+        bar = None if callable(progress) else Progress(
+            int(settings["max_epochs"] or 0), f"train {data.name} seed {seed}", unit="epochs (at most; early stopping)",
+            log=progress, terminal=True)
         best, best_state, best_epoch, bad, history = -math.inf, None, 0, 0, []
         epoch = 0
         resumed_from, spent = None, 0.0
@@ -297,6 +301,8 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
             best, best_state, best_epoch = float(saved["best"]), saved["best_state"], int(saved["best_epoch"])
             bad, history, epoch = int(saved["bad"]), list(saved["history"]), int(saved["epoch"])
             resumed_from, spent = epoch, float(saved["seconds"])
+            if bar is not None:  # the epochs done before the interruption count as done
+                bar.done = min(bar.total, epoch) if bar.total > 0 else epoch
         max_epochs = settings["max_epochs"]
         while max_epochs is None or epoch < int(max_epochs):
             epoch += 1
@@ -314,6 +320,8 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
             history.append({"epoch": epoch, "train_loss": total / n, "val_score": val})
             if progress:
                 progress(f"{data.name} seed {seed} epoch {epoch}: train loss {total / n:.4f}, val score {val:.4f}")
+            if bar is not None:
+                bar.update(1, note=f"val score {val:.4f} (best {max(best, val):.4f})")
             if val > best:
                 best, best_epoch, bad = val, epoch, 0
                 best_state = copy.deepcopy(model.state_dict())
@@ -327,6 +335,8 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
                     "generator": gen.get_state(), "torch_rng": torch.get_rng_state(), "best": best,
                     "best_state": best_state, "best_epoch": best_epoch, "bad": bad, "history": history,
                     "seconds": spent + time.perf_counter() - t0}, epoch)
+    if bar is not None:
+        bar.close()
     if best_state is None:
         raise RuntimeError(f"{data.name} seed {seed}: no epoch gave a finite validation score (training diverged)")
     model.load_state_dict(best_state)
@@ -378,7 +388,10 @@ def fit(data: TabularData, seed: int, *, model_overrides: Optional[dict] = None,
 
     ``settings`` override :data:`TRAIN_DEFAULTS` (``batch_size``, ``lr``, ``weight_decay``, ``patience``,
     ``max_epochs``).  ``cache_root`` defaults to ``dobrushin.store.paths.cache_dir() / "tabular"``.
-    ``progress``: optional callable receiving one line per epoch.
+    ``progress``: a callable receiving one line per epoch; otherwise the epoch, the validation score and an
+    ETA (against ``max_epochs``, an upper bound under early stopping) go to standard error (a live bar on
+    a terminal, a line per epoch otherwise; never into a notebook, see :mod:`dobrushin.store.progress`)
+    and, when ``progress`` is a path, are appended to that log file too.
     """
     config = model_config(data, **(model_overrides or {}))
     settings = train_settings(**settings)

@@ -789,6 +789,9 @@ def schema_table() -> pd.DataFrame:
         "holds": "the equality condition",
         "variant": "content = content tokens only; with_special = every non-padding token",
         "weights": "pretrained (trained) or untrained (seeded random initialisation)",
+        "kappa_gap": "κ minus the largest ½‖A_i−A_j‖₁ of a pair not attaining κ (NaN: every pair attains)",
+        "self_margin_i": "A_ii − A_ji of the deciding pair (the attaining pair with the largest min margin)",
+        "self_margin_j": "A_jj − A_ij of the deciding pair",
     }
     return pd.DataFrame([{"column": c, "dtype": t, "meaning": meaning[c]} for c, t in SCHEMA.items()])
 
@@ -811,6 +814,34 @@ class Text:
 
 #: the speed target of the kernel: one ``analyse`` call at least this many times faster than SciPy's pdist
 BENCH_TARGET = 6.0
+
+
+def stage_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The stage table for the reproducibility chapter: per configuration, each stage as seconds and
+    (in brackets) its share of the bare forward pass, the whole measurement over the forward pass with
+    its target, and the peak memory."""
+    stages = ["load", "forward", "capture", "restrict", "test", "rollout", "heads", "write"]
+    rows = []
+    for r in df.to_dict("records"):
+        note = r.get("note")
+        if isinstance(note, str) and note:
+            rows.append({"configuration": r["config"], **{s: "—" for s in stages}, "measurement / forward": note,
+                         "peak memory": "—"})
+            continue
+        f = float(r["forward"])
+        row = {"configuration": f"{r['config']} ({int(r['inputs'])} inputs, n = {int(r['tokens'])})"}
+        for s in stages:
+            row[s] = f"{float(r[s]):.2f} s" + ("" if s in ("forward", "load") else f" ({float(r[s]) / f:.2f}×)")
+        tgt = r.get("target")
+        ratio = f"{float(r['ratio']):.2f}×"
+        if tgt is not None and not pd.isna(tgt):
+            ratio += f" (target ≤ {float(tgt):g}×: {'met' if bool(r['met']) else 'missed'})"
+        if "ratio_without_heads" in r and not pd.isna(r["ratio_without_heads"]):
+            ratio += f"; {float(r['ratio_without_heads']):.2f}× without the per-head table"
+        row["measurement / forward"] = ratio
+        row["peak memory"] = f"{float(r['peak_rss_mb']) / 1024:.2f} GB"
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def bench_table(bench: pd.DataFrame, target: float = BENCH_TARGET) -> pd.DataFrame:

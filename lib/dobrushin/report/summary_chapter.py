@@ -263,6 +263,16 @@ class SummaryChapter(SummaryInsights):
         else:
             _glue("bench_table", summary.html_table(pd.DataFrame({"benchmark": ["not run in this build"]})))
             _glue("bench_status", summary.Text("not run in this build"))
+        stages_csv = self.results / "bench" / "stages.csv"
+        if stages_csv.exists():
+            st = pd.read_csv(stages_csv)
+            _glue("stage_table", summary.html_table(summary.stage_table(st)))
+            day = time.strftime("%Y-%m-%d", time.gmtime(stages_csv.stat().st_mtime))
+            load = st["loadavg"].iloc[0] if "loadavg" in st else None
+            _glue("stage_status", summary.Text(f"measured on {day}" + (f", load average {load}" if load is not None else "")))
+        else:
+            _glue("stage_table", summary.html_table(pd.DataFrame({"stage table": ["not run in this build (make bench)"]})))
+            _glue("stage_status", summary.Text("not run in this build"))
         self._sweep_bench()
 
     def _sweep_bench(self):

