@@ -442,11 +442,11 @@ def read_models_file(path: Path) -> List[str]:
 
 
 def spec_from_args(args) -> SweepSpec:
-    from .params import ParameterError, RULES, coerce
+    from .params import TYPES, ParameterError, coerce
 
     models = list(args.models) + (read_models_file(args.models_file) if args.models_file else [])
     try:
-        weights = coerce("weights", args.weights, RULES["weights"])
+        weights = coerce("weights", args.weights, TYPES["weights"])
     except ParameterError as e:
         raise CliError(str(e).replace("parameter weights", "--weights")) from None
     if args.text is not None and not Path(args.text).is_file():
