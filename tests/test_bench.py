@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from dobrushin import analyse
-from dobrushin.tools import bench
+from tools import bench
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 40])
