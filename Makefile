@@ -87,17 +87,17 @@ proofs:
 
 # full benchmark for the reproducibility chapter (tens of minutes); BENCH_ARGS=--quick for small sizes
 bench: $(STAMP)
-	$(PY) -m dobrushin.tools.bench $(BENCH_ARGS)
+	$(PY) -m tools.bench $(BENCH_ARGS)
 
 # CI's short profile (under two minutes on 2 cores): the ratios at n = 257 and 1370, the hardware
 # reference and the extraction overhead, written to a separate file so it never replaces the full run
 bench-ci: $(STAMP)
-	$(PY) -m dobrushin.tools.bench --ci --out results/bench-ci/bench.csv $(BENCH_ARGS)
+	$(PY) -m tools.bench --ci --out results/bench-ci/bench.csv $(BENCH_ARGS)
 
 # python -m dobrushin sweep serially and on a LocalCluster of 2 workers (a few minutes on 2 cores):
 # wall times and whether the rows are identical, for the reproducibility chapter
 bench-sweep: $(STAMP)
-	$(PY) -m dobrushin.tools.sweep_bench --out results/bench-sweep/sweep.csv $(SWEEP_BENCH_ARGS)
+	$(PY) -m tools.sweep_bench --out results/bench-sweep/sweep.csv $(SWEEP_BENCH_ARGS)
 
 # the paper profile from scratch (no published layer, fresh results and checkpoint folders; hours), then
 # published atomically into published/paper/ with the code digest, the commit and the machine.
@@ -114,7 +114,7 @@ verify: $(STAMP)
 	$(PY) -m dobrushin.experiments.verify published/paper
 
 check-html: $(STAMP)
-	$(PY) -m dobrushin.tools.check_html _build/html
+	$(PY) -m tools.check_html _build/html
 
 clean:
 	rm -rf _build executed

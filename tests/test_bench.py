@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from dobrushin import analyse
-from dobrushin.tools import bench
+from tools import bench
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 40])
@@ -80,3 +80,20 @@ def test_run_group_rows_agree_and_summarise():
     env = dict(cpu="x", cpu_count=2, loadavg_start=0, loadavg_end=0, wall_s=1, reps=2)
     text = bench.summary(df, env)
     assert "analyse" in text and "torch path on CPU" in text and "hw ref" in text
+
+
+def test_the_rows_fit_the_store_schema_the_report_reads():
+    """What the benchmark (outside the package) writes is the schema in ``dobrushin.store.bench``: every
+    column a row carries is in it (none dropped by the reindex), and the chapter's table reads the result."""
+    import pandas as pd
+
+    from dobrushin.report.summary import bench_table
+    from dobrushin.store.bench import BENCH_COLUMNS
+
+    b = bench.Bench("ci")
+    b.run_group(12, "dirichlet", bench.dirichlet(12, 3, seed=4), dict(scipy=3, torch=2, cdist=2, naive=2, hwref=2,
+                                                                       slow_reps=1), reps=1)
+    assert set(pd.DataFrame(b.rows).columns) <= set(BENCH_COLUMNS)
+    t = bench_table(pd.DataFrame(b.rows).reindex(columns=BENCH_COLUMNS))
+    assert len(t) == 1 and t["measurement"][0].startswith("κ + equality test, n = 12, dirichlet")
+    assert t["identical answers"][0] == "yes"

@@ -1,4 +1,4 @@
-"""The browser check of the built book (``dobrushin.tools.check_html``).
+"""The browser check of the built book (``tools.check_html``).
 
 Three layers:
 * pure-Python parts (page discovery, link resolution, raw-TeX detection) — always run;
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dobrushin.tools import check_html as ch
+from tools import check_html as ch
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "_build" / "html"

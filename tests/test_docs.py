@@ -61,12 +61,12 @@ MAPPED = {
     "make proofs": (f"{MAKE} -n proofs", "make test runs it before the test suite, so the suite cannot run it "
                                          "again; the dry run checks the target runs proofs/check.sh"),
     "make bench-ci": (f"{MAKE} -n bench-ci", "the short benchmark profile still takes a minute or two; CI runs it"),
-    "python -m dobrushin.tools.bench": ("python -m dobrushin.tools.bench --help",
-                                        "the module behind make bench (minutes); its command line must start"),
+    "python -m tools.bench": ("python -m tools.bench --help",
+                              "the module behind make bench (minutes); its command line must start"),
     "make bench-sweep": (f"{MAKE} -n bench-sweep", "serial vs a 2-worker LocalCluster takes minutes; CI runs it "
                                                    "and tests/test_sweep.py tests the sweep on a LocalCluster"),
-    "python -m dobrushin.tools.sweep_bench": ("python -m dobrushin.tools.sweep_bench --help",
-                                              "the module behind make bench-sweep (minutes); its command line must start"),
+    "python -m tools.sweep_bench": ("python -m tools.sweep_bench --help",
+                                    "the module behind make bench-sweep (minutes); its command line must start"),
     "make book PROFILE=quick": (f"{MAKE} notebooks NOTEBOOKS=theory PROFILE=quick",
                                 "the quick profile switch, on the cheapest notebook (CI builds the whole book)"),
     "make reproduce": (f"{MAKE} -n reproduce", "recomputes the paper profile from scratch (hours); the dry run "
@@ -100,10 +100,10 @@ NOT_RUN = {
         "names spelt out; tests/test_mpnet.py checks the installed pieces)",
 }
 #: what the dry runs must show
-DRY_RUN_SAYS = {"make test": "-m pytest", "make html": "jupyter-book build", "make check-html": "dobrushin.tools.check_html",
-                "make bench": "dobrushin.tools.bench", "make proofs": "proofs/check.sh",
-                "make bench-ci": "dobrushin.tools.bench --ci",
-                "make bench-sweep": "dobrushin.tools.sweep_bench",
+DRY_RUN_SAYS = {"make test": "-m pytest", "make html": "jupyter-book build", "make check-html": "tools.check_html",
+                "make bench": "tools.bench", "make proofs": "proofs/check.sh",
+                "make bench-ci": "tools.bench --ci",
+                "make bench-sweep": "tools.sweep_bench",
                 "make reproduce": "dobrushin.experiments.publish results/paper-run published/paper"}
 COMMAND_WORDS = ("make", "python", "python3", "pip", "conda", "papermill", "jupyter-book", "mkdir")
 

@@ -447,7 +447,7 @@ def test_helpers_render_in_a_jupyter_book(tmp_path, monkeypatch):
     assert "Theorem 1" in entry.group(1) and "thm-demo-bound" not in re.sub(r"<[^>]+>", "", entry.group(1))
     assert "Layer bound" in entry.group(2)
 
-    from dobrushin.tools import check_html as ch
+    from tools import check_html as ch
 
     if not (Path(ch.CHROMIUM).is_file() and os.access(ch.CHROMIUM, os.X_OK)):
         return

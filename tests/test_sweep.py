@@ -234,7 +234,7 @@ def test_bench_comparison_and_the_chapter_table(tmp_path, monkeypatch):
 
     from dobrushin.report import summary_chapter
     from dobrushin.report.sweep_report import bench_table
-    from dobrushin.tools.sweep_bench import COLUMNS, compare
+    from tools.sweep_bench import COLUMNS, compare
 
     a = pd.DataFrame({"model": ["m"] * 3, "weights": ["pretrained"] * 3, "input_id": ["x", "y", "z"], "layer": [0, 0, 0],
                       "variant": ["content"] * 3, "kappa": [0.5, 0.25, 0.75], "holds": [True, False, True]})

@@ -53,6 +53,7 @@ from ..store.code import code_digest
 from ..store.results import atomic_write_csv, atomic_write_json, params_key, sha256_file
 from ..math.stats import wilson
 from ..math.validation import check_integer, check_positive
+from .exact import exact_equality
 
 #: kept importable (extend-only API); no longer decides cache reuse: a cell's key holds the digest of
 #: the code that computes it (:data:`CELL_CODE`, :func:`dobrushin.store.code.code_digest`)
@@ -212,68 +213,6 @@ def pair_statistics(A: np.ndarray, witness: np.ndarray) -> dict:
         "x_ok": aii >= aji, "y_ok": ajj >= aij, "strict": (aii != aji) & (ajj != aij),
         "pos": pos, "neg": neg, "zero": A.shape[-1] - pos - neg,
     }
-
-
-def _exact_ints(A: np.ndarray) -> list:
-    """The entries of a float64 matrix as exact integers in units of 2**-1074 (nested lists)."""
-    out = []
-    for row in A:
-        r = []
-        for x in row.tolist():
-            if not (x >= 0 and math.isfinite(x)):
-                raise ValueError(f"exact_equality needs finite non-negative entries, got {x!r}")
-            p, q = float(x).as_integer_ratio()  # q is a power of two ≤ 2**1074
-            r.append(p << (1075 - q.bit_length()))
-        out.append(r)
-    return out
-
-
-def _exact_max_distance(M: list, X: np.ndarray) -> int:
-    """max over pairs i < j of Σ_k |M_ik − M_jk| for the exact integer matrix ``M`` (nested lists), where
-    ``X`` is a float64 matrix within 2**-53 (relative, entrywise) of ``M``'s values.
-
-    Only pairs whose float64 half-distance (by the library kernel) is within 8·n·eps of the float64
-    maximum are evaluated exactly: entry rounding (≤ n·eps) plus summation error (≤ 2n·eps) bound every
-    float64 distance's error by 3n·eps, so the exact maximiser is always among them.
-    """
-    import torch
-
-    from ..math.kernel import half_l1_distances
-
-    n = X.shape[0]
-    D = np.asarray(half_l1_distances(torch.from_numpy(np.ascontiguousarray(X)[None]))[0].cpu().numpy())
-    iu, ju = np.triu_indices(n, 1)
-    d = D[iu, ju]
-    cand = np.flatnonzero(d >= d.max() - 8 * n * np.finfo(np.float64).eps)
-    best = 0
-    for c in cand:
-        ri, rj = M[iu[c]], M[ju[c]]
-        best = max(best, sum(abs(x - y) for x, y in zip(ri, rj)))
-    return best
-
-
-def exact_equality(A: np.ndarray) -> bool:
-    """Direct test of κ(½(I+A)) = ½(1+κ(A)) in exact arithmetic on the float64 entries of one matrix.
-
-    Every float64 is an integer multiple of 2**-1074, so with ``M = A·2**1074`` (exact integers),
-    ``S = 2**1074``: 4S·κ(½(I+A)) = max Σ_k |(M + S·I)_ik − (M + S·I)_jk| and 4S·½(1+κ(A)) = 2S + max
-    Σ_k |M_ik − M_jk|.  No distance that decides a maximum is rounded and no tolerance is used: float64
-    distances only shortlist the pairs that can attain each maximum (see :func:`_exact_max_distance`),
-    and those are summed in integers.  Meant for the rare matrices where the float64 comparison is too
-    close to call.
-    """
-    A = np.asarray(A, dtype=np.float64)
-    if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] < 2:
-        raise ValueError(f"exact_equality takes one n x n matrix with n >= 2, got shape {A.shape}")
-    if (A > 1).any():
-        raise ValueError("exact_equality needs entries in [0, 1]")
-    S = 1 << 1074
-    M = _exact_ints(A)
-    Bm = [row[:] for row in M]
-    for k in range(A.shape[0]):
-        Bm[k][k] += S
-    Bf = 0.5 * (A + np.eye(A.shape[0]))
-    return _exact_max_distance(Bm, Bf) == 2 * S + _exact_max_distance(M, A)
 
 
 def _resolution(n: int) -> float:

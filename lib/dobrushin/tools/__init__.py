@@ -1,2 +1,3 @@
-"""Developer tools: the benchmark (``python -m dobrushin.tools.bench``), the browser check of the built
-book (``python -m dobrushin.tools.check_html``) and the Sphinx hooks of the book (``sphinx_fixes``)."""
+"""What the built book needs at build time: the Sphinx hooks of the book (``sphinx_fixes``, enabled in
+``_config.yml``).  The developer tools (benchmarks, the browser check) live outside the installed
+package, in the repository's top-level ``tools/`` folder."""

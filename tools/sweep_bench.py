@@ -1,5 +1,5 @@
 """Serial vs Dask for ``python -m dobrushin sweep`` (``make bench-sweep`` or
-``python -m dobrushin.tools.sweep_bench``); not a test.
+``python -m tools.sweep_bench``); not a test.
 
 Runs one sweep three times in fresh folders: serially in this process (torch's default threads), on a
 ``LocalCluster`` of ``--workers`` worker processes with one thread each (the ``--scheduler local:K``
@@ -28,13 +28,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..experiments.sweep import SweepSpec, run_sweep
-from ..store.paths import results_dir
-from ..store.results import atomic_write_csv, atomic_write_json
+from dobrushin.experiments.sweep import SweepSpec, run_sweep
+from dobrushin.store.bench import SWEEP_BENCH_COLUMNS
+from dobrushin.store.paths import results_dir
+from dobrushin.store.results import atomic_write_csv, atomic_write_json
 from .bench import loadavg
 
-COLUMNS = ["run", "workers", "threads_per_worker", "tasks", "ran", "skipped", "rows", "wall_s", "startup_s",
-           "speedup_vs_serial", "rows_vs_serial", "max_abs_dkappa", "verdicts_differing"]
+#: columns of sweep.csv (the schema, in the store beside the other tables')
+COLUMNS = SWEEP_BENCH_COLUMNS
 
 
 def compare(a: pd.DataFrame, b: pd.DataFrame) -> dict:
@@ -82,7 +83,7 @@ def run(spec: SweepSpec, workers: int, root: Path) -> pd.DataFrame:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m dobrushin.tools.sweep_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tools.sweep_bench", description=__doc__.splitlines()[0])
     p.add_argument("--models", nargs="+", default=["sentence-transformers/all-MiniLM-L6-v2"])
     p.add_argument("--weights", default="pretrained,untrained")
     p.add_argument("--inputs", default="embedded", help="as for sweep (default: the embedded inputs)")

