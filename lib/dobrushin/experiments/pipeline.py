@@ -302,7 +302,7 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
     same forward pass, layer by layer, through a :class:`~dobrushin.experiments.measure.HeadSink`) →
     :func:`~dobrushin.experiments.measure.measure_batch` (tidy table and rollout, one restriction per
     input).  ``partial``: completed batches are written there and reused on a rerun; ``progress``: a
-    :class:`~dobrushin.experiments.progress.Progress` updated per batch.  Returns ``{"table",
+    :class:`~dobrushin.store.progress.Progress` updated per batch.  Returns ``{"table",
     "rollout", "heads", "info"}``; ``info["stages"]``: seconds per stage (:data:`STAGES`; ``forward``
     includes the capture hooks but not the per-head tests done during it)."""
     from ..capture.hooks import layer_sink
