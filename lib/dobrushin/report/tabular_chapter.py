@@ -68,8 +68,8 @@ class TabularChapter:
         self.t_start = time.perf_counter()
         self.p = params
         torch.set_num_threads(int(params.torch_threads))
-        self.results = Path(params.results_dir) if params.results_dir else paths.results_dir()
-        self.store = ResultStore(self.results, "tabular")
+        self.results_dir = Path(params.results_dir) if params.results_dir else paths.results_dir()
+        self.store = ResultStore(self.results_dir, "tabular")
         self.params = params.as_dict(exclude=("results_dir",))  # what the result files record
         self.versions = {"python": platform.python_version(), "torch": torch.__version__,
                          "rtdl_revisiting_models": rtdl_revisiting_models.__version__, "scikit-learn": sklearn.__version__,
@@ -259,16 +259,16 @@ class TabularChapter:
         else:
             verdict = ("Neither benchmark of the paper (California Housing, Adult) was measured in this build, so the "
                        f"paper's {claim.paper_value} is not compared here (see the status section).")
-        below = below_control_and_baseline(summ, table, self.results)
+        below = below_control_and_baseline(summ, table, self.results_dir)
         _markdown("Content tokens:\n\n" + "\n".join(lines) + "\n\n" + verdict + ("\n\n" + "\n\n".join(below) if below else ""))
 
     def layers(self):
         table = self.table
         if not len(table):
             return
-        base = baseline_for(table, self.results)
+        base = baseline_for(table, self.results_dir)
         fig = plots.layer_profile(table, ncols=3, baseline=base)
-        F.figure(integer_axes(fig), notebook="tabular", name="layers", width="full", results_dir=self.results,
+        F.figure(integer_axes(fig), notebook="tabular", name="layers", width="full", results_dir=self.results_dir,
                  caption="FT-Transformer: fraction of test rows for which the equality condition holds, per layer (Wilson 95% "
                          f"bands); {plots.series_caption(table, special='with [CLS]')}. The grey dotted "
                          "line is the random Dirichlet(1) baseline at the model's number of content tokens ("
@@ -280,7 +280,7 @@ class TabularChapter:
         if not len(table):
             return
         fig = plots.slack_by_layer(table, variant="content", ncols=3)
-        F.figure(integer_axes(fig), notebook="tabular", name="slack", width="full", results_dir=self.results,
+        F.figure(integer_axes(fig), notebook="tabular", name="slack", width="full", results_dir=self.results_dir,
                  caption="FT-Transformer: slack of the layer bound per layer over test rows (content tokens; "
                          f"{plots.series_caption(table[table['variant'] == 'content'])}), symmetric-log axis linear below "
                          f"{plots.SLACK_LINTHRESH:g}; 0 is the equality case.",
@@ -300,7 +300,7 @@ class TabularChapter:
         roll = pd.concat([v.rollout for v in runs.values()], ignore_index=True) if runs else pd.DataFrame()
         if len(heads):
             fig = plots.head_heatmap(heads, variant="content", ncols=3)
-            F.figure(integer_axes(fig), notebook="tabular", name="heads", width="full", results_dir=self.results,
+            F.figure(integer_axes(fig), notebook="tabular", name="heads", width="full", results_dir=self.results_dir,
                      caption="Fraction of test rows for which the condition holds on each head's own attention, per block "
                              "(rows) and head (columns), trained models, content tokens.",
                      alt="Heat maps of the fraction holding per block and head, one per trained FT-Transformer.")
@@ -317,7 +317,7 @@ class TabularChapter:
         from .insight import tabular_atlas
 
         tabular_atlas(self.runs, self.trained, attention_rows=self.p.attention_rows, split_seed=self.p.split_seed,
-                      results_dir=self.results)
+                      results_dir=self.results_dir)
 
     # ---------------------------------------------------------------- status and the end of the chapter
     def status(self):
