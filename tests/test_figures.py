@@ -1,4 +1,4 @@
-"""The book's presentation helpers (``dobrushin.report.figures``), the build-noise filter of
+"""The book's presentation helpers (``dobrushin.report.page``), the build-noise filter of
 ``dobrushin.tools.sphinx_fixes`` and the terminal gate of progress bars.
 
 Pure parts are checked directly. One test renders the helpers' real notebook outputs (captured from
@@ -26,7 +26,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from dobrushin.report import figures as F  # noqa: E402
+from dobrushin.report import page as F  # noqa: E402
+from dobrushin.report.display import Display, admonition  # noqa: E402
 from dobrushin.report import plots  # noqa: E402
 from dobrushin.experiments.pipeline import progress_enabled  # noqa: E402
 from dobrushin.tools.sphinx_fixes import HIDDEN_CELL_TAGS, hide_build_cells, proof_index_entries  # noqa: E402
@@ -61,7 +62,7 @@ def test_format_number_round_trips_within_digits():
 
 def _cells(md: str) -> list:
     """Rows of the pipe table in ``md``, cells un-escaped (CommonMark backslash escapes) and without the
-    zero-width spaces that let long words wrap (:func:`dobrushin.report.figures.breakable`)."""
+    zero-width spaces that let long words wrap (:func:`dobrushin.report.page.breakable`)."""
     rows = [ln.replace("\u200b", "") for ln in md.splitlines() if ln.startswith("|")]
     return [[re.sub(r"\\(.)", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", r)[1:-1]] for r in rows]
 
@@ -179,15 +180,15 @@ def test_details_nests_a_table_in_a_collapsed_block():
 
 def test_banner_escapes_the_reason_and_extends_admonition():
     b = F.banner("Not reproduced in this build", "weights unavailable: <reason> & more")
-    assert isinstance(b, plots.Admonition)
+    assert isinstance(b, Display)
     h = b._repr_html_()
     assert h.startswith('<div class="admonition warning dobrushin-banner">')
     assert "weights unavailable: &lt;reason&gt; &amp; more" in h and "<reason>" not in h
     with pytest.raises(ValueError, match="reason is empty"):
         F.banner("t", "  ")
     with pytest.raises(ValueError, match="CSS class"):
-        plots.Admonition("t", "b", classes=("a b",))
-    assert plots.admonition("t", "b")._repr_html_().startswith('<div class="admonition warning">')
+        admonition("t", "b", classes=("a b",))
+    assert admonition("t", "b")._repr_html_().startswith('<div class="admonition warning">')
 
 
 def test_one_colour_convention():

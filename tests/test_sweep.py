@@ -257,14 +257,14 @@ def test_bench_comparison_and_the_chapter_table(tmp_path, monkeypatch):
     chapter = object.__new__(summary_chapter.SummaryChapter)
     chapter.results = tmp_path
     chapter._sweep_bench()
-    assert glued["sweep_bench_status"].s == "not run in this build"
+    assert glued["sweep_bench_status"].text == "not run in this build"
     (tmp_path / "bench-sweep").mkdir()
     bench.to_csv(tmp_path / "bench-sweep" / "sweep.csv", index=False)
     (tmp_path / "bench-sweep" / "sweep_env.json").write_text(json.dumps(
         {"cpus": 2, "loadavg_start": 1.5, "loadavg_end": 2.0,
          "sweep": {"models": [MINILM], "weights": ["pretrained"], "n": 64, "inputs": "embedded", "shard_size": 16}}))
     chapter._sweep_bench()
-    s = glued["sweep_bench_status"].s
+    s = glued["sweep_bench_status"].text
     assert s.startswith(f"{MINILM}, measured on ") and "64 inputs (embedded) in shards of 16; 2 CPUs" in s
     html = glued["sweep_bench_table"].html
     assert "1.50×" in html and "differ: max |Δκ| 1e-17" in html

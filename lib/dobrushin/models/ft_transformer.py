@@ -318,7 +318,7 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
                 total += float(loss.detach()) * len(b)
             val = _val_score(data, predict(model, data, "val"))
             history.append({"epoch": epoch, "train_loss": total / n, "val_score": val})
-            if progress:
+            if callable(progress):
                 progress(f"{data.name} seed {seed} epoch {epoch}: train loss {total / n:.4f}, val score {val:.4f}")
             if bar is not None:
                 bar.update(1, note=f"val score {val:.4f} (best {max(best, val):.4f})")

@@ -30,7 +30,7 @@ import pandas as pd
 from ..data.availability import DataUnavailable
 from ..store import paths
 from ..store.results import ResultStore, atomic_write_csv, slugify
-from . import figures as F
+from . import page as F
 from . import plots
 from .names import VARIANT_LABELS, weights_label
 from .plots import display_name

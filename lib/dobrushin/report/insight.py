@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..store.results import atomic_write_csv, atomic_write_json
-from . import figures as F
+from . import page as F
 from .names import pct, weights_label
 from .plots import display_name
 

@@ -349,37 +349,6 @@ def rollout_map_figure(rm, *, title: Optional[str] = None, cmap: str = "inferno"
     return fig
 
 
-class Admonition:
-    """A warning box for notebook output: HTML with the admonition classes of the book's theme
-    (Jupyter Book renders a ``text/html`` output as is), Markdown and plain-text fallbacks."""
-
-    def __init__(self, title: str, body: str, kind: str = "warning", classes: Sequence[str] = ()):
-        if kind not in ("note", "warning", "important", "caution", "danger", "tip"):
-            raise ValueError(f"unknown admonition kind {kind!r}")
-        bad = [c for c in classes if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", str(c))]
-        if bad:
-            raise ValueError(f"CSS class names must be letters, digits, '-' or '_': {bad}")
-        self.title, self.body, self.kind, self.classes = str(title), str(body), kind, tuple(classes)
-
-    def _repr_html_(self) -> str:
-        import html
-
-        cls = " ".join(("admonition", self.kind, *self.classes))
-        return (f'<div class="{cls}"><p class="admonition-title">{html.escape(self.title)}</p>'
-                f"<p>{html.escape(self.body)}</p></div>")
-
-    def _repr_markdown_(self) -> str:
-        return f"**{self.title}**: {self.body}"
-
-    def __repr__(self) -> str:
-        return f"{self.kind.upper()}: {self.title}: {self.body}"
-
-
-def admonition(title: str, body: str, kind: str = "warning") -> Admonition:
-    """``display(admonition("Not reproduced in this build", "weights unavailable: ..."))``."""
-    return Admonition(title, body, kind)
-
-
 def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
     """Write ``fig`` to ``<results_dir>/figures/<notebook>-<what>.png`` and ``.svg`` (atomically);
     returns the two paths."""
@@ -393,6 +362,6 @@ def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
     return out
 
 
-__all__ = ["Admonition", "SLACK_LINTHRESH", "admonition", "base_id", "display_name", "head_heatmap", "layer_fractions",
+__all__ = ["SLACK_LINTHRESH", "base_id", "display_name", "head_heatmap", "layer_fractions",
            "layer_profile", "photo_label", "rollout_map_figure", "rollout_scatter", "save_figure", "series_caption",
            "slack_by_layer", "variant_id", "zero_series"]

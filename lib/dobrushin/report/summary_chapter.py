@@ -10,7 +10,7 @@
 
 Cross-document ``{glue}`` in myst-nb pastes HTML, images and plain text (not Markdown), so what the
 Markdown chapters paste is HTML (:func:`dobrushin.report.summary.html_table`); on this chapter's own
-page tables are :func:`dobrushin.report.figures.table` and figures :func:`dobrushin.report.figures.figure`.
+page tables are :func:`dobrushin.report.page.table` and figures :func:`dobrushin.report.page.figure`.
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ import pandas as pd
 
 from ..store import paths
 from ..store.results import atomic_write_csv
-from . import figures as F
+from . import page as F
+from .display import html_block, plain_text
 from . import scorecard as S
 from . import summary
 from .claims import CLAIMS, SCORECARD, TOO_WIDE
@@ -209,13 +210,13 @@ class SummaryChapter(SummaryInsights):
     # ------------------------------------------------------------------ glue for the introduction
     def for_introduction(self):
         """Glue the headline sentence, the interval-rule paragraph and the scorecard for book/intro.md."""
-        _glue("headline", summary.Text(S.headline(self.card)))
-        _glue("answer", summary.Text(S.answer(self.table)))
-        _glue("scale_line", summary.Text(self.scale_text()))
-        _glue("too_wide", summary.Text(f"{100 * TOO_WIDE:g} percentage points"))
-        _glue("interval_rule", summary.Text(S.interval_explanation(self.table)))
+        _glue("headline", plain_text(S.headline(self.card)))
+        _glue("answer", plain_text(S.answer(self.table)))
+        _glue("scale_line", plain_text(self.scale_text()))
+        _glue("too_wide", plain_text(f"{100 * TOO_WIDE:g} percentage points"))
+        _glue("interval_rule", plain_text(S.interval_explanation(self.table)))
         card = summary.html_table(S.shown(self.card, S.COMPACT), width="full")
-        _glue("scorecard_html", summary.Html(f'<div class="full-width">{card.html}</div>', card.text))
+        _glue("scorecard_html", html_block(f'<div class="full-width">{card.html}</div>', card.text))
         _md(f"{S.interval_explanation(self.table)}")
 
     # ------------------------------------------------------------------ timings and reproducibility
@@ -240,9 +241,9 @@ class SummaryChapter(SummaryInsights):
         order = summary.notebook_order(self.root)
         ptab = summary.parameter_table(self.root / "notebooks", self.root / "params")
         _glue("parameter_blocks", summary.parameter_blocks(ptab, order))
-        _glue("n_parameters", summary.Text(str(len(ptab))))
+        _glue("n_parameters", plain_text(str(len(ptab))))
         _glue("schema_table", summary.html_table(summary.schema_table()))
-        _glue("summary_columns", summary.Html(", ".join(f"<code>{c}</code>" for c in summary.COLUMNS),
+        _glue("summary_columns", html_block(", ".join(f"<code>{c}</code>" for c in summary.COLUMNS),
                                               ", ".join(summary.COLUMNS)))
         from ..experiments import verify as _ver
         from ..experiments import publish as _pub
@@ -250,8 +251,8 @@ class SummaryChapter(SummaryInsights):
         for key, val in (("verify_per_group", _ver.PER_GROUP), ("verify_baseline_sizes", _ver.BASELINE_SIZES),
                          ("verify_tabular_rows", _ver.TABULAR_ROWS), ("verify_float_error", f"{_ver.FLOAT_ERROR:g}"),
                          ("verify_kappa_tol", f"{_ver.KAPPA_TOL:g}"), ("published_max_mb", _pub.MAX_BYTES // 2**20)):
-            _glue(key, summary.Text(str(val)))
-        _glue("weights_sources", summary.Text(_and([f'"{w}"' for w in summary.WEIGHTS_SOURCES]).replace(" and ", " or ")))
+            _glue(key, plain_text(str(val)))
+        _glue("weights_sources", plain_text(_and([f'"{w}"' for w in summary.WEIGHTS_SOURCES]).replace(" and ", " or ")))
         full, short = self.results / "bench" / "bench.csv", self.results / "bench-ci" / "bench.csv"
         bench_csv = full if full.exists() else short  # the full run when there is one, else CI's short profile
         if bench_csv.exists():
@@ -259,20 +260,20 @@ class SummaryChapter(SummaryInsights):
             _glue("bench_table", summary.html_table(summary.bench_table(bench)))
             day = time.strftime("%Y-%m-%d", time.gmtime(bench_csv.stat().st_mtime))
             what = "the full profile (make bench)" if bench_csv == full else "the short CI profile (make bench-ci)"
-            _glue("bench_status", summary.Text(f"{what}, measured on {day}"))
+            _glue("bench_status", plain_text(f"{what}, measured on {day}"))
         else:
             _glue("bench_table", summary.html_table(pd.DataFrame({"benchmark": ["not run in this build"]})))
-            _glue("bench_status", summary.Text("not run in this build"))
+            _glue("bench_status", plain_text("not run in this build"))
         stages_csv = self.results / "bench" / "stages.csv"
         if stages_csv.exists():
             st = pd.read_csv(stages_csv)
             _glue("stage_table", summary.html_table(summary.stage_table(st)))
             day = time.strftime("%Y-%m-%d", time.gmtime(stages_csv.stat().st_mtime))
             load = st["loadavg"].iloc[0] if "loadavg" in st else None
-            _glue("stage_status", summary.Text(f"measured on {day}" + (f", load average {load}" if load is not None else "")))
+            _glue("stage_status", plain_text(f"measured on {day}" + (f", load average {load}" if load is not None else "")))
         else:
             _glue("stage_table", summary.html_table(pd.DataFrame({"stage table": ["not run in this build (make bench)"]})))
-            _glue("stage_status", summary.Text("not run in this build"))
+            _glue("stage_status", plain_text("not run in this build"))
         self._sweep_bench()
 
     def _sweep_bench(self):
@@ -284,7 +285,7 @@ class SummaryChapter(SummaryInsights):
         csv = self.results / "bench-sweep" / "sweep.csv"
         if not csv.exists():
             _glue("sweep_bench_table", summary.html_table(pd.DataFrame({"benchmark": ["not run in this build"]})))
-            _glue("sweep_bench_status", summary.Text("not run in this build"))
+            _glue("sweep_bench_status", plain_text("not run in this build"))
             return
         _glue("sweep_bench_table", summary.html_table(bench_table(pd.read_csv(csv))))
         try:
@@ -304,7 +305,7 @@ class SummaryChapter(SummaryInsights):
             words.append(f"{env['cpus']} CPUs, load average {env.get('loadavg_start')} before and "
                          f"{env.get('loadavg_end')} after")
         text = "; ".join(words)
-        _glue("sweep_bench_status", summary.Text(f"{what}, {text}" if what else text))
+        _glue("sweep_bench_status", plain_text(f"{what}, {text}" if what else text))
 
     def finish(self, parameters: Optional[dict] = None):
         """The collapsed "how this chapter was run" block."""

@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from . import figures as F
+from . import page as F
 from .claims import CLAIMS, SCORECARD
 from .insight import download_links
 from .names import display_name, pct
@@ -201,9 +201,9 @@ class SummaryInsights:
 
 
 def _text(s: str):
-    from .summary import Text
+    from .display import plain_text
 
-    return Text(s)
+    return plain_text(s)
 
 
 __all__ = ["ROW_SOURCES", "SummaryInsights", "models_figure", "models_rows", "row_sources"]

@@ -29,7 +29,7 @@ collapsed admonition. In a live Jupyter session the directives show as plain Mar
 
 Usage in a notebook cell::
 
-    from dobrushin.report import figures as F, plots
+    from dobrushin.report import page as F, plots
 
     fig = plots.layer_profile(table)
     F.figure(fig, notebook="dinov2", name="depth", width="full",
@@ -56,6 +56,7 @@ from typing import Mapping, Optional, Sequence
 
 # ---------------------------------------------------------------- colours
 
+from .display import Display, admonition, markdown_block  # noqa: E402
 from .style import COLORS, LINESTYLES, color_for  # noqa: E402,F401  (the one colour convention; re-exported)
 
 
@@ -191,26 +192,13 @@ def _md_escape(s: str) -> str:
     return _MD_PUNCT.sub(r"\\\1", s)
 
 
-class _Markdown:
-    """A MyST Markdown snippet displayed by myst-nb (``text/markdown``), with a plain-text fallback."""
-
-    def __init__(self, markdown: str, text: str = ""):
-        self.markdown, self.text = markdown, text or markdown
-
-    def _repr_markdown_(self) -> str:
-        return self.markdown
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-class Table(_Markdown):
+class Table(Display):
     """A formatted table; :func:`table` makes one. ``.frame`` is the formatted data frame (strings);
     ``.parts`` the ``(frame, numeric)`` pairs shown, one table each (:func:`fit_table`), and
     ``.layout`` how it was fitted (``"as is"``, ``"transposed"`` or ``"split"``)."""
 
     def __init__(self, markdown: str, frame, note: str = "", parts=None, layout: str = "as is"):
-        super().__init__(markdown, frame.to_string(index=False) + (f"\n{note}" if note else ""))
+        super().__init__(frame.to_string(index=False) + (f"\n{note}" if note else ""), markdown=markdown)
         self.frame, self.note = frame, note
         self.parts = parts if parts is not None else [(frame, {c: False for c in frame.columns})]
         self.layout = layout
@@ -464,20 +452,20 @@ def _fmt_cell(v, col, digits, formats) -> str:
     return format_number(v, digits)
 
 
-def details(summary: str, *content) -> _Markdown:
+def details(summary: str, *content) -> Display:
     """A collapsed block: ``summary`` is shown, ``content`` (tables from :func:`table`, Markdown
     strings, or objects with ``_repr_markdown_``) appears when the reader opens it."""
     summary = " ".join(_check_text("summary", summary).split())
     parts, texts = [], []
     for c in content:
-        md = c._repr_markdown_() if hasattr(c, "_repr_markdown_") else str(c)
-        parts.append(md.strip("\n"))
-        texts.append(repr(c) if hasattr(c, "_repr_markdown_") else str(c))
+        md = c._repr_markdown_() if hasattr(c, "_repr_markdown_") else None
+        parts.append((str(c) if md is None else md).strip("\n"))
+        texts.append(str(c) if md is None else repr(c))
     inner = "\n\n".join(parts)
     depth = max((len(m) for m in re.findall(r"^(:{3,})", inner, re.M)), default=2)
     fence = ":" * (depth + 1)
     md = f"{fence}{{admonition}} {summary}\n:class: dropdown dobrushin-details\n\n{inner}\n{fence}\n"
-    return _Markdown(md, summary + "\n" + "\n".join(texts))
+    return markdown_block(md, summary + "\n" + "\n".join(texts))
 
 
 # ---------------------------------------------------------------- provenance
@@ -512,7 +500,7 @@ def scrub_paths(value, root=None) -> str:
 
 
 def provenance(parameters: Mapping, *, versions: Optional[dict] = None, device: Optional[str] = None,
-               timings: Optional[dict] = None, title: str = "How this chapter was run", root=None) -> _Markdown:
+               timings: Optional[dict] = None, title: str = "How this chapter was run", root=None) -> Display:
     """The one collapsed "how this chapter was run" block at the end of a chapter: the notebook's
     parameters, package versions, device and timings (seconds), each a small table; machine paths are
     removed (:func:`scrub_paths`); ``None`` parameters show as ``default``."""
@@ -548,11 +536,9 @@ def provenance(parameters: Mapping, *, versions: Optional[dict] = None, device: 
 def banner(title: str, reason: str, kind: str = "warning"):
     """The one banner at the top of a chapter whose trained weights (or data) were not available,
     e.g. ``banner("Not reproduced in this build", "weights unavailable: no network")``. The reason is
-    shown literally (``<placeholder>`` text stays visible). Returns a :class:`dobrushin.report.plots.Admonition`
+    shown literally (``<placeholder>`` text stays visible). Returns a :func:`dobrushin.report.display.admonition`
     with the extra class ``dobrushin-banner``."""
-    from .plots import Admonition
-
-    return Admonition(_check_text("title", title), _check_text("reason", reason), kind,
+    return admonition(_check_text("title", title), _check_text("reason", reason), kind,
                       classes=("dobrushin-banner",))
 
 

@@ -1,0 +1,164 @@
+"""The random-matrix baseline chapter (``notebooks/baseline.ipynb``), one method per section.
+
+``BaselineChapter(_params)`` takes the notebook's resolved parameters
+(:func:`dobrushin.experiments.params.resolve`); each method computes (or reads from the cache under
+``<results>/baseline/cells``) what its section shows and displays it: the uniform-row curve
+(:meth:`uniform`, :meth:`uniform_figure`, :meth:`uniform_numbers`), the attention-like ensembles (:meth:`ensembles`,
+:meth:`ensembles_figure`, :meth:`ensembles_numbers`), the theorem checked on every matrix
+(:meth:`theorem_table`, :meth:`theorem_check`), the download links and the provenance block.
+"""
+from __future__ import annotations
+
+import time
+
+from . import baseline_figures as BF
+from . import page as F
+from .claims import band, band_label
+
+UNI_COLS = ["n", "trials", "holds", "p", "ci_low", "ci_high", "checked", "disagreements"]
+
+
+def trials_for(n: int, small: int, large: dict) -> int:
+    """Matrices per size: ``small`` up to n = 64, ``large[n]`` above."""
+    if n <= 64:
+        return small
+    if n not in large:
+        raise ValueError(f"no trial count for n={n}; add it to the parameters")
+    return large[n]
+
+
+class RandomMatrixChapter:
+    """What the two random-matrix chapters share: the results folder and cell cache, the kernel
+    backend, the parameters the result files record, the download links and the provenance block."""
+
+    notebook = ""
+
+    def __init__(self, params):
+        import numpy as np
+
+        from ..math import kernel
+        from ..random import ensembles as E
+        from ..store.paths import results_dir as default_results_dir
+
+        self._t0, self._c0 = time.perf_counter(), time.process_time()
+        self.p = params
+        self.results_dir = params.results_dir
+        root = default_results_dir() if params.results_dir is None else params.results_dir
+        self.out_dir = E.baseline_dir(root)
+        self.cache = self.out_dir / "cells"
+        self.backend = kernel.backend(np.zeros((1, 2, 2)))
+        self.params = params.as_dict(exclude=("results_dir",))  # what the result files record
+
+    def downloads(self):
+        from .insight import show_downloads
+
+        show_downloads(self.notebook, self.results_dir)
+
+    def _provenance(self, versions: dict, timings: dict):
+        import platform
+
+        import matplotlib
+        import numpy as np
+        import pandas as pd
+        import torch
+
+        import dobrushin as db
+
+        return F.provenance(self.params, versions={"python": platform.python_version(), "dobrushin": db.__version__, "numpy": np.__version__,
+                                                   **versions, "pandas": pd.__version__, "torch": torch.__version__,
+                                                   "matplotlib": matplotlib.__version__},
+                            device=f"CPU (kernel backend {self.backend})",
+                            timings={"wall": time.perf_counter() - self._t0, "CPU of this process": time.process_time() - self._c0,
+                                     **timings})
+
+
+class BaselineChapter(RandomMatrixChapter):
+    """The baseline chapter's sections; ``params`` are the notebook's resolved parameters."""
+
+    notebook = "baseline"
+
+    def __init__(self, params):
+        super().__init__(params)
+        self.uni = self.allres = None
+        self.order, self.labels = [], {}
+
+    # ---------------------------------------------------------------- uniform rows
+    def uniform(self):
+        """Compute the Dirichlet(1) curve and write ``baseline.csv``."""
+        from ..random import ensembles as E
+
+        p = self.p
+        cells = [("dirichlet(1)", n, trials_for(n, p.trials_small, p.trials_large)) for n in p.ns]
+        self.uni = uni = E.run_grid(cells, p.seed, check=p.check_theorem, cache=self.cache)
+        E.write_table(uni, self.out_dir / "baseline.csv", self.params)
+
+    def uniform_figure(self):
+        from ..random import ensembles as E
+
+        p, uni = self.p, self.uni
+        return F.figure(BF.uniform_figure(uni, band("baseline"), band_label("baseline"), float(E.exact_probability(2))),
+                        notebook="baseline", name="dirichlet1",
+                        caption=f"Fraction of random matrices with rows uniform on the simplex for which the equality condition holds, against the matrix size $n$ ({len(p.ns)} sizes, {int(uni['trials'].min()):,}–{int(uni['trials'].max()):,} matrices per size; Wilson 95% error bars). Shaded: the paper's range. The curve starts at the exact value $\\tfrac12$ (star) and approaches $\\tfrac14$ (dotted).",
+                        alt="Line plot with error bars of the probability that the condition holds against matrix size on a log axis, falling from one half at n equal 2 towards one quarter, with the paper's band shaded.")
+
+    def uniform_numbers(self):
+        from IPython.display import Markdown, display
+
+        display(Markdown(BF.uniform_text(self.uni, band("baseline"))))
+        return F.details("The numbers behind the figure", F.table(self.uni[UNI_COLS], caption="Rows uniform on the simplex: matrices, how many hold, the fraction with its Wilson 95% interval, and the direct check of the theorem.", name="tab-baseline-uniform"))
+
+    # ---------------------------------------------------------------- other ensembles
+    def ensembles(self):
+        """Compute the extra ensembles and rewrite ``baseline.csv`` with every row."""
+        import pandas as pd
+
+        from ..random import ensembles as E
+
+        p = self.p
+        extra = [f"dirichlet({a:g})" for a in p.alphas] + [f"softmax_gaussian({t:g})" for t in p.temperatures]
+        cells = [(e, n, trials_for(n, p.ensemble_trials_small, p.ensemble_trials_large)) for e in extra for n in p.ensemble_ns]
+        ens_df = E.run_grid(cells, p.seed, check=p.check_theorem, cache=self.cache)
+        self.allres = pd.concat([self.uni, ens_df], ignore_index=True)
+        E.write_table(self.allres, self.out_dir / "baseline.csv", self.params)
+        self.order = ["dirichlet(1)"] + extra
+        self.labels = {e: E.parse_ensemble(e).label for e in self.order}
+
+    def ensembles_figure(self):
+        allres = self.allres
+        return F.figure(BF.ensembles_facets(allres[allres["ensemble"].isin(self.order)], self.order, self.labels, band("baseline"), band_label("baseline")),
+                        notebook="baseline", name="ensembles", width="full",
+                        caption="The baseline for six ensembles of random row-stochastic matrices, one panel per ensemble: the fraction for which the equality condition holds against $n$, with Wilson 95% error bars. The thin grey line repeats Dirichlet(1) in every other panel; shaded: the paper's range; dotted: $\\tfrac14$.",
+                        alt="Six small line plots, one per ensemble (Dirichlet with alpha 1, 0.1 and 10, softmax of Gaussian logits at temperatures 0.3, 1 and 3), each showing the fraction that holds against matrix size with error bars.")
+
+    def ensembles_numbers(self):
+        from IPython.display import Markdown, display
+
+        allres, order = self.allres, self.order
+        common = [n for n in self.p.ensemble_ns if n in set(self.p.ns)]
+        wide = allres[allres["n"].isin(common)].pivot(index="n", columns="ensemble", values="p")[order]
+        wide.columns = [self.labels[e] for e in wide.columns]
+        display(Markdown(BF.ensembles_text(allres[allres["ensemble"].isin(order)], self.labels)))
+        return F.details("The numbers behind the panels", F.table(wide.reset_index(), caption="Fraction of matrices for which the condition holds, by ensemble (columns) and size (rows).", name="tab-baseline-ensembles"))
+
+    # ---------------------------------------------------------------- the theorem on every matrix
+    def theorem_table(self):
+        by_ens = self.allres.groupby("ensemble")[["trials", "float_mismatches", "disagreements", "ties"]].sum()
+        return F.table(by_ens, caption="The theorem checked on every sampled matrix, by ensemble.", name="tab-baseline-check")
+
+    def theorem_check(self):
+        """Show the check's sentence; with ``check_theorem``, fail unless every matrix was checked and agreed."""
+        from IPython.display import Markdown, display
+
+        tot = self.allres[["trials", "checked", "disagreements"]].sum()
+        display(Markdown(BF.theorem_check_text(self.allres)))
+        if self.p.check_theorem:
+            if int(tot["checked"]) != int(tot["trials"]):
+                raise AssertionError(f"{int(tot['checked'])} of {int(tot['trials'])} matrices were checked")
+            if int(tot["disagreements"]) != 0:
+                raise AssertionError("the theorem disagrees with the direct computation")
+
+    # ---------------------------------------------------------------- end of the chapter
+    def finish(self):
+        """The provenance block: parameters, versions, device and timings."""
+        allres = self.allres
+        return self._provenance({}, {"cells computed now (CPU)": float(allres.loc[~allres["cached"], "cpu_s"].sum())})

@@ -1,0 +1,75 @@
+"""The one display wrapper of the book: :class:`Display`, an object that a notebook cell shows (or
+``myst_nb.glue`` stores) with the MIME types it was given, and a plain-text fallback.
+
+Which MIME type a block needs depends on where it lands:
+
+* **glued across documents** (``{glue}`` in a Markdown chapter, or a notebook's value pasted into
+  another page): myst-nb pastes ``text/html``, images and ``text/plain``, not Markdown, so the block
+  carries ``text/html`` and ``text/plain`` (:func:`html_block`, :func:`plain_text`, :func:`admonition`);
+* **on the notebook's own page**: myst-nb parses a ``text/markdown`` output as MyST, so numbered
+  tables, figures and collapsed blocks carry ``text/markdown`` (:func:`markdown_block`).
+
+A MIME type left as ``None`` is not offered (IPython skips a ``_repr_*_`` that returns ``None``).
+"""
+from __future__ import annotations
+
+import html as _html
+import re
+from typing import Optional, Sequence
+
+ADMONITION_KINDS = ("note", "warning", "important", "caution", "danger", "tip")
+
+
+class Display:
+    """A block shown as ``html`` (``text/html``) and/or ``markdown`` (``text/markdown``), with ``text``
+    (``text/plain``, also its ``repr``) as the fallback."""
+
+    def __init__(self, text: str, *, html: Optional[str] = None, markdown: Optional[str] = None):
+        self.text, self.html, self.markdown = str(text), html, markdown
+
+    def _repr_html_(self) -> Optional[str]:
+        return self.html
+
+    def _repr_markdown_(self) -> Optional[str]:
+        return self.markdown
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def html_block(html_text: str, text: str = "") -> Display:
+    """An HTML block with a plain-text fallback (``text`` defaults to the HTML itself): what a Markdown
+    chapter can paste from a notebook with ``{glue}``."""
+    return Display(text or html_text, html=html_text)
+
+
+def markdown_block(markdown: str, text: str = "") -> Display:
+    """A MyST Markdown snippet for the notebook's own page (myst-nb parses it), with a plain-text fallback."""
+    return Display(text or markdown, markdown=markdown)
+
+
+def plain_text(s) -> Display:
+    """A string that displays without quotes (for ``myst_nb.glue`` of prose values): pasted inline as
+    plain text (a ``<span>``, not bold as myst-nb's pasted text, not code)."""
+    s = str(s)
+    return Display(s, html=f'<span class="dobrushin-text">{_html.escape(s)}</span>')
+
+
+def admonition(title: str, body: str, kind: str = "warning", classes: Sequence[str] = ()) -> Display:
+    """A warning box: HTML with the admonition classes of the book's theme (Jupyter Book renders a
+    ``text/html`` output as is), a Markdown and a plain-text fallback. ``classes`` are extra CSS classes.
+    ``display(admonition("Not reproduced in this build", "weights unavailable: ..."))``."""
+    if kind not in ADMONITION_KINDS:
+        raise ValueError(f"unknown admonition kind {kind!r}")
+    bad = [c for c in classes if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", str(c))]
+    if bad:
+        raise ValueError(f"CSS class names must be letters, digits, '-' or '_': {bad}")
+    title, body = str(title), str(body)
+    cls = " ".join(("admonition", kind, *classes))
+    return Display(f"{kind.upper()}: {title}: {body}",
+                   html=(f'<div class="{cls}"><p class="admonition-title">{_html.escape(title)}</p>'
+                         f"<p>{_html.escape(body)}</p></div>"),
+                   markdown=f"**{title}**: {body}")
+
+
+__all__ = ["ADMONITION_KINDS", "Display", "admonition", "html_block", "markdown_block", "plain_text"]

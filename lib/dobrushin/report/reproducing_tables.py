@@ -1,0 +1,274 @@
+"""The reproducing chapter's tables: every notebook parameter (and its collapsed HTML blocks), the
+wall times, the results schema, the stage benchmark and the kernel benchmark; and the HTML form of a
+table (:func:`html_table`, :func:`html_details`) that a Markdown chapter pastes with ``{glue}``."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from . import page
+from .display import Display, html_block
+
+def parameter_table(notebooks_dir, params_dir) -> pd.DataFrame:
+    """Every notebook parameter: name, default (from the ``parameters`` cell), comment, and the value
+    each profile sets (from ``params/<profile>/<notebook>.yml``); values are shown whole."""
+    import re
+
+    import nbformat
+    import yaml
+
+    rows = []
+    for nb_path in sorted(Path(notebooks_dir).glob("*.ipynb")):
+        nb = nbformat.read(nb_path, as_version=4)
+        cell = next((c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+        if cell is None:
+            continue
+        profiles = {}
+        for prof in ("quick", "paper"):
+            p = Path(params_dir) / prof / f"{nb_path.stem}.yml"
+            profiles[prof] = (yaml.safe_load(p.read_text()) or {}) if p.exists() else {}
+        for line in cell.source.splitlines():
+            m = re.match(r"^([A-Za-z_]\w*)\s*=\s*(.*?)\s*(?:#\s*(.*))?$", line)
+            if not m:
+                continue
+            name, default, comment = m.group(1), m.group(2), m.group(3) or ""
+            rows.append({
+                "notebook": nb_path.stem,
+                "parameter": name,
+                "default": default,
+                "quick": _value(profiles["quick"].get(name, "(default)")),
+                "paper": _value(profiles["paper"].get(name, "(default)")),
+                "meaning": comment,
+            })
+    return pd.DataFrame(rows, columns=["notebook", "parameter", "default", "quick", "paper", "meaning"])
+
+
+def _value(v) -> str:
+    """A profile value as text, whole (lists and numbers as JSON, strings as they are)."""
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def notebook_order(root=None) -> list:
+    """The notebooks in the book's order (``_toc.yml``: ``executed/<notebook>`` entries)."""
+    import re
+
+    from ..store.paths import project_root
+
+    root = Path(root) if root is not None else (project_root() or Path.cwd())
+    toc = Path(root) / "_toc.yml"
+    if not toc.exists():
+        return []
+    return list(dict.fromkeys(re.findall(r"file:\s*executed/([A-Za-z0-9_]+)", toc.read_text())))
+
+
+
+def format_duration(seconds: float) -> str:
+    """``42`` → ``"42 s"``, ``185`` → ``"3 min 05 s"``, ``7260`` → ``"2 h 01 min"``."""
+    s = int(round(float(seconds)))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {(s % 3600) // 60:02d} min"
+
+
+PAPER_NOT_RUN = "not run end to end in this build"
+
+
+def timings_table(timings: pd.DataFrame, order=(), profiles=("quick", "paper")) -> pd.DataFrame:
+    """One row per notebook in ``order`` (then any other timed notebook), one column per profile: the
+    measured wall time, or "not run end to end in this build"; a last row with the totals (a profile's
+    total only when every notebook was timed in it)."""
+    nbs = list(order) + sorted(set(timings["notebook"]) - set(order)) if len(timings) else list(order)
+    rows, totals = [], {p: 0.0 for p in profiles}
+    complete = {p: True for p in profiles}
+    for nb in nbs:
+        row = {"notebook": nb}
+        for prof in profiles:
+            hit = timings[(timings["notebook"] == nb) & (timings["profile"] == prof)] if len(timings) else timings
+            if len(hit):
+                sec = float(hit["seconds"].iloc[-1])
+                row[f"{prof} profile"] = format_duration(sec)
+                totals[prof] += sec
+            else:
+                row[f"{prof} profile"] = PAPER_NOT_RUN if prof != "quick" else "not recorded"
+                complete[prof] = False
+        rows.append(row)
+    if rows:
+        rows.append({"notebook": "total", **{f"{p} profile": (format_duration(totals[p]) if complete[p] else
+                                                            (f"{format_duration(totals[p])} (incomplete)" if totals[p] else "—"))
+                                            for p in profiles}})
+    return pd.DataFrame(rows, columns=["notebook", *[f"{p} profile" for p in profiles]])
+
+
+
+_PLACEHOLDER_RX = None
+
+
+def _cell_html(text: str, code: bool) -> str:
+    """A table cell's text as HTML: escaped; the whole cell as ``<code>`` when ``code``, else only its
+    ``<placeholder>`` spans (``hf:<dataset id>``), as a writer would put them in backticks."""
+    import html
+    import re
+
+    global _PLACEHOLDER_RX
+    esc = html.escape(str(text))
+    if code:
+        return f"<code>{esc}</code>" if esc else ""
+    if _PLACEHOLDER_RX is None:
+        _PLACEHOLDER_RX = re.compile(r"[\w:./-]*&lt;/?[A-Za-z][^&<>]{0,60}&gt;[\w:./-]*")
+    return _PLACEHOLDER_RX.sub(lambda m: f"<code>{m.group(0)}</code>", esc)
+
+
+def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(), **kwargs) -> Display:
+    """``df`` as an HTML table formatted like :func:`dobrushin.report.page.table` (no index, every
+    row, numbers for reading, numeric columns right-aligned, text shown literally), for pasting into a
+    Markdown chapter. ``code_columns`` are shown as code (values such as ``[4, 8]``), and any
+    ``<placeholder>`` in other cells too. ``kwargs`` go to ``page.table`` (``digits``, ``formats``,
+    ``columns``)."""
+    import html
+
+    t = page.table(df, code=tuple(code_columns), **kwargs)
+    shown = t.frame
+    out = []
+    for i, (part, numeric) in enumerate(t.parts):  # fitted to the text column, as page.table does
+        cls = lambda c: ' class="text-right"' if numeric.get(c) else ""  # noqa: E731
+        head = "".join(f"<th{cls(c)}>{html.escape(page.header_text(c))}</th>" for c in part.columns)
+        body = "".join("<tr>" + "".join(f"<td{cls(c)}>{_cell_html(v if numeric.get(c) else page.breakable(v), c in code_columns)}</td>"
+                                        for c, v in zip(part.columns, row))
+                       + "</tr>" for row in part.itertuples(index=False))
+        text = page.fitted_caption(caption, t.parts, t.layout)
+        cap = f"<caption>{html.escape(text)}</caption>" if text and i == 0 else ""
+        extra = f" dobrushin-{t.layout}" if t.layout != "as is" else ""
+        out.append(f'<div class="pst-scrollable-table-container"><table class="table dobrushin-table{extra}">{cap}'
+                   f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
+    return html_block("".join(out), (caption + "\n" if caption else "") + shown.to_string(index=False))
+
+
+def html_details(summary_text: str, *blocks) -> Display:
+    """A collapsed ``<details>`` block holding HTML ``blocks`` (:class:`~dobrushin.report.display.Display` or strings of HTML)."""
+    import html
+
+    inner = "".join(b.html if isinstance(b, Display) else str(b) for b in blocks)
+    return html_block(f'<details class="dobrushin-details"><summary>{html.escape(summary_text)}</summary>{inner}</details>',
+                summary_text)
+
+
+def parameter_blocks(ptab: pd.DataFrame, order=()) -> Display:
+    """The parameter table as one collapsed block per notebook (book order), each table whole."""
+    nbs = [nb for nb in order if nb in set(ptab["notebook"])] + sorted(set(ptab["notebook"]) - set(order))
+    blocks = []
+    for nb in nbs:
+        g = ptab[ptab["notebook"] == nb].drop(columns=["notebook"])
+        n = len(g)
+        blocks.append(html_details(f"{nb}: {n} parameter{'s' if n != 1 else ''}",
+                                   html_table(g, formats={c: str for c in g.columns},
+                                              code_columns=("parameter", "default", "quick", "paper"))))
+    return html_block("".join(b.html for b in blocks), "\n".join(b.text for b in blocks))
+
+
+def schema_table() -> pd.DataFrame:
+    from ..store.results import SCHEMA
+
+    meaning = {
+        "model": "model id (HF or timm id; FT-Transformer/<dataset>)",
+        "input_id": "stable id of the input (file name, sentence index, test-row index)",
+        "layer": "layer index, 0 = first",
+        "n_tokens": "number of tokens kept by the variant",
+        "kappa": "κ(A) of the kept, renormalised attention",
+        "kappa_factor": "κ(½(I+A))",
+        "bound": "½(1+κ(A))",
+        "slack": "bound − kappa_factor (0 iff equality)",
+        "holds": "the equality condition",
+        "variant": "content = content tokens only; with_special = every non-padding token",
+        "weights": "pretrained (trained) or untrained (seeded random initialisation)",
+        "kappa_gap": "κ minus the largest ½‖A_i−A_j‖₁ of a pair not attaining κ (NaN: every pair attains)",
+        "self_margin_i": "A_ii − A_ji of the deciding pair (the attaining pair with the largest min margin)",
+        "self_margin_j": "A_jj − A_ij of the deciding pair",
+    }
+    return pd.DataFrame([{"column": c, "dtype": t, "meaning": meaning[c]} for c, t in SCHEMA.items()])
+
+
+
+#: the speed target of the kernel: one ``analyse`` call at least this many times faster than SciPy's pdist
+BENCH_TARGET = 6.0
+
+
+def stage_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The stage table for the reproducibility chapter: per configuration, each stage as seconds and
+    (in brackets) its share of the bare forward pass, the whole measurement over the forward pass with
+    its target, and the peak memory."""
+    stages = ["load", "forward", "capture", "restrict", "test", "rollout", "heads", "write"]
+    rows = []
+    for r in df.to_dict("records"):
+        note = r.get("note")
+        if isinstance(note, str) and note:
+            rows.append({"configuration": r["config"], **{s: "—" for s in stages}, "measurement / forward": note,
+                         "peak memory": "—"})
+            continue
+        f = float(r["forward"])
+        row = {"configuration": f"{r['config']} ({int(r['inputs'])} inputs, n = {int(r['tokens'])})"}
+        for s in stages:
+            row[s] = f"{float(r[s]):.2f} s" + ("" if s in ("forward", "load") else f" ({float(r[s]) / f:.2f}×)")
+        tgt = r.get("target")
+        ratio = f"{float(r['ratio']):.2f}×"
+        if tgt is not None and not pd.isna(tgt):
+            ratio += f" (target ≤ {float(tgt):g}×: {'met' if bool(r['met']) else 'missed'})"
+        if "ratio_without_heads" in r and not pd.isna(r["ratio_without_heads"]):
+            ratio += f"; {float(r['ratio_without_heads']):.2f}× without the per-head table"
+        row["measurement / forward"] = ratio
+        row["peak memory"] = f"{float(r['peak_rss_mb']) / 1024:.2f} GB"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def bench_table(bench: pd.DataFrame, target: float = BENCH_TARGET) -> pd.DataFrame:
+    """The benchmark in a few rows: per size and matrix source, one ``analyse`` call (validation + exact
+    kernel) against SciPy's ``pdist`` per matrix (the speed target), against a plain in-order loop on one
+    thread (the hardware reference), the torch path against ``torch.cdist(p=1)`` + the test, and whether
+    the answers were identical; then peak memory of a large batch and the cost of attention capture.
+    Columns: ``vs plain loop`` is analyse against the plain in-order loop on one thread (numba, no SIMD
+    across pairs, no tiling); ``torch vs cdist`` is the torch path against ``torch.cdist(p=1)`` + the test."""
+    rows = []
+    by = {(r["method"], r["n"], r["source"]): r for _, r in bench.iterrows()}
+    k = bench[bench["method"] == "kernel f64 (batch)"]
+    for _, r in k.iterrows():
+        n, src = r["n"], r["source"]
+        an = by.get(("analyse f64 (validate+kernel)", n, src))
+        ratio = float(an["speedup_vs_pdist"]) if an is not None and pd.notna(an.get("speedup_vs_pdist")) \
+            else float(r["speedup_vs_scipy"])
+        verdict = (f"target ≥ {target:g}× met" if ratio >= target
+                   else f"target ≥ {target:g}× missed by {100 * (1 - ratio / target):.0f}%")
+        paired = by.get(("analyse vs pdist (paired)", n, src))
+        hw = an.get("vs_hwref") if an is not None else r.get("vs_hwref")
+        tk, tc = by.get(("kernel-torch (CUDA path, on CPU)", n, src)), by.get(("torch.cdist(p=1)+test", n, src))
+        torch_ratio = (f"{float(tk['matrices_per_s']) / float(tc['matrices_per_s']):.2f}×"
+                       if tk is not None and tc is not None and float(tc["matrices_per_s"]) > 0 else "—")
+        agree = bool(r["agree_exact"]) and float(r["holds_agree"]) == 1.0
+        rows.append({
+            "measurement": f"κ + equality test, n = {int(n)}, {src}: analyse vs SciPy pdist",
+            "result": f"{ratio:.1f}× ({verdict})",
+            "vs plain loop": f"{float(hw):.1f}×" if hw is not None and pd.notna(hw) else "—",
+            "torch vs cdist": torch_ratio,
+            "identical answers": "yes" if agree else "NO",
+            "paired runs": str(paired["note"]) if paired is not None and pd.notna(paired.get("note")) else "",
+        })
+    for _, r in bench[bench["method"].str.startswith("memory:")].iterrows():
+        rows.append({
+            "measurement": f"peak memory, {r['method'][8:]}, {int(r['matrices'])} matrices, n = {int(r['n'])}",
+            "result": f"+{r['peak_mem_mb']:.0f} MB: {r['mem_ratio']:.2f}× the batch "
+                                      f"({r['batch_mb']:.0f} MB)",
+            "vs plain loop": "", "torch vs cdist": "", "identical answers": "",
+            "paired runs": "",
+        })
+    for _, r in bench[bench["method"] == "capture + test overhead"].iterrows():
+        rows.append({
+            "measurement": f"attention capture + test vs eager forward, {r['source']}",
+            "result": str(r["note"]) if pd.notna(r.get("note")) else f"+{r['overhead_pct']:.1f}%",
+            "vs plain loop": "", "torch vs cdist": "", "identical answers": "",
+            "paired runs": "",
+        })
+    return pd.DataFrame(rows)

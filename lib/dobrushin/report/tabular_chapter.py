@@ -1,0 +1,346 @@
+"""The FT-Transformer chapter (``notebooks/tabular.ipynb``), one method per section.
+
+``TabularChapter(_params)`` takes the notebook's resolved parameters; the methods run in the chapter's
+order: :meth:`data` (load the data sets, the banner for those unavailable), :meth:`train` (train or load
+each (data set, seed) from the checkpoint cache, ``metrics.csv``), :meth:`metrics`, :meth:`recompute_check`
+(recomputed against hooked attention), :meth:`measure` (trained and untrained, via
+:func:`dobrushin.experiments.tabular.measure_tabular`), :meth:`results`, :meth:`layers`, :meth:`slack`,
+:meth:`heads_rollout`, :meth:`atlas`, :meth:`status`, :meth:`downloads` and :meth:`finish`.
+"""
+from __future__ import annotations
+
+import time
+
+from . import page as F
+from . import plots
+from .chapter import TABLE_VARIANTS, baseline_for, below_control_and_baseline, pct
+from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
+from .tables import fractions, rollout_summary
+
+#: one word for the trained models, everywhere
+WEIGHTS = {"pretrained": "trained", "untrained": "untrained control"}
+
+
+def _display(*objs):
+    from IPython.display import display
+
+    display(*objs)
+
+
+def _markdown(text: str):
+    from IPython.display import Markdown
+
+    _display(Markdown(text))
+
+
+def integer_axes(fig):
+    """Layers and heads are integers: no fractional ticks on those axes."""
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in fig.axes:
+        if ax.get_xlabel() in ("layer", "head"):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if ax.get_ylabel() in ("layer", "head"):
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
+class TabularChapter:
+    """The FT-Transformer chapter's sections; ``params`` are the notebook's resolved parameters."""
+
+    notebook = "tabular"
+
+    def __init__(self, params):
+        import platform
+        from pathlib import Path
+
+        import numpy as np
+        import pandas as pd
+        import rtdl_revisiting_models
+        import sklearn
+        import torch
+
+        import dobrushin as db
+
+        from ..store import paths
+        from ..store.results import ResultStore
+
+        self.t_start = time.perf_counter()
+        self.p = params
+        torch.set_num_threads(int(params.torch_threads))
+        self.results_dir = Path(params.results_dir) if params.results_dir else paths.results_dir()
+        self.store = ResultStore(self.results_dir, "tabular")
+        self.params = params.as_dict(exclude=("results_dir",))  # what the result files record
+        self.versions = {"python": platform.python_version(), "torch": torch.__version__,
+                         "rtdl_revisiting_models": rtdl_revisiting_models.__version__, "scikit-learn": sklearn.__version__,
+                         "numpy": np.__version__, "pandas": pd.__version__, "dobrushin": db.__version__}
+        self.timings = {}
+        self.data_sets, self.unavailable, self.trained, self.metric_rows, self.runs = {}, {}, {}, [], {}
+        self.table = self.summ = None
+
+    @property
+    def capped(self) -> bool:
+        """Is training capped (quick profile): an epoch cap or a training-row cap?"""
+        return self.p.max_epochs is not None or self.p.train_rows is not None
+
+    # ---------------------------------------------------------------- data and training
+    def data(self):
+        """Load every data set; a banner names those unavailable. Returns the data-set table."""
+        import pandas as pd
+
+        from ..data import tabular_data
+        from ..store import paths
+
+        rows = []
+        for name in self.p.datasets:
+            try:
+                d = tabular_data.load(name, self.p.split_seed)
+            except tabular_data.DataUnavailable as e:
+                self.unavailable[name] = e.status
+                rows.append({"data set": tabular_data.TITLES[name], "status": e.status})
+                continue
+            self.data_sets[name] = d
+            prov = d.provenance
+            src = prov["source"] if isinstance(prov["source"], str) else "; ".join(prov["source"].values())
+            src = F.scrub_paths(src.replace(str(paths.data_dir()), "$DOBRUSHIN_DATA") if paths.data_dir() else src)
+            rows.append({"data set": tabular_data.TITLES[name], "status": "ok", "task": d.task, "train": d.size("train"),
+                         "val": d.size("val"), "test": d.size("test"), "numeric": len(d.num_names),
+                         "categorical": len(d.cat_names), "tokens": d.n_tokens, "source": src,
+                         "checksum": d.checksum[:12]})
+        data_table = pd.DataFrame(rows)
+        if self.unavailable:
+            _display(F.banner("Not reproduced in this build",
+                              "; ".join(f"{tabular_data.TITLES[k]}: {v}" for k, v in self.unavailable.items())))
+        return F.table(data_table, drop_constant=True, caption="The data sets: splits, features, tokens per row ([CLS] + one per feature) and source.",
+                       name="tab-tabular-data")
+
+    def train(self):
+        """Train (or load from the checkpoint cache) every (data set, seed); writes ``metrics.csv``."""
+        import pandas as pd
+
+        from ..data import tabular_data
+        from ..models import ft_transformer as ft_model
+        from ..store.results import atomic_write_csv
+
+        p = self.p
+        for name, d in self.data_sets.items():
+            dtrain = d.subsample("train", p.train_rows, seed=p.split_seed)
+            for seed in p.seeds:
+                r = ft_model.fit(dtrain, seed, max_epochs=p.max_epochs, patience=p.patience, batch_size=p.batch_size,
+                                 progress=self.store.dir / "progress.log")  # epochs on the terminal and in the log, not here
+                m = ft_model.score(dtrain, ft_model.predict(r.model, dtrain, "test"), "test")
+                metric = tabular_data.METRICS[name]
+                self.trained[(name, seed)] = (dtrain, r)
+                self.metric_rows.append({"dataset": name, "seed": seed, "metric": metric, "value": m[metric], "epochs": r.epochs,
+                                         "train_seconds": round(r.train_seconds, 1)})
+                self.timings[f"train {tabular_data.TITLES[name]} seed {seed}" + (" (checkpoint cache)" if r.from_cache else "")] = round(r.train_seconds, 1)
+        metrics_df = pd.DataFrame(self.metric_rows, columns=["dataset", "seed", "metric", "value", "epochs", "train_seconds"])
+        atomic_write_csv(self.store.dir / "metrics.csv", metrics_df)
+
+    def metrics(self):
+        """The test metrics beside the published FT-Transformer values, and the quick-profile caveat."""
+        import numpy as np
+        import pandas as pd
+
+        from ..data import tabular_data
+
+        p = self.p
+        show = pd.DataFrame([{
+            "data set": tabular_data.TITLES[m["dataset"]], "seed": m["seed"], "metric": m["metric"], "value": m["value"],
+            "published FT-Transformer": PUBLISHED_FT_TRANSFORMER.get(m["dataset"], np.nan), "epochs": m["epochs"],
+            "stopped by": "epoch cap" if (p.max_epochs is not None and m["epochs"] >= p.max_epochs) else "early stopping",
+            "training rows": self.trained[(m["dataset"], m["seed"])][0].size("train"),
+        } for m in self.metric_rows])
+        if len(show):
+            _display(F.table(show, drop_constant=True, caption="Test metrics of the trained FT-Transformers next to the published FT-Transformer values.", name="tab-tabular-metrics"))
+        parts = []
+        for r in show.to_dict("records"):
+            pub = "" if pd.isna(r["published FT-Transformer"]) else f" (published FT-Transformer: {r['published FT-Transformer']:.3f})"
+            parts.append(f"{r['data set']} seed {r['seed']}: test {r['metric']} **{r['value']:.3f}**{pub}")
+        msg = "; ".join(parts) + "." if parts else "No model was trained."
+        if self.capped and parts:
+            msg += (f"\n\n**These are quick-profile models, not the paper's:** training was capped at "
+                    f"{p.max_epochs if p.max_epochs is not None else 'no'} epochs on at most "
+                    f"{p.train_rows if p.train_rows is not None else 'all'} training rows, so the metrics are *not* expected "
+                    f"to match the published values; the paper profile trains to early stopping on the full splits with "
+                    f"several seeds.")
+        _markdown(msg)
+
+    # ---------------------------------------------------------------- attention and measurement
+    def recompute_check(self):
+        """Attention recomputed from the blocks against the hooked attention, on 64 test rows per model."""
+        import numpy as np
+        import pandas as pd
+
+        from ..capture import ft_transformer as ft_capture
+        from ..data import tabular_data
+        from ..models import ft_transformer as ft_model
+
+        checks = []
+        for (name, seed), (d, r) in self.trained.items():
+            xn, xc = ft_model.tensors(d, "test", np.arange(min(64, d.size("test"))))
+            cap = ft_capture.capture(r.model, xn, xc)
+            L = len(cap.hooked)
+            early = max(float((cap.hooked[l] - cap.recomputed[l]).abs().max()) for l in range(L - 1))
+            last = float((cap.hooked[-1][:, :, 0] - cap.recomputed[-1][:, :, ft_capture.CLS_POSITION]).abs().max())
+            checks.append({"data set": tabular_data.TITLES[name], "seed": seed, "blocks": L,
+                           "max |hooked − recomputed|, blocks 1…L−1": early,
+                           "max |hooked CLS row − recomputed CLS row|, block L": last})
+        checks_df = pd.DataFrame(checks)
+        _display(F.table(checks_df, drop_constant=True, caption="Recomputed against hooked attention (64 test rows per model).", name="tab-tabular-recompute"))
+        if len(checks_df):
+            e, l_ = checks_df.iloc[:, 3].max(), checks_df.iloc[:, 4].max()
+            _markdown(f"On 64 test rows of each model the recomputation differs from the attention the model "
+                      f"computed by at most {e:.1e} on the earlier blocks and by at most {l_:.1e} on the `[CLS]` "
+                      f"row of the last block (float32).")
+
+    def measure(self):
+        """Measure every trained model and its untrained initialisation; record the unavailable data sets."""
+        from ..data import tabular_data
+        from ..experiments.tabular import TABULAR_CONFIG, measure_tabular
+        from ..models import ft_transformer as ft_model
+
+        p, store = self.p, self.store
+        for (name, seed), (d, r) in self.trained.items():
+            slug = f"{name}-seed{seed}"
+            model_name = f"FT-Transformer/{tabular_data.TITLES[name]} seed {seed}"  # hub-like id: figures show the part after the slash
+            rows_ = ft_model.select_rows(d.size("test"), p.attention_rows, seed=p.split_seed)
+            untrained = ft_model.make_model(d, seed)
+            m = [x for x in self.metric_rows if x["dataset"] == name and x["seed"] == seed][0]
+            self.runs[(name, seed)] = measure_tabular(
+                store, slug, models={"pretrained": r.model, "untrained": untrained},
+                provenance={"pretrained": r.provenance, "untrained": {"source": "untrained", "seed": seed}}, data=d,
+                rows=rows_, model_name=model_name, key_extra={"dataset": name, "seed": seed},
+                config=TABULAR_CONFIG.replace(head_inputs=p.head_inputs, force=p.force), dataset=name, seed=seed,
+                metric=m["metric"], metric_value=m["value"], published=PUBLISHED_FT_TRANSFORMER.get(name), epochs=r.epochs,
+                train_seconds=round(r.train_seconds, 1), profile=p.profile, paper_benchmark=name in PUBLISHED_FT_TRANSFORMER,
+                weights_note="pretrained = trained in this notebook; untrained = its seeded initialisation")
+        for name, status in self.unavailable.items():
+            for seed in p.seeds:
+                store.record(f"{name}-seed{seed}", {"dataset": name, "seed": seed, "profile": p.profile}, status=status,
+                             model=f"FT-Transformer/{tabular_data.TITLES[name]} seed {seed}", family="ft-transformer",
+                             dataset=name, seed=seed, paper_benchmark=name in PUBLISHED_FT_TRANSFORMER)
+
+    # ---------------------------------------------------------------- results
+    def results(self):
+        """The fractions table, one line per model, and the comparison with the paper's range."""
+        import pandas as pd
+
+        runs = self.runs
+        self.table = table = (pd.concat([v.table for v in runs.values()], ignore_index=True) if runs
+                              else self.store.tables().iloc[:0])
+        self.summ = summ = fractions(table, ("model", "weights", "variant")) if len(table) else pd.DataFrame()
+        if not len(summ):
+            _markdown("**No tabular model could be measured in this build.**")
+            return
+        shown = summ.assign(weights=summ["weights"].map(WEIGHTS), variant=summ["variant"].map(TABLE_VARIANTS),
+                            kn=[f"{k} / {n}" for k, n in zip(summ["k"], summ["n"])], model=summ["model"].map(plots.display_name),
+                            fraction=summ["fraction"].map(pct), ci=[f"{pct(a)}–{pct(b)}" for a, b in zip(summ["ci_low"], summ["ci_high"])])
+        _display(F.table(shown[["model", "weights", "variant", "kn", "fraction", "ci"]],
+                         columns={"kn": "holds / (row, layer) pairs", "ci": "Wilson 95% CI"},
+                         caption="Fraction of (test row, layer) pairs where the equality condition holds.", name="tab-tabular-fractions"))
+        lines = []
+        for mname, g in summ[summ["variant"] == "content"].groupby("model", sort=False):
+            t = g[g["weights"] == "pretrained"].iloc[0]
+            u = g[g["weights"] == "untrained"]
+            s = f"- {plots.display_name(mname)}: trained **{pct(t.fraction)}** (95% CI {pct(t.ci_low)}–{pct(t.ci_high)}, {t.n} pairs)"
+            if len(u):
+                u = u.iloc[0]
+                s += f"; untrained control {pct(u.fraction)} ({pct(u.ci_low)}–{pct(u.ci_high)})"
+            lines.append(s)
+        trained_c = summ[(summ["variant"] == "content") & (summ["weights"] == "pretrained")]
+        bench = trained_c[~trained_c["model"].str.contains("Breast")]
+        claim = CLAIMS["tabular"]
+        inside = [m for m, lo, hi in zip(bench["model"], bench["ci_low"], bench["ci_high"]) if hi >= claim.low and lo <= claim.high]
+        if len(bench):
+            verdict = (f"The paper's range is {claim.paper_value}; the Wilson interval of {len(inside)} of the {len(bench)} trained "
+                       f"benchmark models (California Housing, Adult) overlaps it."
+                       + (" These are quick-profile models (see the training section)." if self.capped else ""))
+        else:
+            verdict = ("Neither benchmark of the paper (California Housing, Adult) was measured in this build, so the "
+                       f"paper's {claim.paper_value} is not compared here (see the status section).")
+        below = below_control_and_baseline(summ, table, self.results_dir)
+        _markdown("Content tokens:\n\n" + "\n".join(lines) + "\n\n" + verdict + ("\n\n" + "\n\n".join(below) if below else ""))
+
+    def layers(self):
+        table = self.table
+        if not len(table):
+            return
+        base = baseline_for(table, self.results_dir)
+        fig = plots.layer_profile(table, ncols=3, baseline=base)
+        F.figure(integer_axes(fig), notebook="tabular", name="layers", width="full", results_dir=self.results_dir,
+                 caption="FT-Transformer: fraction of test rows for which the equality condition holds, per layer (Wilson 95% "
+                         f"bands); {plots.series_caption(table, special='with [CLS]')}. The grey dotted "
+                         "line is the random Dirichlet(1) baseline at the model's number of content tokens ("
+                         + ", ".join(f"{plots.display_name(m)}: {pct(p)}" for m, p in base.items()) + ").",
+                 alt="Line plots of the fraction holding against layer for each FT-Transformer, with the random baseline.")
+
+    def slack(self):
+        table = self.table
+        if not len(table):
+            return
+        fig = plots.slack_by_layer(table, variant="content", ncols=3)
+        F.figure(integer_axes(fig), notebook="tabular", name="slack", width="full", results_dir=self.results_dir,
+                 caption="FT-Transformer: slack of the layer bound per layer over test rows (content tokens; "
+                         f"{plots.series_caption(table[table['variant'] == 'content'])}), symmetric-log axis linear below "
+                         f"{plots.SLACK_LINTHRESH:g}; 0 is the equality case.",
+                 alt="Box plots of the slack of the layer bound per layer, one panel per FT-Transformer, symmetric log axis.")
+        sl = table.groupby(["model", "weights", "variant"], observed=True, sort=False)["slack"].agg(
+            pairs="count", median="median", p90=lambda x: x.quantile(0.9), largest="max").reset_index()
+        sl = sl.assign(model=sl["model"].map(plots.display_name), weights=sl["weights"].map(WEIGHTS), variant=sl["variant"].map(TABLE_VARIANTS))
+        _display(F.table(sl, columns={"median": "median slack", "p90": "90th percentile"},
+                         formats={c: (lambda v: f"{v:.2e}" if v else "0") for c in ("median", "p90", "largest")},
+                         caption="Slack of the layer bound over (test row, layer) pairs.", name="tab-tabular-slack"))
+
+    def heads_rollout(self):
+        import pandas as pd
+
+        runs = self.runs
+        heads = pd.concat([v.heads for v in runs.values()], ignore_index=True) if runs else pd.DataFrame()
+        roll = pd.concat([v.rollout for v in runs.values()], ignore_index=True) if runs else pd.DataFrame()
+        if len(heads):
+            fig = plots.head_heatmap(heads, variant="content", ncols=3)
+            F.figure(integer_axes(fig), notebook="tabular", name="heads", width="full", results_dir=self.results_dir,
+                     caption="Fraction of test rows for which the condition holds on each head's own attention, per block "
+                             "(rows) and head (columns), trained models, content tokens.",
+                     alt="Heat maps of the fraction holding per block and head, one per trained FT-Transformer.")
+        if len(roll):
+            rs = rollout_summary(roll)
+            _display(F.table(rs.assign(model=rs["model"].map(plots.display_name), weights=rs["weights"].map(WEIGHTS), variant=rs["variant"].map(TABLE_VARIANTS)),
+                             columns={"median_kappa_rollout": "median κ(R)", "median_bound": "median bound",
+                                      "median_ratio": "median κ(R) / bound", "violations": "bound violated"},
+                             caption="κ of the rollout against the product of the layer bounds.", name="tab-tabular-rollout"))
+            _markdown(f"Inputs where the rollout exceeds a bound: **{int(rs['violations'].sum())}** "
+                      f"(of {int(rs['inputs'].sum())} input × weights × variant rows).")
+
+    def atlas(self):
+        from .insight import tabular_atlas
+
+        tabular_atlas(self.runs, self.trained, attention_rows=self.p.attention_rows, split_seed=self.p.split_seed,
+                      results_dir=self.results_dir)
+
+    # ---------------------------------------------------------------- status and the end of the chapter
+    def status(self):
+        import pandas as pd
+
+        entries = self.store.manifest()["entries"]
+        wanted = [f"{n}-seed{s}" for n in self.p.datasets for s in self.p.seeds]
+        status = pd.DataFrame([{"entry": k, "status": entries.get(k, {}).get("status", "not run"),
+                                "model": entries.get(k, {}).get("model", ""),
+                                "rows": entries.get(k, {}).get("rows", 0)} for k in wanted])
+        _display(F.table(status, caption="What this build measured, per data set and seed.", name="tab-tabular-status"))
+        bad = status[status["status"] != "ok"]
+        _markdown("Every requested data set and seed was measured." if bad.empty else
+                  "Not measured (see the banner at the top): " + ", ".join(bad["entry"]) + ".")
+
+    def downloads(self):
+        from .insight import show_downloads
+
+        show_downloads("tabular", self.p.results_dir)
+
+    def finish(self):
+        import torch
+
+        self.timings["notebook wall time"] = round(time.perf_counter() - self.t_start, 1)
+        return F.provenance(self.params, versions=self.versions, device=f"cpu ({torch.get_num_threads()} threads)",
+                            timings=self.timings)

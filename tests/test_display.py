@@ -1,0 +1,39 @@
+"""The one display wrapper (``dobrushin.report.display``) and the chapters' small helpers."""
+import pytest
+from IPython.core.formatters import DisplayFormatter
+
+from dobrushin.report import summary
+from dobrushin.report.baseline_chapter import trials_for
+from dobrushin.report.display import Display, admonition, html_block, markdown_block, plain_text
+
+
+def _mimes(obj) -> dict:
+    data, _ = DisplayFormatter().format(obj)  # what IPython (and so myst_nb.glue) records
+    return data
+
+
+def test_glued_blocks_carry_html_and_plain_text_only():
+    """Glue across documents pastes text/html and text/plain, not Markdown: html_block and plain_text
+    must offer exactly those two."""
+    h = _mimes(html_block("<b>x</b>", "x"))
+    assert set(h) == {"text/html", "text/plain"} and h["text/html"] == "<b>x</b>" and h["text/plain"] == "x"
+    t = _mimes(plain_text("a <b> & c"))
+    assert set(t) == {"text/html", "text/plain"}
+    assert t["text/plain"] == "a <b> & c" and t["text/html"] == '<span class="dobrushin-text">a &lt;b&gt; &amp; c</span>'
+
+
+def test_page_blocks_carry_markdown_and_the_aliases_are_the_same_wrapper():
+    m = _mimes(markdown_block("**x**", "x"))
+    assert set(m) == {"text/markdown", "text/plain"} and m["text/markdown"] == "**x**"
+    a = _mimes(admonition("Title", "body <r>"))
+    assert set(a) == {"text/html", "text/markdown", "text/plain"} and "body &lt;r&gt;" in a["text/html"]
+    assert isinstance(summary.Html("<i>y</i>"), Display) and repr(summary.Html("<i>y</i>")) == "<i>y</i>"
+    assert isinstance(summary.Text("z"), Display) and repr(summary.Text("z")) == "z"
+    with pytest.raises(ValueError, match="unknown admonition kind"):
+        admonition("t", "b", kind="loud")
+
+
+def test_trial_counts_of_the_baseline_chapter():
+    assert trials_for(64, 4000, {96: 2000}) == 4000 and trials_for(96, 4000, {96: 2000}) == 2000
+    with pytest.raises(ValueError, match="no trial count for n=128"):
+        trials_for(128, 4000, {96: 2000})
