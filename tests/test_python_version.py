@@ -3,6 +3,7 @@ clear line before it creates the virtual environment."""
 from __future__ import annotations
 
 import re
+import os
 import shutil
 import subprocess
 import tomllib
@@ -28,8 +29,11 @@ def test_make_on_an_old_python_stops_with_one_line(tmp_path):
     old.write_text("#!/bin/sh\nif [ \"$1\" = -V ]; then echo 'Python 3.10.12'; exit 0; fi\n"
                    "exec python3 -c 'import sys; sys.exit(1)'\n")
     old.chmod(0o755)
+    # a user's top-level make: not a sub-make of the `make test` that may be running this suite (MAKELEVEL and
+    # MAKEFLAGS would make it print "Entering directory" lines)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
     p = subprocess.run(["make", f"PYTHON={old}", "install"], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=60)
+                       timeout=60, env=env)
     assert p.returncode != 0
     ours = [ln for ln in (p.stdout + p.stderr).splitlines() if not ln.startswith("make: ***")]
     assert len(ours) == 1 and "Python 3.11 or newer is required" in ours[0] and "Python 3.10.12" in ours[0], ours
