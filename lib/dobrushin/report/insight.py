@@ -95,7 +95,7 @@ class InsightSections:
         for m in models:
             g = c[c["model"] == m]
             if len(g):
-                out[m] = random_kappa(int(g["n_tokens"].median()), count=count, seed=self.seed)
+                out[m] = random_kappa(int(g["n_tokens"].median()), count=count, seed=self.config.seed)
         return out
 
     def kappa_profile(self):
@@ -179,7 +179,7 @@ class InsightSections:
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        lm = load_model(m, pretrained=(w == "pretrained"), seed=self.seed, image_size=self.image_size,
+                        lm = load_model(m, pretrained=(w == "pretrained"), seed=self.config.seed, image_size=self.config.image_size,
                                         max_length=self.config.max_length)
                         st = diagonal_structure(lm, items)
                 except Exception as e:  # noqa: BLE001 — a model that cannot be reloaded is named, not hidden
@@ -189,7 +189,7 @@ class InsightSections:
                     prints[m] = fingerprint(lm.model)
                 del lm
                 n = int(st["n_tokens"].median())
-                rnd = random_structure(n, count=64, seed=self.seed)
+                rnd = random_structure(n, count=64, seed=self.config.seed)
                 rows.append({"model": display_name(m), "weights": "trained" if w == "pretrained" else "untrained",
                              "n": n, "self ×n": float(st["diag_x_n"].mean()), "excess (sd)": float(st["excess_sd"].mean()),
                              "MSD pairs": float(st["msd_all_pairs"].mean()),
@@ -255,7 +255,7 @@ class InsightSections:
             counts = "; ".join(f"{display_name(m)} {int(c.loc[c['model'] == m, 'holds'].sum())}/"
                                f"{int((c['model'] == m).sum())}" for m in g)
             _md(f"The untrained controls of {' and '.join(display_name(m) for m in g)} are **the same network**: the "
-                f"same architecture initialised with the same seed ({self.seed}) gives identical weights (SHA-256 of "
+                f"same architecture initialised with the same seed ({self.config.seed}) gives identical weights (SHA-256 of "
                 f"every tensor: {next(iter(k for k, v in groups.items() if v == g))[:12]}… for each). Only their "
                 f"preprocessing differs, so their counts on content tokens ({counts}) agree up to the effect of "
                 "resizing and normalising the photos differently; they are one control, not two.")
@@ -278,7 +278,7 @@ class InsightSections:
             if ws == ["pretrained"] and not (~t.loc[t["weights"] == "pretrained", "holds"]).any() \
                     and (t["weights"] == "untrained").any():
                 ws.append("untrained")  # no trained failure to draw: the control's failures for contrast
-            chosen = pd.concat([choose_cases(self.table, model=m, weights=w, variant=v, seed=self.seed,
+            chosen = pd.concat([choose_cases(self.table, model=m, weights=w, variant=v, seed=self.config.seed,
                                              n_random=n_random) for w in ws for v in ("content", "with_special")],
                                ignore_index=True)
             if not len(chosen):
@@ -287,7 +287,7 @@ class InsightSections:
             for w in ws:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    lm = load_model(m, pretrained=(w == "pretrained"), seed=self.seed, image_size=self.image_size,
+                    lm = load_model(m, pretrained=(w == "pretrained"), seed=self.config.seed, image_size=self.config.image_size,
                                     max_length=self.config.max_length)
                     cases += recompute(lm, self.input_set, chosen[chosen["weights"] == w])
                 del lm
@@ -314,7 +314,7 @@ class InsightSections:
             self._fig(fig, f"atlas-{_key(m)}",
                       f"Failure atlas of {display_name(m)}. Cases chosen by this rule, per weights and variant: the "
                       f"failing (input, layer) pair of largest slack, then {n_random} failing pair(s) drawn with "
-                      f"numpy's default_rng({self.seed}), then one holding pair drawn with the same generator "
+                      f"numpy's default_rng({self.config.seed}), then one holding pair drawn with the same generator "
                       f"(failing pairs available: {counts}).{extra} Each panel shows the {what}: token i vermillion, "
                       "token j green, the κ-attaining pair (among several attaining pairs, the mutually self-dominant "
                       "one when there is one, else the nearest miss). Margins: i = $A_{ii}-A_{ji}$, "
@@ -343,7 +343,7 @@ class InsightSections:
         from ..experiments.ablation import run_ablation
         from ..models.loading import load_model
 
-        if self.input_set is None or subject not in self.models:
+        if self.input_set is None or subject not in self.params.models:
             return
         texts = self.input_set.items(0, int(n_sentences))
         res, rows = {}, []
@@ -351,7 +351,7 @@ class InsightSections:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    lm = load_model(subject, pretrained=(w == "pretrained"), seed=self.seed,
+                    lm = load_model(subject, pretrained=(w == "pretrained"), seed=self.config.seed,
                                     max_length=self.config.max_length)
                     res[w] = run_ablation(lm, texts)
             except Exception as e:  # noqa: BLE001 — missing weights are stated, not hidden
