@@ -517,7 +517,7 @@ class Bench:
         L, n = ex.attention.shape[1], ex.attention.shape[-1]
         common = dict(n=n, source="vit-b16-224 untrained", matrices=batch * L, target="extraction", reps=reps)
 
-        def pct(v):
+        def overhead_text(v):  # a share, or an upper bound when inside the run-to-run noise
             return f"{v:.1f}%" if v > max(spread, 0.0) else f"≤ {max(spread, v, 0.1):.1f}% (inside the noise)"
 
         cap = 100 * (c - p) / p
@@ -526,12 +526,12 @@ class Bench:
                  note=f"batch {batch}, min of {reps}: {1e3 * p:.0f} ms (median {1e3 * statistics.median(tp):.0f} ms)")
         self.add(**common, method="forward + capture", wall_s=c, matrices_per_s=None, wall_spread=_spread(tc),
                  overhead_pct=max(cap, spread, 0.0) if cap <= spread else cap,
-                 note=f"capture adds {pct(cap)} (min vs min; paired median {paired:+.1f}%, plain-forward spread {spread:.1f}%)")
+                 note=f"capture adds {overhead_text(cap)} (min vs min; paired median {paired:+.1f}%, plain-forward spread {spread:.1f}%)")
         self.add(**common, method="test (measure, 2 variants)", wall_s=t, matrices_per_s=batch * L * 2 / t,
                  wall_spread=_spread(tt))
         self.add(**common, method="capture + test overhead", wall_s=c + t - p,
                  overhead_pct=max(tot, spread, 0.0) if tot <= spread else tot,
-                 note=f"{pct(tot)} of the eager forward ({1e3 * p:.0f} ms; capture {1e3 * (c - p):+.0f} ms, "
+                 note=f"{overhead_text(tot)} of the eager forward ({1e3 * p:.0f} ms; capture {1e3 * (c - p):+.0f} ms, "
                       f"test {1e3 * t:.0f} ms; min of {reps} paired runs)")
 
 

@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from ..math.stats import pct
+
 OUT_SUFFIXES = (".csv", ".parquet")
 
 
@@ -161,8 +163,6 @@ def layer_table(table):
     return pd.DataFrame(rows)
 
 
-def _pct(x) -> str:
-    return "—" if x != x else f"{100 * x:.1f}%"
 
 
 def print_report(run, inputs, out=None) -> None:
@@ -176,12 +176,12 @@ def print_report(run, inputs, out=None) -> None:
         print(f"{'layer':>5}  {'tokens':>6}  {'holds (content)':>15}  {'holds (with special)':>20}  "
               f"{'median slack':>12}", file=out)
         for r in g.itertuples():
-            print(f"{r.layer:>5}  {r.content_tokens:>6.0f}  {_pct(r.holds_content):>15}  "
-                  f"{_pct(r.holds_with_special):>20}  {r.median_slack:>12.3g}", file=out)
+            print(f"{r.layer:>5}  {r.content_tokens:>6.0f}  {pct(r.holds_content):>15}  "
+                  f"{pct(r.holds_with_special):>20}  {r.median_slack:>12.3g}", file=out)
         t = run.table[run.table["weights"] == w]
         c, s = t[t["variant"] == "content"], t[t["variant"] == "with_special"]
-        print(f"{'all':>5}  {'':>6}  {_pct(c['holds'].mean()) if len(c) else '—':>15}  "
-              f"{_pct(s['holds'].mean()) if len(s) else '—':>20}  "
+        print(f"{'all':>5}  {'':>6}  {pct(c['holds'].mean()) if len(c) else '—':>15}  "
+              f"{pct(s['holds'].mean()) if len(s) else '—':>20}  "
               f"{c['slack'].median() if len(c) else float('nan'):>12.3g}   "
               f"({len(c)} input x layer pairs per variant)", file=out)
 

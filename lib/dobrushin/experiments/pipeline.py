@@ -154,12 +154,17 @@ def describe_device(d: torch.device) -> str:
     return f"{d} ({torch.get_num_threads()} threads)"
 
 
-def versions() -> Dict[str, str]:
-    """Versions of the packages whose behaviour affects the numbers."""
+#: the packages whose behaviour affects the numbers (besides python, numpy and torch): the cache key holds them
+NUMBER_PACKAGES = ("transformers", "timm", "rtdl-revisiting-models", "dobrushin")
+
+
+def versions(packages: Sequence[str] = NUMBER_PACKAGES) -> Dict[str, str]:
+    """Versions of python, numpy, torch and ``packages`` (default: those whose behaviour affects the numbers;
+    the chapters' provenance block adds the plotting packages)."""
     import importlib.metadata as md
 
     out = {"python": sys.version.split()[0], "numpy": np.__version__, "torch": torch.__version__}
-    for pkg in ("transformers", "timm", "rtdl-revisiting-models", "dobrushin"):
+    for pkg in packages:
         try:
             out[pkg] = md.version(pkg)
         except md.PackageNotFoundError:

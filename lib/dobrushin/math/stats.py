@@ -109,3 +109,10 @@ def clustered(sums: dict, z: float = Z95) -> Tuple[float, float, float]:
     p = K / N
     lo, hi = wilson_n(p, effective_n(sums), z)
     return p, lo, hi
+
+
+def pct(x, d: int = 1) -> str:
+    """``0.123`` → ``"12.3%"`` (``d`` decimals); a missing value (None or NaN) → ``"—"``."""
+    if x is None or not math.isfinite(float(x)):
+        return "—"
+    return f"{100 * float(x):.{d}f}%"

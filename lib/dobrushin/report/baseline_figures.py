@@ -13,21 +13,9 @@ import pandas as pd
 
 from .style import COLORS
 from .names import pct
+from .plots import log2_axis, require_columns
 
 
-def _log2_axis(ax):
-    import matplotlib.ticker as mt
-
-    ax.set_xscale("log", base=2)
-    ax.get_xaxis().set_major_formatter(mt.ScalarFormatter())
-
-
-def _require(df, cols, what):
-    missing = [c for c in cols if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what} lacks columns {missing}")
-    if df.empty:
-        raise ValueError(f"{what} is empty")
 
 
 def uniform_figure(uni: pd.DataFrame, band: tuple, band_label: str, exact2: float):
@@ -35,7 +23,7 @@ def uniform_figure(uni: pd.DataFrame, band: tuple, band_label: str, exact2: floa
     shaded, the exact value at n = 2 and the limit ¼ dotted."""
     import matplotlib.pyplot as plt
 
-    _require(uni, ["n", "p", "ci_low", "ci_high"], "the uniform-row table")
+    require_columns(uni, ["n", "p", "ci_low", "ci_high"], "the uniform-row table", nonempty=True)
     fig, ax = plt.subplots(figsize=(6.9, 4.0), layout="constrained")
     ax.axhspan(*band, color="0.6", alpha=0.18, label=band_label)
     err = np.vstack([uni["p"] - uni["ci_low"], uni["ci_high"] - uni["p"]])
@@ -43,7 +31,7 @@ def uniform_figure(uni: pd.DataFrame, band: tuple, band_label: str, exact2: floa
                 label="Dirichlet(1) rows, Wilson 95%")
     ax.plot([2], [exact2], marker="*", ms=12, color=COLORS["special"], ls="none", label="exact value ½ at n = 2")
     ax.axhline(0.25, color="0.4", ls=":", lw=1, label="¼ (limit, next chapter)")
-    _log2_axis(ax)
+    log2_axis(ax)
     ax.set_xlabel("matrix size n (tokens)")
     ax.set_ylabel("P(equality condition holds)")
     ax.set_ylim(0.15, 0.55)
@@ -58,7 +46,7 @@ def ensembles_facets(res: pd.DataFrame, order: Sequence[str], labels: dict, band
     shaded, ¼ dotted, and the ``reference`` ensemble as a thin line in every other panel for comparison."""
     import matplotlib.pyplot as plt
 
-    _require(res, ["ensemble", "n", "p", "ci_low", "ci_high"], "the ensemble table")
+    require_columns(res, ["ensemble", "n", "p", "ci_low", "ci_high"], "the ensemble table", nonempty=True)
     missing = [e for e in order if e not in set(res["ensemble"])]
     if missing:
         raise ValueError(f"ensembles {missing} are not in the table")
@@ -80,7 +68,7 @@ def ensembles_facets(res: pd.DataFrame, order: Sequence[str], labels: dict, band
         ax.errorbar(g["n"], g["p"], yerr=err, fmt="o-", ms=2.5, lw=1.1, capsize=1.5, color=COLORS["random"],
                     label="this ensemble, Wilson 95%")
         ax.set_title(labels.get(e, e), fontsize=10)
-        _log2_axis(ax)
+        log2_axis(ax)
         ax.grid(alpha=0.3)
         ax.set_ylim(0.1, 0.6)
     for ax in axes[-1]:

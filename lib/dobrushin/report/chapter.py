@@ -18,7 +18,6 @@ a second time at that resolution, stored under the id ``<model>@<size>px`` (same
 """
 from __future__ import annotations
 
-import platform
 import time
 import warnings
 from pathlib import Path
@@ -174,17 +173,9 @@ class FamilyChapter(InsightSections):
 
     @staticmethod
     def _versions() -> dict:
-        import matplotlib
-        import numpy as np
-        import timm
-        import torch
-        import transformers
+        from ..experiments.pipeline import versions
 
-        from .. import __version__
-
-        return {"python": platform.python_version(), "torch": torch.__version__,
-                "transformers": transformers.__version__, "timm": timm.__version__, "numpy": np.__version__,
-                "pandas": pd.__version__, "matplotlib": matplotlib.__version__, "dobrushin": __version__}
+        return versions(("transformers", "timm", "dobrushin", "pandas", "matplotlib"))
 
     # -- which models each section shows ----------------------------------------------------------
     def _trained_ok(self, r) -> bool:

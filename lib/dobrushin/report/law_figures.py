@@ -17,6 +17,7 @@ import pandas as pd
 from ..random import ensembles as E
 from ..random import law
 from .names import pct
+from .plots import log2_axis
 
 #: One colour per ensemble (Okabe–Ito without the trained blue and untrained orange of the book).
 ENSEMBLE_PALETTE = ["#4D4D4D", "#009E73", "#56B4E9", "#D55E00", "#CC79A7", "#F0E442"]
@@ -32,13 +33,6 @@ def labels(ensembles: Sequence[str]) -> dict:
     return {e: E.parse_ensemble(e).label for e in ensembles}
 
 
-def _log2(ax):
-    import matplotlib.ticker as mt
-
-    ax.set_xscale("log", base=2)
-    ax.get_xaxis().set_major_formatter(mt.ScalarFormatter())
-    ax.set_xlabel("matrix size n")
-    ax.grid(alpha=0.3)
 
 
 # ------------------------------------------------------------------ exact values and the bound
@@ -138,7 +132,7 @@ def curve_figure(grid: pd.DataFrame, ensembles: Sequence[str]):
     ax.set_ylabel("(fraction that hold − score) / s.e.")
     ax.set_title("Direct fraction vs column-averaged estimate", fontsize=10)
     for a in axes:
-        _log2(a)
+        log2_axis(a, "matrix size n", grid=True)
     return fig
 
 
@@ -228,7 +222,7 @@ def mixed_figure(grid: pd.DataFrame, ensembles: Sequence[str]):
     axes[2].set_yscale("log")
     for ax, t, yl in zip(axes, ["P(mixed) → ½", "corr(X, Y) = 4 P(holds) − 1 → 0", "split constant c_n"],
                          ["P(mixed)", "corr(X, Y)", "E[(K₊ − n/2)²] / n"]):
-        _log2(ax)
+        log2_axis(ax, "matrix size n", grid=True)
         ax.set_ylabel(yl)
         ax.set_title(t, fontsize=10)
     axes[0].legend(fontsize=6.5)
@@ -316,7 +310,7 @@ def rate_figure(grid: pd.DataFrame, ensembles: Sequence[str]):
         ax.errorbar(s["n"], y, yerr=np.vstack([y - ylo, yhi - y]), fmt="-o", ms=2.5, lw=1, color=col[e], label=lab[e])
         ax.axhline(0.25 - E.pair_split_constant(e), color=col[e], ls="--", lw=0.8)
     ax.axhline(0, color="0.3", lw=0.8)
-    _log2(ax)
+    log2_axis(ax, "matrix size n", grid=True)
     ax.set_ylabel("(n − 1)(P(holds) − ¼) = ¼ − c_n")
     ax.legend(fontsize=7, loc="lower left")
     return fig

@@ -1,8 +1,7 @@
 """Display names of models and families, for tables, figures and the manifest (strings only)."""
 from __future__ import annotations
 
-import math
-
+from ..math.stats import pct  # noqa: F401  (one formatter for report and the command line)
 from ..models.configs import display_name, model_family
 
 #: family labels of the report, by :func:`dobrushin.models.model_family` value
@@ -29,9 +28,4 @@ def weights_label(weights: str) -> str:
 __all__ = ["FAMILY_LABELS", "VARIANT_LABELS", "WEIGHTS_LABELS", "display_name", "family_label", "weights_label"]
 
 
-def pct(x, d: int = 1) -> str:
-    """``0.123`` → ``"12.3%"`` (``d`` decimals); a missing value (None or NaN) → ``"—"``."""
-    if x is None or not math.isfinite(float(x)):
-        return "—"
-    return f"{100 * float(x):.{d}f}%"
 

@@ -38,7 +38,7 @@ def series_caption(table: pd.DataFrame, *, variants: Sequence[str] = ("content",
     control orange"`` when all four are there; a figure of untrained controls only says so
     (``"untrained controls (orange) only: no trained weights were measured"``), and a variant that is
     not drawn is not named.  ``special`` names the with-special-tokens variant (``"with [CLS]"``)."""
-    _require(table, ["weights", "variant"], "the table")
+    require_columns(table, ["weights", "variant"], "the table")
     t = table[table["variant"].isin(list(variants))]
     vs = [v for v in VARIANT_STYLE if v in variants and (t["variant"] == v).any()]
     ws = [w for w in WEIGHT_STYLE if (t["weights"] == w).any()]
@@ -58,7 +58,7 @@ def series_caption(table: pd.DataFrame, *, variants: Sequence[str] = ("content",
 def zero_series(table: pd.DataFrame, value: str = "slack") -> list:
     """The weights (``pretrained``, ``untrained``) whose ``value`` is 0 in every row of ``table``: a box
     plot of them is a flat line on the axis, which the slack figures label "all zero" instead."""
-    _require(table, ["weights", value], "the table")
+    require_columns(table, ["weights", value], "the table")
     return [w for w in WEIGHT_STYLE if (table["weights"] == w).any()
             and bool((table.loc[table["weights"] == w, value] == 0).all())]
 
@@ -88,15 +88,31 @@ def _models(df: pd.DataFrame, models: Optional[Sequence[str]]):
     return list(models)
 
 
-def _require(df: pd.DataFrame, cols: Sequence[str], what: str):
+def require_columns(df: pd.DataFrame, cols: Sequence[str], what: str, *, nonempty: bool = False):
+    """ValueError naming ``what`` when ``df`` lacks any of ``cols`` (or, with ``nonempty``, has no rows)."""
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise ValueError(f"{what} lacks columns {missing}")
+    if nonempty and df.empty:
+        raise ValueError(f"{what} is empty")
+
+
+
+def log2_axis(ax, label: Optional[str] = None, grid: bool = False):
+    """A base-2 logarithmic x axis with plain numbers as tick labels (matrix sizes n)."""
+    import matplotlib.ticker as mt
+
+    ax.set_xscale("log", base=2)
+    ax.get_xaxis().set_major_formatter(mt.ScalarFormatter())
+    if label is not None:
+        ax.set_xlabel(label)
+    if grid:
+        ax.grid(alpha=0.3)
 
 
 def layer_fractions(table: pd.DataFrame) -> pd.DataFrame:
     """Per model x weights x variant x layer: k, n, fraction holding and Wilson 95% bounds."""
-    _require(table, ["model", "weights", "variant", "layer", "holds"], "the table")
+    require_columns(table, ["model", "weights", "variant", "layer", "holds"], "the table")
     rows = []
     for key, g in table.groupby(["model", "weights", "variant", "layer"], sort=True, observed=True):
         k, n = int(g["holds"].sum()), len(g)
@@ -171,7 +187,7 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
                    ncols: int = 3, title: Optional[str] = None):
     """Distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) per layer (box plots; trained and
     untrained side by side) on a symlog axis, linear below :data:`SLACK_LINTHRESH`.  Slack 0 is the equality case."""
-    _require(table, ["model", "weights", "variant", "layer", "slack"], "the table")
+    require_columns(table, ["model", "weights", "variant", "layer", "slack"], "the table")
     df = table[table["variant"] == variant]
     models = _models(df, models)
     fig, axes = _grid(len(models), ncols)
@@ -216,7 +232,7 @@ def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Opt
                     ncols: int = 3, title: Optional[str] = None):
     """Per input: κ of the rollout (y) against the whole-rollout bound ∏½(1+κ(Ã_l)) (x), log-log,
     with the diagonal y = x (points must lie on or below it)."""
-    _require(roll, ["model", "weights", "variant", "kappa_rollout", "bound"], "the rollout table")
+    require_columns(roll, ["model", "weights", "variant", "kappa_rollout", "bound"], "the rollout table")
     df = roll[roll["variant"] == variant]
     models = _models(df, models)
     fig, axes = _grid(len(models), ncols, sharey=False)
@@ -258,7 +274,7 @@ def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", weights: Opti
 
     ``weights=None`` shows the trained weights where measured, else the untrained control; the
     panel title says which."""
-    _require(heads, ["model", "weights", "variant", "layer", "head", "holds"], "the heads table")
+    require_columns(heads, ["model", "weights", "variant", "layer", "head", "holds"], "the heads table")
     df = heads[heads["variant"] == variant]
     models = _models(df, models)
     fig, axes = _grid(len(models), ncols, panel=(3.6, 3.4), sharey=False)
