@@ -155,6 +155,18 @@ def announced_roles(n: int) -> Optional[List[List[str]]]:
     return None if fn is None else fn(n)
 
 
+def _per_head(w: torch.Tensor) -> torch.Tensor:
+    """The captured per-head weights ``(B, H, n_q, n)`` as float32, after the :func:`layer_sink` in force (if
+    any) has seen them; :class:`AttentionUnavailable` for another shape."""
+    if w.ndim != 4:
+        raise AttentionUnavailable(f"captured attention has shape {tuple(w.shape)}, expected (B, H, n, n)")
+    w = w.float()
+    sink = _SINK.get()
+    if sink is not None:
+        sink(w)
+    return w
+
+
 class _Stacked:
     """The transform of :func:`attention_maps` with ``layers`` given: each layer's map is copied into
     slot ``i`` of one ``(B, layers, ...)`` float32 CPU buffer as it is captured, so that
@@ -166,12 +178,7 @@ class _Stacked:
         self.i = 0
 
     def __call__(self, w: torch.Tensor) -> torch.Tensor:
-        if w.ndim != 4:
-            raise AttentionUnavailable(f"captured attention has shape {tuple(w.shape)}, expected (B, H, n, n)")
-        w = w.float()
-        sink = _SINK.get()
-        if sink is not None:
-            sink(w)
+        w = _per_head(w)
         m = w.mean(1) if self.average_heads else w
         if self.buf is None and self.i == 0:
             self.buf = torch.empty((m.shape[0], self.layers) + tuple(m.shape[1:]), dtype=torch.float32)
@@ -200,12 +207,7 @@ def attention_maps(average_heads: bool, layers: Optional[int] = None) -> Callabl
         return _Stacked(average_heads, layers)
 
     def transform(w: torch.Tensor) -> torch.Tensor:
-        if w.ndim != 4:
-            raise AttentionUnavailable(f"captured attention has shape {tuple(w.shape)}, expected (B, H, n, n)")
-        w = w.float()
-        sink = _SINK.get()
-        if sink is not None:
-            sink(w)
+        w = _per_head(w)
         return (w.mean(1) if average_heads else w).to("cpu")
 
     return transform

@@ -371,7 +371,7 @@ class InsightSections:
         nw = int(ws.loc[ws["condition"] == "original", "n"].sum())
         info = tr.info
         cos = tr.cosine
-        from .kappa_figures import panel_grid
+        from .plots import panel_grid
 
         fig, axes = panel_grid(2, 2, panel=(3.4, 2.6), sharey=False)
         for cond, style in (("original", "-"), ("ablated", "--")):

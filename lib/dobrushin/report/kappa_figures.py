@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .names import display_name
-from .plots import WEIGHT_STYLE
+from .plots import WEIGHT_STYLE, panel_grid
 from .style import COLORS
 
 #: colours of the two tokens of an attaining pair in the atlas (Okabe–Ito vermillion and bluish green)
@@ -20,31 +20,13 @@ SPECIAL_NAMES = {"cls": "the CLS token", "register": "a register token", "distil
                  "sep": "a separator token"}
 
 
-def panel_grid(n_panels: int, ncols: int, panel=(3.6, 2.7), sharey=True):
-    """``(fig, axes)``: ``n_panels`` panels in rows of ``ncols`` (constrained layout; unused cells hidden)."""
-    import math
-
-    import matplotlib.pyplot as plt
-
-    if n_panels < 1:
-        raise ValueError("nothing to plot")
-    ncols = max(1, min(ncols, n_panels))
-    nrows = math.ceil(n_panels / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(panel[0] * ncols, panel[1] * nrows), squeeze=False,
-                             sharey=sharey, layout="constrained")
-    flat = axes.ravel()
-    for ax in flat[n_panels:]:
-        ax.set_visible(False)
-    return fig, flat[:n_panels]
-
-
 def kappa_by_layer(table: pd.DataFrame, roll: pd.DataFrame, *, models: Sequence[str],
                    random_kappa: Dict[str, np.ndarray], variant: str = "content", ncols: int = 3):
     """One panel per model: the median κ(A) per layer with its interquartile band, trained (blue) and untrained
     control (orange), and the random Dirichlet(1) matrices of the model's median n (dotted grey, band =
     interquartile range); the panel title gives the median κ(R)/bound of the whole rollout per weights."""
     t = table[(table["variant"] == variant) & table["model"].isin(models)]
-    fig, axes = panel_grid(len(models), ncols)
+    fig, axes = panel_grid(len(models), ncols, panel=(3.6, 2.7))
     for ax, m in zip(axes, models):
         g = t[t["model"] == m]
         ratios = []
@@ -191,4 +173,4 @@ def atlas_figure(cases: Sequence, *, ncols: int = 3):
     return fig
 
 
-__all__ = ["PAIR_COLORS", "SPECIAL_NAMES", "atlas_figure", "case_title", "kappa_by_layer", "margin", "panel_grid"]
+__all__ = ["PAIR_COLORS", "SPECIAL_NAMES", "atlas_figure", "case_title", "kappa_by_layer", "margin"]

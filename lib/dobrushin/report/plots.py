@@ -63,7 +63,9 @@ def zero_series(table: pd.DataFrame, value: str = "slack") -> list:
             and bool((table.loc[table["weights"] == w, value] == 0).all())]
 
 
-def _grid(n_panels: int, ncols: int, panel=(4.0, 3.0), sharey=True):
+def panel_grid(n_panels: int, ncols: int, panel=(4.0, 3.0), sharey=True):
+    """``(fig, axes)``: ``n_panels`` panels of size ``panel`` (inches) in rows of ``ncols`` (constrained layout;
+    unused cells hidden)."""
     import matplotlib.pyplot as plt
 
     if n_panels < 1:
@@ -130,7 +132,7 @@ def layer_profile(table: pd.DataFrame, *, variants: Sequence[str] = ("content", 
     models = _models(table, models)  # panels in the order the models appear in the table
     fr = layer_fractions(table)
     fr = fr[fr["variant"].isin(list(variants))]
-    fig, axes = _grid(len(models), ncols)
+    fig, axes = panel_grid(len(models), ncols)
     for ax, m in zip(axes, models):
         sub = fr[fr["model"] == m]
         for (w, v), g in sub.groupby(["weights", "variant"], sort=True, observed=True):
@@ -190,7 +192,7 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
     require_columns(table, ["model", "weights", "variant", "layer", "slack"], "the table")
     df = table[table["variant"] == variant]
     models = _models(df, models)
-    fig, axes = _grid(len(models), ncols)
+    fig, axes = panel_grid(len(models), ncols)
     for ax, m in zip(axes, models):
         sub = df[df["model"] == m]
         ws = [w for w in WEIGHT_STYLE if (sub["weights"] == w).any()]
@@ -235,7 +237,7 @@ def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Opt
     require_columns(roll, ["model", "weights", "variant", "kappa_rollout", "bound"], "the rollout table")
     df = roll[roll["variant"] == variant]
     models = _models(df, models)
-    fig, axes = _grid(len(models), ncols, sharey=False)
+    fig, axes = panel_grid(len(models), ncols, sharey=False)
     for ax, m in zip(axes, models):
         sub = df[df["model"] == m]
         for w, g in sub.groupby("weights", sort=True, observed=True):
@@ -277,7 +279,7 @@ def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", weights: Opti
     require_columns(heads, ["model", "weights", "variant", "layer", "head", "holds"], "the heads table")
     df = heads[heads["variant"] == variant]
     models = _models(df, models)
-    fig, axes = _grid(len(models), ncols, panel=(3.6, 3.4), sharey=False)
+    fig, axes = panel_grid(len(models), ncols, panel=(3.6, 3.4), sharey=False)
     im = None
     for ax, m in zip(axes, models):
         sub = df[df["model"] == m]
