@@ -48,7 +48,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..store.results import ResultStore, atomic_write_json, atomic_write_parquet, conform, sha256_file, slugify
 from .measure_cli import CliError, inputs_for, measure_inputs, one_line

@@ -15,7 +15,6 @@ Every number in the sentences is computed from the result tables or measured her
 from __future__ import annotations
 
 import hashlib
-import json
 import warnings
 from pathlib import Path
 from typing import Optional
@@ -346,7 +345,7 @@ class InsightSections:
         if self.input_set is None or subject not in self.params.models:
             return
         texts = self.input_set.items(0, int(n_sentences))
-        res, rows = {}, []
+        res = {}
         for w in ("pretrained", "untrained"):
             try:
                 with warnings.catch_warnings():

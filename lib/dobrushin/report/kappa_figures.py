@@ -5,7 +5,7 @@ the whole-rollout ratio κ(R)/bound, drawn from the tidy tables; and the failure
 from __future__ import annotations
 
 import textwrap
-from typing import Dict, Optional, Sequence
+from typing import Dict, Sequence
 
 import numpy as np
 import pandas as pd

@@ -28,7 +28,7 @@ from . import page as F
 from .display import html_block, plain_text
 from . import scorecard as S
 from . import summary
-from .claims import CLAIMS, SCORECARD, TOO_WIDE
+from .claims import CLAIMS
 from .summary_insight import SummaryInsights
 
 NOTEBOOK = "summary"
@@ -213,7 +213,6 @@ class SummaryChapter(SummaryInsights):
         _glue("headline", plain_text(S.headline(self.card)))
         _glue("answer", plain_text(S.answer(self.table)))
         _glue("scale_line", plain_text(self.scale_text()))
-        _glue("too_wide", plain_text(f"{100 * TOO_WIDE:g} percentage points"))
         _glue("interval_rule", plain_text(S.interval_explanation(self.table)))
         card = summary.html_table(S.shown(self.card, S.COMPACT), width="full")
         _glue("scorecard_html", html_block(f'<div class="full-width">{card.html}</div>', card.text))
