@@ -518,6 +518,13 @@ _LAYOUT_JS = r"""
 """
 
 
+def _first_few(problems: list, found: list, what: str, k: int = 5) -> None:
+    """Report the first ``k`` places of ``found`` one by one as ``"<what>, <place>"``, then how many more."""
+    problems.extend(f"{what}, {t}" for t in found[:k])
+    if len(found) > k:
+        problems.append(f"{what}: {len(found) - k} more places")
+
+
 def _raw_tex(texts) -> list:
     found = []
     for t in texts:
@@ -752,22 +759,14 @@ def check_site(
                     res.problems.append(f"math not typeset: {t!r}")
                 for t in dom["errors"]:
                     res.problems.append(f"MathJax error: {t!r}")
-                raw = _raw_tex(dom["text"])
-                for t in raw[:5]:
-                    res.problems.append(f"raw TeX in visible text, {t}")
-                if len(raw) > 5:
-                    res.problems.append(f"raw TeX in visible text: {len(raw) - 5} more places")
+                _first_few(res.problems, _raw_tex(dom["text"]), "raw TeX in visible text")
                 for m in dom["math"]:
                     res.display_math += 1
                     prob = math_problem(m)
                     if prob:
                         res.problems.append(prob)
                 # placeholders shown as text or swallowed as tags
-                ph = _placeholders(dom["text"])
-                for t in ph[:5]:
-                    res.problems.append(f"raw placeholder in visible text, {t}")
-                if len(ph) > 5:
-                    res.problems.append(f"raw placeholder in visible text: {len(ph) - 5} more places")
+                _first_few(res.problems, _placeholders(dom["text"]), "raw placeholder in visible text")
                 for u in dom["unknown"]:
                     res.problems.append(f"unknown HTML element <{u['tag']}> (a placeholder taken for a tag?) "
                                         f"in {u['context']!r}")
