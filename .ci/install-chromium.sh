@@ -7,16 +7,9 @@ if [ -x /usr/bin/chromium ]; then
   echo "chromium: already installed ($(/usr/bin/chromium --version 2>/dev/null | head -n1))"
   exit 0
 fi
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
-if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium; } >"$log" 2>&1; then
-  tail -n 40 "$log" >&2
-  echo "install-chromium: apt-get install chromium failed (see above)" >&2
-  exit 1
-fi
+# shellcheck source=apt-install.sh
+. "$(dirname "$0")/apt-install.sh"
+apt_install chromium chromium
 if [ ! -x /usr/bin/chromium ]; then
   echo "install-chromium: apt-get succeeded but /usr/bin/chromium is missing" >&2
   exit 1

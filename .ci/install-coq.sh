@@ -9,17 +9,9 @@ if have_coq; then
   echo "coq: already installed ($(version), MathComp in $(coqc -where)/user-contrib/mathcomp)"
   exit 0
 fi
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
-if ! { $SUDO apt-get update -qq && \
-       $SUDO apt-get install -y -qq coq libcoq-mathcomp-ssreflect libcoq-mathcomp-algebra; } >"$log" 2>&1; then
-  tail -n 40 "$log" >&2
-  echo "install-coq: apt-get install coq libcoq-mathcomp-ssreflect libcoq-mathcomp-algebra failed (see above)" >&2
-  exit 1
-fi
+# shellcheck source=apt-install.sh
+. "$(dirname "$0")/apt-install.sh"
+apt_install coq coq libcoq-mathcomp-ssreflect libcoq-mathcomp-algebra
 if ! have_coq; then
   echo "install-coq: apt-get succeeded but coqc with MathComp's algebra library is missing" >&2
   exit 1
