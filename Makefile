@@ -102,10 +102,28 @@ bench-sweep: $(STAMP)
 # the paper profile from scratch (no published layer, fresh results and checkpoint folders; hours), then
 # published atomically into published/paper/ with the code digest, the commit and the machine.
 # RESUME=1 keeps results/paper-run/ from an interrupted run (its caches are keyed, so it resumes).
+# LANES=2 runs the tabular chapter (its trainings: the longest part) beside the other chapters, one thread
+# each, so two cores are both busy; each lane logs to results/paper-run/logs/LANE.log; summary runs last.
+LANES ?= 1
+REPRO_ENV := DOBRUSHIN_CACHE=$(CURDIR)/results/paper-run/.cache
+REPRO_NB  := PROFILE=paper RESULTS=results/paper-run PUBLISHED_DIR=
 reproduce: $(STAMP)
 	@test -n "$(RESUME)" || rm -rf results/paper-run
-	DOBRUSHIN_CACHE=$(CURDIR)/results/paper-run/.cache \
-	  $(MAKE) notebooks PROFILE=paper RESULTS=results/paper-run PUBLISHED_DIR=
+	@case "$(LANES)" in 1|2) ;; *) echo "LANES must be 1 or 2, got $(LANES)"; exit 2;; esac
+ifeq ($(LANES),2)
+	@mkdir -p results/paper-run/logs
+	@echo "=== two lanes: tail -f results/paper-run/logs/tabular.log results/paper-run/logs/others.log"
+	@set -e; export OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1; \
+	  $(REPRO_ENV) $(MAKE) --no-print-directory notebooks $(REPRO_NB) NOTEBOOKS=tabular \
+	    > results/paper-run/logs/tabular.log 2>&1 & lane_a=$$!; \
+	  $(REPRO_ENV) $(MAKE) --no-print-directory notebooks $(REPRO_NB) \
+	    NOTEBOOKS="$(filter-out tabular summary,$(NOTEBOOKS))" > results/paper-run/logs/others.log 2>&1 \
+	    || { echo "a chapter FAILED: see results/paper-run/logs/others.log"; kill $$lane_a; wait; exit 1; }; \
+	  wait $$lane_a || { echo "the tabular chapter FAILED: see results/paper-run/logs/tabular.log"; exit 1; }
+	$(REPRO_ENV) $(MAKE) --no-print-directory notebooks $(REPRO_NB) NOTEBOOKS=summary
+else
+	$(REPRO_ENV) $(MAKE) notebooks $(REPRO_NB)
+endif
 	$(PY) -m dobrushin.experiments.publish results/paper-run published/paper --profile paper
 
 # re-measure a seeded sample of published/paper/ with the current code and compare (exit 0 with a loud line

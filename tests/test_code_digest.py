@@ -123,3 +123,35 @@ def test_a_code_change_recomputes_and_a_report_change_reuses(tmp_path):
     names.write_text(names.read_text() + "\n_PRESENTATION_ONLY = True\n")
     fourth = run()
     assert fourth["cached"] and fourth["key_digest"] == third["key_digest"]
+
+
+def test_the_default_digest_is_the_measuring_modules_closed_under_imports(tmp_path):
+    root = tmp_path / "pkg"
+    shutil.copytree(LIB / "dobrushin", root, ignore=shutil.ignore_patterns("__pycache__"))
+    rel = {f.relative_to(root).as_posix() for f in code_mod.measuring_files(root)}
+    # what measures is in: the pipeline and everything it imports, the FT-Transformer and its data
+    assert {"experiments/pipeline.py", "capture/hooks.py", "math/kernel.py", "models/base.py",
+            "models/ft_transformer.py", "data/tabular_data.py", "store/results.py", "__init__.py"} <= rel
+    # parsing, the command line, publishing and verifying are out, and so is the presentation
+    assert not rel & set(code_mod.ORCHESTRATION)
+    assert not any(r.startswith(("report/", "tools/")) for r in rel)
+    # every file in the closure really is imported by some file of it (or is a starting file)
+    every = {f.relative_to(root).as_posix() for f in code_mod.code_files(code_mod.NUMBERS_PACKAGES, root)}
+    assert rel <= every | {"__init__.py"}
+
+    d0 = code_mod.code_digest(root=root)
+    verify = root / "experiments" / "verify.py"
+    verify.write_text(verify.read_text() + "\n_ORCHESTRATION_ONLY = True\n")
+    assert code_mod.code_digest(root=root) == d0  # an edit to verify.py keeps the published results valid
+    # ... until a measuring module imports it: then it is part of what measures
+    measure = root / "experiments" / "measure.py"
+    measure.write_text(measure.read_text() + "\n\ndef _late():\n    from . import verify  # noqa: F401\n")
+    assert "experiments/verify.py" in {f.relative_to(root).as_posix() for f in code_mod.measuring_files(root)}
+    d1 = code_mod.code_digest(root=root)
+    assert d1 != d0
+    verify.write_text(verify.read_text() + "\n_AGAIN = True\n")
+    assert code_mod.code_digest(root=root) != d1
+    # an absolute import counts as well as a relative one
+    base = root / "models" / "base.py"
+    base.write_text(base.read_text() + "\n\ndef _abs():\n    import dobrushin.experiments.publish  # noqa: F401\n")
+    assert "experiments/publish.py" in {f.relative_to(root).as_posix() for f in code_mod.measuring_files(root)}

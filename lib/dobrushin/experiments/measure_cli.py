@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..math.stats import pct
+from ..models.base import input_kind
 
 OUT_SUFFIXES = (".csv", ".parquet")
 
@@ -225,7 +226,7 @@ def _main(args) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # e.g. "switched to eager attention" (recorded in the notes)
         loaded = _load_models(args.model_id, weights, args.seed, args.image_size, args.max_length)
-        kind = "image" if next(iter(loaded.values())).kind == "vision" else "text"
+        kind = input_kind(next(iter(loaded.values())).kind)
         inputs = _inputs(kind, args)
 
         def loader(model_id, *, pretrained, **kw):  # hand over the models loaded above, once each

@@ -69,6 +69,7 @@ import torch
 from ..capture.extract import to_device
 from ..math.coefficient import DEFAULT_TOL
 from ..math.validation import check_choices, check_integer
+from ..models.base import INPUT_KIND
 from ..models.configs import display_name
 from ..store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, VARIANTS, WEIGHTS, ResultStore, conform, empty, frame, slugify
 from ..store.code import code_digest
@@ -508,7 +509,7 @@ def measure_model(model_id: str, inputs, *, store: ResultStore, config: Optional
             continue
         load_s = time.perf_counter() - tl
         kind = getattr(lm, "kind", None)
-        if kind is not None and {"vision": "image", "text": "text"}.get(kind, kind) != inputs.kind:
+        if kind is not None and INPUT_KIND.get(kind, kind) != inputs.kind:
             raise ValueError(f"{model_id} is a {kind} model but the inputs are {inputs.kind}s")
         prog = Progress(len(subset), f"{store.notebook}: {display_name(model_id)} [{w}]",
                         log=store.dir / "progress.log", terminal=cfg.progress)

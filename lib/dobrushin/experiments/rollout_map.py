@@ -88,7 +88,7 @@ def rollout_maps(lm, inputs, n: int = 4, *, mean: Optional[Sequence[float]] = No
     from ..capture.extract import extract_attention
     from ..math.coefficient import DEFAULT_TOL, equality_holds
 
-    if getattr(lm, "kind", "vision") != "vision":
+    if getattr(lm, "kind", "vision") != "vision":  # the model's modality (models.base.INPUT_KIND)
         raise ValueError(f"{lm.model_id} is not a vision model")
     n = int(n)
     if n < 1:

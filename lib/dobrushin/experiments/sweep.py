@@ -179,6 +179,7 @@ def run_shard(task: ShardTask, loader: Optional[Callable] = None) -> dict:
     "table" (or None), "info"}``; raises what the loop raises (the caller retries and reports it)."""
     import warnings
 
+    from ..models.base import input_kind
     from ..models.loading import ArchitectureUnavailable, WeightsUnavailable, unavailable_status
 
     spec = task.spec
@@ -199,7 +200,7 @@ def run_shard(task: ShardTask, loader: Optional[Callable] = None) -> dict:
             return {"status": unavailable_status(e), "table": None, "info": info}
         info["loaded_model"] = loaded
         info["load_s"] = round(time.perf_counter() - t0, 3) if loaded else 0.0
-        kind = "image" if lm.kind == "vision" else "text"
+        kind = input_kind(lm.kind)
         inputs = cache.inputs((kind, spec.inputs, spec.text, spec.n, spec.seed),
                               lambda: inputs_for(kind, model_id=task.model, inputs=spec.inputs,
                                                  text=None if spec.text is None else Path(spec.text), n=spec.n,

