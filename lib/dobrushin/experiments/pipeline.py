@@ -159,6 +159,29 @@ def describe_device(d: torch.device) -> str:
 NUMBER_PACKAGES = ("transformers", "timm", "rtdl-revisiting-models", "dobrushin")
 
 
+#: the distributions whose versions key the cache (:func:`key_versions`): those that compute or feed the
+#: numbers (tensor maths, the models' code, tokenisation, image decoding and resizing, the κ kernel's
+#: compiler); ``constraints.txt`` pins each of them, so a fresh install finds the same key
+KEY_PACKAGES = ("numpy", "numba", "torch", "transformers", "tokenizers", "timm", "rtdl-revisiting-models",
+                "pillow")
+
+
+def key_versions(packages: Sequence[str] = KEY_PACKAGES) -> Dict[str, str]:
+    """The installed versions of ``packages`` as the package index names them (``torch`` ``2.14.1``, not its
+    build's local tag ``+cu130``; the device type is a key field of its own).  The Python version is not
+    among them: the numbers come from these packages, so a results folder made on Python 3.11 stays valid
+    on 3.12 (:func:`versions`, recorded beside the results, still says which Python made them)."""
+    import importlib.metadata as md
+
+    out = {}
+    for pkg in packages:
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
 def versions(packages: Sequence[str] = NUMBER_PACKAGES) -> Dict[str, str]:
     """Versions of python, numpy, torch and ``packages`` (default: those whose behaviour affects the numbers;
     the chapters' provenance block adds the plotting packages)."""
@@ -377,6 +400,7 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
                  "inputs_per_s": round(done / wall, 4) if wall > 0 and done else None,
                  "resumed_inputs": resumed, "head_inputs": k_heads, "head_wall_s": round(clock["heads"], 3),
                  "stages": {k: round(v, 4) for k, v in clock.items()},
+                 "versions": versions(),  # what made them, Python included (the key holds key_versions)
                  "family": getattr(lm, "family", "") or "", "notes": getattr(lm, "notes", "") or "",
                  "source": getattr(lm, "source", "") or "",
                  "provenance": dict(getattr(lm, "provenance", None) or {})},
@@ -406,7 +430,7 @@ def cache_params(model_id: str, inputs, config: MeasureConfig, device: torch.dev
     return {
         "code_digest": code_digest(), "model_id": model_id,
         "inputs": _inputs_key(inputs), "n_inputs": len(inputs), **config.key(), "device_type": device.type,
-        "versions": versions(), "provenance": {w: dict(provenance[w]) for w in config.weights},
+        "versions": key_versions(), "provenance": {w: dict(provenance[w]) for w in config.weights},
         **dict(extra or {}),
     }
 
@@ -559,5 +583,5 @@ def measure_models(model_ids: Sequence[str], inputs, *, store: ResultStore, conf
 
 __all__ = [
     "MeasureConfig", "ModelRun", "PIPELINE_VERSION", "cache_params", "describe_device", "measure_model",
-    "measure_models", "resolve_device", "run_weights", "versions",
+    "measure_models", "resolve_device", "run_weights", "versions", "KEY_PACKAGES", "key_versions",
 ]

@@ -287,8 +287,8 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
         y = torch.as_tensor(data.y["train"])
         n, bs = len(y), int(settings["batch_size"])
         bar = None if callable(progress) else Progress(
-            int(settings["max_epochs"] or 0), f"train {data.name} seed {seed}", unit="epochs (at most; early stopping)",
-            log=progress, terminal=True)
+            int(settings["max_epochs"] or 0), f"train {data.name} seed {seed}",
+            unit="epochs" if settings["max_epochs"] else "epochs (no cap: early stopping)", log=progress, terminal=True)
         best, best_state, best_epoch, bad, history = -math.inf, None, 0, 0, []
         epoch = 0
         resumed_from, spent = None, 0.0
@@ -320,15 +320,17 @@ def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=
             history.append({"epoch": epoch, "train_loss": total / n, "val_score": val})
             if callable(progress):
                 progress(f"{data.name} seed {seed} epoch {epoch}: train loss {total / n:.4f}, val score {val:.4f}")
-            if bar is not None:
-                bar.update(1, note=f"val score {val:.4f} (best {max(best, val):.4f})")
             if val > best:
                 best, best_epoch, bad = val, epoch, 0
                 best_state = copy.deepcopy(model.state_dict())
             else:
                 bad += 1
-                if bad >= int(settings["patience"]):
-                    break
+            if bar is not None:
+                left = int(settings["patience"]) - bad
+                bar.update(1, note=f"val score {val:.4f}, best {best:.4f} at epoch {best_epoch}; early stop after "
+                                   f"{left} more without improvement")
+            if bad >= int(settings["patience"]):
+                break
             if resume is not None and (max_epochs is None or epoch < int(max_epochs)):
                 _save_progress(resume, {
                     "key": key, "epoch": epoch, "model": model.state_dict(), "optimizer": _optimizer_state(opt, model),
