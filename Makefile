@@ -103,7 +103,8 @@ bench-sweep: $(STAMP)
 # published atomically into published/paper/ with the code digest, the commit and the machine.
 # RESUME=1 keeps results/paper-run/ from an interrupted run (its caches are keyed, so it resumes).
 # LANES=2 runs the tabular chapter (its trainings: the longest part) beside the other chapters, one thread
-# each, so two cores are both busy; each lane logs to results/paper-run/logs/LANE.log; summary runs last.
+# each, so two cores are both busy (tools/reproduce_lanes.sh; a log per lane in results/paper-run/logs/);
+# summary runs last.
 LANES ?= 1
 REPRO_ENV := DOBRUSHIN_CACHE=$(CURDIR)/results/paper-run/.cache
 REPRO_NB  := PROFILE=paper RESULTS=results/paper-run PUBLISHED_DIR=
@@ -111,15 +112,8 @@ reproduce: $(STAMP)
 	@test -n "$(RESUME)" || rm -rf results/paper-run
 	@case "$(LANES)" in 1|2) ;; *) echo "LANES must be 1 or 2, got $(LANES)"; exit 2;; esac
 ifeq ($(LANES),2)
-	@mkdir -p results/paper-run/logs
-	@echo "=== two lanes: tail -f results/paper-run/logs/tabular.log results/paper-run/logs/others.log"
-	@set -e; export OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1; \
-	  $(REPRO_ENV) $(MAKE) --no-print-directory notebooks $(REPRO_NB) NOTEBOOKS=tabular \
-	    > results/paper-run/logs/tabular.log 2>&1 & lane_a=$$!; \
-	  $(REPRO_ENV) $(MAKE) --no-print-directory notebooks $(REPRO_NB) \
-	    NOTEBOOKS="$(filter-out tabular summary,$(NOTEBOOKS))" > results/paper-run/logs/others.log 2>&1 \
-	    || { echo "a chapter FAILED: see results/paper-run/logs/others.log"; kill $$lane_a; wait; exit 1; }; \
-	  wait $$lane_a || { echo "the tabular chapter FAILED: see results/paper-run/logs/tabular.log"; exit 1; }
+	SUBMAKE="$(MAKE_COMMAND)" REPRO_ENV="$(REPRO_ENV)" REPRO_NB="$(REPRO_NB)" bash tools/reproduce_lanes.sh \
+	  "$(filter-out tabular summary,$(NOTEBOOKS))"
 	$(REPRO_ENV) $(MAKE) --no-print-directory notebooks $(REPRO_NB) NOTEBOOKS=summary
 else
 	$(REPRO_ENV) $(MAKE) notebooks $(REPRO_NB)

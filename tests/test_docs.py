@@ -71,6 +71,8 @@ MAPPED = {
                                 "the quick profile switch, on the cheapest notebook (CI builds the whole book)"),
     "make reproduce": (f"{MAKE} -n reproduce", "recomputes the paper profile from scratch (hours); the dry run "
                                                "checks it runs the paper profile and then publishes"),
+    "make reproduce LANES=2": (f"{MAKE} -n reproduce LANES=2", "the paper profile in two lanes (hours); the dry run "
+                                                           "checks it runs both lanes, then the summary, then publishes"),
     "make verify": (f"{MAKE} verify", "as documented (-o keeps make from reinstalling); the sandbox has no "
                                       "published results, so it must say so and exit 0"),
     "python -m dobrushin.experiments.publish": ("python -m dobrushin.experiments.publish --help",
@@ -104,7 +106,8 @@ DRY_RUN_SAYS = {"make test": "-m pytest", "make html": "jupyter-book build", "ma
                 "make bench": "tools.bench", "make proofs": "proofs/check.sh",
                 "make bench-ci": "tools.bench --ci",
                 "make bench-sweep": "tools.sweep_bench",
-                "make reproduce": "dobrushin.experiments.publish results/paper-run published/paper"}
+                "make reproduce": "dobrushin.experiments.publish results/paper-run published/paper",
+                "make reproduce LANES=2": "tools/reproduce_lanes.sh"}
 COMMAND_WORDS = ("make", "python", "python3", "pip", "conda", "papermill", "jupyter-book", "mkdir")
 
 
@@ -169,7 +172,8 @@ def handler(cmd: str):
         return ("skip", NOT_RUN[k])
     w = words(cmd)
     if w[0] == ".venv/bin/papermill" or w[:3] == ["python", "-m", "dobrushin"] or \
-            k in ("mkdir -p executed", "make clean", "make clean-results", "python tools/gen_environment.py"):
+            k in ("mkdir -p executed", "make clean", "make clean-results", "python tools/gen_environment.py",
+                  "python -m tools.gen_constraints"):
         return ("run", cmd)
     return None
 
@@ -477,6 +481,19 @@ def test_gen_environment_reproduces_the_committed_file(sandbox):
     (sandbox.root / "environment.yml").unlink()
     run_documented(sandbox, "python tools/gen_environment.py")
     assert (sandbox.root / "environment.yml").read_text() == (ROOT / "environment.yml").read_text()
+
+
+def test_gen_constraints_reproduces_the_committed_pins(sandbox):
+    """The installed versions are the pinned ones (make installs with -c constraints.txt), so rewriting the
+    pins from the installed versions changes nothing; a stale pin is rewritten to the installed version."""
+    path = sandbox.root / "constraints.txt"
+    import re
+
+    path.write_text(re.sub(r"(?m)^numpy==\S+$", "numpy==0.0.1", path.read_text()))
+    assert "\nnumpy==0.0.1\n" in path.read_text()
+    out = run_documented(sandbox, "python -m tools.gen_constraints")
+    assert "pins" in out.stdout
+    assert path.read_text() == (ROOT / "constraints.txt").read_text()
 
 
 def _kappa_bf(A):

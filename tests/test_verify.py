@@ -273,3 +273,24 @@ def test_verify_tabular_end_to_end_and_the_published_checkpoint_layer(tmp_path, 
     monkeypatch.setenv("DOBRUSHIN_PUBLISHED", str(pub))
     again = tb.fit(data, 0, cache_root=tmp_path / "empty", **kw)
     assert again.from_cache and again.sha256 == r.sha256 and (tmp_path / "empty" / ck.name).exists()
+
+
+def test_publish_adds_checkpoints_while_they_fit_the_paper_benchmarks_first(tmp_path, monkeypatch):
+    src = tmp_path / "run"
+    (src / "x").mkdir(parents=True)
+    (src / "x" / "t.csv").write_text("a\n" * 10)  # 20 bytes of tables
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    pairs = []
+    for name in ("breast_cancer-seed0-k3", "adult-seed1-k2", "california-seed0-k1"):
+        for suf, size in ((".pt", 40), (".json", 5)):
+            f = ck / f"{name}{suf}"
+            f.write_bytes(b"x" * size)
+            pairs.append((f, f.relative_to(ck).parent / "checkpoints" / "tabular" / f.name))
+    monkeypatch.setattr(P, "checkpoint_files", lambda s, c=None: pairs)
+    monkeypatch.setattr(P, "MAX_BYTES", 20 + 2 * 45)  # room for two checkpoints with their records
+    meta = P.publish(src, tmp_path / "dest", "paper", repo=tmp_path)
+    got = sorted(p.name for p in (tmp_path / "dest" / "checkpoints" / "tabular").iterdir())
+    assert got == ["adult-seed1-k2.json", "adult-seed1-k2.pt", "california-seed0-k1.json", "california-seed0-k1.pt"]
+    assert meta["checkpoints_left_out"] == ["breast_cancer-seed0-k3.pt"] and meta["bytes"] == 110
+    assert json.loads((tmp_path / "dest" / "PUBLISHED.json").read_text())["checkpoints_left_out"] == meta["checkpoints_left_out"]

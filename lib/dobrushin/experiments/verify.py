@@ -304,8 +304,12 @@ def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_R
         return []
     store = ResultStore.__new__(ResultStore)
     store.dir, store.notebook, store.manifest_path = d, "tabular", d / "manifest.json"
+    left_out = set()  # checkpoints publish left out for size (PUBLISHED.json): not drawn
+    if (published_root / "PUBLISHED.json").exists():
+        left_out = set(json.loads((published_root / "PUBLISHED.json").read_text()).get("checkpoints_left_out") or ())
     ents = [(slug, e) for slug, e in sorted(store.manifest()["entries"].items())
-            if e.get("file") and ((e.get("provenance") or {}).get("pretrained") or {}).get("checkpoint_key")]
+            if e.get("file") and ((e.get("provenance") or {}).get("pretrained") or {}).get("checkpoint_key")
+            and not any(n.endswith(f"-{e['provenance']['pretrained']['checkpoint_key']}.pt") for n in left_out)]
     if not ents:
         c = Comparison("tabular: one FT-Transformer checkpoint")
         c.error = "no published FT-Transformer entry with a checkpoint"

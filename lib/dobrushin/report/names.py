@@ -10,6 +10,8 @@ FAMILY_LABELS = {"dinov2": "DINOv2", "dinov2-registers": "DINOv2", "deit": "DeiT
                  "minilm": "MiniLM", "mpnet": "MPNet", "ft-transformer": "FT-Transformer"}
 WEIGHTS_LABELS = {"pretrained": "trained weights", "untrained": "untrained control"}
 VARIANT_LABELS = {"content": "content tokens", "with_special": "with special tokens"}
+#: the variant as a table cell (summary.csv's ``variant`` column, the chapters' tables)
+VARIANT_TABLE_LABELS = {"content": "content", "with_special": "with special tokens"}
 
 
 def family_label(model: str, notebook: str = "") -> str:
@@ -25,7 +27,7 @@ def weights_label(weights: str) -> str:
     return WEIGHTS_LABELS.get(weights, weights)
 
 
-__all__ = ["FAMILY_LABELS", "VARIANT_LABELS", "WEIGHTS_LABELS", "display_name", "family_label", "weights_label"]
+__all__ = ["FAMILY_LABELS", "VARIANT_LABELS", "VARIANT_TABLE_LABELS", "WEIGHTS_LABELS", "display_name", "family_label", "weights_label"]
 
 
 

@@ -21,13 +21,15 @@ from ..math.stats import wilson
 from ..store.paths import results_dir as default_results
 from ..store.results import atomic_write, slugify
 from ..models.configs import RESOLUTION_SEP, base_id, resolution_id, variant_id  # noqa: F401  (re-exported for the chapters)
-from .names import display_name
+from .names import VARIANT_LABELS, WEIGHTS_LABELS, display_name
 from .style import COLOR_NAMES, COLORS, LINESTYLES
 
-WEIGHT_STYLE = {"pretrained": {"color": COLORS["trained"], "label": "trained weights"},
-                "untrained": {"color": COLORS["untrained"], "label": "untrained control"}}
-VARIANT_STYLE = {"content": {"linestyle": "-", "label": "content tokens"},
-                 "with_special": {"linestyle": "--", "label": "with special tokens"}}
+#: the colour (a key of :data:`~.style.COLORS`) of each weights setting
+WEIGHT_COLOR = {"pretrained": "trained", "untrained": "untrained"}
+#: the labels are the report's one map of each (:data:`~.names.WEIGHTS_LABELS`, :data:`~.names.VARIANT_LABELS`)
+WEIGHT_STYLE = {w: {"color": COLORS[c], "label": WEIGHTS_LABELS[w]} for w, c in WEIGHT_COLOR.items()}
+VARIANT_STYLE = {"content": {"linestyle": "-", "label": VARIANT_LABELS["content"]},
+                 "with_special": {"linestyle": "--", "label": VARIANT_LABELS["with_special"]}}
 
 
 def series_caption(table: pd.DataFrame, *, variants: Sequence[str] = ("content", "with_special"),
@@ -44,14 +46,13 @@ def series_caption(table: pd.DataFrame, *, variants: Sequence[str] = ("content",
     ws = [w for w in WEIGHT_STYLE if (t["weights"] == w).any()]
     parts = []
     if len(vs) > 1:
-        names = {"content": "content tokens", "with_special": special}
+        names = {"content": VARIANT_LABELS["content"], "with_special": special}
         style = {"-": "solid", "--": "dashed", ":": "dotted"}
         parts.append(", ".join(f"{names[v]} {style[VARIANT_STYLE[v]['linestyle']]}" for v in vs))
     if ws == ["untrained"]:
         parts.append(f"untrained controls ({COLOR_NAMES['untrained']}) only: no trained weights were measured")
     elif ws:
-        names = {"pretrained": ("trained weights", "trained"), "untrained": ("untrained control", "untrained")}
-        parts.append(", ".join(f"{names[w][0]} {COLOR_NAMES[names[w][1]]}" for w in ws))
+        parts.append(", ".join(f"{WEIGHTS_LABELS[w]} {COLOR_NAMES[WEIGHT_COLOR[w]]}" for w in ws))
     return "; ".join(parts)
 
 

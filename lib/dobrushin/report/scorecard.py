@@ -36,7 +36,7 @@ from ..math.stats import add_sums, clustered, wilson
 from ..models.configs import display_name, model_family
 from .claims import CLAIMS, SCORECARD, TOO_WIDE, ScorecardRow, combine, judge
 from .summary import row_sums
-from .names import pct
+from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, pct
 
 COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "verdict", "note",
            "k", "n", "fraction", "ci_low", "ci_high", "n_inputs", "cl_low", "cl_high", "wilson", "parent"]
@@ -91,7 +91,7 @@ def _reason(status: str, model: str) -> str:
 
 
 def _variant_rows(summary: pd.DataFrame, variant: str) -> pd.Series:
-    label = {"content": "content", "with_special": "with special tokens"}[variant]
+    label = VARIANT_TABLE_LABELS[variant]
     return summary["variant"] == label
 
 
@@ -118,7 +118,7 @@ def _not_run_note(rows: pd.DataFrame):
 
 
 def _untrained_note(cands: pd.DataFrame, variant: str) -> str:
-    label = {"content": "content", "with_special": "with special tokens"}[variant]
+    label = VARIANT_TABLE_LABELS[variant]
     un = cands[cands["variant"] == f"untrained control ({label})"]
     un = un[un["n_pairs"] > 0]
     if not len(un):
@@ -553,7 +553,7 @@ def interval_explanation(summary: pd.DataFrame) -> str:
     base = rep[rep["claim"] == base_text]
     model = rep[rep["claim"] != base_text]
     ns = [re.search(r"n = (\d+)", m).group(1) for m in base["model"] if re.search(r"n = (\d+)", m)]
-    variant = {"content": "content tokens", "with special tokens": "with special tokens"}
+    variant = {VARIANT_TABLE_LABELS[v]: VARIANT_LABELS[v] for v in VARIANT_LABELS}
     names = [f"{_row_name(m)}, {variant.get(v, v)}" for m, v in zip(model["model"], model["variant"])]
     counts = {k: int((status == k).sum()) for k in ("consistent", "differs", "inconclusive")}
     out = [f"Of the {len(summary)} rows of the full table, {len(rep)} say \"reproduced\": "

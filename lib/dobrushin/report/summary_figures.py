@@ -7,7 +7,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from .names import display_name, family_label
+from .names import WEIGHTS_LABELS, display_name, family_label
 from .results_loading import baseline_at
 from .summary_table import relative_depth
 
@@ -109,7 +109,7 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
         ax.set_xlabel("relative depth ℓ/(L−1)", fontsize=9)
     for r in range(nrows):
         flat[r * ncols].set_ylabel("fraction holding")
-    fig.legend(handles=[Line2D([], [], color=COLORS["trained"], lw=2, marker="o", ms=3, label="trained weights"),
+    fig.legend(handles=[Line2D([], [], color=COLORS["trained"], lw=2, marker="o", ms=3, label=WEIGHTS_LABELS["pretrained"]),
                         Line2D([], [], color=COLORS["untrained"], lw=1.2, marker="o", ms=2.5,
                                label="untrained controls (pooled)"),
                         Line2D([], [], color=COLORS["random"], ls=":", lw=1.4,
@@ -168,8 +168,8 @@ def plot_slack_by_family(table: pd.DataFrame, variant: str = "content"):
     ax.set_xlim(-0.6, len(fams) - 0.4)
     ax.set_ylabel("slack where equality fails")
     ax.set_title("Slack by family (content tokens, failing pairs)", fontsize=10)
-    fig.legend(handles=[Patch(color=COLORS["trained"], alpha=0.7, label="trained weights"),
-                        Patch(color=COLORS["untrained"], alpha=0.7, label="untrained control")],
+    fig.legend(handles=[Patch(color=COLORS["trained"], alpha=0.7, label=WEIGHTS_LABELS["pretrained"]),
+                        Patch(color=COLORS["untrained"], alpha=0.7, label=WEIGHTS_LABELS["untrained"])],
                fontsize=9, loc="outside lower center", ncols=2, frameon=False)
     ax.grid(alpha=0.3, axis="y", which="major")
     return fig

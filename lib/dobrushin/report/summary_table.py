@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..math.stats import clustered, cluster_sums, wilson
 from .claims import CLAIMS, Claim, content_claim, judge, special_claim
-from .names import display_name
+from .names import VARIANT_TABLE_LABELS, display_name
 from .results_loading import baseline_at, load_family_results
 
 COLUMNS = ["claim", "model", "variant", "paper_value", "measured", "ci_low", "ci_high", "n_pairs", "status", "detail",
@@ -36,7 +36,7 @@ COLUMNS = ["claim", "model", "variant", "paper_value", "measured", "ci_low", "ci
 SUM_COLUMNS = {"clusters": "n_inputs", "k": None, "n": "n_pairs", "kk": "sum_kk", "kn": "sum_kn", "nn": "sum_nn"}
 #: values of the ``weights_source`` column: where the measured weights came from
 WEIGHTS_SOURCES = ("original", "proxy", "trained here", "untrained", "none", "random matrices", "unrecorded")
-VARIANT_LABEL = {"content": "content", "with_special": "with special tokens"}
+VARIANT_LABEL = VARIANT_TABLE_LABELS  # (the report's one map: names.VARIANT_TABLE_LABELS)
 
 
 def decide(ci_low: float, ci_high: float, claim: Claim, n: int = 1, estimate: Optional[float] = None) -> str:

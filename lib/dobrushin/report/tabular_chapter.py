@@ -15,10 +15,11 @@ from . import page as F
 from . import plots
 from .chapter import TABLE_VARIANTS, baseline_for, below_control_and_baseline, pct
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
+from .names import WEIGHTS_LABELS
 from .tables import fractions, rollout_summary
 
 #: one word for the trained models, everywhere
-WEIGHTS = {"pretrained": "trained", "untrained": "untrained control"}
+WEIGHTS = WEIGHTS_LABELS  # the report's one label map of the weights setting
 
 
 def _display(*objs):
