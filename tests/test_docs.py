@@ -272,7 +272,7 @@ def sandbox(tmp_path_factory):
     for d in ("notebooks", "params", "book", "tools", "proofs"):  # proofs/: the theory chapter reads its .v files
         shutil.copytree(ROOT / d, root / d, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__",
                                                                           "*.vo", "*.vo?", "*.glob", ".*.aux"))
-    for f in ("Makefile", "pyproject.toml", "_config.yml", "_toc.yml", "README.md", "environment.yml"):
+    for f in ("Makefile", "pyproject.toml", "constraints.txt", "_config.yml", "_toc.yml", "README.md", "environment.yml"):
         shutil.copy2(ROOT / f, root / f)
     hub = root / "hf" / "hub"
     _save_hf_cache(hub, HF_ID, _save_tiny_vit)
