@@ -155,3 +155,15 @@ def test_the_default_digest_is_the_measuring_modules_closed_under_imports(tmp_pa
     base = root / "models" / "base.py"
     base.write_text(base.read_text() + "\n\ndef _abs():\n    import dobrushin.experiments.publish  # noqa: F401\n")
     assert "experiments/publish.py" in {f.relative_to(root).as_posix() for f in code_mod.measuring_files(root)}
+
+
+def test_the_digest_is_the_same_from_many_threads_at_once():
+    """A Dask worker measures in threads, each computing the digest; parsing the imports must not race."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    code_mod._IMPORTS_MEMO.clear()
+    want = code_mod.code_digest()
+    code_mod._IMPORTS_MEMO.clear()
+    with ThreadPoolExecutor(8) as ex:
+        got = list(ex.map(lambda _: code_mod.code_digest(), range(32)))
+    assert got == [want] * 32

@@ -269,7 +269,8 @@ def test_preprocessing_is_dinov2s(lm, photos):
         got = m.preprocess([im])[0].numpy()
         short = round(256 * size / 224)
         w, h = im.size
-        nw, nh = (short, round(h * short / w)) if w <= h else (round(w * short / h), short)
+        # the long side truncated, as torchvision (and Hugging Face's processors) compute it
+        nw, nh = (short, int(h * short / w)) if w <= h else (int(w * short / h), short)
         r = np.asarray(im.convert("RGB").resize((nw, nh), Image.BICUBIC), dtype=np.float32) / 255.0
         top, left = int(round((nh - size) / 2.0)), int(round((nw - size) / 2.0))
         r = r[top:top + size, left:left + size]

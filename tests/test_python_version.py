@@ -23,7 +23,7 @@ def test_python_requirement_agrees():
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make here")
 def test_make_on_an_old_python_stops_with_one_line(tmp_path):
-    for f in ("Makefile", "pyproject.toml"):
+    for f in ("Makefile", "pyproject.toml", "constraints.txt"):
         shutil.copy2(ROOT / f, tmp_path / f)
     old = tmp_path / "python3.10"  # answers like Python 3.10 would: the version check fails
     old.write_text("#!/bin/sh\nif [ \"$1\" = -V ]; then echo 'Python 3.10.12'; exit 0; fi\n"

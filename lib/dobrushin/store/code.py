@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import threading
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Set
 
@@ -63,13 +64,28 @@ def _module_file(root: Path, parts: Sequence[str]) -> Optional[Path]:
     return p.with_suffix(".py") if p.with_suffix(".py").is_file() else None
 
 
+#: one ``ast.parse`` at a time (CPython 3.11's AST constructor is not safe to run in two threads at once, as
+#: the threads of a Dask worker would), and each file's imports parsed once per content
+_PARSE_LOCK = threading.Lock()
+_IMPORTS_MEMO: dict = {}
+
+
 def _imported(root: Path, f: Path) -> Set[Path]:
     """The ``dobrushin`` files ``f`` imports (absolute or relative, at module level or inside functions), with
     the ``__init__.py`` of every package on the way."""
+    data = f.read_bytes()
+    memo_key = (str(root), str(f), hashlib.sha256(data).digest())
+    with _PARSE_LOCK:
+        if memo_key not in _IMPORTS_MEMO:
+            _IMPORTS_MEMO[memo_key] = _parse_imports(root, f, data)
+        return set(_IMPORTS_MEMO[memo_key])
+
+
+def _parse_imports(root: Path, f: Path, data: bytes) -> Set[Path]:
     rel = f.relative_to(root).with_suffix("").parts
     package = list(rel[:-1])  # the package ``f`` is in (for ``pkg/__init__.py``, ``pkg`` itself)
     names = []
-    for node in ast.walk(ast.parse(f.read_bytes(), filename=str(f))):
+    for node in ast.walk(ast.parse(data, filename=str(f))):
         if isinstance(node, ast.Import):
             names += [a.name.split(".")[1:] for a in node.names if a.name.split(".")[0] == "dobrushin"]
         elif isinstance(node, ast.ImportFrom):
