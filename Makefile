@@ -58,6 +58,7 @@ notebooks: $(STAMP)
 	@test -d params/$(PROFILE) || { echo "unknown PROFILE=$(PROFILE): no folder params/$(PROFILE)"; exit 2; }
 	@$(if $(NO_PUBLISHED_NOTE),echo "=== no published paper-scale results (published/paper/PUBLISHED.json): building the quick profile from scratch; make reproduce computes the paper profile (hours)",true)
 	@$(if $(PUBLISHED_DIR),echo "=== reusing the published results in $(PUBLISHED_DIR) where their parameters match; the rest is recomputed",true)
+	@$(if $(PUBLISHED_DIR),$(PY) -m dobrushin.experiments.verify --digest-only $(PUBLISHED_DIR),true)
 	@mkdir -p executed
 	@set -e; for nb in $(NOTEBOOKS); do \
 	  echo "=== $$nb ($(PROFILE))"; start=$$(date +%s); \

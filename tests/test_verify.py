@@ -294,3 +294,18 @@ def test_publish_adds_checkpoints_while_they_fit_the_paper_benchmarks_first(tmp_
     assert got == ["adult-seed1-k2.json", "adult-seed1-k2.pt", "california-seed0-k1.json", "california-seed0-k1.pt"]
     assert meta["checkpoints_left_out"] == ["breast_cancer-seed0-k3.pt"] and meta["bytes"] == 110
     assert json.loads((tmp_path / "dest" / "PUBLISHED.json").read_text())["checkpoints_left_out"] == meta["checkpoints_left_out"]
+
+
+def test_digest_status_says_whether_the_published_results_are_reused(tmp_path, capsys):
+    from dobrushin.store.code import code_digest
+
+    pub = tmp_path / "published" / "paper"
+    pub.mkdir(parents=True)
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": code_digest(), "commit": "abc"}))
+    ok, line = V.digest_status(pub)
+    assert ok and "reused" in line and code_digest()[:12] in line
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": "0" * 64, "commit": "deadbeef" * 5}))
+    ok, line = V.digest_status(pub)
+    assert not ok and "WARNING" in line and "not reused" in line and "000000000000" in line and "deadbeefdead" in line
+    assert V.main([str(pub), "--digest-only"]) == 0
+    assert "not reused" in capsys.readouterr().out

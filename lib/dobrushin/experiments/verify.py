@@ -401,6 +401,24 @@ def print_report(rep: dict, out=sys.stdout) -> None:
           f"current {rep['current_digest']}", file=out)
 
 
+def digest_status(root) -> "tuple[bool, str]":
+    """Whether the code that measures now is the code that made the published results in ``root``
+    (``PUBLISHED.json``'s ``code_digest``), and one line that says so.  When they differ, the published
+    tables are not reused (the cache key holds the digest): a build recomputes them, at paper scale for
+    hours, until ``make reproduce`` publishes again."""
+    from ..store.code import code_digest
+
+    meta = json.loads((Path(root) / "PUBLISHED.json").read_text())
+    pub, now = str(meta.get("code_digest")), code_digest()
+    if pub == now:
+        return True, (f"=== the published results ({root}) were made by the code that measures now (digest "
+                      f"{now[:12]}): they are reused")
+    return False, (f"=== WARNING: the published results ({root}) were made by other measuring code (digest "
+                   f"{pub[:12]}, commit {str(meta.get('commit', '?'))[:12]}) than the code here (digest {now[:12]}): "
+                   "they are not reused, so this build recomputes the paper profile (hours); make reproduce "
+                   "publishes results of the current code")
+
+
 def main(argv=None) -> int:
     from ..store import paths
     from ..store.results import atomic_write_json
@@ -410,11 +428,17 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--per-group", type=int, default=PER_GROUP)
     ap.add_argument("--report", default=None, help="where to write the JSON report (default results/verify/report.json)")
+    ap.add_argument("--digest-only", action="store_true",
+                    help="only say whether the published results were made by the current measuring code (exit 0 "
+                         "either way; make book prints it)")
     a = ap.parse_args(argv)
     root = Path(a.published) if a.published else (paths.project_root() or Path.cwd()) / "published" / "paper"
     if not (root / "PUBLISHED.json").exists():
         print(f"=== no published results to verify: {root} holds no PUBLISHED.json (make reproduce publishes "
               "the paper profile there); nothing compared, exit 0 ===")
+        return 0
+    if a.digest_only:
+        print(digest_status(root)[1])
         return 0
     rep = run(root, a.seed, a.per_group)
     print_report(rep)
