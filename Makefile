@@ -57,7 +57,6 @@ book: notebooks html
 notebooks: $(STAMP)
 	@test -d params/$(PROFILE) || { echo "unknown PROFILE=$(PROFILE): no folder params/$(PROFILE)"; exit 2; }
 	@$(if $(NO_PUBLISHED_NOTE),echo "=== no published paper-scale results (published/paper/PUBLISHED.json): building the quick profile from scratch; make reproduce computes the paper profile (hours)",true)
-	@$(if $(PUBLISHED_DIR),echo "=== reusing the published results in $(PUBLISHED_DIR) where their parameters match; the rest is recomputed",true)
 	@$(if $(PUBLISHED_DIR),$(PY) -m dobrushin.experiments.verify --digest-only $(PUBLISHED_DIR),true)
 	@mkdir -p executed
 	@set -e; for nb in $(NOTEBOOKS); do \
@@ -103,15 +102,16 @@ bench-sweep: $(STAMP)
 # the paper profile from scratch (no published layer, fresh results and checkpoint folders; hours), then
 # published atomically into published/paper/ with the code digest, the commit and the machine.
 # RESUME=1 keeps results/paper-run/ from an interrupted run (its caches are keyed, so it resumes).
-# LANES=2 runs the tabular chapter (its trainings: the longest part) beside the other chapters, one thread
-# each, so two cores are both busy (tools/reproduce_lanes.sh; a log per lane in results/paper-run/logs/);
-# summary runs last.
+# LANES=2 (for a two-core machine) runs the tabular chapter (its trainings: the longest part) beside the
+# other chapters, one thread each, so both cores are busy (tools/reproduce_lanes.sh; a log per lane in
+# results/paper-run/logs/); summary runs last.  The script gets make as $(MAKE_COMMAND), not $(MAKE): a
+# recipe line naming $(MAKE) runs even under make -n, and the dry run must not start the lanes.
 LANES ?= 1
 REPRO_ENV := DOBRUSHIN_CACHE=$(CURDIR)/results/paper-run/.cache
 REPRO_NB  := PROFILE=paper RESULTS=results/paper-run PUBLISHED_DIR=
 reproduce: $(STAMP)
-	@test -n "$(RESUME)" || rm -rf results/paper-run
 	@case "$(LANES)" in 1|2) ;; *) echo "LANES must be 1 or 2, got $(LANES)"; exit 2;; esac
+	@test -n "$(RESUME)" || rm -rf results/paper-run
 ifeq ($(LANES),2)
 	SUBMAKE="$(MAKE_COMMAND)" REPRO_ENV="$(REPRO_ENV)" REPRO_NB="$(REPRO_NB)" bash tools/reproduce_lanes.sh \
 	  "$(filter-out tabular summary,$(NOTEBOOKS))"

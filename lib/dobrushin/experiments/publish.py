@@ -6,10 +6,10 @@ The published folder holds what the book needs and nothing it can recompute chea
 timings, and ``PUBLISHED.json`` (the code digest, the commit, the machine, the profile, the parameters
 of every notebook, the weights provenance of every model, the wall times).  The copy is atomic: it is
 assembled beside the destination and renamed into place, so a reader never sees half of it.  Tables
-larger than :data:`MAX_BYTES` in all are an error (the repository keeps them); the FT-Transformer
-checkpoints are added after the tables while they fit, the paper's benchmarks first
-(:data:`CHECKPOINT_ORDER`), and ``PUBLISHED.json`` lists any left out (``checkpoints_left_out``: a build
-retrains those, and ``make verify`` draws its checkpoint among the published ones).
+larger than :data:`MAX_BYTES` in all are an error (the repository keeps them); then each FT-Transformer
+checkpoint that still fits is added, in the order of :data:`CHECKPOINT_ORDER` (the paper's benchmarks first),
+and ``PUBLISHED.json`` lists those left out (``checkpoints_left_out``: a build retrains them, and
+``make verify`` draws its checkpoint among those published).
 """
 from __future__ import annotations
 

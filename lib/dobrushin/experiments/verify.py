@@ -293,8 +293,8 @@ def _measure_fresh(model_id: str, inputs, config):
 
 def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_ROWS,
                    measure: Optional[Callable] = None) -> List[Comparison]:
-    """One FT-Transformer checkpoint (a seeded choice among the published benchmark entries) on ``rows`` of
-    its published test rows: the checkpoint from ``published/<profile>/checkpoints/tabular/`` (checked
+    """One FT-Transformer checkpoint (a seeded choice among the tabular entries whose checkpoint publish did
+    not leave out for size) on ``rows`` of its published test rows: the checkpoint from ``published/<profile>/checkpoints/tabular/`` (checked
     against the SHA-256 its entry records), the data set loaded as the notebook loads it (its checksum must
     be the published one), measured with the current code."""
     from ..store.results import ResultStore, sha256_file
@@ -307,9 +307,14 @@ def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_R
     left_out = set()  # checkpoints publish left out for size (PUBLISHED.json): not drawn
     if (published_root / "PUBLISHED.json").exists():
         left_out = set(json.loads((published_root / "PUBLISHED.json").read_text()).get("checkpoints_left_out") or ())
-    ents = [(slug, e) for slug, e in sorted(store.manifest()["entries"].items())
-            if e.get("file") and ((e.get("provenance") or {}).get("pretrained") or {}).get("checkpoint_key")
-            and not any(n.endswith(f"-{e['provenance']['pretrained']['checkpoint_key']}.pt") for n in left_out)]
+
+    def key(e):
+        return ((e.get("provenance") or {}).get("pretrained") or {}).get("checkpoint_key")
+
+    ents = [(slug, e) for slug, e in sorted(store.manifest()["entries"].items()) if e.get("file") and key(e)]
+    # an entry whose checkpoint publish left out for size is not drawn; one whose checkpoint is missing for
+    # another reason is, and fails (the published folder is incomplete)
+    ents = [(slug, e) for slug, e in ents if not any(n.endswith(f"-{key(e)}.pt") for n in left_out)]
     if not ents:
         c = Comparison("tabular: one FT-Transformer checkpoint")
         c.error = "no published FT-Transformer entry with a checkpoint"
@@ -401,22 +406,44 @@ def print_report(rep: dict, out=sys.stdout) -> None:
           f"current {rep['current_digest']}", file=out)
 
 
+def _published_versions(root: Path) -> Optional[dict]:
+    """The package versions in the cache key of the first published model entry (None when none has one)."""
+    for man in sorted(Path(root).glob("*/manifest.json")):
+        for e in (json.loads(man.read_text()).get("entries") or {}).values():
+            v = (e.get("params") or {}).get("versions")
+            if isinstance(v, dict):
+                return v
+    return None
+
+
 def digest_status(root) -> "tuple[bool, str]":
-    """Whether the code that measures now is the code that made the published results in ``root``
-    (``PUBLISHED.json``'s ``code_digest``), and one line that says so.  When they differ, the published
-    tables are not reused (the cache key holds the digest): a build recomputes them, at paper scale for
-    hours, until ``make reproduce`` publishes again."""
+    """Whether the published results in ``root`` can be reused here, as far as the code and the packages
+    decide, and one line that says so: the code that measures now must be the code that made them
+    (``PUBLISHED.json``'s ``code_digest``) and the installed versions of the key packages
+    (:func:`~dobrushin.experiments.pipeline.key_versions`) those in their cache keys.  When either differs,
+    the published tables are not reused: a build recomputes them, at paper scale for hours, until
+    ``make reproduce`` publishes again.  (The other key fields, the parameters, the weights and the device
+    type, are decided entry by entry.)"""
     from ..store.code import code_digest
+    from .pipeline import key_versions
 
     meta = json.loads((Path(root) / "PUBLISHED.json").read_text())
     pub, now = str(meta.get("code_digest")), code_digest()
-    if pub == now:
-        return True, (f"=== the published results ({root}) were made by the code that measures now (digest "
-                      f"{now[:12]}): they are reused")
-    return False, (f"=== WARNING: the published results ({root}) were made by other measuring code (digest "
-                   f"{pub[:12]}, commit {str(meta.get('commit', '?'))[:12]}) than the code here (digest {now[:12]}): "
-                   "they are not reused, so this build recomputes the paper profile (hours); make reproduce "
-                   "publishes results of the current code")
+    if pub != now:
+        return False, (f"=== WARNING: the published results ({root}) were made by other measuring code (digest "
+                       f"{pub[:12]}, commit {str(meta.get('commit', '?'))[:12]}) than the code here (digest "
+                       f"{now[:12]}): they are not reused, so this build recomputes the paper profile (hours); "
+                       "make reproduce publishes results of the current code")
+    want, have = _published_versions(root), key_versions()
+    diff = {k: (want.get(k), have.get(k)) for k in sorted(set(want or {}) | set(have))
+            if (want or {}).get(k) != have.get(k)} if want is not None else {}
+    if diff:
+        return False, ("=== WARNING: the published results were made with other package versions ("
+                       + ", ".join(f"{k} {a} here {b}" for k, (a, b) in diff.items())
+                       + "): they are not reused, so this build recomputes the paper profile (hours); make install "
+                       "pins the published versions (constraints.txt)")
+    return True, (f"=== the published results ({root}) were made by the measuring code here (digest {now[:12]}) with "
+                  "the installed package versions: each is reused where its parameters, weights and device match")
 
 
 def main(argv=None) -> int:

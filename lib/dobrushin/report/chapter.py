@@ -31,7 +31,7 @@ from ..store import paths
 from ..store.results import ResultStore, atomic_write_csv, slugify
 from . import page as F
 from . import plots
-from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, weights_label
+from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, WEIGHTS_LABELS, weights_label
 from .plots import display_name
 from .tables import fractions, head_summary, rollout_summary, status_table
 from .names import pct  # noqa: E402,F401  (re-exported: chapters format fractions with it)
@@ -50,8 +50,8 @@ def _md(text: str):
     _display(Markdown(text))
 
 
-#: short labels for table cells (the figures' legends and the sentences use the long ones)
-TABLE_WEIGHTS = {"pretrained": "trained", "untrained": "untrained control"}
+#: the labels of table cells: the report's one map of each (names.WEIGHTS_LABELS, names.VARIANT_TABLE_LABELS)
+TABLE_WEIGHTS = WEIGHTS_LABELS
 TABLE_VARIANTS = VARIANT_TABLE_LABELS
 
 
