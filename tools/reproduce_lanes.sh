@@ -1,42 +1,48 @@
 #!/usr/bin/env bash
-# make reproduce LANES=2 (for a two-core machine): the tabular chapter (its trainings, the longest part) in
-# one lane and the other chapters ("$1", in order) in another, one thread each, so both cores are busy; each
-# lane logs to results/paper-run/logs/LANE.log (appended, so a resumed run keeps the earlier lines).  Called
-# by the Makefile with SUBMAKE (its make), REPRO_ENV and REPRO_NB in the environment; the summary chapter and
-# publishing follow in the Makefile once both lanes are done.  Ctrl-C, or one lane failing, stops both lanes
-# with what they started (each lane is a process group of its own where setsid exists).
+# make reproduce LANES=2|3: chapters in lanes that run side by side, one thread each, so every core is busy:
+#   bash tools/reproduce_lanes.sh "tabular=tabular" ["baseline=baseline baseline_law"] "others=theory language ..."
+# Each argument is NAME=NOTEBOOKS (run in that order by one make notebooks); each lane logs to
+# results/paper-run/logs/NAME.log (appended, so a resumed run keeps the earlier lines).  Called by the Makefile
+# with SUBMAKE (its make), REPRO_ENV and REPRO_NB in the environment; the summary chapter and publishing follow
+# in the Makefile once every lane is done.  Ctrl-C, or one lane failing, stops every lane with what it started
+# (each lane is a process group of its own where setsid exists).
 set -euo pipefail
-others="$1"
 logs=results/paper-run/logs
 mkdir -p "$logs"
 export OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 SUBMAKE REPRO_ENV REPRO_NB
 setsid=$(command -v setsid || true)
-echo "=== two lanes: tail -f $logs/tabular.log $logs/others.log"
-
-lane() {  # lane NAME NOTEBOOKS: one make notebooks in the background, its exit status written to
-          # $logs/.NAME.rc; its pid in $pid (no command substitution: that would wait for the lane to end)
-  rm -f "$logs/.$1.rc"
+names=() pids=()
+for spec in "$@"; do
+  name=${spec%%=*} nbs=${spec#*=}
+  [ -n "$name" ] && [ "$name" != "$spec" ] || { echo "reproduce_lanes: expected NAME=NOTEBOOKS, got '$spec'"; exit 2; }
+  [ -n "$nbs" ] || continue  # a lane with nothing to run
+  rm -f "$logs/.$name.rc"
+  # no command substitution around the lane: that would wait for it to end
   $setsid bash -c 'env $REPRO_ENV $SUBMAKE --no-print-directory notebooks $REPRO_NB NOTEBOOKS="$1" >> "$2" 2>&1
-                   echo $? > "$3"' lane "$2" "$logs/$1.log" "$logs/.$1.rc" < /dev/null > /dev/null 2>&1 &
-  pid=$!
-}
-lane tabular tabular; a=$pid
-lane others "$others"; b=$pid
-stop() { for p in $a $b; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null || true; done; }
+                   echo $? > "$3"' lane "$nbs" "$logs/$name.log" "$logs/.$name.rc" < /dev/null > /dev/null 2>&1 &
+  names+=("$name") pids+=("$!")
+done
+echo "=== ${#names[@]} lanes: tail -f $(printf "$logs/%s.log " "${names[@]}")"
+stop() { for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null || true; done; }
 trap 'stop; exit 130' INT TERM
 
-rc() { cat "$logs/.$1.rc" 2>/dev/null || true; }
-while :; do  # until both are done, or one has failed
-  ra=$(rc tabular); rb=$(rc others)
-  if { [ -n "$ra" ] && [ "$ra" != 0 ]; } || { [ -n "$rb" ] && [ "$rb" != 0 ]; }; then
+while :; do  # until every lane is done, or one has failed
+  done_n=0 failed=()
+  for name in "${names[@]}"; do
+    rc=$(cat "$logs/.$name.rc" 2>/dev/null || true)
+    if [ "$rc" = 0 ]; then done_n=$((done_n + 1)); elif [ -n "$rc" ]; then failed+=("$name"); fi
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
     stop
-    [ -n "$ra" ] && [ "$ra" != 0 ] && echo "the tabular chapter FAILED: see $logs/tabular.log"
-    [ -n "$rb" ] && [ "$rb" != 0 ] && echo "a chapter FAILED: see $logs/others.log"
+    for name in "${failed[@]}"; do
+      if [ "$name" = tabular ]; then echo "the tabular chapter FAILED: see $logs/$name.log"
+      else echo "a chapter FAILED: see $logs/$name.log"; fi
+    done
     wait || true
     exit 1
   fi
-  [ "$ra" = 0 ] && [ "$rb" = 0 ] && break
+  [ "$done_n" = ${#names[@]} ] && break
   sleep 2
 done
 wait || true
-echo "=== both lanes done"
+echo "=== every lane done"
