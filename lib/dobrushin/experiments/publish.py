@@ -8,8 +8,10 @@ of every notebook, the weights provenance of every model, the wall times).  The 
 assembled beside the destination and renamed into place, so a reader never sees half of it.  Tables
 larger than :data:`MAX_BYTES` in all are an error (the repository keeps them); then each FT-Transformer
 checkpoint that still fits is added, in the order of :data:`CHECKPOINT_ORDER` (the paper's benchmarks first),
-and ``PUBLISHED.json`` lists those left out (``checkpoints_left_out``: a build retrains them, and
-``make verify`` draws its checkpoint among those published).
+then the FT-Transformer tables (each entry's main, per-head and rollout tables together, smallest entry
+first) while they fit.  ``PUBLISHED.json`` lists what was left out (``checkpoints_left_out``: a build
+retrains those; ``tables_left_out``: a build measures those again from the checkpoint, which takes about a
+minute), and ``make verify`` draws its checkpoint among the entries published with both.
 """
 from __future__ import annotations
 
@@ -103,6 +105,21 @@ def _checkpoint_pairs(files: list) -> list:
     return [sorted(groups[k], key=lambda p: p[0].suffix != ".pt") for k in sorted(groups, key=rank)]
 
 
+def _tabular_entry_files(src: Path) -> dict:
+    """``{slug: [files]}``: the tables (main, heads, rollout) of each FT-Transformer entry of ``src``, which
+    publishing may leave out for size (a build measures them again from the published checkpoint)."""
+    man = src / "tabular" / "manifest.json"
+    if not man.exists():
+        return {}
+    out = {}
+    for slug, e in (json.loads(man.read_text()).get("entries") or {}).items():
+        group = [src / "tabular" / e[k] for k in ("file", "heads_file", "rollout_file") if e.get(k)]
+        group = [f for f in group if f.is_file()]
+        if group:
+            out[slug] = group
+    return out
+
+
 def publish(src, dest, profile: str, repo=None, cache=None) -> dict:
     """Copy the publishable files of ``src`` to ``dest`` atomically (and the FT-Transformer checkpoints its
     tabular entries record, :func:`checkpoint_files`), with ``PUBLISHED.json``; returns it."""
@@ -110,17 +127,26 @@ def publish(src, dest, profile: str, repo=None, cache=None) -> dict:
     if not src.is_dir():
         raise FileNotFoundError(f"{src} is not a results folder")
     files = sorted({f for pat in PATTERNS for f in src.glob(pat) if f.is_file()})
+    optional = _tabular_entry_files(src)  # FT-Transformer tables: recomputed from a checkpoint in a minute
+    files = [f for f in files if f not in {g for group in optional.values() for g in group}]
     size = sum(f.stat().st_size for f in files)
     if size > MAX_BYTES:
         raise ValueError(f"{len(files)} files of {size / 2**20:.1f} MiB exceed the {MAX_BYTES / 2**20:.0f} MiB limit")
-    extra, left_out = [], []  # (source, path under dest); checkpoint names that did not fit
-    for pair in _checkpoint_pairs(checkpoint_files(src, cache)):
+    extra, left_out, tables_left_out = [], [], []  # (source, path under dest); what did not fit
+    for pair in _checkpoint_pairs(checkpoint_files(src, cache)):  # a checkpoint saves a training: first
         more = sum(f.stat().st_size for f, _ in pair)
         if size + more <= MAX_BYTES:
             extra += pair
             size += more
         else:
             left_out.append(pair[0][0].name)
+    for slug, group in sorted(optional.items(), key=lambda kv: (sum(f.stat().st_size for f in kv[1]), kv[0])):
+        more = sum(f.stat().st_size for f in group)  # an entry's tables all in or all out, smallest first
+        if size + more <= MAX_BYTES:
+            files += group
+            size += more
+        else:
+            tables_left_out.append(slug)
     timings = {}
     for f in sorted((src / "timings").glob("*/*.json")):
         r = json.loads(f.read_text())
@@ -128,7 +154,7 @@ def publish(src, dest, profile: str, repo=None, cache=None) -> dict:
     meta = {"profile": profile, "code_digest": code_digest(), "commit": _commit(Path(repo or Path.cwd())),
             "machine": machine(), "published": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "wall_times_s": timings, "notebooks": _manifest_summary(src), "files": len(files) + len(extra),
-            "bytes": size, "checkpoints_left_out": left_out}
+            "bytes": size, "checkpoints_left_out": left_out, "tables_left_out": sorted(tables_left_out)}
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.parent / f".{dest.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -154,6 +180,9 @@ def main(argv=None) -> int:
     meta = publish(a.src, a.dest, a.profile)
     print(f"published {meta['files']} files ({meta['bytes'] / 2**20:.1f} MiB) to {a.dest}: code digest "
           f"{meta['code_digest']}, commit {meta['commit']}")
+    if meta["tables_left_out"]:
+        print(f"FT-Transformer tables left out (over {MAX_BYTES / 2**20:.0f} MiB; a build measures them again from "
+              "the published checkpoint): " + ", ".join(meta["tables_left_out"]))
     if meta["checkpoints_left_out"]:
         print(f"checkpoints left out (over {MAX_BYTES / 2**20:.0f} MiB; a build retrains them): "
               + ", ".join(meta["checkpoints_left_out"]))
