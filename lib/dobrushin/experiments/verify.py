@@ -187,7 +187,12 @@ def _subset(inputs, ids: Sequence[str]):
     pos = {str(x): i for i, x in enumerate(inputs.ids)}
     missing = [i for i in ids if i not in pos]
     if missing:
-        raise LookupError(f"inputs {missing} are not in today's selection")
+        import os
+
+        hint = ("" if os.environ.get("DOBRUSHIN_DATA") else
+                "; DOBRUSHIN_DATA is not set, so the inputs came from elsewhere than the published run's data "
+                "(set it to the data folder the run measured, e.g. ../shared/data)")
+        raise LookupError(f"inputs {missing} are not in today's selection (source {inputs.source}){hint}")
     idx = [pos[i] for i in ids]
     return InputSet(inputs.kind, [inputs.ids[i] for i in idx], inputs.source, inputs.available, inputs.seed,
                     lambda k: inputs[idx[k]], inputs.notes)
