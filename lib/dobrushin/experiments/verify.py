@@ -442,8 +442,8 @@ def digest_status(root) -> "tuple[bool, str]":
                        f"{now[:12]}): they are not reused, so this build recomputes the paper profile (hours); "
                        "make reproduce publishes results of the current code")
     want, have = _published_versions(root), key_versions()
-    diff = {k: (want.get(k), have.get(k)) for k in sorted(set(want or {}) | set(have))
-            if (want or {}).get(k) != have.get(k)} if want is not None else {}
+    diff = {} if want is None else {k: (want.get(k), have.get(k)) for k in sorted(set(want) | set(have))
+                                    if want.get(k) != have.get(k)}
     if diff:
         return False, ("=== WARNING: the published results were made with other package versions ("
                        + ", ".join(f"{k} {a} here {b}" for k, (a, b) in diff.items())
