@@ -6,10 +6,11 @@ atomically.  ``--add`` (a resumed ``make reproduce``) adds this pass to the reco
 ``seconds`` stays the whole time the run spent on the chapter over its interrupted and resumed passes
 (``passes`` of them), not just the last pass, which may have found most of the work done."""
 import json
-import os
 import sys
 import time
 from pathlib import Path
+
+from dobrushin.store.results import atomic_write_json
 
 
 def main(argv) -> int:
@@ -29,10 +30,7 @@ def main(argv) -> int:
             pass  # an unreadable record is replaced by this pass
     rec = {"notebook": notebook, "profile": profile, "seconds": total, "passes": passes,
            "last_pass_seconds": seconds, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(rec) + "\n")
-    os.replace(tmp, path)
+    atomic_write_json(path, rec)
     return 0
 
 

@@ -120,6 +120,20 @@ def _tabular_entry_files(src: Path) -> dict:
     return out
 
 
+def _fill(named_groups: list, size: int, size_of) -> tuple:
+    """Take each ``(name, group)`` in order while ``size`` plus its ``size_of(group)`` stays within
+    :data:`MAX_BYTES`: ``(groups taken, names left out, the new size)``."""
+    taken, left = [], []
+    for name, group in named_groups:
+        more = size_of(group)
+        if size + more <= MAX_BYTES:
+            taken.append(group)
+            size += more
+        else:
+            left.append(name)
+    return taken, left, size
+
+
 def publish(src, dest, profile: str, repo=None, cache=None) -> dict:
     """Copy the publishable files of ``src`` to ``dest`` atomically (and the FT-Transformer checkpoints its
     tabular entries record, :func:`checkpoint_files`), with ``PUBLISHED.json``; returns it."""
@@ -132,21 +146,15 @@ def publish(src, dest, profile: str, repo=None, cache=None) -> dict:
     size = sum(f.stat().st_size for f in files)
     if size > MAX_BYTES:
         raise ValueError(f"{len(files)} files of {size / 2**20:.1f} MiB exceed the {MAX_BYTES / 2**20:.0f} MiB limit")
-    extra, left_out, tables_left_out = [], [], []  # (source, path under dest); what did not fit
-    for pair in _checkpoint_pairs(checkpoint_files(src, cache)):  # a checkpoint saves a training: first
-        more = sum(f.stat().st_size for f, _ in pair)
-        if size + more <= MAX_BYTES:
-            extra += pair
-            size += more
-        else:
-            left_out.append(pair[0][0].name)
-    for slug, group in sorted(optional.items(), key=lambda kv: (sum(f.stat().st_size for f in kv[1]), kv[0])):
-        more = sum(f.stat().st_size for f in group)  # an entry's tables all in or all out, smallest first
-        if size + more <= MAX_BYTES:
-            files += group
-            size += more
-        else:
-            tables_left_out.append(slug)
+    # a checkpoint saves a training, so the checkpoints come first: (source, path under dest) pairs
+    pairs = _checkpoint_pairs(checkpoint_files(src, cache))
+    taken, left_out, size = _fill([(p[0][0].name, p) for p in pairs], size,
+                                  lambda pair: sum(f.stat().st_size for f, _ in pair))
+    extra = [fp for pair in taken for fp in pair]
+    # then each entry's tables, all in or all out, smallest entry first
+    by_size = sorted(optional.items(), key=lambda kv: (sum(f.stat().st_size for f in kv[1]), kv[0]))
+    taken, tables_left_out, size = _fill(by_size, size, lambda group: sum(f.stat().st_size for f in group))
+    files += [f for group in taken for f in group]
     timings = {}
     for f in sorted((src / "timings").glob("*/*.json")):
         r = json.loads(f.read_text())

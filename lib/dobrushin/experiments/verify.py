@@ -187,7 +187,12 @@ def _subset(inputs, ids: Sequence[str]):
     pos = {str(x): i for i, x in enumerate(inputs.ids)}
     missing = [i for i in ids if i not in pos]
     if missing:
-        raise LookupError(f"inputs {missing} are not in today's selection")
+        import os
+
+        hint = ("" if os.environ.get("DOBRUSHIN_DATA") else
+                "; DOBRUSHIN_DATA is not set, so the inputs came from elsewhere than the published run's data "
+                "(set it to the data folder the run measured, e.g. ../shared/data)")
+        raise LookupError(f"inputs {missing} are not in today's selection (source {inputs.source}){hint}")
     idx = [pos[i] for i in ids]
     return InputSet(inputs.kind, [inputs.ids[i] for i in idx], inputs.source, inputs.available, inputs.seed,
                     lambda k: inputs[idx[k]], inputs.notes)
@@ -437,8 +442,8 @@ def digest_status(root) -> "tuple[bool, str]":
                        f"{now[:12]}): they are not reused, so this build recomputes the paper profile (hours); "
                        "make reproduce publishes results of the current code")
     want, have = _published_versions(root), key_versions()
-    diff = {k: (want.get(k), have.get(k)) for k in sorted(set(want or {}) | set(have))
-            if (want or {}).get(k) != have.get(k)} if want is not None else {}
+    diff = {} if want is None else {k: (want.get(k), have.get(k)) for k in sorted(set(want) | set(have))
+                                    if want.get(k) != have.get(k)}
     if diff:
         return False, ("=== WARNING: the published results were made with other package versions ("
                        + ", ".join(f"{k} {a} here {b}" for k, (a, b) in diff.items())
