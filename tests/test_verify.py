@@ -86,6 +86,24 @@ def test_decision_margin_against_brute_force():
     assert V.decision_margin(np.eye(3)) == 0.0  # three pairs tie at κ = 1
 
 
+def test_decision_margin_in_blocks_equals_one_block(monkeypatch):
+    """The pair distances are taken a block of rows at a time; blocks of one row, of a few rows and the whole
+    matrix give the same margin, and a tie for the largest distance across blocks gives 0."""
+    rng = np.random.default_rng(8)
+    mats = [rng.dirichlet(np.full(9, 0.4), size=9) for _ in range(10)]
+    whole = [V.decision_margin(A) for A in mats]
+    for block in (9 * 9, 3 * 81):
+        monkeypatch.setattr(V, "MARGIN_BLOCK_ELEMENTS", block)
+        assert [V.decision_margin(A) for A in mats] == whole
+    A = np.full((4, 4), 0.0)
+    A[0, 0] = A[3, 3] = 1.0
+    A[1, :] = A[2, :] = 0.25  # pairs (0, 3) and others: κ = 1 attained by (0, 3) only
+    monkeypatch.setattr(V, "MARGIN_BLOCK_ELEMENTS", 16)
+    assert V.decision_margin(A) == pytest.approx(min(1.0 - 0.75, 1.0, 1.0))
+    B = np.eye(4)  # every pair at κ = 1, the maxima in different blocks
+    assert V.decision_margin(B) == 0.0
+
+
 def test_sample_is_seeded_and_per_group():
     t = pd.concat([_rows(10, model="a"), _rows(10, model="a", weights="untrained"), _rows(2, model="b@518px")])
     s = V.sample_inputs(t, seed=1)
@@ -232,7 +250,15 @@ def test_end_to_end_on_packaged_minilm(tmp_path, monkeypatch):
     comps = V.verify_family(tmp_path, "language", measure=measure)
     assert len(comps) == 1 and comps[0].passed, comps[0].as_dict()
     assert comps[0].rows == 3 * 6 * 2  # 3 sampled sentences × 6 layers × 2 variants
-    assert seen["t"]["_margin"].notna().all() and (seen["t"]["_margin"] >= 0).all()
+    t = seen["t"]
+    assert t["_margin"].notna().all() and (t["_margin"] >= 0).all()
+    # a table without the kernel's margin columns: the margin is recomputed from the captured matrices
+    # (decision_margin, an independent computation) and agrees with the kernel's
+    monkeypatch.setattr(V, "MARGIN_COLUMNS", V.MARGIN_COLUMNS + ("no such column",))
+    ids = sorted(set(t["input_id"].astype(str)))
+    again = V._measure_fresh(MINILM_ID, V._subset(inputs, ids), cfg)
+    kernel = t[["kappa_gap", "self_margin_i", "self_margin_j"]].astype(float).abs().min(axis=1)
+    assert again["_margin"].to_numpy() == pytest.approx(kernel.to_numpy(), abs=1e-9)
 
 
 def test_verify_tabular_end_to_end_and_the_published_checkpoint_layer(tmp_path, monkeypatch):
