@@ -165,10 +165,15 @@ def sample_inputs(table: pd.DataFrame, seed: int = SEED, per_group: int = PER_GR
 
 
 # ------------------------------------------------------------------------------------ re-measuring
-def _say(c: "Comparison", t0: float) -> None:
-    """One progress line per comparison, on stderr (the report itself goes to stdout at the end)."""
+_START = time.perf_counter()
+
+
+def _say(c: "Comparison") -> None:
+    """One progress line per comparison, on stderr, with the seconds since verify started (the report itself
+    goes to stdout at the end)."""
     state = "ok" if c.passed else "FAILED"
-    print(f"verify: {c.group}: {state}, {c.rows} rows ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+    print(f"verify: {c.group}: {state}, {c.rows} rows ({time.perf_counter() - _START:.0f} s)", file=sys.stderr,
+          flush=True)
 
 
 def verify_baseline(published_root: Path, sizes: int = BASELINE_SIZES) -> Comparison:
@@ -236,7 +241,7 @@ def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_gro
     man = store.manifest()
     params = man.get("parameters") or {}
     measure = measure or _measure_fresh
-    out, inputs, t0 = [], None, time.perf_counter()
+    out, inputs = [], None
     for slug, e in sorted(man["entries"].items()):
         table = store.read(e, "table") if e.get("file") else None
         if table is None:
@@ -263,7 +268,7 @@ def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_gro
             except Exception as exc:  # noqa: BLE001 - a sample that cannot be re-measured fails, with why
                 c.error = f"{type(exc).__name__}: {exc}"
             out.append(c)
-            _say(c, t0)
+            _say(c)
     return out
 
 
@@ -411,11 +416,11 @@ def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
     t0 = time.perf_counter()
     comps = [verify_baseline(root)] if (root / "baseline").exists() else []
     for c in comps:
-        _say(c, t0)
+        _say(c)
     for nb in FAMILY_KINDS:
         comps += verify_family(root, nb, seed, per_group)
     for c in verify_tabular(root, seed):
-        _say(c, t0)
+        _say(c)
         comps.append(c)
     meta = {}
     if (root / "PUBLISHED.json").exists():
