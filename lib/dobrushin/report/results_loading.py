@@ -19,17 +19,32 @@ from ..store.results import ResultStore
 FAMILY_NOTEBOOKS = ("dinov2", "language", "supervised_vit", "tabular")
 
 
-def _current(manifest: dict, entry: dict, profile: Optional[str]) -> bool:
-    """Is a manifest entry part of the notebook's latest run (its model list, and the profile asked for)?"""
-    models = (manifest.get("parameters") or {}).get("models")
-    if models is not None and entry.get("model") not in models:
+def _current(manifest: dict, entry: dict, profile: Optional[str], resolutions: bool = False) -> bool:
+    """Is a manifest entry part of the notebook's latest run (its model list, and the profile asked for)?
+    With ``resolutions``, so is a run at a second resolution (``"<id>@518px"``,
+    :func:`dobrushin.models.configs.resolution_id`) of a model among the notebook's ``extra_size_models``
+    at its ``extra_image_size``."""
+    from ..models.configs import resolution_id
+
+    params = manifest.get("parameters") or {}
+    models = params.get("models")
+    extra = params.get("extra_image_size")
+    runs = set(models or ())
+    if models is not None and extra and resolutions:
+        runs |= {resolution_id(m, int(extra)) for m in params.get("extra_size_models") or () if m in models}
+    if models is not None and entry.get("model") not in runs:
         return False
     prof = entry.get("profile", manifest.get("profile"))
     return profile is None or prof is None or prof == profile
 
 
-def load_family_results(results_dir, profile: Optional[str] = None) -> tuple[pd.DataFrame, dict]:
+def load_family_results(results_dir, profile: Optional[str] = None,
+                        resolutions: bool = False) -> tuple[pd.DataFrame, dict]:
     """The per-model tables of the family notebooks' latest runs plus their manifest entries.
+
+    ``resolutions``: also the runs of a model at a second resolution (the DINOv2 chapter's 518 px run,
+    stored as ``"<id>@518px"``).  The claims are judged without them (the same inputs measured again are
+    not new evidence to pool); the scale line and the scorecard's notes show them.
 
     Entries left over from earlier runs (a model no longer in the notebook's ``models`` parameter, or a
     different profile than ``profile``) are ignored.  Returns ``(table, entries)`` where ``table`` has
@@ -43,7 +58,7 @@ def load_family_results(results_dir, profile: Optional[str] = None) -> tuple[pd.
         store = ResultStore(results_dir, nb)
         m = store.manifest()
         for slug, e in m["entries"].items():
-            if not _current(m, e, profile):
+            if not _current(m, e, profile, resolutions):
                 continue
             model = e.get("model") or e.get("params", {}).get("model_id") or slug
             entries[(nb, model)] = e

