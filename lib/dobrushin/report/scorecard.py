@@ -439,8 +439,13 @@ COMPACT = ("claim", "paper_value", "verdict", "measured", "n_inputs", "n", "weig
 
 
 def shown(card: pd.DataFrame, columns=tuple(SHOWN)) -> pd.DataFrame:
-    """The scorecard as the page shows it (``columns`` of :data:`SHOWN`, with its headers)."""
-    return card[list(columns)].rename(columns=SHOWN)
+    """The scorecard as the page shows it (``columns`` of :data:`SHOWN`, with its headers; the counts of
+    inputs and pairs with thousands separators)."""
+    out = card[list(columns)].copy()
+    for c in ("n_inputs", "n"):
+        if c in out.columns:
+            out[c] = [f"{int(v):,}" if pd.notna(v) else "—" for v in out[c]]
+    return out.rename(columns=SHOWN)
 
 
 def notes(card: pd.DataFrame) -> list:
