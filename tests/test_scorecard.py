@@ -504,15 +504,20 @@ def test_published_text_names_the_digest_and_the_verify_result(tmp_path):
     (pub / "language").mkdir(parents=True)
     (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": "abcd1234abcd1234", "commit": "f" * 40,
                                                     "published": "2026-12-01T00:00:00Z"}))
-    entries = {("language", "m"): {"published_from": str(pub / "language")}, ("language", "n"): {}}
+    entries = {("language", "m"): {"model": "m", "published_from": str(pub / "language")},
+               ("language", "n"): {"model": "n"},
+               ("language", "h"): {"model": "h", "status": "weights unavailable: not cached"}}
     assert published_text(tmp_path, tmp_path / "results", {("language", "n"): {}}) == ""
     txt = published_text(tmp_path, tmp_path / "results", entries)
-    assert "1 of the 2 model results are the published ones (code digest abcd1234abcd1234" in txt
+    assert "1 of the 3 model results are the published ones (code digest abcd1234abcd1234" in txt
+    assert "It (n) was computed in this build" in txt  # h was not measured: not named
     assert "has not been run" in txt
     (tmp_path / "results" / "verify").mkdir(parents=True)
-    (tmp_path / "results" / "verify" / "report.json").write_text(json.dumps({"current_digest": "99", "passed": True,
-                                                                            "finished": "now"}))
-    assert "(digest 99) on now: passed" in published_text(tmp_path, tmp_path / "results", entries)
+    rep = {"current_digest": "99", "passed": True, "finished": "now", "wall_s": 268.4,
+           "comparisons": [{"rows": 72}, {"rows": 1000}]}
+    (tmp_path / "results" / "verify" / "report.json").write_text(json.dumps(rep))
+    assert ("a sample (2 groups, 1,072 rows) from scratch with the current code (digest 99) on now in 268 s: passed"
+            in published_text(tmp_path, tmp_path / "results", entries))
 
 
 def test_failed_verification_is_flagged(results):
