@@ -510,7 +510,12 @@ def test_published_text_names_the_digest_and_the_verify_result(tmp_path):
     assert published_text(tmp_path, tmp_path / "results", {("language", "n"): {}}) == ""
     txt = published_text(tmp_path, tmp_path / "results", entries)
     assert "1 of the 3 model results are the published ones (code digest abcd1234abcd1234" in txt
-    assert "It (n) was computed in this build" in txt  # h was not measured: not named
+    assert "One other model result (n) was computed in this build." in txt  # h was not measured: not named
+    entries[("tabular", "t")] = {"model": "FT-Transformer/Adult seed 0"}
+    del entries[("language", "n")]
+    assert "(FT-Transformer/Adult seed 0) was computed in this build (the published folder leaves" in \
+        published_text(tmp_path, tmp_path / "results", entries)
+    entries[("language", "n")] = {"model": "n"}
     assert "has not been run" in txt
     (tmp_path / "results" / "verify").mkdir(parents=True)
     rep = {"current_digest": "99", "passed": True, "finished": "now", "wall_s": 268.4,

@@ -100,8 +100,16 @@ def test_decision_margin_in_blocks_equals_one_block(monkeypatch):
     A[1, :] = A[2, :] = 0.25  # pairs (0, 3) and others: κ = 1 attained by (0, 3) only
     monkeypatch.setattr(V, "MARGIN_BLOCK_ELEMENTS", 16)
     assert V.decision_margin(A) == pytest.approx(min(1.0 - 0.75, 1.0, 1.0))
-    B = np.eye(4)  # every pair at κ = 1, the maxima in different blocks
+    B = np.eye(4)  # every pair at κ = 1
     assert V.decision_margin(B) == 0.0
+    # the only two maximal pairs, (0, 1) and (1, 3) (κ = 0.625, exact in binary), start in different row blocks
+    # (one row a block): the second maximum comes from another block, so the gap is 0
+    C = np.array([[0.25, 0.125, 0.125, 0.5], [0.0, 0.5, 0.375, 0.125], [0.25, 0.375, 0.25, 0.125],
+                  [0.5, 0.25, 0.0, 0.25]])
+    d = {(i, j): 0.5 * np.abs(C[i] - C[j]).sum() for i in range(4) for j in range(i + 1, 4)}
+    assert [p for p, v in d.items() if v == max(d.values())] == [(0, 1), (1, 3)]
+    assert V.decision_margin(C) == 0.0
+    assert np.isnan(V.decision_margin(np.full((3, 3), np.nan)))
 
 
 def test_sample_is_seeded_and_per_group():

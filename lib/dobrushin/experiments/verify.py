@@ -54,7 +54,8 @@ KAPPA_TOL = 1e-5
 FLOAT_ERROR = 1e-6
 #: the per-row margin columns of the tidy table, when it has them
 MARGIN_COLUMNS = ("kappa_gap", "self_margin_i", "self_margin_j")
-#: elements of one block of pair distances in :func:`decision_margin` (float64: 64 MiB)
+#: elements of one block of pair distances in :func:`decision_margin` (float64: 64 MiB, twice that with
+#: the temporary of the absolute value)
 MARGIN_BLOCK_ELEMENTS = 1 << 23
 KEY = ["input_id", "layer", "variant", "weights"]
 NUMBERS = ("kappa", "kappa_factor", "slack")
@@ -102,6 +103,8 @@ def decision_margin(A: np.ndarray) -> float:
     n = A.shape[-1]
     if A.ndim != 2 or A.shape[0] != n or n < 2:
         raise ValueError(f"need one square matrix with n >= 2, got shape {A.shape}")
+    if not np.isfinite(A).all():
+        return float("nan")  # no decision to be near: the row fails the comparison on its own
     # the pair distances a block of rows at a time (memory O(block·n²), not O(n³): at n = 1 370 the whole
     # (pairs, n) difference would be 10 GB); the best pair is the first maximum in (i, j) order, i < j
     step = max(1, MARGIN_BLOCK_ELEMENTS // (n * n))
@@ -165,15 +168,15 @@ def sample_inputs(table: pd.DataFrame, seed: int = SEED, per_group: int = PER_GR
 
 
 # ------------------------------------------------------------------------------------ re-measuring
-_START = time.perf_counter()
+_START = [time.perf_counter()]  # reset by run()
 
 
 def _say(c: "Comparison") -> None:
-    """One progress line per comparison, on stderr, with the seconds since verify started (the report itself
-    goes to stdout at the end)."""
+    """One progress line per comparison, on stderr, with the seconds since :func:`run` started (the report
+    itself goes to stdout at the end)."""
     state = "ok" if c.passed else "FAILED"
-    print(f"verify: {c.group}: {state}, {c.rows} rows ({time.perf_counter() - _START:.0f} s)", file=sys.stderr,
-          flush=True)
+    print(f"verify: {c.group}: {state}, {c.rows} rows ({time.perf_counter() - _START[0]:.0f} s)",
+          file=sys.stderr, flush=True)
 
 
 def verify_baseline(published_root: Path, sizes: int = BASELINE_SIZES) -> Comparison:
@@ -300,14 +303,24 @@ def margins_from_attention(records, input_ids: Sequence[str], variants: Sequence
 def _measure_fresh(model_id: str, inputs, config):
     """Measure into a temporary store (nothing read from or written to a cache) and give every row its
     decision margin (column ``_margin``): from the table's own margin columns (:data:`MARGIN_COLUMNS`, the
-    kernel's exact margins), else recomputed from the captured matrices (:func:`margins_from_attention`)."""
+    kernel's exact margins); for a table without them the sample is measured again with the attention
+    kept, and the margins are recomputed from it (:func:`margins_from_attention`)."""
     import tempfile
 
     from ..capture.extract import extract_attention
     from .pipeline import measure_model
     from ..store.results import ResultStore
 
-    records = []  # the head-averaged attention as captured (float32), for a table without margin columns
+    def measured(extractor=None):
+        with tempfile.TemporaryDirectory() as tmp:
+            kw = {"extractor": extractor} if extractor is not None else {}
+            return measure_model(model_id, inputs, store=ResultStore(tmp, "verify"),
+                                 config=config.replace(force=True), **kw).table
+
+    table = measured()
+    if set(MARGIN_COLUMNS) <= set(table.columns):
+        return table.assign(_margin=margin_of_rows(table).to_numpy())
+    records = []  # the head-averaged attention as captured
 
     def extractor(model, x, average_heads=True):
         ex = extract_attention(model, x, average_heads=average_heads)
@@ -315,12 +328,7 @@ def _measure_fresh(model_id: str, inputs, config):
             records.append((ex.attention.detach().to("cpu").numpy().copy(), [list(r) for r in ex.roles]))
         return ex
 
-    with tempfile.TemporaryDirectory() as tmp:
-        run = measure_model(model_id, inputs, store=ResultStore(tmp, "verify"), config=config.replace(force=True),
-                            extractor=extractor)
-    table = run.table
-    if set(MARGIN_COLUMNS) <= set(table.columns):
-        return table.assign(_margin=margin_of_rows(table).to_numpy())
+    table = measured(extractor)
     margins = margins_from_attention(records, inputs.ids, config.variants, config.atol)
     keys = zip(table["input_id"].astype(str), table["layer"].astype(int), table["variant"].astype(str))
     return table.assign(_margin=[margins.get(k, np.nan) for k in keys])
@@ -413,7 +421,7 @@ def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
     from ..store.code import code_digest
 
     root = Path(published_root)
-    t0 = time.perf_counter()
+    t0 = _START[0] = time.perf_counter()
     comps = [verify_baseline(root)] if (root / "baseline").exists() else []
     for c in comps:
         _say(c)

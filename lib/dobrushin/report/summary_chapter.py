@@ -339,11 +339,13 @@ def published_text(root, results_dir, entries: dict) -> str:
            f"{meta.get('code_digest', 'unknown')}, commit {str(meta.get('commit', 'unknown'))[:12]}, published "
            f"{meta.get('published', '?')}).")
     fresh = sorted(str(e.get("model") or "?") for e in entries.values()
-                   if not e.get("published_from") and not str(e.get("status", "ok")).startswith("weights unavailable"))
+                   if not e.get("published_from") and str(e.get("status", "ok")) == "ok")
     if fresh:
-        out += (f" {'It' if len(fresh) == 1 else 'The other measured ones'} ({', '.join(fresh)}) "
-                f"{'was' if len(fresh) == 1 else 'were'} computed in this build (an FT-Transformer table the published "
-                "folder leaves out for size is re-measured from its published checkpoint).")
+        why = (" (the published folder leaves the FT-Transformer tables of its largest data sets out for size: they "
+               "are re-measured from its checkpoints, and a checkpoint it leaves out is retrained)"
+               if all(m.startswith("FT-Transformer/") for m in fresh) else "")
+        out += (f" {'One other model result' if len(fresh) == 1 else f'The {len(fresh)} other measured model results'}"
+                f" ({', '.join(fresh)}) {'was' if len(fresh) == 1 else 'were'} computed in this build{why}.")
     rep_path = Path(results_dir) / "verify" / "report.json"
     if rep_path.exists():
         rep = json.loads(rep_path.read_text())
