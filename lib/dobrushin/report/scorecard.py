@@ -33,9 +33,9 @@ import numpy as np
 import pandas as pd
 
 from ..math.stats import add_sums, clustered, wilson
-from ..models.configs import RESOLUTION_SEP, base_id, display_name, model_family
+from ..models.configs import display_name, model_family
 from .claims import CLAIMS, SCORECARD, TOO_WIDE, ScorecardRow, combine, judge
-from .summary import input_sums, row_sums
+from .summary import row_sums
 from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, pct
 
 COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "verdict", "note",
@@ -394,35 +394,6 @@ def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
         else:
             rows.append(_fraction(summary, row, entries))
     return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def add_resolution_notes(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """``card`` with a note on each claim row of a model that was also measured at a second resolution
-    (``"<id>@518px"`` rows of ``table``, :func:`dobrushin.report.summary.load_family_results` with
-    ``resolutions=True``): that run's fraction, clustered interval, inputs and pairs on the row's variant,
-    trained weights.  It is the same inputs measured again, so it is shown beside the verdict, not pooled
-    into it."""
-    if not len(table) or "model" not in table.columns:
-        return card
-    card = card.copy()
-    by_key = {r.key: r for r in SCORECARD}
-    for model in sorted({str(m) for m in table["model"] if RESOLUTION_SEP in str(m)}):
-        base = base_id(model)
-        size = display_name(model).rsplit(", ", 1)[-1]
-        for i, crow in card.iterrows():
-            r = by_key.get(crow["key"])
-            if r is None or r.kind != "fraction" or model_family(base) not in r.families:
-                continue
-            if r.models and not any(f in base.lower() for f in r.models):
-                continue
-            part = table[(table["model"] == model) & (table["weights"] == "pretrained") & (table["variant"] == r.variant)]
-            if not len(part):
-                continue
-            sums = input_sums(part)
-            text = (f"at {size} (the same inputs measured again, not pooled into the verdict): "
-                    f"{clustered_text(sums)} ({sums['clusters']:,} inputs, {sums['n']:,} pairs)")
-            card.at[i, "note"] = "; ".join(x for x in (crow["note"], text) if x)
-    return card
 
 
 def verdict_kind(verdict: str) -> str:

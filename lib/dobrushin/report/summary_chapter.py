@@ -27,6 +27,7 @@ from ..store.results import atomic_write_csv
 from . import page as F
 from .display import html_block, plain_text
 from . import scorecard as S
+from .resolution_notes import add_resolution_notes
 from . import summary
 from .claims import CLAIMS
 from .summary_insight import SummaryInsights
@@ -72,7 +73,7 @@ class SummaryChapter(SummaryInsights):
         self.theorem_check = summary.load_theorem_check(self.results)
         # the runs at a second resolution (518 px) are shown in the scale line and the scorecard's notes
         every_table, every_entry = summary.load_family_results(self.results, profile, resolutions=True)
-        self.card = S.add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check),
+        self.card = add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check),
                                            every_table)
         self.scale = summary.scale_table(every_table, every_entry)
         atomic_write_csv(self.results / "summary.csv", self.table)
