@@ -343,3 +343,22 @@ def test_digest_status_says_whether_the_published_results_are_reused(tmp_path, c
     assert not ok and "WARNING" in line and "not reused" in line and "000000000000" in line and "deadbeefdead" in line
     assert V.main([str(pub), "--digest-only"]) == 0
     assert "not reused" in capsys.readouterr().out
+
+
+def test_digest_status_warns_when_the_published_inputs_came_from_an_unset_data_folder(tmp_path, monkeypatch):
+    from dobrushin.store.code import code_digest
+
+    pub = tmp_path / "published" / "paper"
+    (pub / "dinov2").mkdir(parents=True)
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": code_digest(), "commit": "abc"}))
+    entry = {"params": {"inputs": {"kind": "image", "source": "ImageNet sample photos ($DOBRUSHIN_DATA/imagenet_samples)"}}}
+    (pub / "dinov2" / "manifest.json").write_text(json.dumps({"entries": {"m": entry}}))
+    monkeypatch.delenv("DOBRUSHIN_DATA", raising=False)
+    ok, line = V.digest_status(pub)
+    assert ok and "WARNING: the published results of dinov2 measured inputs read from $DOBRUSHIN_DATA" in line
+    monkeypatch.setenv("DOBRUSHIN_DATA", str(tmp_path))
+    assert "WARNING" not in V.digest_status(pub)[1]
+    monkeypatch.delenv("DOBRUSHIN_DATA")
+    entry["params"]["inputs"]["source"] = "embedded photos"
+    (pub / "dinov2" / "manifest.json").write_text(json.dumps({"entries": {"m": entry}}))
+    assert "WARNING" not in V.digest_status(pub)[1]

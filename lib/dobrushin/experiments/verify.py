@@ -491,8 +491,28 @@ def digest_status(root) -> "tuple[bool, str]":
                        + ", ".join(f"{k} {a} here {b}" for k, (a, b) in diff.items())
                        + "): they are not reused, so this build recomputes the paper profile (hours); make install "
                        "pins the published versions (constraints.txt)")
-    return True, (f"=== the published results ({root}) were made by the measuring code here (digest {now[:12]}) with "
-                  "the installed package versions: each is reused where its parameters, weights and device match")
+    line = (f"=== the published results ({root}) were made by the measuring code here (digest {now[:12]}) with "
+            "the installed package versions: each is reused where its parameters, weights and device match")
+    data = data_dir_note(root)
+    return True, line + (f"\n{data}" if data else "")
+
+
+def data_dir_note(root) -> str:
+    """A warning when the published results measured inputs read through ``$DOBRUSHIN_DATA`` (their
+    manifests' input sources say so) and it is not set here: the inputs are then another selection (the
+    downloaded or embedded ones), whose cache key differs, so those chapters are measured again."""
+    import os
+
+    if os.environ.get("DOBRUSHIN_DATA"):
+        return ""
+    uses = sorted({nb for nb in FAMILY_KINDS for m in [Path(root) / nb / "manifest.json"] if m.exists()
+                   and any("$DOBRUSHIN_DATA" in str(((e.get("params") or {}).get("inputs") or {}).get("source", ""))
+                           for e in (json.loads(m.read_text()).get("entries") or {}).values())})
+    if not uses:
+        return ""
+    return (f"=== WARNING: the published results of {', '.join(uses)} measured inputs read from $DOBRUSHIN_DATA, "
+            "which is not set here: those chapters will measure other inputs again (hours at paper scale) "
+            "instead of reusing them; set DOBRUSHIN_DATA to the data folder (README: Data and model weights)")
 
 
 def main(argv=None) -> int:
