@@ -532,8 +532,8 @@ def test_failed_verification_is_flagged(results):
 
     ch = SummaryChapter(profile="quick", results_dir=results)
     assert not ch.verification_failed()  # nothing published was used
-    key = next(iter(ch.entries))
-    ch.entries[key]["published_from"] = str(results / "published" / "x")
+    key = next(iter(ch.every_entry))
+    ch.every_entry[key]["published_from"] = str(results / "published" / "x")
     (results / "verify").mkdir()
     (results / "verify" / "report.json").write_text(json.dumps({"passed": False}))
     assert ch.verification_failed()

@@ -72,10 +72,10 @@ class SummaryChapter(SummaryInsights):
         self.family_table, self.entries = summary.load_family_results(self.results, profile)
         self.theorem_check = summary.load_theorem_check(self.results)
         # the runs at a second resolution (518 px) are shown in the scale line and the scorecard's notes
-        every_table, every_entry = summary.load_family_results(self.results, profile, resolutions=True)
+        every_table, self.every_entry = summary.load_family_results(self.results, profile, resolutions=True)
         self.card = add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check),
                                            every_table)
-        self.scale = summary.scale_table(every_table, every_entry)
+        self.scale = summary.scale_table(every_table, self.every_entry)
         atomic_write_csv(self.results / "summary.csv", self.table)
         atomic_write_csv(self.results / "scorecard.csv", self.card)
 
@@ -89,7 +89,7 @@ class SummaryChapter(SummaryInsights):
             out.append(f"No profile of this build can change the rows of {len(hub)} model"
                        f"{'s' if len(hub) != 1 else ''} whose trained weights are not available here "
                        f"(they need the hub or a local cache): {', '.join(hub)}.")
-        out.append(published_text(self.root, self.results, self.entries))
+        out.append(published_text(self.root, self.results, self.every_entry))
         return " ".join(x for x in out if x)
 
     def verification_failed(self) -> bool:
@@ -97,7 +97,7 @@ class SummaryChapter(SummaryInsights):
         import json
 
         rep = self.results / "verify" / "report.json"
-        used = any(e.get("published_from") for e in self.entries.values())
+        used = any(e.get("published_from") for e in self.every_entry.values())
         return bool(used and rep.exists() and not json.loads(rep.read_text()).get("passed"))
 
     def scorecard(self):
@@ -343,7 +343,7 @@ def published_text(root, results_dir, entries: dict) -> str:
                    if not e.get("published_from") and str(e.get("status", "ok")) == "ok")
     if fresh:
         why = (" (the published folder leaves the FT-Transformer tables of its largest data sets out for size: they "
-               "are re-measured from its checkpoints, and a checkpoint it leaves out is retrained)"
+               "are re-measured from its checkpoints)"
                if all(m.startswith("FT-Transformer/") for m in fresh) else "")
         out += (f" {'One other model result' if len(fresh) == 1 else f'The {len(fresh)} other measured model results'}"
                 f" ({', '.join(fresh)}) {'was' if len(fresh) == 1 else 'were'} computed in this build{why}.")
