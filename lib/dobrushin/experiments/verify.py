@@ -505,9 +505,16 @@ def data_dir_note(root) -> str:
 
     if os.environ.get("DOBRUSHIN_DATA"):
         return ""
-    uses = sorted({nb for nb in FAMILY_KINDS for m in [Path(root) / nb / "manifest.json"] if m.exists()
-                   and any("$DOBRUSHIN_DATA" in str(((e.get("params") or {}).get("inputs") or {}).get("source", ""))
-                           for e in (json.loads(m.read_text()).get("entries") or {}).values())})
+    uses = []
+    for nb in FAMILY_KINDS:
+        man = Path(root) / nb / "manifest.json"
+        if not man.exists():
+            continue
+        entries = (json.loads(man.read_text()).get("entries") or {}).values()
+        sources = (((e.get("params") or {}).get("inputs") or {}).get("source", "") for e in entries)
+        if any("$DOBRUSHIN_DATA" in str(src) for src in sources):
+            uses.append(nb)
+    uses.sort()
     if not uses:
         return ""
     return (f"=== WARNING: the published results of {', '.join(uses)} measured inputs read from $DOBRUSHIN_DATA, "

@@ -5,6 +5,7 @@ frame (or ``None`` when the notebook has not run)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -12,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..math.stats import wilson
+from ..models.configs import resolution_id
 from ..random.ensembles import parse_ensemble
 from ..store.results import ResultStore
 
@@ -19,23 +21,69 @@ from ..store.results import ResultStore
 FAMILY_NOTEBOOKS = ("dinov2", "language", "supervised_vit", "tabular")
 
 
-def _current(manifest: dict, entry: dict, profile: Optional[str], resolutions: bool = False) -> bool:
+def _run_kind(manifest: dict, entry: dict, profile: Optional[str]) -> Optional[str]:
     """Is a manifest entry part of the notebook's latest run (its model list, and the profile asked for)?
-    With ``resolutions``, so is a run at a second resolution (``"<id>@518px"``,
-    :func:`dobrushin.models.configs.resolution_id`) of a model among the notebook's ``extra_size_models``
-    at its ``extra_image_size``."""
-    from ..models.configs import resolution_id
-
+    ``"run"`` for a model of the notebook's ``models``; ``"resolution"`` for its run at a second resolution
+    (``"<id>@518px"``, :func:`dobrushin.models.configs.resolution_id`) of a model among the notebook's
+    ``extra_size_models`` at its ``extra_image_size``; None for an entry left over from an earlier run."""
+    prof = entry.get("profile", manifest.get("profile"))
+    if not (profile is None or prof is None or prof == profile):
+        return None
     params = manifest.get("parameters") or {}
     models = params.get("models")
+    if models is None or entry.get("model") in models:
+        return "run"
     extra = params.get("extra_image_size")
-    runs = set(models or ())
-    if models is not None and extra and resolutions:
-        runs |= {resolution_id(m, int(extra)) for m in params.get("extra_size_models") or () if m in models}
-    if models is not None and entry.get("model") not in runs:
-        return False
-    prof = entry.get("profile", manifest.get("profile"))
-    return profile is None or prof is None or prof == profile
+    if extra and entry.get("model") in {resolution_id(m, int(extra))
+                                        for m in params.get("extra_size_models") or () if m in models}:
+        return "resolution"
+    return None
+
+
+@dataclass
+class FamilyRuns:
+    """The family notebooks' latest runs, read once: ``frames`` (``[((notebook, model), table)]``) and
+    ``entries`` hold every run, the runs at a second resolution included; ``resolution_runs`` names those."""
+    frames: list
+    entries: dict
+    resolution_runs: frozenset
+
+    def _view(self, keep) -> tuple[pd.DataFrame, dict]:
+        frames = [t for k, t in self.frames if keep(k)]
+        table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        return table, {k: e for k, e in self.entries.items() if keep(k)}
+
+    def primary(self) -> tuple[pd.DataFrame, dict]:
+        """``(table, entries)`` without the runs at a second resolution (what the claims are judged on)."""
+        return self._view(lambda k: k not in self.resolution_runs)
+
+    def every(self) -> tuple[pd.DataFrame, dict]:
+        """``(table, entries)`` of every run."""
+        return self._view(lambda k: True)
+
+
+def load_family_runs(results_dir, profile: Optional[str] = None) -> FamilyRuns:
+    """Read the per-model tables and manifest entries of the family notebooks' latest runs once
+    (:class:`FamilyRuns`; :func:`load_family_results` is its usual view)."""
+    frames, entries, second = [], {}, set()
+    for nb in FAMILY_NOTEBOOKS:
+        d = Path(results_dir) / nb
+        if not (d / "manifest.json").exists():
+            continue
+        store = ResultStore(results_dir, nb)
+        m = store.manifest()
+        for slug, e in m["entries"].items():
+            kind = _run_kind(m, e, profile)
+            if kind is None:
+                continue
+            model = e.get("model") or e.get("params", {}).get("model_id") or slug
+            entries[(nb, model)] = e
+            if kind == "resolution":
+                second.add((nb, model))
+            t = store.read(e, "table")
+            if t is not None:
+                frames.append(((nb, model), t.assign(notebook=nb)))
+    return FamilyRuns(frames, entries, frozenset(second))
 
 
 def load_family_results(results_dir, profile: Optional[str] = None,
@@ -50,23 +98,8 @@ def load_family_results(results_dir, profile: Optional[str] = None,
     different profile than ``profile``) are ignored.  Returns ``(table, entries)`` where ``table`` has
     the results schema plus ``notebook`` and ``entries`` maps ``(notebook, model)`` to the manifest record.
     """
-    frames, entries = [], {}
-    for nb in FAMILY_NOTEBOOKS:
-        d = Path(results_dir) / nb
-        if not (d / "manifest.json").exists():
-            continue
-        store = ResultStore(results_dir, nb)
-        m = store.manifest()
-        for slug, e in m["entries"].items():
-            if not _current(m, e, profile, resolutions):
-                continue
-            model = e.get("model") or e.get("params", {}).get("model_id") or slug
-            entries[(nb, model)] = e
-            t = store.read(e, "table")
-            if t is not None:
-                frames.append(t.assign(notebook=nb))
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return table, entries
+    runs = load_family_runs(results_dir, profile)
+    return runs.every() if resolutions else runs.primary()
 
 
 

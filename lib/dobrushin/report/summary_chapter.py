@@ -68,11 +68,14 @@ class SummaryChapter(SummaryInsights):
         grid = summary.load_baseline(self.results)
         self.baseline = grid[grid["n"].isin(self.baseline_ns)] if grid is not None else None
         self.reference = summary.load_reference_grid(self.results)
-        self.table = summary.build_summary(self.results, self.baseline, self.reference, profile)
-        self.family_table, self.entries = summary.load_family_results(self.results, profile)
+        # the family results read once: the claims are judged without the runs at a second resolution
+        # (518 px), which the scale line and the scorecard's notes show
+        runs = summary.load_family_runs(self.results, profile)
+        self.family_table, self.entries = runs.primary()
+        every_table, self.every_entry = runs.every()
+        self.table = summary.build_summary(self.results, self.baseline, self.reference, profile,
+                                           family=(self.family_table, self.entries))
         self.theorem_check = summary.load_theorem_check(self.results)
-        # the runs at a second resolution (518 px) are shown in the scale line and the scorecard's notes
-        every_table, self.every_entry = summary.load_family_results(self.results, profile, resolutions=True)
         self.card = add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check),
                                            every_table)
         self.scale = summary.scale_table(every_table, self.every_entry)

@@ -173,12 +173,15 @@ def late_depth_row(df: pd.DataFrame, model: str) -> dict:
 
 
 def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
-                  reference: Optional[pd.DataFrame] = None, profile: Optional[str] = None) -> pd.DataFrame:
+                  reference: Optional[pd.DataFrame] = None, profile: Optional[str] = None,
+                  family: Optional[tuple] = None) -> pd.DataFrame:
     """One row per claim x model x variant (see module docstring for the rule).
 
     ``baseline``: rows ``(n, holds, trials)`` of the Dirichlet(1) baseline to compare with the paper's
     24–30% (one summary row per n).  ``reference``: ``(n, p)`` grid of the baseline; each measured
-    model row then names the random baseline at its own token count in ``detail``.
+    model row then names the random baseline at its own token count in ``detail``.  ``family``: the
+    ``(table, entries)`` of :func:`~dobrushin.report.results_loading.load_family_results` when the caller
+    has read them already (else they are read here).
     """
     rows: list[dict] = []
     if baseline is not None and len(baseline):
@@ -191,7 +194,7 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
     else:
         rows.append(_not_run(CLAIMS["baseline"], "random Dirichlet(1) rows", "content", "baseline results missing"))
 
-    table, entries = load_family_results(results_dir, profile)
+    table, entries = family if family is not None else load_family_results(results_dir, profile)
     for (nb, model), e in sorted(entries.items()):
         status = str(e.get("status", "ok"))
         cc, sc = content_claim(model), special_claim(model)
