@@ -22,7 +22,8 @@ import torch
 
 import _old_measure as old
 from dobrushin.capture.extract import extract_attention
-from dobrushin.experiments.measure import keep_slice, measure_batch, restrict_checked
+from dobrushin.capture.hooks import is_placeholder, map_sink
+from dobrushin.experiments.measure import BatchMeasure, keep_slice, measure_batch, restrict_checked
 from dobrushin.experiments.pipeline import MeasureConfig, run_weights
 from dobrushin.math import kernel
 from dobrushin.math.coefficient import analyse, restrict
@@ -91,6 +92,51 @@ def test_streaming_equals_the_old_path_on_minilm():
                       device=torch.device("cpu"))
     ref = old.run_weights_old(lm, Sents(), extractor=extract_attention, weights="pretrained", config=cfg)
     _compare(new, ref, cfg)
+
+
+@pytest.mark.parametrize("kind", ["vision", "text"])
+@pytest.mark.parametrize("hold_bytes", [0, 10**9])
+def test_layer_by_layer_equals_the_whole_stack(kind, hold_bytes, images, sentences):  # noqa: F811
+    """Under a map sink the extraction keeps no stack (its attention is a data-less placeholder), and the
+    tables measured from the layers handed over one at a time, each processed at once (hold_bytes=0)
+    or all held to the end, are the tables of :func:`measure_batch` on the stack, bit for bit."""
+    inputs = images if kind == "vision" else sentences
+    lm = TinyLoader(kind)("tiny/m", pretrained=True, seed=5)
+    x = lm.preprocess(inputs.items(0, 3))
+    ids = inputs.ids[:3]
+    full = extract_attention(lm.model, x)
+    clock: dict = {}
+    bm = BatchMeasure(model="m", input_ids=ids, weights="pretrained", hold_bytes=hold_bytes, clock=clock)
+    with map_sink(bm.layer):
+        ex = extract_attention(lm.model, x)
+    assert is_placeholder(ex.attention) and ex.attention.untyped_storage().nbytes() <= 4
+    assert ex.attention.shape == full.attention.shape and bm.layers == full.n_layers
+    assert not is_placeholder(full.attention)
+    t_new, r_new = bm.finish(ex.roles)
+    t_ref, r_ref = measure_batch(full.attention, full.roles, model="m", input_ids=ids, weights="pretrained")
+    pd.testing.assert_frame_equal(t_new, t_ref, check_exact=True)
+    pd.testing.assert_frame_equal(r_new, r_ref, check_exact=True)
+    assert set(clock) == {"restrict", "test", "rollout"}
+
+
+def test_batch_measure_errors():
+    rng = np.random.default_rng(0)
+    A = torch.from_numpy(rng.dirichlet(np.ones(4), size=(2, 3, 4)).astype(np.float32))
+    bm = BatchMeasure(model="m", input_ids=["a", "b"], weights="pretrained")
+    with pytest.raises(ValueError, match="no attention layer"):
+        bm.finish([["content"] * 4] * 2)
+    bm.add(A)
+    with pytest.raises(ValueError, match="5 tokens, earlier layers 4"):
+        bm.layer(torch.full((2, 5, 5), 0.2))
+    with pytest.raises(ValueError, match="roles of the batch are needed"):
+        bm.finish()
+    with pytest.raises(ValueError, match="got 3 inputs but 2 input ids"):
+        BatchMeasure(model="m", input_ids=["a", "b"], weights="pretrained").add(A[[0, 1, 1]])
+    bad = A.clone()
+    bad[0, 0, 0, 0] = -0.5
+    with pytest.raises(ValueError):
+        BatchMeasure([["content"] * 4] * 2, model="m", input_ids=["a", "b"], weights="pretrained",
+                     hold_bytes=0).add(bad)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -121,6 +121,7 @@ def recording(model: torch.nn.Module, points: Sequence[HookPoint],
 
 
 _SINK: contextvars.ContextVar = contextvars.ContextVar("dobrushin_layer_sink", default=None)
+_MAP_SINK: contextvars.ContextVar = contextvars.ContextVar("dobrushin_map_sink", default=None)
 _ROLES: contextvars.ContextVar = contextvars.ContextVar("dobrushin_announced_roles", default=None)
 
 
@@ -135,6 +136,28 @@ def layer_sink(fn: Optional[Callable[[torch.Tensor], None]]) -> Iterator[None]:
         yield
     finally:
         _SINK.reset(token)
+
+
+@contextlib.contextmanager
+def map_sink(fn: Optional[Callable[[torch.Tensor], None]]) -> Iterator[None]:
+    """While the block runs, every stacked head-averaging :func:`attention_maps` transform (``layers`` given,
+    as the timm and HF adapters use it) hands ``fn`` each layer's head-averaged map ``(B, n, n)`` (float32,
+    on the model's device) as it is captured, and does **not** keep it: the extraction's ``attention`` is
+    then a placeholder of the right shape holding no data (:func:`is_placeholder`), so the
+    ``(B, L, n, n)`` stack of the whole forward pass is never held.  The consumer (the measurement's
+    :class:`dobrushin.experiments.measure.BatchMeasure`) must therefore take every layer it needs from
+    ``fn``.  A transform that is not stacked, or keeps the heads, is unaffected.  ``fn=None``: nothing."""
+    token = _MAP_SINK.set(fn)
+    try:
+        yield
+    finally:
+        _MAP_SINK.reset(token)
+
+
+def is_placeholder(t: torch.Tensor) -> bool:
+    """Whether ``t`` is the data-less attention an extraction returns under :func:`map_sink` (every
+    stride 0: one element standing for all)."""
+    return isinstance(t, torch.Tensor) and t.numel() > 1 and all(s == 0 for s in t.stride())
 
 
 @contextlib.contextmanager
@@ -176,10 +199,17 @@ class _Stacked:
         self.average_heads, self.layers = average_heads, int(layers)
         self.buf: Optional[torch.Tensor] = None
         self.i = 0
+        self.handed: Optional[tuple] = None  # (B, n_q, n) of the maps handed to a map sink, not kept
 
     def __call__(self, w: torch.Tensor) -> torch.Tensor:
         w = _per_head(w)
         m = w.mean(1) if self.average_heads else w
+        consumer = _MAP_SINK.get() if self.average_heads else None
+        if consumer is not None:
+            consumer(m)
+            self.handed = tuple(m.shape)
+            self.i += 1
+            return torch.zeros((), dtype=torch.float32).expand(m.shape)
         if self.buf is None and self.i == 0:
             self.buf = torch.empty((m.shape[0], self.layers) + tuple(m.shape[1:]), dtype=torch.float32)
         if self.buf is None or self.i >= self.layers or tuple(self.buf.shape[2:]) != tuple(m.shape[1:]) \
@@ -192,7 +222,11 @@ class _Stacked:
         return self.buf[:, self.i - 1]
 
     def stack(self, maps: List[torch.Tensor]) -> torch.Tensor:
-        """``torch.stack(maps, dim=1)``, without the copy when every layer went into the buffer."""
+        """``torch.stack(maps, dim=1)``, without the copy when every layer went into the buffer (a
+        placeholder holding no data when they went to a :func:`map_sink`)."""
+        if self.handed is not None and self.i == len(maps):
+            B, rest = self.handed[0], self.handed[1:]
+            return torch.zeros((), dtype=torch.float32).expand((B, len(maps)) + rest)
         if self.buf is not None and self.i == self.layers == len(maps):
             return self.buf
         return torch.stack(maps, dim=1)
@@ -213,4 +247,5 @@ def attention_maps(average_heads: bool, layers: Optional[int] = None) -> Callabl
     return transform
 
 
-__all__ = ["HookPoint", "Recording", "announce_roles", "announced_roles", "attention_maps", "layer_sink", "recording"]
+__all__ = ["HookPoint", "Recording", "announce_roles", "announced_roles", "attention_maps", "is_placeholder", "layer_sink",
+           "map_sink", "recording"]

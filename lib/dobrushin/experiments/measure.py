@@ -1,17 +1,21 @@
 """From captured attention to the tables of the results schema: the tidy per-(input, layer, variant)
-table and the rollout of each input in one pass over the batch (:func:`measure_batch`; :func:`measure`
-and :func:`rollout_rows` are its two halves), and the per-head table (:func:`head_rows`, or layer by
-layer as the forward pass runs with :class:`HeadSink`).
+table and the rollout of each input in one pass over the batch (:class:`BatchMeasure`, layer by layer as
+the forward pass captures them, or :func:`measure_batch` on a stack; :func:`measure` and
+:func:`rollout_rows` are its two halves), and the per-head table (:func:`head_rows`, or layer by layer as
+the forward pass runs with :class:`HeadSink`).
 
-How the batch is processed (the streaming path).  The captured attention stays float32 (the kernel
-reads float32 exactly); it is validated once (:func:`dobrushin.check_stochastic`); per variant the
-inputs with the same kept-token layout form a group; a contiguous run of kept tokens is a *slice*
-(no gather); the kept submatrix is copied to float64 and renormalised a few layers at a time
-(:data:`CHUNK_BYTES`), tested (:func:`dobrushin.analyse` with the decision margins) and multiplied into
-the running rollout of each input (R ← ½(I + Ã_l) R), so every input is restricted once, for the
-tidy table and the rollout alike, and no float64 copy of the whole stack is ever held.  The arithmetic
-is the one of the per-input path it replaces (the same casts, row sums, divisions and matrix products
-on matrices of the same shapes), so the numbers are the same bits (tests/test_streaming.py).
+How a batch is processed (the streaming path).  The measurement loop hands each layer's head-averaged
+attention to a :class:`BatchMeasure` as it is captured (:func:`dobrushin.capture.hooks.map_sink`), so the
+``(B, L, n, n)`` stack of the whole forward pass is never held.  The captured attention stays float32
+(the kernel reads float32 exactly); each block of layers is validated once
+(:func:`dobrushin.check_stochastic`); per variant the inputs with the same kept-token layout form a
+group; a contiguous run of kept tokens is a *slice* (no gather); the kept submatrix is copied to float64
+and renormalised (at most :data:`CHUNK_BYTES` at a time), tested (:func:`dobrushin.analyse` with the
+decision margins) and multiplied into the running rollout of each input (R ← ½(I + Ã_l) R, in place),
+so every input is restricted once, for the tidy table and the rollout alike, and no float64 copy of the
+whole stack is ever held.  The arithmetic is the one of the per-input path it replaces (the same casts,
+row sums, divisions and matrix products on matrices of the same shapes), so the numbers are the same
+bits (tests/test_streaming.py).
 """
 from __future__ import annotations
 
@@ -90,92 +94,213 @@ def _members(A: torch.Tensor, members: List[int]) -> torch.Tensor:
     return A.index_select(0, torch.as_tensor(members))
 
 
+def _validate_block(A: torch.Tensor, atol: float, validate: bool) -> None:
+    if validate:
+        check_stochastic(A, atol=atol, convert=False)  # once per captured tensor
+
+
+class BatchMeasure:
+    """The tidy table and the rollout of one batch, fed a block of consecutive layers at a time
+    (:meth:`add`, ``(B, l, n, n)``) or one layer at a time as the forward pass captures it (:meth:`layer`,
+    ``(B, n, n)``, the consumer of :func:`dobrushin.capture.hooks.map_sink`); :meth:`finish` returns
+    ``(table, rollout)``, the same tables, bit for bit, as :func:`measure_batch` on the stacked layers.
+
+    Captured layers are held (float32, as captured) only until their float64 restriction would reach
+    ``hold_bytes`` (:data:`CHUNK_BYTES`): at 518 px (n = 1 370, batch 8) every layer is restricted, tested
+    and multiplied into the running rollouts as soon as it is captured, so the ``(B, L, n, n)`` stack of
+    the whole forward pass is never held; at 224 px or for text every layer of the batch fits in one
+    chunk and is processed at once, as before.  Each held block is validated once
+    (:func:`dobrushin.check_stochastic`).  The roles are needed to restrict: given to the constructor, or
+    announced by the adapter (:func:`dobrushin.capture.hooks.announced_roles`) when the first layer
+    arrives; without either, the layers are held until :meth:`finish` gets them."""
+
+    def __init__(self, roles: Optional[Sequence[Sequence[str]]] = None, *, model: str,
+                 input_ids: Sequence[str], weights: str, variants: Sequence[str] = VARIANTS,
+                 tol: float = DEFAULT_TOL, atol: float = 1e-4, rollout: bool = True, validate: bool = True,
+                 clock: Optional[dict] = None, hold_bytes: int = CHUNK_BYTES):
+        self.model, self.ids, self.weights = model, list(input_ids), weights
+        self.variants, self.tol, self.atol = tuple(variants), tol, atol
+        self.rollout, self.validate, self.hold_bytes = bool(rollout), bool(validate), int(hold_bytes)
+        self.clock = {} if clock is None else clock
+        self.roles = None if roles is None else [list(r) for r in roles]
+        self.layers = 0  # layers received
+        self.n: Optional[int] = None
+        self._pending: List[torch.Tensor] = []  # captured layers not yet processed, (B, 1, n, n) or blocks
+        self._pending_layers = 0
+        self._groups: Optional[List[tuple]] = None  # (variant, keep, members) in table order
+        self._cols: Dict[int, List[dict]] = defaultdict(list)  # group index -> per-block columns
+        self._R: Dict[int, List[Optional[torch.Tensor]]] = {}
+
+    def _add_time(self, stage: str, t0: float) -> None:
+        self.clock[stage] = self.clock.get(stage, 0.0) + (time.perf_counter() - t0)
+
+    def _check_shape(self, A: torch.Tensor) -> None:
+        B, n = A.shape[0], A.shape[-1]
+        if B != len(self.ids):
+            raise ValueError(f"got {B} inputs but {len(self.ids)} input ids")
+        if self.n is None:
+            self.n = int(n)
+        elif n != self.n:
+            raise ValueError(f"layer {self.layers}: {n} tokens, earlier layers {self.n}")
+
+    def layer(self, m: torch.Tensor) -> None:
+        """One captured layer's head-averaged attention ``(B, n, n)`` (any device; copied to the CPU)."""
+        self.add(m.detach().to("cpu").unsqueeze(1))
+
+    def add(self, A) -> None:
+        """A block of consecutive layers ``(B, l, n, n)`` (numpy or torch; float32 is kept)."""
+        A = _as_cpu(A)
+        if A.ndim != 4:
+            raise ValueError(f"attention must be (B, L, n, n), got shape {tuple(A.shape)}")
+        self._check_shape(A)
+        if self.roles is None:
+            from ..capture.hooks import announced_roles
+
+            self.roles = announced_roles(int(A.shape[-1]))
+        self._pending.append(A)
+        self._pending_layers += int(A.shape[1])
+        self.layers += int(A.shape[1])
+        if self.roles is not None and self._pending_layers * len(self.ids) * A.shape[-1] ** 2 * 8 >= self.hold_bytes:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        t0 = time.perf_counter()
+        A = self._pending[0] if len(self._pending) == 1 else torch.cat(self._pending, dim=1)
+        self._pending, self._pending_layers = [], 0
+        _validate_block(A, self.atol, self.validate)
+        self._add_time("restrict", t0)
+        if self._groups is None:
+            if len(self.roles) != len(self.ids):
+                raise ValueError(f"got {len(self.ids)} inputs but {len(self.roles)} role lists")
+            self._groups = [(v, keep, members) for v in self.variants
+                            for keep, members in _groups(self.roles, v, self.n).items()]
+        for g, (variant, keep, members) in enumerate(self._groups):
+            if len(keep) < 2:
+                # fewer than two kept tokens: no pair exists, so the condition is vacuous (κ = 0 and
+                # the test would count a "failure" that says nothing); such inputs are left out
+                continue
+            self._group_block(g, np.asarray(keep, dtype=np.int64), members, A)
+
+    def _group_block(self, g: int, keep: np.ndarray, members: List[int], A: torch.Tensor) -> None:
+        k, nm, L = len(keep), len(members), A.shape[1]
+        X = _members(A, members)
+        step = max(1, min(L, CHUNK_BYTES // max(1, nm * k * k * 8)))
+        R = self._R.setdefault(g, [None] * nm)
+        for l0 in range(0, L, step):
+            l1 = min(L, l0 + step)
+            t0 = time.perf_counter()
+            sub = restrict_checked(X[:, l0:l1], keep)  # (nm, l1 − l0, k, k) float64
+            self._add_time("restrict", t0)
+            t0 = time.perf_counter()
+            res = analyse(sub, self.tol, validate=False, margins=True)
+            block = {c: np.asarray(getattr(res, c)) for c in _TABLE_NUMBERS}
+            block["holds"] = np.asarray(res.holds, dtype=bool)
+            self._cols[g].append(block)
+            self._add_time("test", t0)
+            if self.rollout:
+                t0 = time.perf_counter()
+                self._roll(R, sub)
+                self._add_time("rollout", t0)
+            del sub
+
+    def _roll(self, R: List[Optional[torch.Tensor]], sub: torch.Tensor) -> None:
+        """R[i] ← F R[i] with F = ½(I + sub[i, l]) for each layer of the block, in place: F is formed in
+        ``sub`` (no longer needed: the test has read it), the product goes to one scratch matrix that
+        then swaps places with R[i], so the rollout of a batch allocates nothing per layer (at n = 1 370
+        fresh 15 MB temporaries per product fragmented the heap by a gigabyte while the forward pass
+        allocated beside them).  The same numbers as ``0.5 * (sub + I) @ R`` (adding 0.0 off the
+        diagonal and halving are exact; the product is the same matrix product)."""
+        scratch = None
+        for i in range(sub.shape[0]):
+            for l in range(sub.shape[1]):
+                F = sub[i, l]
+                F.diagonal().add_(1.0)
+                F.mul_(0.5)
+                if R[i] is None:
+                    R[i] = F.clone()
+                    continue
+                if scratch is None:
+                    scratch = torch.empty_like(F)
+                torch.mm(F, R[i], out=scratch)
+                R[i], scratch = scratch, R[i]
+
+    def finish(self, roles: Optional[Sequence[Sequence[str]]] = None) -> Tuple[pd.DataFrame, Optional[pd.DataFrame]]:
+        """``(table, rollout)`` of the layers received (``rollout`` None when built with ``rollout=False``);
+        ``roles``: the batch's roles, when neither the constructor nor the adapter gave them."""
+        if not self.layers:
+            raise ValueError("no attention layer was received")
+        if self.roles is None:
+            if roles is None:
+                raise ValueError("the token roles of the batch are needed to restrict the attention")
+            self.roles = [list(r) for r in roles]
+        elif roles is not None and [list(r) for r in roles] != self.roles:
+            raise ValueError("the roles given to finish() differ from those the layers were restricted with")
+        self._flush()
+        L = self.layers
+        frames, krs = [], {}
+        for g, (variant, keep, members) in enumerate(self._groups):
+            if len(keep) < 2:
+                continue
+            cols = {c: np.concatenate([b[c] for b in self._cols[g]], axis=1) for c in _TABLE_NUMBERS + ("holds",)}
+            nm = len(members)
+            if self.rollout:
+                t0 = time.perf_counter()
+                for i, b in enumerate(members):
+                    krs[(b, variant)] = float(kappa(self._R[g][i], validate=False))
+                self._add_time("rollout", t0)
+            frames.append(pd.DataFrame({
+                "model": self.model,
+                "input_id": np.repeat([str(self.ids[b]) for b in members], L),
+                "layer": np.tile(np.arange(L), nm),
+                "n_tokens": len(keep),
+                "kappa": cols["kappa"].ravel(), "kappa_factor": cols["kappa_factor"].ravel(),
+                "bound": cols["bound"].ravel(), "slack": cols["slack"].ravel(), "holds": cols["holds"].ravel(),
+                "variant": variant, "weights": self.weights,
+                "kappa_gap": cols["kappa_gap"].ravel(), "self_margin_i": cols["self_margin_i"].ravel(),
+                "self_margin_j": cols["self_margin_j"].ravel(),
+            }))
+        self._R, self._cols = {}, defaultdict(list)
+        if not frames:
+            raise ValueError("no input kept two or more tokens")
+        table = conform(pd.concat(frames, ignore_index=True))
+        if not self.rollout:
+            return table, None
+        return table, _rollout_table(table, krs, model=self.model, input_ids=self.ids, weights=self.weights,
+                                     variants=self.variants, L=L, roles=self.roles)
+
+
+#: the number columns of the tidy table that :func:`dobrushin.analyse` gives per matrix
+_TABLE_NUMBERS = ("kappa", "kappa_factor", "bound", "slack", "kappa_gap", "self_margin_i", "self_margin_j")
+
+
 def measure_batch(attention, roles: Sequence[Sequence[str]], *, model: str, input_ids: Sequence[str],
                   weights: str, variants: Sequence[str] = VARIANTS, tol: float = DEFAULT_TOL,
                   atol: float = 1e-4, rollout: bool = True, validate: bool = True,
                   clock: Optional[dict] = None) -> Tuple[pd.DataFrame, Optional[pd.DataFrame]]:
     """The tidy table (:data:`~dobrushin.store.results.SCHEMA`) and, with ``rollout=True``, the rollout
-    table (:data:`~dobrushin.store.results.ROLLOUT_COLUMNS`) of one batch, in one pass (module docstring).
+    table (:data:`~dobrushin.store.results.ROLLOUT_COLUMNS`) of one batch, in one pass (module docstring;
+    :class:`BatchMeasure` fed the whole stack at once).
 
     ``attention``: ``(B, L, n, n)`` head-averaged post-softmax attention (numpy or torch, float32 kept);
     ``roles[b]``: the role of each token of input b; ``atol``: tolerance on the captured row sums.  An
     input that keeps fewer than two tokens in a variant has no pair to test and contributes no rows.
     ``clock``: a dict to which the seconds of the stages ``restrict`` (validation included), ``test`` and
     ``rollout`` are added."""
-    clock = {} if clock is None else clock
-    tick = time.perf_counter
-
-    def add(stage, t0):
-        clock[stage] = clock.get(stage, 0.0) + (tick() - t0)
-
-    t0 = tick()
     A = _as_cpu(attention)
     if A.ndim != 4:
         raise ValueError(f"attention must be (B, L, n, n), got shape {tuple(A.shape)}")
-    B, L, n = A.shape[0], A.shape[1], A.shape[-1]
+    B, n = A.shape[0], A.shape[-1]
     if len(roles) != B or len(input_ids) != B:
         raise ValueError(f"got {B} inputs but {len(roles)} role lists and {len(input_ids)} input ids")
-    if validate:
-        check_stochastic(A, atol=atol, convert=False)  # once per captured tensor
-    add("restrict", t0)
-    frames, krs = [], {}
-    for variant in variants:
-        for keep, members in _groups(roles, variant, n).items():
-            if len(keep) < 2:
-                # fewer than two kept tokens: no pair exists, so the condition is vacuous (κ = 0 and
-                # the test would count a "failure" that says nothing); such inputs are left out
-                continue
-            k, nm = len(keep), len(members)
-            keep = np.asarray(keep, dtype=np.int64)
-            X = _members(A, members)
-            step = max(1, min(L, CHUNK_BYTES // max(1, nm * k * k * 8)))
-            cols = {c: np.empty((nm, L)) for c in ("kappa", "kappa_factor", "bound", "slack",
-                                                   "kappa_gap", "self_margin_i", "self_margin_j")}
-            holds = np.empty((nm, L), dtype=bool)
-            R: List[Optional[torch.Tensor]] = [None] * nm
-            eye = torch.eye(k, dtype=torch.float64) if rollout else None
-            for l0 in range(0, L, step):
-                l1 = min(L, l0 + step)
-                t0 = tick()
-                sub = restrict_checked(X[:, l0:l1], keep)  # (nm, l1 − l0, k, k) float64
-                add("restrict", t0)
-                t0 = tick()
-                res = analyse(sub, tol, validate=False, margins=True)
-                for c in cols:
-                    cols[c][:, l0:l1] = getattr(res, c)
-                holds[:, l0:l1] = res.holds
-                add("test", t0)
-                if rollout:
-                    t0 = tick()
-                    for i in range(nm):
-                        for l in range(l1 - l0):
-                            F = 0.5 * (sub[i, l] + eye)
-                            R[i] = F if R[i] is None else F @ R[i]
-                    add("rollout", t0)
-                del sub
-            if rollout:
-                t0 = tick()
-                for i, b in enumerate(members):
-                    krs[(b, variant)] = float(kappa(R[i], validate=False))
-                add("rollout", t0)
-            frames.append(pd.DataFrame({
-                "model": model,
-                "input_id": np.repeat([str(input_ids[b]) for b in members], L),
-                "layer": np.tile(np.arange(L), nm),
-                "n_tokens": k,
-                "kappa": cols["kappa"].ravel(), "kappa_factor": cols["kappa_factor"].ravel(),
-                "bound": cols["bound"].ravel(), "slack": cols["slack"].ravel(), "holds": holds.ravel(),
-                "variant": variant, "weights": weights,
-                "kappa_gap": cols["kappa_gap"].ravel(), "self_margin_i": cols["self_margin_i"].ravel(),
-                "self_margin_j": cols["self_margin_j"].ravel(),
-            }))
-    if not frames:
-        raise ValueError("no input kept two or more tokens")
-    table = conform(pd.concat(frames, ignore_index=True))
-    if not rollout:
-        return table, None
-    return table, _rollout_table(table, krs, model=model, input_ids=input_ids, weights=weights,
-                                 variants=variants, L=L, roles=roles)
+    for b, r in enumerate(roles):
+        if len(r) != n:
+            raise ValueError(f"input {b}: {len(r)} roles for {n} tokens")
+    bm = BatchMeasure(roles, model=model, input_ids=input_ids, weights=weights, variants=variants, tol=tol,
+                      atol=atol, rollout=rollout, validate=validate, clock=clock, hold_bytes=0)
+    bm.add(A)
+    return bm.finish()
 
 
 def _rollout_table(table: pd.DataFrame, krs: dict, *, model, input_ids, weights, variants, L, roles) -> pd.DataFrame:
@@ -332,5 +457,5 @@ class HeadSink:
         return frame(frames, HEAD_COLUMNS)
 
 
-__all__ = ["CHUNK_BYTES", "MEASURE_VERSION", "HeadSink", "head_rows", "keep_slice", "measure", "measure_batch", "restrict_checked",
+__all__ = ["CHUNK_BYTES", "MEASURE_VERSION", "BatchMeasure", "HeadSink", "head_rows", "keep_slice", "measure", "measure_batch", "restrict_checked",
            "rollout_rows"]

@@ -52,14 +52,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -74,7 +70,8 @@ from ..models.configs import display_name
 from ..store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, VARIANTS, WEIGHTS, ResultStore, conform, empty, frame, slugify
 from ..store.code import code_digest
 from ..store.progress import Progress
-from .measure import HeadSink, head_rows, measure_batch
+from .measure import BatchMeasure, HeadSink, head_rows, measure_batch
+from .partial import PAUSE_ENV, PartialBatches, pause_point
 
 #: kept importable (extend-only API) but no longer part of the cache key: the key holds
 #: :func:`dobrushin.store.code.code_digest` of the source the numbers depend on, computed from the files
@@ -171,6 +168,11 @@ def key_versions(packages: Sequence[str] = KEY_PACKAGES) -> Dict[str, str]:
     build's local tag ``+cu130``; the device type is a key field of its own).  The Python version is not
     among them: the numbers come from these packages, so a results folder made on Python 3.11 stays valid
     on 3.12 (:func:`versions`, recorded beside the results, still says which Python made them)."""
+    return {pkg: v.split("+")[0] for pkg, v in _installed(packages).items()}
+
+
+def _installed(packages: Sequence[str]) -> Dict[str, str]:
+    """The installed distribution version of each of ``packages`` (local tag included), or "not installed"."""
     import importlib.metadata as md
 
     out = {}
@@ -185,15 +187,8 @@ def key_versions(packages: Sequence[str] = KEY_PACKAGES) -> Dict[str, str]:
 def versions(packages: Sequence[str] = NUMBER_PACKAGES) -> Dict[str, str]:
     """Versions of python, numpy, torch and ``packages`` (default: those whose behaviour affects the numbers;
     the chapters' provenance block adds the plotting packages)."""
-    import importlib.metadata as md
-
-    out = {"python": sys.version.split()[0], "numpy": np.__version__, "torch": torch.__version__}
-    for pkg in packages:
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
+    return {"python": sys.version.split()[0], "numpy": np.__version__, "torch": torch.__version__,
+            **_installed(packages)}
 
 
 @dataclass
@@ -239,84 +234,40 @@ def progress_enabled(requested: bool = True, stream=None) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------
-# resumable batches
-
-#: environment hook for the kill-and-resume test: ``"forward:3"`` pauses during the forward pass of
-#: batch 3 (after its first layer is captured), ``"write:3"`` while batch 3's partial tables are being
-#: written (the files exist under a temporary name, not yet renamed); the process writes the file named
-#: by ``DOBRUSHIN_PAUSE_FILE`` and sleeps, so that a test can kill it there
-PAUSE_ENV = "DOBRUSHIN_PAUSE_AT"
-
-
-def _pause(point: str, batch: int) -> None:
-    at = os.environ.get(PAUSE_ENV)
-    if not at or at != f"{point}:{batch}":
-        return
-    mark = os.environ.get("DOBRUSHIN_PAUSE_FILE")
-    if mark:
-        Path(mark).write_text(f"{point}:{batch} {os.getpid()}\n")
-    time.sleep(3600)
-
-
-class PartialBatches:
-    """Per-batch tables of one weights setting, written as each batch completes, so that a killed run
-    resumes from the last completed batch: ``<results>/<notebook>/.partial/<slug>/<params key>/<weights>/
-    batch-00012/`` holding ``table.parquet``, ``rollout.parquet``, ``heads.parquet`` and ``ids.json``.
-    A batch folder is filled under a temporary name and renamed into place (atomic), so it is either
-    complete or absent; it is reused only under the same cache key (parameters, code, weights) and
-    for the same input ids.  :meth:`discard` removes the folder of the key after the final tables
-    are saved (and those of other keys of the slug: they are stale)."""
-
-    def __init__(self, store: ResultStore, slug: str, params: Mapping[str, Any], weights: str):
-        from ..store.results import params_key
-
-        self.root = store.dir / ".partial" / slug
-        self.key = params_key(params)
-        self.dir = self.root / self.key / weights
-
-    def _path(self, batch: int) -> Path:
-        return self.dir / f"batch-{batch:05d}"
-
-    def load(self, batch: int, ids: Sequence[str]) -> Optional[dict]:
-        p = self._path(batch)
-        if not p.is_dir():
-            return None
-        try:
-            if json.loads((p / "ids.json").read_text()) != [str(i) for i in ids]:
-                raise ValueError("other inputs")
-            return {"table": conform(pd.read_parquet(p / "table.parquet")),
-                    "rollout": frame(pd.read_parquet(p / "rollout.parquet"), ROLLOUT_COLUMNS),
-                    "heads": frame(pd.read_parquet(p / "heads.parquet"), HEAD_COLUMNS)}
-        except Exception:  # noqa: BLE001 - unreadable: recompute this batch
-            shutil.rmtree(p, ignore_errors=True)
-            return None
-
-    def save(self, batch: int, ids: Sequence[str], table: pd.DataFrame, rollout: pd.DataFrame,
-             heads: pd.DataFrame) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".batch-{batch:05d}.", dir=self.dir))
-        try:
-            for name, df in (("table", table), ("rollout", rollout), ("heads", heads)):
-                df.to_parquet(tmp / f"{name}.parquet", index=False)
-            (tmp / "ids.json").write_text(json.dumps([str(i) for i in ids]))
-            for f in tmp.iterdir():
-                with open(f, "rb") as fh:
-                    os.fsync(fh.fileno())
-            _pause("write", batch)
-            final = self._path(batch)
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(tmp, final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-
-    def discard(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-# ------------------------------------------------------------------------------------------------
 # the loop
+
+#: malloc's mmap threshold while measuring (glibc; :func:`steady_heap`): 16 MiB, above an n × n float64
+#: matrix at n = 1 370 (15 MB, the κ kernel's and the rollout's working size, reused from the heap
+#: without page faults) and below the forward pass's larger activations
+MMAP_THRESHOLD = 16 << 20
+
+
+def steady_heap(threshold: int = MMAP_THRESHOLD) -> bool:
+    """Fix glibc malloc's mmap threshold at ``threshold`` bytes (``mallopt(M_MMAP_THRESHOLD)``), once per
+    process, unless ``MALLOC_MMAP_THRESHOLD_`` is set.  By default glibc raises the threshold to the size of
+    each large block freed (up to 32 MiB), after which the forward pass's 16–32 MB activations come from
+    the heap, interleave with the measurement's longer-lived matrices and fragment it: at 518 px (batch 8)
+    the resident set peaked at 3.1–3.5 GB where 2.7 GB was ever live at once.  With the threshold fixed,
+    every block above it is its own mapping, returned to the system on free.  (At 1 MiB the peak was 2.5 GB
+    but each 15 MB working matrix then cost its page faults again: slower.)  Returns whether it was set
+    (False on other C libraries, where nothing is done)."""
+    global _HEAP_SET
+    if _HEAP_SET is not None:
+        return _HEAP_SET
+    _HEAP_SET = False
+    if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import platform
+
+            if platform.libc_ver()[0] == "glibc":
+                _HEAP_SET = bool(ctypes.CDLL(None).mallopt(ctypes.c_int(-3), ctypes.c_int(int(threshold))))
+        except (OSError, AttributeError, ValueError):
+            _HEAP_SET = False
+    return _HEAP_SET
+
+
+_HEAP_SET: Optional[bool] = None
 
 #: the stages of :func:`run_weights` whose seconds it reports (``info["stages"]``)
 STAGES = ("forward", "restrict", "test", "rollout", "heads", "write")
@@ -334,9 +285,10 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
     :class:`~dobrushin.store.progress.Progress` updated per batch.  Returns ``{"table",
     "rollout", "heads", "info"}``; ``info["stages"]``: seconds per stage (:data:`STAGES`; ``forward``
     includes the capture hooks but not the per-head tests done during it)."""
-    from ..capture.hooks import layer_sink
+    from ..capture.hooks import is_placeholder, layer_sink, map_sink
 
     model_id, cfg = lm.model_id, config
+    steady_heap()
     model = lm.model.to(device)
     model.eval()
     tables, rolls, heads = [], [], []
@@ -352,17 +304,31 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
         if got is None:
             kh = max(0, min(k_heads - start, stop - start))
             sink = HeadSink(kh, ids, model=model_id, weights=weights, variants=cfg.head_variants, tol=cfg.tol,
-                            atol=cfg.atol, on_layer=lambda layer, bi=bi: layer == 0 and _pause("forward", bi))
+                            atol=cfg.atol, on_layer=lambda layer, bi=bi: layer == 0 and pause_point("forward", bi))
+            # the head-averaged maps measured layer by layer as they are captured (no (B, L, n, n) stack)
+            layered: dict = {}
+            bm = BatchMeasure(model=model_id, input_ids=ids, weights=weights, variants=cfg.variants, tol=cfg.tol,
+                              atol=cfg.atol, clock=layered)
             tf = time.perf_counter()
             x = to_device(lm.preprocess(inputs.items(start, stop)), device)
-            with layer_sink(sink):
+            with layer_sink(sink), map_sink(bm.layer):
                 ex = extractor(model, x)
-            clock["forward"] += time.perf_counter() - tf - sink.seconds
+            inside = sum(layered.values())  # measuring done during the forward pass
+            clock["forward"] += time.perf_counter() - tf - sink.seconds - inside
             if ex.attention.ndim != 4:
                 raise ValueError(f"{model_id}: expected head-averaged attention (B, L, n, n), "
                                  f"got shape {tuple(ex.attention.shape)}")
-            table, roll = measure_batch(ex.attention, ex.roles, model=model_id, input_ids=ids, weights=weights,
-                                        variants=cfg.variants, tol=cfg.tol, atol=cfg.atol, clock=clock)
+            if bm.layers == ex.n_layers:
+                table, roll = bm.finish(ex.roles)
+            elif bm.layers or is_placeholder(ex.attention):
+                raise ValueError(f"{model_id}: the map sink received {bm.layers} layers, the extraction has "
+                                 f"{ex.n_layers}")
+            else:  # an extractor that does not capture through the stacked transform: the whole stack
+                table, roll = measure_batch(ex.attention, ex.roles, model=model_id, input_ids=ids,
+                                            weights=weights, variants=cfg.variants, tol=cfg.tol, atol=cfg.atol,
+                                            clock=layered)
+            for k_, v_ in layered.items():
+                clock[k_] = clock.get(k_, 0.0) + v_
             th = time.perf_counter()
             if kh and sink.layers == ex.n_layers:
                 hd = sink.rows(ex.roles)
@@ -584,4 +550,5 @@ def measure_models(model_ids: Sequence[str], inputs, *, store: ResultStore, conf
 __all__ = [
     "MeasureConfig", "ModelRun", "PIPELINE_VERSION", "cache_params", "describe_device", "measure_model",
     "measure_models", "resolve_device", "run_weights", "versions", "KEY_PACKAGES", "key_versions",
+    "MMAP_THRESHOLD", "PAUSE_ENV", "PartialBatches", "steady_heap",
 ]

@@ -159,7 +159,9 @@ def publish(src, dest, profile: str, repo=None, cache=None) -> dict:
     for f in sorted((src / "timings").glob("*/*.json")):
         r = json.loads(f.read_text())
         timings[f"{f.parent.name}/{r['notebook']}"] = r.get("seconds")
+    seeded = src / "SEEDED.json"  # a run started from an earlier run's keyed products (tools/seed_reproduce.py)
     meta = {"profile": profile, "code_digest": code_digest(), "commit": _commit(Path(repo or Path.cwd())),
+            **({"seeded_from": json.loads(seeded.read_text())} if seeded.is_file() else {}),
             "machine": machine(), "published": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "wall_times_s": timings, "notebooks": _manifest_summary(src), "files": len(files) + len(extra),
             "bytes": size, "checkpoints_left_out": left_out, "tables_left_out": sorted(tables_left_out)}

@@ -1,0 +1,94 @@
+"""Resumable batches of the measurement loop (:mod:`dobrushin.experiments.pipeline`): every completed batch
+is written under ``results/<notebook>/.partial/`` atomically (:class:`PartialBatches`), so a killed run
+resumes from its last completed batch; and the pause points of the kill-and-resume test
+(:data:`PAUSE_ENV`, :func:`pause_point`)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+import pandas as pd
+
+from ..store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, ResultStore, conform, frame
+
+#: environment hook for the kill-and-resume test: ``"forward:3"`` pauses during the forward pass of
+#: batch 3 (after its first layer is captured), ``"write:3"`` while batch 3's partial tables are being
+#: written (the files exist under a temporary name, not yet renamed); the process writes the file named
+#: by ``DOBRUSHIN_PAUSE_FILE`` and sleeps, so that a test can kill it there
+PAUSE_ENV = "DOBRUSHIN_PAUSE_AT"
+
+
+def pause_point(point: str, batch: int) -> None:
+    """Pause here (``point`` of batch ``batch``) when :data:`PAUSE_ENV` names it; else return at once."""
+    at = os.environ.get(PAUSE_ENV)
+    if not at or at != f"{point}:{batch}":
+        return
+    mark = os.environ.get("DOBRUSHIN_PAUSE_FILE")
+    if mark:
+        Path(mark).write_text(f"{point}:{batch} {os.getpid()}\n")
+    time.sleep(3600)
+
+
+class PartialBatches:
+    """Per-batch tables of one weights setting, written as each batch completes, so that a killed run
+    resumes from the last completed batch: ``<results>/<notebook>/.partial/<slug>/<params key>/<weights>/
+    batch-00012/`` holding ``table.parquet``, ``rollout.parquet``, ``heads.parquet`` and ``ids.json``.
+    A batch folder is filled under a temporary name and renamed into place (atomic), so it is either
+    complete or absent; it is reused only under the same cache key (parameters, code, weights) and
+    for the same input ids.  :meth:`discard` removes the folder of the key after the final tables
+    are saved (and those of other keys of the slug: they are stale)."""
+
+    def __init__(self, store: ResultStore, slug: str, params: Mapping[str, Any], weights: str):
+        from ..store.results import params_key
+
+        self.root = store.dir / ".partial" / slug
+        self.key = params_key(params)
+        self.dir = self.root / self.key / weights
+
+    def _path(self, batch: int) -> Path:
+        return self.dir / f"batch-{batch:05d}"
+
+    def load(self, batch: int, ids: Sequence[str]) -> Optional[dict]:
+        p = self._path(batch)
+        if not p.is_dir():
+            return None
+        try:
+            if json.loads((p / "ids.json").read_text()) != [str(i) for i in ids]:
+                raise ValueError("other inputs")
+            return {"table": conform(pd.read_parquet(p / "table.parquet")),
+                    "rollout": frame(pd.read_parquet(p / "rollout.parquet"), ROLLOUT_COLUMNS),
+                    "heads": frame(pd.read_parquet(p / "heads.parquet"), HEAD_COLUMNS)}
+        except Exception:  # noqa: BLE001 - unreadable: recompute this batch
+            shutil.rmtree(p, ignore_errors=True)
+            return None
+
+    def save(self, batch: int, ids: Sequence[str], table: pd.DataFrame, rollout: pd.DataFrame,
+             heads: pd.DataFrame) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".batch-{batch:05d}.", dir=self.dir))
+        try:
+            for name, df in (("table", table), ("rollout", rollout), ("heads", heads)):
+                df.to_parquet(tmp / f"{name}.parquet", index=False)
+            (tmp / "ids.json").write_text(json.dumps([str(i) for i in ids]))
+            for f in tmp.iterdir():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+            pause_point("write", batch)
+            final = self._path(batch)
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def discard(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+__all__ = ["PAUSE_ENV", "PartialBatches", "pause_point"]

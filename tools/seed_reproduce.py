@@ -1,0 +1,85 @@
+"""Seed a fresh ``make reproduce`` folder with the keyed products of an earlier published run:
+``python -m tools.seed_reproduce PUBLISHED RUN`` (``make reproduce SEED=1`` calls it).
+
+What is copied is what carries its own cache key, so the run reuses it only where that key still
+matches — the same rule by which every cache here is reused (same parameters, same code, same weights):
+
+* the random baseline's cells (``baseline/cells/*.json``; keyed by the parameters of the cell and by the
+  digest of ``math/``, ``random/`` and ``store/``, :data:`dobrushin.random.ensembles.CELL_CODE`);
+* the FT-Transformer checkpoints (``checkpoints/tabular/*``; keyed by the training settings, the data,
+  the seed and the digest of the training code, :data:`dobrushin.models.ft_transformer.TRAINING_CODE`),
+  into the run's checkpoint cache.
+
+Everything else — the model chapters' tables, the tabular tables, the summary — is computed by the run.
+A cell or checkpoint whose key no longer matches (its code changed) is simply not found and is computed
+again.  The wall-time records of the chapters whose products are reused (``baseline``, ``baseline_law``,
+``tabular``) are carried over too, so that, with the run's ``--add``, a chapter's time stays the whole
+time spent on what it shows, over all passes.  ``SEEDED.json`` in the run folder says where the seed came
+from; publishing copies it into ``PUBLISHED.json`` as ``seeded_from``.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from dobrushin.store.results import atomic_write_json
+
+#: chapters whose keyed products the seed carries (their wall-time records come along)
+SEEDED_CHAPTERS = ("baseline", "baseline_law", "tabular")
+
+
+def seed(published, run) -> dict:
+    """Copy the keyed products of ``published`` (a ``published/<profile>`` folder) into the fresh run folder
+    ``run``; returns the ``SEEDED.json`` record.  ValueError when ``published`` has no ``PUBLISHED.json``
+    or ``run`` already holds results (seeding never mixes into a run in progress)."""
+    published, run = Path(published), Path(run)
+    meta_file = published / "PUBLISHED.json"
+    if not meta_file.is_file():
+        raise ValueError(f"{published} has no PUBLISHED.json: nothing published to seed from")
+    if run.exists() and any(p.name != ".cache" for p in run.iterdir()):
+        raise ValueError(f"{run} already holds results: seed only a fresh run folder")
+    meta = json.loads(meta_file.read_text())
+    copied = {"baseline cells": 0, "FT-Transformer checkpoint files": 0, "timing records": 0}
+    for f in sorted((published / "baseline" / "cells").glob("*.json")):
+        _copy(f, run / "baseline" / "cells" / f.name)
+        copied["baseline cells"] += 1
+    for f in sorted((published / "checkpoints" / "tabular").glob("*")):
+        if f.is_file():
+            _copy(f, run / ".cache" / "tabular" / f.name)
+            copied["FT-Transformer checkpoint files"] += 1
+    for nb in SEEDED_CHAPTERS:
+        for f in sorted((published / "timings").glob(f"*/{nb}.json")):
+            _copy(f, run / "timings" / f.parent.name / f.name)
+            copied["timing records"] += 1
+    rec = {"from": str(published), "commit": meta.get("commit"), "code_digest": meta.get("code_digest"),
+           "published": meta.get("published"), "copied": copied,
+           "chapters": list(SEEDED_CHAPTERS), "seeded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    atomic_write_json(run / "SEEDED.json", rec)
+    return rec
+
+
+def _copy(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dest)
+
+
+def main(argv) -> int:
+    if len(argv) != 2:
+        print(__doc__.split("\n\n")[0], file=sys.stderr)
+        return 2
+    try:
+        rec = seed(argv[0], argv[1])
+    except ValueError as e:
+        print(f"seed_reproduce: {e}", file=sys.stderr)
+        return 2
+    parts = ", ".join(f"{v} {k}" for k, v in rec["copied"].items())
+    print(f"seeded {argv[1]} from {argv[0]} (commit {rec['commit']}, code digest {str(rec['code_digest'])[:8]}): "
+          f"{parts}; reused only where their keys match")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
