@@ -280,14 +280,21 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
     ``model``, ``preprocess``, ``model_id``): batches of ``inputs`` → ``lm.preprocess`` → ``extractor``
     (head-averaged attention; the per-head table of the first ``config.head_inputs`` inputs from the
     same forward pass, layer by layer, through a :class:`~dobrushin.experiments.measure.HeadSink`) →
-    :func:`~dobrushin.experiments.measure.measure_batch` (tidy table and rollout, one restriction per
-    input).  ``partial``: completed batches are written there and reused on a rerun; ``progress``: a
+    the tidy table and rollout, one restriction per input.  With ``extractor`` =
+    :func:`dobrushin.extract_attention` (what :func:`measure_model` passes by default) each layer is measured
+    as it is captured by a :class:`~dobrushin.experiments.measure.BatchMeasure`
+    (:func:`dobrushin.capture.hooks.map_sink`), and the extraction holds no stack; any other extractor gets
+    the whole stack in ``attention`` as before (it may read it) and the batch is measured from it
+    (:func:`~dobrushin.experiments.measure.measure_batch`): the same tables, bit for bit.  ``partial``: completed batches are written there and reused on a rerun; ``progress``: a
     :class:`~dobrushin.store.progress.Progress` updated per batch.  Returns ``{"table",
     "rollout", "heads", "info"}``; ``info["stages"]``: seconds per stage (:data:`STAGES`; ``forward``
     includes the capture hooks but not the per-head tests done during it)."""
     from ..capture.hooks import is_placeholder, layer_sink, map_sink
 
+    from ..capture.extract import extract_attention
+
     model_id, cfg = lm.model_id, config
+    streaming = extractor is extract_attention  # a custom extractor may read the stack: keep it
     steady_heap()
     model = lm.model.to(device)
     model.eval()
@@ -311,7 +318,7 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
                               atol=cfg.atol, clock=layered)
             tf = time.perf_counter()
             x = to_device(lm.preprocess(inputs.items(start, stop)), device)
-            with layer_sink(sink), map_sink(bm.layer):
+            with layer_sink(sink), map_sink(bm.layer if streaming else None):
                 ex = extractor(model, x)
             inside = sum(layered.values())  # measuring done during the forward pass
             clock["forward"] += time.perf_counter() - tf - sink.seconds - inside
@@ -323,7 +330,7 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
             elif bm.layers or is_placeholder(ex.attention):
                 raise ValueError(f"{model_id}: the map sink received {bm.layers} layers, the extraction has "
                                  f"{ex.n_layers}")
-            else:  # an extractor that does not capture through the stacked transform: the whole stack
+            else:  # a custom extractor, or one that does not capture through the stacked transform: the stack
                 table, roll = measure_batch(ex.attention, ex.roles, model=model_id, input_ids=ids,
                                             weights=weights, variants=cfg.variants, tol=cfg.tol, atol=cfg.atol,
                                             clock=layered)

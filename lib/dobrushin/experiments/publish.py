@@ -168,6 +168,7 @@ def publish(src, dest, profile: str, repo=None, cache=None) -> dict:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.parent / f".{dest.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
     for f, rel in [(f, f.relative_to(src)) for f in files] + extra:
         out = tmp / rel
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -294,13 +294,23 @@ class SummaryChapter(SummaryInsights):
         else:
             _glue("bench_table", summary.html_table(pd.DataFrame({"benchmark": ["not run in this build"]})))
             _glue("bench_status", plain_text("not run in this build"))
-        stages_csv = self.results / "bench" / "stages.csv"
+        stages_csv, published = self.results / "bench" / "stages.csv", False
+        if not stages_csv.exists():  # the stage table recorded with the published paper-scale run
+            from ..store.paths import published_dir
+
+            pub = published_dir()
+            if pub is not None and (pub / "bench" / "stages.csv").exists():
+                stages_csv, published = pub / "bench" / "stages.csv", True
         if stages_csv.exists():
             st = pd.read_csv(stages_csv)
             _glue("stage_table", summary.html_table(summary.stage_table(st)))
-            day = time.strftime("%Y-%m-%d", time.gmtime(stages_csv.stat().st_mtime))
+            day = (str(st["measured"].iloc[0])[:10] if "measured" in st
+                   else time.strftime("%Y-%m-%d", time.gmtime(stages_csv.stat().st_mtime)))
             load = st["loadavg"].iloc[0] if "loadavg" in st else None
-            _glue("stage_status", plain_text(f"measured on {day}" + (f", load average {load}" if load is not None else "")))
+            cpu = f" on {st['cpus'].iloc[0]} cores of an {st['cpu'].iloc[0]}" if "cpu" in st and "cpus" in st else ""
+            where = ", recorded with the published paper-scale results (published/paper/bench/)" if published else ""
+            _glue("stage_status", plain_text(f"measured on {day}{cpu}" + (f", load average {load}" if load is not None
+                                                                            else "") + where))
         else:
             _glue("stage_table", summary.html_table(pd.DataFrame({"stage table": ["not run in this build (make bench)"]})))
             _glue("stage_status", plain_text("not run in this build"))

@@ -1,0 +1,84 @@
+"""``make reproduce SEED=1`` (tools/seed_reproduce.py): a fresh run folder starts from the published run's
+keyed products — the baseline's cells, the FT-Transformer checkpoints, the wall-time records of the chapters
+that reuse them — and nothing else; publishing then records where the seed came from.  The reuse itself is
+the caches' own rule (a cell or checkpoint is found only under its key), tested with those caches."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dobrushin.experiments import publish as P
+from tools import seed_reproduce as S
+
+
+def _published(root):
+    pub = root / "published" / "paper"
+    (pub / "baseline" / "cells").mkdir(parents=True)
+    (pub / "baseline" / "cells" / "dirichlet-1_n4_abc.json").write_text('{"cell": 1}')
+    (pub / "baseline" / "cells" / "dirichlet-1_n5_def.json").write_text('{"cell": 2}')
+    (pub / "baseline" / "baseline.csv").write_text("n,p\n4,0.3\n")
+    (pub / "checkpoints" / "tabular").mkdir(parents=True)
+    (pub / "checkpoints" / "tabular" / "adult-seed0-0123.pt").write_bytes(b"weights")
+    (pub / "checkpoints" / "tabular" / "adult-seed0-0123.json").write_text('{"epochs": 3}')
+    (pub / "language").mkdir()
+    (pub / "language" / "m.parquet").write_bytes(b"table")
+    (pub / "timings" / "paper").mkdir(parents=True)
+    for nb, sec in (("baseline_law", 3890), ("tabular", 4520), ("language", 313)):
+        (pub / "timings" / "paper" / f"{nb}.json").write_text(json.dumps({"notebook": nb, "profile": "paper",
+                                                                           "seconds": sec, "passes": 1}))
+    (pub / "PUBLISHED.json").write_text(json.dumps({"commit": "a98d7e2", "code_digest": "675e7dcc" + "0" * 56,
+                                                    "published": "2026-12-01T21:23:45Z"}))
+    return pub
+
+
+def test_seed_copies_the_keyed_products_and_nothing_else(tmp_path):
+    pub = _published(tmp_path)
+    run = tmp_path / "results" / "paper-run"
+    rec = S.seed(pub, run)
+    assert sorted(p.name for p in (run / "baseline" / "cells").iterdir()) == ["dirichlet-1_n4_abc.json",
+                                                                              "dirichlet-1_n5_def.json"]
+    assert (run / ".cache" / "tabular" / "adult-seed0-0123.pt").read_bytes() == b"weights"
+    assert (run / ".cache" / "tabular" / "adult-seed0-0123.json").exists()
+    # the tables of the chapters are computed by the run, never copied
+    assert not (run / "language").exists() and not (run / "baseline" / "baseline.csv").exists()
+    assert sorted(p.name for p in (run / "timings" / "paper").iterdir()) == ["baseline_law.json", "tabular.json"]
+    assert rec["copied"] == {"baseline cells": 2, "FT-Transformer checkpoint files": 2, "timing records": 2}
+    assert rec["commit"] == "a98d7e2" and rec["code_digest"].startswith("675e7dcc")
+    assert json.loads((run / "SEEDED.json").read_text()) == rec
+
+
+def test_seed_refuses_a_folder_with_results_and_a_folder_without_a_publication(tmp_path):
+    pub = _published(tmp_path)
+    run = tmp_path / "run"
+    (run / "language").mkdir(parents=True)
+    with pytest.raises(ValueError, match="already holds results"):
+        S.seed(pub, run)
+    with pytest.raises(ValueError, match="no PUBLISHED.json"):
+        S.seed(tmp_path / "nowhere", tmp_path / "run2")
+    assert S.main([str(tmp_path / "nowhere"), str(tmp_path / "run3")]) == 2
+
+
+def test_a_resumed_pass_adds_to_the_seeded_wall_time(tmp_path):
+    from tools import record_timing
+
+    pub = _published(tmp_path)
+    run = tmp_path / "run"
+    S.seed(pub, run)
+    f = run / "timings" / "paper" / "baseline_law.json"
+    assert record_timing.main([str(f), "baseline_law", "paper", "23", "--add"]) == 0
+    rec = json.loads(f.read_text())
+    assert rec["seconds"] == 3890 + 23 and rec["passes"] == 2 and rec["last_pass_seconds"] == 23
+
+
+def test_publish_records_the_seed(tmp_path):
+    pub = _published(tmp_path)
+    run = tmp_path / "run"
+    rec = S.seed(pub, run)
+    meta = P.publish(run, tmp_path / "out" / "paper", "paper", repo=tmp_path)
+    assert meta["seeded_from"] == rec
+    assert json.loads((tmp_path / "out" / "paper" / "PUBLISHED.json").read_text())["seeded_from"] == rec
+    unseeded = tmp_path / "plain"
+    (unseeded / "timings").mkdir(parents=True)
+    assert "seeded_from" not in P.publish(unseeded, tmp_path / "out2" / "paper", "paper", repo=tmp_path)
+
