@@ -110,11 +110,11 @@ bench-sweep: $(STAMP)
 # the run recomputes the model chapters' tables and not the hour-long baselines and trainings.
 LANES ?= 1
 REPRO_ENV := DOBRUSHIN_CACHE=$(CURDIR)/results/paper-run/.cache
-REPRO_NB  := PROFILE=paper RESULTS=results/paper-run PUBLISHED_DIR= $(if $(SEED),RESUME=1)
+REPRO_NB  := PROFILE=paper RESULTS=results/paper-run PUBLISHED_DIR= $(if $(filter 1,$(SEED)),RESUME=1)
 reproduce: $(STAMP)
 	@case "$(LANES)" in 1|2|3) ;; *) echo "LANES must be 1, 2 or 3, got $(LANES)"; exit 2;; esac
 	@test -n "$(RESUME)" || rm -rf results/paper-run
-	@$(if $(SEED),$(if $(RESUME),true,$(PY) -m tools.seed_reproduce published/paper results/paper-run),true)
+	@$(if $(filter 1,$(SEED)),$(if $(RESUME),true,$(PY) -m tools.seed_reproduce published/paper results/paper-run),true)
 ifneq ($(LANES),1)
 	SUBMAKE="$(MAKE_COMMAND)" REPRO_ENV="$(REPRO_ENV)" REPRO_NB="$(REPRO_NB)" bash tools/reproduce_lanes.sh \
 	  "tabular=tabular" $(if $(filter 3,$(LANES)),"baseline=$(filter baseline baseline_law,$(NOTEBOOKS))") \

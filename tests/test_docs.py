@@ -73,6 +73,10 @@ MAPPED = {
                                                "checks it runs the paper profile and then publishes"),
     "make reproduce LANES=2": (f"{MAKE} -n reproduce LANES=2", "the paper profile in two lanes (hours); the dry run "
                                                            "checks it runs both lanes, then the summary, then publishes"),
+    "make reproduce SEED=1": (f"{MAKE} -n reproduce SEED=1", "the paper profile from the published run's keyed "
+                                                             "cells and checkpoints (half an hour); the dry run checks "
+                                                             "it seeds the fresh folder, then runs and publishes "
+                                                             "(tests/test_seed_reproduce.py tests the seed)"),
     "make verify": (f"{MAKE} verify", "as documented (-o keeps make from reinstalling); the sandbox has no "
                                       "published results, so it must say so and exit 0"),
     "python -m dobrushin.experiments.publish": ("python -m dobrushin.experiments.publish --help",
@@ -107,7 +111,8 @@ DRY_RUN_SAYS = {"make test": "-m pytest", "make html": "jupyter-book build", "ma
                 "make bench-ci": "tools.bench --ci",
                 "make bench-sweep": "tools.sweep_bench",
                 "make reproduce": "dobrushin.experiments.publish results/paper-run published/paper",
-                "make reproduce LANES=2": "tools/reproduce_lanes.sh"}
+                "make reproduce LANES=2": "tools/reproduce_lanes.sh",
+                "make reproduce SEED=1": "tools.seed_reproduce published/paper results/paper-run"}
 COMMAND_WORDS = ("make", "python", "python3", "pip", "conda", "papermill", "jupyter-book", "mkdir")
 
 

@@ -12,15 +12,19 @@ from dobrushin.experiments import publish as P
 from tools import seed_reproduce as S
 
 
-def _published(root):
+def _published(root, cells_digest=None, training_digest=None):
+    """A published folder whose cells and checkpoint record carry the given code digests (default: today's)."""
+    today = S._current_digests()
+    cd = today["cells"] if cells_digest is None else cells_digest
+    td = today["training"] if training_digest is None else training_digest
     pub = root / "published" / "paper"
     (pub / "baseline" / "cells").mkdir(parents=True)
-    (pub / "baseline" / "cells" / "dirichlet-1_n4_abc.json").write_text('{"cell": 1}')
-    (pub / "baseline" / "cells" / "dirichlet-1_n5_def.json").write_text('{"cell": 2}')
+    for name, n in (("dirichlet-1_n4_abc.json", 4), ("dirichlet-1_n5_def.json", 5)):
+        (pub / "baseline" / "cells" / name).write_text(json.dumps({"counts": [1], "params": {"n": n, "code_digest": cd}}))
     (pub / "baseline" / "baseline.csv").write_text("n,p\n4,0.3\n")
     (pub / "checkpoints" / "tabular").mkdir(parents=True)
     (pub / "checkpoints" / "tabular" / "adult-seed0-0123.pt").write_bytes(b"weights")
-    (pub / "checkpoints" / "tabular" / "adult-seed0-0123.json").write_text('{"epochs": 3}')
+    (pub / "checkpoints" / "tabular" / "adult-seed0-0123.json").write_text(json.dumps({"epochs": 3, "code_digest": td}))
     (pub / "language").mkdir()
     (pub / "language" / "m.parquet").write_bytes(b"table")
     (pub / "timings" / "paper").mkdir(parents=True)
@@ -44,6 +48,8 @@ def test_seed_copies_the_keyed_products_and_nothing_else(tmp_path):
     assert not (run / "language").exists() and not (run / "baseline" / "baseline.csv").exists()
     assert sorted(p.name for p in (run / "timings" / "paper").iterdir()) == ["baseline_law.json", "tabular.json"]
     assert rec["copied"] == {"baseline cells": 2, "FT-Transformer checkpoint files": 2, "timing records": 2}
+    assert rec["matching_today's_code"] == {"baseline cells": 2, "FT-Transformer checkpoints": 1}
+    assert rec["chapters"] == ["baseline", "baseline_law", "tabular"]  # products all made by today's code
     assert rec["commit"] == "a98d7e2" and rec["code_digest"].startswith("675e7dcc")
     assert json.loads((run / "SEEDED.json").read_text()) == rec
 
@@ -82,3 +88,15 @@ def test_publish_records_the_seed(tmp_path):
     (unseeded / "timings").mkdir(parents=True)
     assert "seeded_from" not in P.publish(unseeded, tmp_path / "out2" / "paper", "paper", repo=tmp_path)
 
+
+
+def test_wall_times_are_carried_only_for_products_made_by_todays_code(tmp_path):
+    """Cells made by other code will be computed again: their chapters' records start afresh; checkpoints made
+    by today's training code keep the tabular record."""
+    pub = _published(tmp_path, cells_digest="0" * 64)
+    run = tmp_path / "run"
+    rec = S.seed(pub, run)
+    assert rec["matching_today's_code"] == {"baseline cells": 0, "FT-Transformer checkpoints": 1}
+    assert rec["chapters"] == ["tabular"]
+    assert sorted(p.name for p in (run / "timings" / "paper").iterdir()) == ["tabular.json"]
+    assert rec["copied"]["baseline cells"] == 2  # still copied: the cache decides, cell by cell

@@ -95,22 +95,31 @@ def test_streaming_equals_the_old_path_on_minilm():
 
 
 @pytest.mark.parametrize("kind", ["vision", "text"])
-@pytest.mark.parametrize("hold_bytes", [0, 10**9])
-def test_layer_by_layer_equals_the_whole_stack(kind, hold_bytes, images, sentences):  # noqa: F811
+@pytest.mark.parametrize("hold_layers", [0, 1.5, 10**9])
+def test_layer_by_layer_equals_the_whole_stack(kind, hold_layers, images, sentences, monkeypatch):  # noqa: F811
     """Under a map sink the extraction keeps no stack (its attention is a data-less placeholder), and the
-    tables measured from the layers handed over one at a time, each processed at once (hold_bytes=0)
-    or all held to the end, are the tables of :func:`measure_batch` on the stack, bit for bit."""
+    tables measured from the layers handed over one at a time — each processed at once, two at a time
+    during the forward pass and the rest in finish() (outside the pass's inference mode), or all held to
+    the end — are the tables of :func:`measure_batch` on the stack, bit for bit."""
+    import test_pipeline
+
+    monkeypatch.setattr(test_pipeline, "L", 5)  # five layers: two blocks of two during the pass, one after
     inputs = images if kind == "vision" else sentences
     lm = TinyLoader(kind)("tiny/m", pretrained=True, seed=5)
     x = lm.preprocess(inputs.items(0, 3))
     ids = inputs.ids[:3]
     full = extract_attention(lm.model, x)
+    assert full.n_layers == 5
+    n = full.attention.shape[-1]
+    hold_bytes = int(hold_layers * 3 * n * n * 8)  # that many layers of the batch in float64
     clock: dict = {}
     bm = BatchMeasure(model="m", input_ids=ids, weights="pretrained", hold_bytes=hold_bytes, clock=clock)
     with map_sink(bm.layer):
         ex = extract_attention(lm.model, x)
     assert is_placeholder(ex.attention) and ex.attention.untyped_storage().nbytes() <= 4
     assert ex.attention.shape == full.attention.shape and bm.layers == full.n_layers
+    if hold_layers == 1.5:  # layers 0-3 processed during the pass (in inference mode), layer 4 in finish()
+        assert bm._done_layers == 4 and bm._pending_layers == 1
     assert not is_placeholder(full.attention)
     t_new, r_new = bm.finish(ex.roles)
     t_ref, r_ref = measure_batch(full.attention, full.roles, model="m", input_ids=ids, weights="pretrained")

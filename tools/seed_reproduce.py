@@ -12,9 +12,10 @@ matches — the same rule by which every cache here is reused (same parameters, 
 
 Everything else — the model chapters' tables, the tabular tables, the summary — is computed by the run.
 A cell or checkpoint whose key no longer matches (its code changed) is simply not found and is computed
-again.  The wall-time records of the chapters whose products are reused (``baseline``, ``baseline_law``,
-``tabular``) are carried over too, so that, with the run's ``--add``, a chapter's time stays the whole
-time spent on what it shows, over all passes.  ``SEEDED.json`` in the run folder says where the seed came
+again.  The wall-time records of the chapters whose seeded products all match today's code (``baseline``
+and ``baseline_law`` for the cells, ``tabular`` for the checkpoints) are carried over too, so that, with
+the run's ``--add``, a chapter's time stays the whole time spent on what it shows, over all passes; a
+chapter whose products will be computed again starts its record afresh.  ``SEEDED.json`` in the run folder says where the seed came
 from; publishing copies it into ``PUBLISHED.json`` as ``seeded_from``.
 """
 from __future__ import annotations
@@ -43,22 +44,53 @@ def seed(published, run) -> dict:
         raise ValueError(f"{run} already holds results: seed only a fresh run folder")
     meta = json.loads(meta_file.read_text())
     copied = {"baseline cells": 0, "FT-Transformer checkpoint files": 0, "timing records": 0}
+    current = _current_digests()
+    matching = {"baseline cells": 0, "FT-Transformer checkpoints": 0}
     for f in sorted((published / "baseline" / "cells").glob("*.json")):
         _copy(f, run / "baseline" / "cells" / f.name)
         copied["baseline cells"] += 1
+        matching["baseline cells"] += _digest_of(f, "params") == current["cells"]
+    ckpts = 0
     for f in sorted((published / "checkpoints" / "tabular").glob("*")):
         if f.is_file():
             _copy(f, run / ".cache" / "tabular" / f.name)
             copied["FT-Transformer checkpoint files"] += 1
-    for nb in SEEDED_CHAPTERS:
+            if f.suffix == ".json":
+                ckpts += 1
+                matching["FT-Transformer checkpoints"] += _digest_of(f) == current["training"]
+    reusable = {"baseline": copied["baseline cells"] > 0 and matching["baseline cells"] == copied["baseline cells"],
+                "tabular": ckpts > 0 and matching["FT-Transformer checkpoints"] == ckpts}
+    reusable["baseline_law"] = reusable["baseline"]
+    carried = [nb for nb in SEEDED_CHAPTERS if reusable[nb]]
+    for nb in carried:
         for f in sorted((published / "timings").glob(f"*/{nb}.json")):
             _copy(f, run / "timings" / f.parent.name / f.name)
             copied["timing records"] += 1
     rec = {"from": str(published), "commit": meta.get("commit"), "code_digest": meta.get("code_digest"),
-           "published": meta.get("published"), "copied": copied,
-           "chapters": list(SEEDED_CHAPTERS), "seeded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+           "published": meta.get("published"), "copied": copied, "matching_today's_code": matching,
+           "chapters": carried, "seeded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     atomic_write_json(run / "SEEDED.json", rec)
     return rec
+
+
+def _current_digests() -> dict:
+    """The digests today's code gives the cells' and the checkpoints' keys."""
+    from dobrushin.models.ft_transformer import TRAINING_CODE
+    from dobrushin.random.ensembles import CELL_CODE
+    from dobrushin.store.code import code_digest
+
+    return {"cells": code_digest(CELL_CODE), "training": code_digest(TRAINING_CODE)}
+
+
+def _digest_of(f: Path, *within: str):
+    """The ``code_digest`` a cell (under ``params``) or a checkpoint record holds, or None if unreadable."""
+    try:
+        d = json.loads(f.read_text())
+        for k in within:
+            d = d[k]
+        return d.get("code_digest")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _copy(src: Path, dest: Path) -> None:
@@ -76,8 +108,10 @@ def main(argv) -> int:
         print(f"seed_reproduce: {e}", file=sys.stderr)
         return 2
     parts = ", ".join(f"{v} {k}" for k, v in rec["copied"].items())
+    same = ", ".join(f"{v} {k}" for k, v in rec["matching_today's_code"].items())
     print(f"seeded {argv[1]} from {argv[0]} (commit {rec['commit']}, code digest {str(rec['code_digest'])[:8]}): "
-          f"{parts}; reused only where their keys match")
+          f"{parts}; made by today's code: {same} (reused only where their keys match); wall times carried for: "
+          + (", ".join(rec["chapters"]) or "none"))
     return 0
 
 

@@ -155,9 +155,10 @@ def map_sink(fn: Optional[Callable[[torch.Tensor], None]]) -> Iterator[None]:
 
 
 def is_placeholder(t: torch.Tensor) -> bool:
-    """Whether ``t`` is the data-less attention an extraction returns under :func:`map_sink` (every
-    stride 0: one element standing for all)."""
-    return isinstance(t, torch.Tensor) and t.numel() > 1 and all(s == 0 for s in t.stride())
+    """Whether ``t`` is the data-less attention an extraction returns under :func:`map_sink`: every stride
+    0 (one element standing for all) and that element 0, which no attention row summing to 1 can be."""
+    return (isinstance(t, torch.Tensor) and t.numel() > 1 and all(s == 0 for s in t.stride())
+            and float(t[(0,) * t.ndim]) == 0.0)
 
 
 @contextlib.contextmanager

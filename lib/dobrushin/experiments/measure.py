@@ -108,9 +108,10 @@ class BatchMeasure:
     Captured layers are held (float32, as captured) only until their float64 restriction would reach
     ``hold_bytes`` (:data:`CHUNK_BYTES`): at 518 px (n = 1 370, batch 8) every layer is restricted, tested
     and multiplied into the running rollouts as soon as it is captured, so the ``(B, L, n, n)`` stack of
-    the whole forward pass is never held; at 224 px or for text every layer of the batch fits in one
-    chunk and is processed at once, as before.  Each held block is validated once
-    (:func:`dobrushin.check_stochastic`).  The roles are needed to restrict: given to the constructor, or
+    the whole forward pass is never held; at 224 px or for text the layers of a batch accumulate up to
+    that size (all 12 layers of ViT-S/B at batch 8) and are processed together; what remains is processed
+    by :meth:`finish`.  Each held block is validated once (:func:`dobrushin.check_stochastic`; an error
+    names the layers of the batch).  The roles are needed to restrict: given to the constructor, or
     announced by the adapter (:func:`dobrushin.capture.hooks.announced_roles`) when the first layer
     arrives; without either, the layers are held until :meth:`finish` gets them."""
 
@@ -127,6 +128,7 @@ class BatchMeasure:
         self.n: Optional[int] = None
         self._pending: List[torch.Tensor] = []  # captured layers not yet processed, (B, 1, n, n) or blocks
         self._pending_layers = 0
+        self._done_layers = 0  # layers validated and processed
         self._groups: Optional[List[tuple]] = None  # (variant, keep, members) in table order
         self._cols: Dict[int, List[dict]] = defaultdict(list)  # group index -> per-block columns
         self._R: Dict[int, List[Optional[torch.Tensor]]] = {}
@@ -164,12 +166,24 @@ class BatchMeasure:
             self._flush()
 
     def _flush(self) -> None:
+        # under inference mode whether or not the caller is: a batch processed partly during the forward
+        # pass (extract_attention runs it in inference mode) and partly in finish() keeps its running
+        # rollouts inference tensors throughout, which in-place products outside that mode would refuse
+        with torch.inference_mode():
+            self._flush_pending()
+
+    def _flush_pending(self) -> None:
         if not self._pending:
             return
         t0 = time.perf_counter()
         A = self._pending[0] if len(self._pending) == 1 else torch.cat(self._pending, dim=1)
+        first = self._done_layers
         self._pending, self._pending_layers = [], 0
-        _validate_block(A, self.atol, self.validate)
+        self._done_layers += int(A.shape[1])
+        try:
+            _validate_block(A, self.atol, self.validate)
+        except ValueError as e:  # name the layers of the batch, not the index within the block
+            raise ValueError(f"layers {first}–{self._done_layers - 1} of the batch: {e}") from None
         self._add_time("restrict", t0)
         if self._groups is None:
             if len(self.roles) != len(self.ids):
@@ -186,6 +200,7 @@ class BatchMeasure:
     def _group_block(self, g: int, keep: np.ndarray, members: List[int], A: torch.Tensor) -> None:
         k, nm, L = len(keep), len(members), A.shape[1]
         X = _members(A, members)
+        # within a block, at most CHUNK_BYTES of float64 restricted attention at a time (whatever hold_bytes)
         step = max(1, min(L, CHUNK_BYTES // max(1, nm * k * k * 8)))
         R = self._R.setdefault(g, [None] * nm)
         for l0 in range(0, L, step):

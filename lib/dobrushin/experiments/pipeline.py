@@ -313,14 +313,14 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
             sink = HeadSink(kh, ids, model=model_id, weights=weights, variants=cfg.head_variants, tol=cfg.tol,
                             atol=cfg.atol, on_layer=lambda layer, bi=bi: layer == 0 and pause_point("forward", bi))
             # the head-averaged maps measured layer by layer as they are captured (no (B, L, n, n) stack)
-            layered: dict = {}
+            measure_clock: dict = {}
             bm = BatchMeasure(model=model_id, input_ids=ids, weights=weights, variants=cfg.variants, tol=cfg.tol,
-                              atol=cfg.atol, clock=layered)
+                              atol=cfg.atol, clock=measure_clock)
             tf = time.perf_counter()
             x = to_device(lm.preprocess(inputs.items(start, stop)), device)
             with layer_sink(sink), map_sink(bm.layer if streaming else None):
                 ex = extractor(model, x)
-            inside = sum(layered.values())  # measuring done during the forward pass
+            inside = sum(measure_clock.values())  # measuring done during the forward pass
             clock["forward"] += time.perf_counter() - tf - sink.seconds - inside
             if ex.attention.ndim != 4:
                 raise ValueError(f"{model_id}: expected head-averaged attention (B, L, n, n), "
@@ -333,8 +333,8 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
             else:  # a custom extractor, or one that does not capture through the stacked transform: the stack
                 table, roll = measure_batch(ex.attention, ex.roles, model=model_id, input_ids=ids,
                                             weights=weights, variants=cfg.variants, tol=cfg.tol, atol=cfg.atol,
-                                            clock=layered)
-            for k_, v_ in layered.items():
+                                            clock=measure_clock)
+            for k_, v_ in measure_clock.items():
                 clock[k_] = clock.get(k_, 0.0) + v_
             th = time.perf_counter()
             if kh and sink.layers == ex.n_layers:

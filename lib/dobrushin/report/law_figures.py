@@ -9,7 +9,7 @@ Tested in ``tests/test_law_figures.py``.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,7 +54,6 @@ def bound_text(paper_band: tuple, n_ref: int = 8) -> str:
     n_ub = law.upper_bound_from(ub)
     top = Fraction(repr(float(hi_b)))
     n_top = law.upper_bound_from(top) if top > Fraction(1, 4) else None
-    below_top = [n for n in range(2, n_top + 1) if E.holds_bounds(n)[1] >= top] if n_top else []
     s = (f"The universal upper bound is ${ub.numerator}/{ub.denominator}\\approx {float(ub):.4f}$ at $n={n_ref}$, and "
          f"since it does not increase with $n$, no normalised-weight ensemble can have $P(\\text{{holds}})$ above "
          f"${ub.numerator}/{ub.denominator}$ at any $n\\ge{n_ub}$.")

@@ -307,7 +307,8 @@ class SummaryChapter(SummaryInsights):
             day = (str(st["measured"].iloc[0])[:10] if "measured" in st
                    else time.strftime("%Y-%m-%d", time.gmtime(stages_csv.stat().st_mtime)))
             load = st["loadavg"].iloc[0] if "loadavg" in st else None
-            cpu = f" on {st['cpus'].iloc[0]} cores of an {st['cpu'].iloc[0]}" if "cpu" in st and "cpus" in st else ""
+            cpu = (f" on {int(st['cpus'].iloc[0])} cores ({st['cpu'].iloc[0]})"
+                   if {"cpu", "cpus"} <= set(st) and st["cpu"].notna().iloc[0] and st["cpus"].notna().iloc[0] else "")
             where = ", recorded with the published paper-scale results (published/paper/bench/)" if published else ""
             _glue("stage_status", plain_text(f"measured on {day}{cpu}" + (f", load average {load}" if load is not None
                                                                             else "") + where))
