@@ -48,7 +48,7 @@ def test_seed_copies_the_keyed_products_and_nothing_else(tmp_path):
     assert not (run / "language").exists() and not (run / "baseline" / "baseline.csv").exists()
     assert sorted(p.name for p in (run / "timings" / "paper").iterdir()) == ["baseline_law.json", "tabular.json"]
     assert rec["copied"] == {"baseline cells": 2, "FT-Transformer checkpoint files": 2, "timing records": 2}
-    assert rec["matching_today's_code"] == {"baseline cells": 2, "FT-Transformer checkpoints": 1}
+    assert rec["skipped_other_code"] == {"baseline cells": 0, "FT-Transformer checkpoints": 0}
     assert rec["chapters"] == ["baseline", "baseline_law", "tabular"]  # products all made by today's code
     assert rec["commit"] == "a98d7e2" and rec["code_digest"].startswith("675e7dcc")
     assert json.loads((run / "SEEDED.json").read_text()) == rec
@@ -90,13 +90,24 @@ def test_publish_records_the_seed(tmp_path):
 
 
 
-def test_wall_times_are_carried_only_for_products_made_by_todays_code(tmp_path):
-    """Cells made by other code will be computed again: their chapters' records start afresh; checkpoints made
-    by today's training code keep the tabular record."""
+def test_products_of_other_code_are_left_out_with_their_wall_times(tmp_path):
+    """Cells made by other code can never be reused: they are not copied (nor published again), and their
+    chapters' records start afresh; checkpoints made by today's training code keep the tabular record.  A
+    stale cell beside current ones (a results folder accumulates them) is left out alone."""
     pub = _published(tmp_path, cells_digest="0" * 64)
     run = tmp_path / "run"
     rec = S.seed(pub, run)
-    assert rec["matching_today's_code"] == {"baseline cells": 0, "FT-Transformer checkpoints": 1}
+    assert rec["skipped_other_code"] == {"baseline cells": 2, "FT-Transformer checkpoints": 0}
+    assert rec["copied"]["baseline cells"] == 0 and not (run / "baseline" / "cells").exists()
     assert rec["chapters"] == ["tabular"]
     assert sorted(p.name for p in (run / "timings" / "paper").iterdir()) == ["tabular.json"]
-    assert rec["copied"]["baseline cells"] == 2  # still copied: the cache decides, cell by cell
+    today = S._current_digests()["cells"]
+    (pub / "baseline" / "cells" / "dirichlet-1_n6_fff.json").write_text(json.dumps({"params": {"code_digest": today}}))
+    run2 = tmp_path / "run2"
+    rec2 = S.seed(pub, run2)
+    assert [p.name for p in (run2 / "baseline" / "cells").iterdir()] == ["dirichlet-1_n6_fff.json"]
+    assert rec2["skipped_other_code"]["baseline cells"] == 2 and "baseline_law" in rec2["chapters"]
+    stale_ckpt = _published(tmp_path / "other", training_digest="1" * 64)
+    rec3 = S.seed(stale_ckpt, tmp_path / "run3")
+    assert rec3["skipped_other_code"]["FT-Transformer checkpoints"] == 1
+    assert not (tmp_path / "run3" / ".cache").exists() and "tabular" not in rec3["chapters"]

@@ -1,8 +1,10 @@
 """Seed a fresh ``make reproduce`` folder with the keyed products of an earlier published run:
 ``python -m tools.seed_reproduce PUBLISHED RUN`` (``make reproduce SEED=1`` calls it).
 
-What is copied is what carries its own cache key, so the run reuses it only where that key still
-matches — the same rule by which every cache here is reused (same parameters, same code, same weights):
+What is copied is what carries its own cache key and was made by today's code (the digest its key holds
+is the one today's code gives; a cell or checkpoint of another digest can never be reused, and is left
+out), so the run reuses it only where its whole key matches — the same rule by which every cache here is
+reused (same parameters, same code, same weights):
 
 * the random baseline's cells (``baseline/cells/*.json``; keyed by the parameters of the cell and by the
   digest of ``math/``, ``random/`` and ``store/``, :data:`dobrushin.random.ensembles.CELL_CODE`);
@@ -12,10 +14,10 @@ matches — the same rule by which every cache here is reused (same parameters, 
 
 Everything else — the model chapters' tables, the tabular tables, the summary — is computed by the run.
 A cell or checkpoint whose key no longer matches (its code changed) is simply not found and is computed
-again.  The wall-time records of the chapters whose seeded products all match today's code (``baseline``
-and ``baseline_law`` for the cells, ``tabular`` for the checkpoints) are carried over too, so that, with
-the run's ``--add``, a chapter's time stays the whole time spent on what it shows, over all passes; a
-chapter whose products will be computed again starts its record afresh.  ``SEEDED.json`` in the run folder says where the seed came
+again.  The wall-time records of the chapters whose products are seeded (``baseline`` and ``baseline_law``
+for the cells, ``tabular`` for the checkpoints) are carried over too, so that, with the run's ``--add``, a
+chapter's time stays the whole time spent on what it shows, over all passes; a chapter none of whose
+products could be seeded starts its record afresh.  ``SEEDED.json`` in the run folder says where the seed came
 from; publishing copies it into ``PUBLISHED.json`` as ``seeded_from``.
 """
 from __future__ import annotations
@@ -45,29 +47,30 @@ def seed(published, run) -> dict:
     meta = json.loads(meta_file.read_text())
     copied = {"baseline cells": 0, "FT-Transformer checkpoint files": 0, "timing records": 0}
     current = _current_digests()
-    matching = {"baseline cells": 0, "FT-Transformer checkpoints": 0}
+    skipped = {"baseline cells": 0, "FT-Transformer checkpoints": 0}  # made by other code: never reusable
     for f in sorted((published / "baseline" / "cells").glob("*.json")):
-        _copy(f, run / "baseline" / "cells" / f.name)
-        copied["baseline cells"] += 1
-        matching["baseline cells"] += _digest_of(f, "params") == current["cells"]
-    ckpts = 0
-    for f in sorted((published / "checkpoints" / "tabular").glob("*")):
-        if f.is_file():
-            _copy(f, run / ".cache" / "tabular" / f.name)
-            copied["FT-Transformer checkpoint files"] += 1
-            if f.suffix == ".json":
-                ckpts += 1
-                matching["FT-Transformer checkpoints"] += _digest_of(f) == current["training"]
-    reusable = {"baseline": copied["baseline cells"] > 0 and matching["baseline cells"] == copied["baseline cells"],
-                "tabular": ckpts > 0 and matching["FT-Transformer checkpoints"] == ckpts}
-    reusable["baseline_law"] = reusable["baseline"]
+        if _digest_of(f, "params") == current["cells"]:  # another digest can never match a key of today's
+            _copy(f, run / "baseline" / "cells" / f.name)
+            copied["baseline cells"] += 1
+        else:
+            skipped["baseline cells"] += 1
+    for f in sorted((published / "checkpoints" / "tabular").glob("*.json")):
+        if _digest_of(f) == current["training"]:
+            for g in (f, f.with_suffix(".pt")):
+                if g.is_file():
+                    _copy(g, run / ".cache" / "tabular" / g.name)
+                    copied["FT-Transformer checkpoint files"] += 1
+        else:
+            skipped["FT-Transformer checkpoints"] += 1
+    reusable = {"baseline": copied["baseline cells"] > 0, "baseline_law": copied["baseline cells"] > 0,
+                "tabular": copied["FT-Transformer checkpoint files"] > 0}
     carried = [nb for nb in SEEDED_CHAPTERS if reusable[nb]]
     for nb in carried:
         for f in sorted((published / "timings").glob(f"*/{nb}.json")):
             _copy(f, run / "timings" / f.parent.name / f.name)
             copied["timing records"] += 1
     rec = {"from": str(published), "commit": meta.get("commit"), "code_digest": meta.get("code_digest"),
-           "published": meta.get("published"), "copied": copied, "matching_today's_code": matching,
+           "published": meta.get("published"), "copied": copied, "skipped_other_code": skipped,
            "chapters": carried, "seeded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     atomic_write_json(run / "SEEDED.json", rec)
     return rec
@@ -108,10 +111,10 @@ def main(argv) -> int:
         print(f"seed_reproduce: {e}", file=sys.stderr)
         return 2
     parts = ", ".join(f"{v} {k}" for k, v in rec["copied"].items())
-    same = ", ".join(f"{v} {k}" for k, v in rec["matching_today's_code"].items())
+    other = ", ".join(f"{v} {k}" for k, v in rec["skipped_other_code"].items())
     print(f"seeded {argv[1]} from {argv[0]} (commit {rec['commit']}, code digest {str(rec['code_digest'])[:8]}): "
-          f"{parts}; made by today's code: {same} (reused only where their keys match); wall times carried for: "
-          + (", ".join(rec["chapters"]) or "none"))
+          f"{parts} (reused only where their keys match); left out, made by other code: {other}; wall times "
+          "carried for: " + (", ".join(rec["chapters"]) or "none"))
     return 0
 
 
