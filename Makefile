@@ -97,8 +97,10 @@ bench-ci: $(STAMP)
 bench-sweep: $(STAMP)
 	$(PY) -m tools.sweep_bench --out results/bench-sweep/sweep.csv $(SWEEP_BENCH_ARGS)
 
-# the paper profile from scratch (no published layer, fresh results and checkpoint folders; hours), then
-# published atomically into published/paper/ with the code digest, the commit and the machine.
+# the paper profile from scratch (no published layer, fresh results and checkpoint folders; hours), then the
+# stage table of the whole measurement on the same machine, idle by then (make bench's, minutes: the
+# reproducibility chapter shows it), then all published atomically into published/paper/ with the code
+# digest, the commit and the machine.
 # RESUME=1 keeps results/paper-run/ from an interrupted run (its caches are keyed, so it resumes).
 # LANES=2 (for a two-core machine) runs the tabular chapter (its trainings) beside the other chapters, one
 # thread each, so both cores are busy; LANES=3 also gives the random baselines (baseline, baseline_law) a
@@ -123,6 +125,7 @@ ifneq ($(LANES),1)
 else
 	$(REPRO_ENV) $(MAKE) notebooks $(REPRO_NB)
 endif
+	$(PY) -m tools.bench --stages-only --out results/paper-run/bench/bench.csv
 	$(PY) -m dobrushin.experiments.publish results/paper-run published/paper --profile paper
 
 # re-measure a seeded sample of published/paper/ with the current code and compare (exit 0 with a loud line

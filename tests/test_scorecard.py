@@ -547,6 +547,14 @@ def test_published_text_names_the_digest_and_the_verify_result(tmp_path):
     (tmp_path / "results" / "verify" / "report.json").write_text(json.dumps(rep))
     assert ("a sample (2 groups, 1,072 rows) from scratch with the current code (digest 99) on now in 268 s: passed"
             in published_text(tmp_path, tmp_path / "results", entries))
+    assert "started from" not in txt
+    meta = json.loads((pub / "PUBLISHED.json").read_text())
+    meta["seeded_from"] = {"published": "2026-11-30T10:00:00Z", "commit": "a98d7e2" + "0" * 33,
+                           "copied": {"baseline cells": 1534, "FT-Transformer checkpoint files": 16}}
+    (pub / "PUBLISHED.json").write_text(json.dumps(meta))
+    assert ("That run started from the keyed products of the run published 2026-11-30T10:00:00Z (commit "
+            "a98d7e200000): 1,534 cells of the random baseline and 8 FT-Transformer checkpoints"
+            in published_text(tmp_path, tmp_path / "results", entries))
 
 
 def test_failed_verification_is_flagged(results):

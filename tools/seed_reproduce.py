@@ -45,7 +45,8 @@ def seed(published, run) -> dict:
     if run.exists() and any(p.name != ".cache" for p in run.iterdir()):
         raise ValueError(f"{run} already holds results: seed only a fresh run folder")
     meta = json.loads(meta_file.read_text())
-    copied = {"baseline cells": 0, "FT-Transformer checkpoint files": 0, "timing records": 0}
+    copied = {"baseline cells": 0, "FT-Transformer checkpoints": 0, "FT-Transformer checkpoint files": 0,
+              "timing records": 0}
     current = _current_digests()
     skipped = {"baseline cells": 0, "FT-Transformer checkpoints": 0}  # made by other code: never reusable
     for f in sorted((published / "baseline" / "cells").glob("*.json")):
@@ -56,6 +57,7 @@ def seed(published, run) -> dict:
             skipped["baseline cells"] += 1
     for f in sorted((published / "checkpoints" / "tabular").glob("*.json")):
         if _digest_of(f) == current["training"]:
+            copied["FT-Transformer checkpoints"] += 1
             for g in (f, f.with_suffix(".pt")):
                 if g.is_file():
                     _copy(g, run / ".cache" / "tabular" / g.name)
@@ -63,7 +65,7 @@ def seed(published, run) -> dict:
         else:
             skipped["FT-Transformer checkpoints"] += 1
     reusable = {"baseline": copied["baseline cells"] > 0, "baseline_law": copied["baseline cells"] > 0,
-                "tabular": copied["FT-Transformer checkpoint files"] > 0}
+                "tabular": copied["FT-Transformer checkpoints"] > 0}
     carried = [nb for nb in SEEDED_CHAPTERS if reusable[nb]]
     for nb in carried:
         for f in sorted((published / "timings").glob(f"*/{nb}.json")):

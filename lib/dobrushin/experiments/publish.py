@@ -30,7 +30,8 @@ from ..store.code import code_digest  # the digest that keys the caches: which c
 MAX_BYTES = 40 * 2**20
 #: the data sets whose checkpoints are published first (the paper's two benchmarks), then the others
 CHECKPOINT_ORDER = ("california", "adult")
-#: files copied (globs relative to the results folder); figures, the bench and caches are recomputed
+#: files copied (globs relative to the results folder; ``*/*.csv`` takes ``bench/stages.csv``, the stage table
+#: ``make reproduce`` measures before publishing); figures and caches are recomputed
 PATTERNS = ("*/manifest.json", "*/*.parquet", "*/*.csv", "baseline/cells/*.json", "timings/*/*.json", "*.csv")
 
 

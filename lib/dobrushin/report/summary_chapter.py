@@ -377,6 +377,15 @@ def published_text(root, results_dir, entries: dict) -> str:
     out = (f"{len(reused)} of the {len(entries)} model results are the published ones (code digest "
            f"{meta.get('code_digest', 'unknown')}, commit {str(meta.get('commit', 'unknown'))[:12]}, published "
            f"{meta.get('published', '?')}).")
+    seed = meta.get("seeded_from")
+    if isinstance(seed, dict):
+        copied = seed.get("copied") or {}
+        out += (f" That run started from the keyed products of the run published {seed.get('published', '?')} (commit "
+                f"{str(seed.get('commit', 'unknown'))[:12]}): {copied.get('baseline cells', 0):,} cells of the random "
+                f"baseline and {copied.get('FT-Transformer checkpoints', copied.get('FT-Transformer checkpoint files', 0) // 2)}"
+                " FT-Transformer checkpoints, "
+                "reused where their keys (parameters and the digest of the code that made them) still matched, "
+                "with everything else computed again (make reproduce SEED=1).")
     fresh = sorted(str(e.get("model") or "?") for e in entries.values()
                    if not e.get("published_from") and str(e.get("status", "ok")) == "ok")
     if fresh:
