@@ -3,7 +3,6 @@ report.law_figures): the sentences follow the numbers they are given."""
 import matplotlib
 
 matplotlib.use("Agg")
-import numpy as np
 import pandas as pd
 import pytest
 

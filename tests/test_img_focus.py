@@ -6,7 +6,6 @@ per head and head-averaged to 1e-4 in float32, on real photos ($DOBRUSHIN_DATA/i
 the embedded photos when DOBRUSHIN_DATA is unset).
 """
 import hashlib
-import os
 import re
 
 import numpy as np
