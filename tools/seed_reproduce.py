@@ -30,8 +30,10 @@ from pathlib import Path
 
 from dobrushin.store.results import atomic_write_json
 
-#: chapters whose keyed products the seed carries (their wall-time records come along)
-SEEDED_CHAPTERS = ("baseline", "baseline_law", "tabular")
+#: chapters whose keyed products the seed carries, and which count of ``copied`` those are: a chapter's
+#: wall-time record comes along when any of its products did
+SEEDED_CHAPTERS = {"baseline": "baseline cells", "baseline_law": "baseline cells",
+                   "tabular": "FT-Transformer checkpoints"}
 
 
 def seed(published, run) -> dict:
@@ -64,9 +66,7 @@ def seed(published, run) -> dict:
                     copied["FT-Transformer checkpoint files"] += 1
         else:
             skipped["FT-Transformer checkpoints"] += 1
-    reusable = {"baseline": copied["baseline cells"] > 0, "baseline_law": copied["baseline cells"] > 0,
-                "tabular": copied["FT-Transformer checkpoints"] > 0}
-    carried = [nb for nb in SEEDED_CHAPTERS if reusable[nb]]
+    carried = [nb for nb, products in SEEDED_CHAPTERS.items() if copied[products]]
     for nb in carried:
         for f in sorted((published / "timings").glob(f"*/{nb}.json")):
             _copy(f, run / "timings" / f.parent.name / f.name)
