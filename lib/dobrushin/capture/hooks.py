@@ -154,9 +154,15 @@ def map_sink(fn: Optional[Callable[[torch.Tensor], None]]) -> Iterator[None]:
         _MAP_SINK.reset(token)
 
 
+def _placeholder(shape: tuple) -> torch.Tensor:
+    """A float32 tensor of ``shape`` holding no data: one stored 0 that every index reads (all strides 0)."""
+    return torch.zeros((), dtype=torch.float32).expand(shape)
+
+
 def is_placeholder(t: torch.Tensor) -> bool:
-    """Whether ``t`` is the data-less attention an extraction returns under :func:`map_sink`: every stride
-    0 (one element standing for all) and that element 0, which no attention row summing to 1 can be."""
+    """Whether ``t`` is the data-less attention an extraction returns under :func:`map_sink`: a tensor of
+    more than one element whose strides are all 0 (one stored element read at every index), that
+    element being 0, which no attention row summing to 1 can be."""
     return (isinstance(t, torch.Tensor) and t.numel() > 1 and all(s == 0 for s in t.stride())
             and float(t[(0,) * t.ndim]) == 0.0)
 
@@ -210,7 +216,7 @@ class _Stacked:
             consumer(m)
             self.handed = tuple(m.shape)
             self.i += 1
-            return torch.zeros((), dtype=torch.float32).expand(m.shape)
+            return _placeholder(tuple(m.shape))
         if self.buf is None and self.i == 0:
             self.buf = torch.empty((m.shape[0], self.layers) + tuple(m.shape[1:]), dtype=torch.float32)
         if self.buf is None or self.i >= self.layers or tuple(self.buf.shape[2:]) != tuple(m.shape[1:]) \
@@ -227,7 +233,7 @@ class _Stacked:
         placeholder holding no data when they went to a :func:`map_sink`)."""
         if self.handed is not None and self.i == len(maps):
             B, rest = self.handed[0], self.handed[1:]
-            return torch.zeros((), dtype=torch.float32).expand((B, len(maps)) + rest)
+            return _placeholder((B, len(maps)) + rest)
         if self.buf is not None and self.i == self.layers == len(maps):
             return self.buf
         return torch.stack(maps, dim=1)

@@ -4,18 +4,18 @@ the forward pass captures them, or :func:`measure_batch` on a stack; :func:`meas
 :func:`rollout_rows` are its two halves), and the per-head table (:func:`head_rows`, or layer by layer as
 the forward pass runs with :class:`HeadSink`).
 
-How a batch is processed (the streaming path).  The measurement loop hands each layer's head-averaged
+How a batch is processed (the streaming path). The measurement loop hands each layer's head-averaged
 attention to a :class:`BatchMeasure` as it is captured (:func:`dobrushin.capture.hooks.map_sink`), so the
-``(B, L, n, n)`` stack of the whole forward pass is never held.  The captured attention stays float32
-(the kernel reads float32 exactly); each block of layers is validated once
-(:func:`dobrushin.check_stochastic`); per variant the inputs with the same kept-token layout form a
-group; a contiguous run of kept tokens is a *slice* (no gather); the kept submatrix is copied to float64
-and renormalised (at most :data:`CHUNK_BYTES` at a time), tested (:func:`dobrushin.analyse` with the
-decision margins) and multiplied into the running rollout of each input (R ← ½(I + Ã_l) R, in place),
-so every input is restricted once, for the tidy table and the rollout alike, and no float64 copy of the
-whole stack is ever held.  The arithmetic is the one of the per-input path it replaces (the same casts,
-row sums, divisions and matrix products on matrices of the same shapes), so the numbers are the same
-bits (tests/test_streaming.py).
+``(B, L, n, n)`` stack of the whole forward pass is never held. The captured attention stays float32 (the
+kernel reads float32 exactly); each block of layers is validated once (:func:`check_captured`:
+:func:`dobrushin.check_stochastic`'s outcome in two passes); per variant the inputs with the same kept-token
+layout form a group; a contiguous run of kept tokens is a *slice* (no gather); the kept submatrix is copied
+to float64 and renormalised (at most :data:`CHUNK_BYTES` at a time), tested (:func:`dobrushin.analyse` with
+the decision margins) and multiplied into the running rollout of each input (R ← ½(I + Ã_l) R, in place), so
+every input is restricted once, for the tidy table and the rollout alike, and no float64 copy of the whole
+stack is ever held. The arithmetic is the one of the per-input path it replaces (the same casts, row sums,
+divisions and matrix products on matrices of the same shapes), so the numbers are the same bits
+(tests/test_streaming.py).
 """
 from __future__ import annotations
 
@@ -72,6 +72,33 @@ def restrict_checked(A: torch.Tensor, keep: np.ndarray) -> torch.Tensor:
     return S.div_(sums)
 
 
+#: entries per block of :func:`check_captured` (as :func:`dobrushin.check_stochastic` sums float32 rows)
+_CHECK_CHUNK = 1 << 22
+
+
+def check_captured(A: torch.Tensor, atol: float) -> None:
+    """:func:`dobrushin.check_stochastic` (``convert=False``) of captured attention ``(..., n, n)`` with the
+    same outcome in two passes instead of three: the float64 row sums (taken as check_stochastic takes
+    them, a block of matrices at a time) and the smallest entry.  When every row sum is within ``atol`` of
+    1 and the smallest entry is ≥ −``atol``, every check of check_stochastic passes: a NaN or +inf entry
+    makes its row sum NaN or infinite, a −inf entry is the smallest entry (and a NaN one makes the
+    minimum NaN, which fails the comparison).  Otherwise check_stochastic itself runs, so an error names
+    the same problem (the first non-finite or negative entry, or the row) in the same words."""
+    shape = tuple(A.shape)
+    ok = len(shape) >= 2 and shape[-1] == shape[-2] and A.numel() > 0
+    if ok:
+        flat = A.reshape((-1,) + shape[-2:])
+        step = max(1, _CHECK_CHUNK // (shape[-1] * shape[-2]))
+        for i in range(0, flat.shape[0], step):
+            blk = flat[i:i + step]
+            if not (bool(((blk.sum(-1, dtype=torch.float64) - 1).abs() <= atol).all())
+                    and bool(blk.amin() >= -atol)):
+                ok = False
+                break
+    if not ok:
+        check_stochastic(A, atol=atol, convert=False)
+
+
 def _as_cpu(attention) -> torch.Tensor:
     A = attention if isinstance(attention, torch.Tensor) else torch.as_tensor(np.asarray(attention))
     A = A.detach().to("cpu")
@@ -94,24 +121,20 @@ def _members(A: torch.Tensor, members: List[int]) -> torch.Tensor:
     return A.index_select(0, torch.as_tensor(members))
 
 
-def _validate_block(A: torch.Tensor, atol: float, validate: bool) -> None:
-    if validate:
-        check_stochastic(A, atol=atol, convert=False)  # once per captured tensor
-
-
 class BatchMeasure:
     """The tidy table and the rollout of one batch, fed a block of consecutive layers at a time
     (:meth:`add`, ``(B, l, n, n)``) or one layer at a time as the forward pass captures it (:meth:`layer`,
     ``(B, n, n)``, the consumer of :func:`dobrushin.capture.hooks.map_sink`); :meth:`finish` returns
     ``(table, rollout)``, the same tables, bit for bit, as :func:`measure_batch` on the stacked layers.
 
-    Captured layers are held (float32, as captured) only until their float64 restriction would reach
-    ``hold_bytes`` (:data:`CHUNK_BYTES`): at 518 px (n = 1 370, batch 8) every layer is restricted, tested
-    and multiplied into the running rollouts as soon as it is captured, so the ``(B, L, n, n)`` stack of
+    Captured layers are held (float32, as captured) only until the float64 size of the held layers
+    (B · l · n² · 8 bytes, unrestricted) would reach ``hold_bytes`` (:data:`CHUNK_BYTES`): at 518 px
+    (n = 1 370, batch 8) every layer is restricted, tested and multiplied into the running rollouts as
+    soon as it is captured, so the ``(B, L, n, n)`` stack of
     the whole forward pass is never held; at 224 px or for text the layers of a batch accumulate up to
     that size (all 12 layers of ViT-S/B at batch 8) and are processed together; what remains is processed
-    by :meth:`finish`.  Each held block is validated once (:func:`dobrushin.check_stochastic`; an error
-    names the layers of the batch).  The roles are needed to restrict: given to the constructor, or
+    by :meth:`finish`.  Each held block is validated once (:func:`check_captured`; an error names the
+    layers of the batch).  The roles are needed to restrict: given to the constructor, or
     announced by the adapter (:func:`dobrushin.capture.hooks.announced_roles`) when the first layer
     arrives; without either, the layers are held until :meth:`finish` gets them."""
 
@@ -181,7 +204,8 @@ class BatchMeasure:
         self._pending, self._pending_layers = [], 0
         self._done_layers += int(A.shape[1])
         try:
-            _validate_block(A, self.atol, self.validate)
+            if self.validate:
+                check_captured(A, self.atol)  # once per captured block
         except ValueError as e:  # name the layers of the batch, not the index within the block
             raise ValueError(f"layers {first}–{self._done_layers - 1} of the batch: {e}") from None
         self._add_time("restrict", t0)
@@ -265,16 +289,10 @@ class BatchMeasure:
                 for i, b in enumerate(members):
                     krs[(b, variant)] = float(kappa(self._R[g][i], validate=False))
                 self._add_time("rollout", t0)
-            frames.append(pd.DataFrame({
-                "model": self.model,
-                "input_id": np.repeat([str(self.ids[b]) for b in members], L),
-                "layer": np.tile(np.arange(L), nm),
-                "n_tokens": len(keep),
-                "kappa": cols["kappa"].ravel(), "kappa_factor": cols["kappa_factor"].ravel(),
-                "bound": cols["bound"].ravel(), "slack": cols["slack"].ravel(), "holds": cols["holds"].ravel(),
-                "variant": variant, "weights": self.weights,
-                "kappa_gap": cols["kappa_gap"].ravel(), "self_margin_i": cols["self_margin_i"].ravel(),
-                "self_margin_j": cols["self_margin_j"].ravel(),
+            frames.append(pd.DataFrame({  # conform() puts the columns in the schema's order
+                "model": self.model, "input_id": np.repeat([str(self.ids[b]) for b in members], L),
+                "layer": np.tile(np.arange(L), nm), "n_tokens": len(keep), "variant": variant,
+                "weights": self.weights, **{c: v.ravel() for c, v in cols.items()},
             }))
         self._R, self._cols = {}, defaultdict(list)
         if not frames:
@@ -306,12 +324,9 @@ def measure_batch(attention, roles: Sequence[Sequence[str]], *, model: str, inpu
     A = _as_cpu(attention)
     if A.ndim != 4:
         raise ValueError(f"attention must be (B, L, n, n), got shape {tuple(A.shape)}")
-    B, n = A.shape[0], A.shape[-1]
+    B = A.shape[0]
     if len(roles) != B or len(input_ids) != B:
         raise ValueError(f"got {B} inputs but {len(roles)} role lists and {len(input_ids)} input ids")
-    for b, r in enumerate(roles):
-        if len(r) != n:
-            raise ValueError(f"input {b}: {len(r)} roles for {n} tokens")
     bm = BatchMeasure(roles, model=model, input_ids=input_ids, weights=weights, variants=variants, tol=tol,
                       atol=atol, rollout=rollout, validate=validate, clock=clock, hold_bytes=0)
     bm.add(A)
@@ -379,14 +394,43 @@ def rollout_rows(attention, roles: Sequence[Sequence[str]], table: pd.DataFrame,
                           L=L, roles=roles)
 
 
+def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float):
+    """The condition on every head of one layer, ``W`` ``(k, H, n, n)`` (validated) for the first k inputs:
+    per variant the inputs with the same kept tokens are restricted and tested together (one
+    :func:`restrict_checked` and one :func:`dobrushin.analyse` call per layout and :data:`CHUNK_BYTES` of
+    float64 heads, the same numbers per matrix as one call per input).  Yields ``(b, variant, n_kept,
+    (kappa, slack, holds))``, the three of shape ``(H,)``, in the order of the inputs; an input that keeps
+    no token in a variant yields nothing."""
+    if len(roles) < W.shape[0]:
+        raise ValueError(f"got {W.shape[0]} inputs' heads but {len(roles)} role lists")
+    out = {}
+    for v in variants:
+        for keep, members in _groups(roles[: W.shape[0]], v, W.shape[-1]).items():
+            if not keep:
+                continue
+            # at most CHUNK_BYTES of float64 restricted heads at a time (one input at least)
+            step = max(1, CHUNK_BYTES // (W.shape[1] * len(keep) ** 2 * 8))
+            for c0 in range(0, len(members), step):
+                part = members[c0:c0 + step]
+                res = analyse(restrict_checked(_members(W, part), np.asarray(keep, dtype=np.int64)), tol,
+                              validate=False)
+                for i, b in enumerate(part):
+                    out[(b, v)] = (len(keep), (res.kappa[i], res.slack[i], res.holds[i]))
+    for b in range(W.shape[0]):
+        for v in variants:
+            if (b, v) in out:
+                yield (b, v) + out[(b, v)]
+
+
 def _head_frame(res_layers, *, model, weights, iid, v, nk, H) -> pd.DataFrame:
+    """``res_layers``: per layer the ``(kappa, slack, holds)`` of the H heads."""
     L = len(res_layers)
     return pd.DataFrame({
         "model": model, "weights": weights, "input_id": str(iid),
         "layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L), "variant": v,
-        "n_tokens": int(nk), "kappa": np.concatenate([r.kappa for r in res_layers]),
-        "slack": np.concatenate([r.slack for r in res_layers]),
-        "holds": np.concatenate([r.holds for r in res_layers]),
+        "n_tokens": int(nk), "kappa": np.concatenate([r[0] for r in res_layers]),
+        "slack": np.concatenate([r[1] for r in res_layers]),
+        "holds": np.concatenate([r[2] for r in res_layers]),
     })
 
 
@@ -397,16 +441,16 @@ def head_rows(attention, roles: Sequence[Sequence[str]], *, model: str,
     A = _as_cpu(attention)
     if A.ndim != 5:
         raise ValueError(f"per-head attention must be (B, L, H, n, n), got shape {tuple(A.shape)}")
-    check_stochastic(A, atol=atol, convert=False)
+    check_captured(A, atol)
     B, L, H = A.shape[:3]
-    frames = []
-    for b in range(B):
-        for v in variants:
-            keep = keep_indices(roles[b], v)
-            if keep.size == 0:
-                continue
-            res = [analyse(restrict_checked(A[b, l], keep), tol, validate=False) for l in range(L)]
-            frames.append(_head_frame(res, model=model, weights=weights, iid=input_ids[b], v=v, nk=keep.size, H=H))
+    res: Dict[tuple, list] = defaultdict(list)
+    nk: Dict[tuple, int] = {}
+    for l in range(L):
+        for b, v, k, r in _head_layer(A[:, l], roles, variants, tol):
+            nk[(b, v)] = k
+            res[(b, v)].append(r)
+    frames = [_head_frame(res[(b, v)], model=model, weights=weights, iid=input_ids[b], v=v, nk=nk[(b, v)], H=H)
+              for b in range(B) for v in variants if (b, v) in res]
     return frame(frames, HEAD_COLUMNS)
 
 
@@ -450,14 +494,10 @@ class HeadSink:
         self.seconds += time.perf_counter() - t0
 
     def _layer(self, W: torch.Tensor, roles) -> None:
-        check_stochastic(W, atol=self.atol, convert=False)  # once per captured tensor
-        for b in range(W.shape[0]):
-            for v in self.variants:
-                keep = keep_indices(roles[b], v)
-                if keep.size == 0:
-                    continue
-                self.nk[(b, v)] = int(keep.size)
-                self.results[(b, v)].append(analyse(restrict_checked(W[b], keep), self.tol, validate=False))
+        check_captured(W, self.atol)  # once per captured tensor
+        for b, v, k, r in _head_layer(W, roles, self.variants, self.tol):
+            self.nk[(b, v)] = k
+            self.results[(b, v)].append(r)
 
     def rows(self, roles) -> pd.DataFrame:
         """The per-head table (:data:`~dobrushin.store.results.HEAD_COLUMNS`) of the layers seen."""
@@ -472,5 +512,5 @@ class HeadSink:
         return frame(frames, HEAD_COLUMNS)
 
 
-__all__ = ["CHUNK_BYTES", "MEASURE_VERSION", "BatchMeasure", "HeadSink", "head_rows", "keep_slice", "measure", "measure_batch", "restrict_checked",
-           "rollout_rows"]
+__all__ = ["CHUNK_BYTES", "MEASURE_VERSION", "BatchMeasure", "HeadSink", "check_captured", "head_rows", "keep_slice",
+           "measure", "measure_batch", "restrict_checked", "rollout_rows"]
