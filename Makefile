@@ -31,7 +31,7 @@ NOTEBOOKS ?= theory baseline baseline_law language supervised_vit dinov2 tabular
 
 export PYTHONHASHSEED := 0
 # torch's CPU allocator: 2 MB-aligned large blocks on transparent huge pages where the kernel allows madvise
-# (fewer page faults on the 100 MB+ attention tensors at 518 px; where memory lies, never a number); set
+# (fewer page faults on the 100 MB+ attention tensors at 518 px; where memory lies, never a result); set
 # here because torch reads it at its first allocation, before any of our code runs (lib/dobrushin/__init__.py)
 export THP_MEM_ALLOC_ENABLE ?= 1
 # Keep hub look-ups short so an offline build does not hang on them.

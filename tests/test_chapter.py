@@ -152,7 +152,7 @@ def test_the_chapter_keeps_the_resolved_parameters_and_builds_its_config_from_th
     p = _family_params("language", tmp_path, batch_size="5", max_length="32")
     ch = chapter.FamilyChapter(p, "Language models")
     assert ch.params is p and ch.notebook == "language" and ch.kind == "text"
-    assert ch.config == p.measure_config(progress=False)
+    assert ch.config == p.measure_config(progress=True)  # on the terminal, never in the notebook (test_progress)
     assert (ch.config.batch_size, ch.config.max_length, ch.config.seed, ch.config.weights) == (5, 32, 3, ("untrained",))
     assert ch.results == tmp_path and ch.store.dir == tmp_path / "language"
     # the earlier keyword form validates the same values into the same object

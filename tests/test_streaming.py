@@ -242,10 +242,10 @@ def test_head_rows_tests_each_input_as_alone_bit_for_bit(chunk, monkeypatch):
 
     rng = np.random.default_rng(5)
     A = _stochastic32(rng, (5, 3, 2, 7, 7))  # (B, L, H, n, n)
-    roles = [["cls"] + ["content"] * 5 + ["sep"],  # the first three share the content layout...
+    roles = [["cls"] + ["content"] * 5 + ["sep"],  # inputs 0, 2 and 3 share the content layout...
+             ["cls", "content", "sep", "content", "content", "pad", "pad"],  # kept tokens with a gap: a gather
+             ["cls"] + ["content"] * 5 + ["pad"],  # ...not the with_special one (0 and 3 share that)
              ["cls"] + ["content"] * 5 + ["sep"],
-             ["cls"] + ["content"] * 5 + ["pad"],  # ...not the with_special one
-             ["cls", "content", "content", "sep", "pad", "pad", "pad"],
              ["cls", "content", "sep", "pad", "pad", "pad", "pad"]]  # one content token: n = 1
     ids = [f"x{b}" for b in range(5)]
     variants = ("content", "with_special")
@@ -269,16 +269,24 @@ def test_head_rows_tests_each_input_as_alone_bit_for_bit(chunk, monkeypatch):
     b = ref.sort_values(keys).reset_index(drop=True)
     assert len(a) == len(b) == 5 * 2 * 3 * 2
     pd.testing.assert_frame_equal(a, b, check_exact=True, check_dtype=False)
+    with pytest.raises(ValueError, match="got 5 inputs' heads but 4 role lists"):
+        head_rows(A, roles[:4], model="m", input_ids=ids, weights="pretrained")
+    with pytest.raises(ValueError, match="input 1: 6 roles for 7 tokens"):
+        head_rows(A, [roles[0], roles[1][:6]] + roles[2:], model="m", input_ids=ids, weights="pretrained")
 
 
 @pytest.mark.parametrize("case", ["valid", "nan", "+inf", "-inf", "+inf and -inf in a row", "negative",
                                   "negative within atol", "row sum", "row sum within atol", "not square", "empty"])
-def test_check_captured_has_the_outcome_of_check_stochastic(case):
+@pytest.mark.parametrize("form", ["float32", "float32, a block of matrices at a time", "float64", "one matrix"])
+def test_check_captured_has_the_outcome_of_check_stochastic(case, form, monkeypatch):
     """check_captured's two passes accept exactly what check_stochastic accepts, and a rejection is
-    check_stochastic's own error."""
+    check_stochastic's own error (also when the problem lies in a later block of matrices)."""
+    from dobrushin.experiments import measure as measure_module
     from dobrushin.experiments.measure import check_captured
     from dobrushin.math.validation import check_stochastic
 
+    if form.startswith("float32, a block"):
+        monkeypatch.setattr(measure_module, "_CHECK_CHUNK", 2 * 36)  # two 6 x 6 matrices per block
     rng = np.random.default_rng(2)
     A = _stochastic32(rng, (3, 2, 6, 6))
     edits = {"nan": [((1, 0, 2, 3), float("nan"))], "+inf": [((2, 1, 5, 0), float("inf"))],
@@ -293,6 +301,11 @@ def test_check_captured_has_the_outcome_of_check_stochastic(case):
         A = A[..., :5]
     if case == "empty":
         A = A[:0]
+    if form == "float64":
+        A = A.double()
+    if form == "one matrix":  # the matrix the edit touched (the first one for "valid", "not square", "empty")
+        idx = edits.get(case, [((0, 0), None)])[0][0]
+        A = A[idx[0], idx[1]] if A.shape[0] else A.reshape(0, 6)
     try:
         check_stochastic(A, atol=1e-4, convert=False)
         expected = None

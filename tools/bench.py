@@ -222,8 +222,8 @@ def dirichlet(n: int, b: int, alpha: float = 0.05, seed: int = 0) -> np.ndarray:
 
 
 #: the matrix sources of random rows: ``dirichlet`` (α = 0.05: very sparse rows, the rows most real attention
-#: resembles) and ``dirichlet(0.3)`` (the issue's target: rows sparse enough that the tile bounds of the
-#: pruning prove little, so the kernel has to compute nearly every pair); the name is the bench CSV's source
+#: resembles) and ``dirichlet(0.3)`` (the issue's target: rows whose mass is spread out enough that the tile
+#: bounds of the pruning prove little, so the kernel has to compute nearly every pair); the name is the bench CSV's source
 DIRICHLET_ALPHA = {"dirichlet": 0.05, "dirichlet(0.3)": 0.3}
 #: the kernel's speed target is judged on these (n, source): analyse ≥ 6x pdist
 TARGET_GROUPS = ((257, "dirichlet(0.3)"), (257, "dirichlet"), (1370, "dirichlet"))

@@ -159,7 +159,9 @@ class FamilyChapter(InsightSections):
         self.results = Path(params.results_dir) if params.results_dir else paths.results_dir()
         self.store = ResultStore(self.results, self.notebook)
         self.device = resolve_device(params.device)
-        self.config = params.measure_config(progress=False)
+        # progress (inputs done, elapsed, ETA) on the kernel's original standard error, i.e. the terminal of
+        # make book, and in results/<notebook>/progress.log; never in the notebook (dobrushin.store.progress)
+        self.config = params.measure_config(progress=True)
         self.input_set, self.runs = None, []
         self.table = self.heads_table = self.roll = pd.DataFrame()
         self.st = pd.DataFrame()
