@@ -239,6 +239,37 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+#: the stages of a measurement beside the bare forward pass (``tools/bench_stages.py``)
+MEASURE_STAGES = ("capture", "restrict", "test", "rollout", "heads", "write")
+
+
+def stage_misses(df: pd.DataFrame) -> str:
+    """Where the time goes in each configuration of the stage table whose target is missed: its three
+    largest stages as multiples of the bare forward pass, and what the forward pass, the rollout and the
+    test (the float64 matrix products and the κ kernel, neither of which a faster loop around them can
+    shrink) already come to, against the target.  One sentence per configuration; a sentence saying so
+    when every target is met or none was judged."""
+    out = []
+    for r in df.to_dict("records"):
+        note, tgt = r.get("note"), r.get("target")
+        if (isinstance(note, str) and note) or tgt is None or pd.isna(tgt) or r.get("met") is None \
+                or pd.isna(r.get("met")) or bool(r["met"]):
+            continue
+        f = float(r["forward"])
+        share = {s: float(r[s]) / f for s in MEASURE_STAGES}
+        top = sorted(share.items(), key=lambda kv: -kv[1])[:3]
+        floor = 1.0 + share["rollout"] + share["test"]
+        parts = [f"{s} {v:.2f}×" for s, v in top]
+        out.append(f"{r['config']} misses its target (≤ {float(tgt):g}×): its largest stages are "
+                   f"{', '.join(parts[:-1])} and {parts[-1]} the forward pass, and the forward pass, the rollout "
+                   f"and the test alone come to {floor:.2f}×.")
+    if out:
+        return " ".join(out)
+    judged = [r for r in df.to_dict("records") if r.get("target") is not None and not pd.isna(r.get("target"))
+              and not (isinstance(r.get("note"), str) and r.get("note"))]
+    return "Every target of the table is met." if judged else "No configuration of the table has a target."
+
+
 def bench_table(bench: pd.DataFrame, target: float = BENCH_TARGET) -> pd.DataFrame:
     """The benchmark in a few rows: per size and matrix source, one ``analyse`` call (validation + exact
     kernel) against SciPy's ``pdist`` per matrix (the speed target), against a plain in-order loop on one

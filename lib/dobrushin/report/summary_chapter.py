@@ -304,6 +304,7 @@ class SummaryChapter(SummaryInsights):
         if stages_csv.exists():
             st = pd.read_csv(stages_csv)
             _glue("stage_table", summary.html_table(summary.stage_table(st)))
+            _glue("stage_misses", plain_text(summary.stage_misses(st)))
             day = (str(st["measured"].iloc[0])[:10] if "measured" in st
                    else time.strftime("%Y-%m-%d", time.gmtime(stages_csv.stat().st_mtime)))
             load = st["loadavg"].iloc[0] if "loadavg" in st else None
@@ -315,6 +316,7 @@ class SummaryChapter(SummaryInsights):
         else:
             _glue("stage_table", summary.html_table(pd.DataFrame({"stage table": ["not run in this build (make bench)"]})))
             _glue("stage_status", plain_text("not run in this build"))
+            _glue("stage_misses", plain_text("No stage table was measured in this build."))
         self._sweep_bench()
 
     def _sweep_bench(self):

@@ -1,0 +1,53 @@
+"""The stage table of the reproducibility chapter and its sentence on the missed targets
+(dobrushin.report.reproducing_tables.stage_table / stage_misses), on a made-up table and on the published one."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dobrushin.report.reproducing_tables import PER_INPUT, stage_misses, stage_table
+
+PUBLISHED = Path(__file__).resolve().parents[1] / "published" / "paper" / "bench" / "stages.csv"
+
+
+def _row(config, forward, target, met, **stages):
+    base = dict(config=config, inputs=8, tokens=257, load=1.0, forward=forward, capture=0.0, restrict=0.0, test=0.0,
+                rollout=0.0, heads=0.0, write=0.0, ratio=2.0, ratio_without_heads=1.5, target=target, met=met,
+                peak_rss_mb=1024.0, note="", ratio_per_input=1.9, ratio_per_input_without_heads=1.4)
+    base.update(stages)
+    return base
+
+
+def test_missed_targets_name_their_largest_stages_and_the_floor():
+    df = pd.DataFrame([
+        _row("fast", 2.0, 1.3, True, test=0.2),
+        _row("slow", 4.0, 2.5, False, capture=0.4, restrict=0.2, test=2.0, rollout=3.0, heads=1.0, write=0.1),
+        _row("untargeted", 1.0, None, None, rollout=5.0),
+    ])
+    text = stage_misses(df)
+    assert "fast" not in text and "untargeted" not in text
+    # the three largest stages of "slow" in order, as multiples of its forward pass, and forward + rollout + test
+    assert "slow misses its target (≤ 2.5×): its largest stages are rollout 0.75×, test 0.50× and heads 0.25×" in text
+    assert f"come to {(4.0 + 3.0 + 2.0) / 4.0:.2f}×." in text
+
+
+def test_stage_misses_when_nothing_is_missed():
+    met = pd.DataFrame([_row("a", 1.0, 1.3, True)])
+    assert stage_misses(met) == "Every target of the table is met."
+    none = pd.DataFrame([_row("a", 1.0, None, None), {**_row("b", 1.0, 2.5, False), "note": "not measured: offline"}])
+    assert stage_misses(none) == "No configuration of the table has a target."
+
+
+@pytest.mark.skipif(not PUBLISHED.exists(), reason="no published stage table")
+def test_the_published_stage_table_reads():
+    st = pd.read_csv(PUBLISHED)
+    table = stage_table(st)
+    assert len(table) == len(st) and PER_INPUT in table
+    for r, row in zip(st.to_dict("records"), table.to_dict("records")):
+        if pd.notna(r.get("target")) and not (isinstance(r.get("note"), str) and r["note"]):
+            assert ("met" if bool(r["met"]) else "missed") in row[PER_INPUT]
+    text = stage_misses(st)
+    missed = st[st["met"].eq(False)]["config"].tolist()
+    assert all(c in text for c in missed)
