@@ -201,11 +201,15 @@ BENCH_TARGET = 6.0
 PER_INPUT = "inputs after the first / their forward"
 
 
+#: the stages of a measurement beside the bare forward pass (``tools/bench_stages.py``)
+MEASURE_STAGES = ("capture", "restrict", "test", "rollout", "heads", "write")
+
+
 def stage_table(df: pd.DataFrame) -> pd.DataFrame:
     """The stage table for the reproducibility chapter: per configuration, each stage as seconds and
     (in brackets) its share of the bare forward pass, the whole measurement over the forward pass with
     its target, and the peak memory."""
-    stages = ["load", "forward", "capture", "restrict", "test", "rollout", "heads", "write"]
+    stages = ("load", "forward") + MEASURE_STAGES
     rows = []
     for r in df.to_dict("records"):
         note = r.get("note")
@@ -239,34 +243,28 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-#: the stages of a measurement beside the bare forward pass (``tools/bench_stages.py``)
-MEASURE_STAGES = ("capture", "restrict", "test", "rollout", "heads", "write")
-
-
 def stage_misses(df: pd.DataFrame) -> str:
     """Where the time goes in each configuration of the stage table whose target is missed: its three
     largest stages as multiples of the bare forward pass, and what the forward pass, the rollout and the
     test (the float64 matrix products and the κ kernel, neither of which a faster loop around them can
     shrink) already come to, against the target.  One sentence per configuration; a sentence saying so
     when every target is met or none was judged."""
+    judged = [r for r in df.to_dict("records") if not (isinstance(r.get("note"), str) and r["note"])
+              and r.get("target") is not None and not pd.isna(r["target"])]
     out = []
-    for r in df.to_dict("records"):
-        note, tgt = r.get("note"), r.get("target")
-        if (isinstance(note, str) and note) or tgt is None or pd.isna(tgt) or r.get("met") is None \
-                or pd.isna(r.get("met")) or bool(r["met"]):
+    for r in judged:
+        if r.get("met") is None or pd.isna(r["met"]) or bool(r["met"]):
             continue
-        f = float(r["forward"])
+        tgt, f = float(r["target"]), float(r["forward"])
         share = {s: float(r[s]) / f for s in MEASURE_STAGES}
         top = sorted(share.items(), key=lambda kv: -kv[1])[:3]
         floor = 1.0 + share["rollout"] + share["test"]
         parts = [f"{s} {v:.2f}×" for s, v in top]
-        out.append(f"{r['config']} misses its target (≤ {float(tgt):g}×): its largest stages are "
+        out.append(f"{r['config']} misses its target (≤ {tgt:g}×): its largest stages are "
                    f"{', '.join(parts[:-1])} and {parts[-1]} the forward pass, and the forward pass, the rollout "
                    f"and the test alone come to {floor:.2f}×.")
     if out:
         return " ".join(out)
-    judged = [r for r in df.to_dict("records") if r.get("target") is not None and not pd.isna(r.get("target"))
-              and not (isinstance(r.get("note"), str) and r.get("note"))]
     return "Every target of the table is met." if judged else "No configuration of the table has a target."
 
 
