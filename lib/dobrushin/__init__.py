@@ -9,7 +9,7 @@ Importing the package before torch sets ``THP_MEM_ALLOC_ENABLE=1`` unless it is 
 off): torch's CPU allocator then aligns its large blocks to 2 MB and asks the kernel for transparent huge
 pages (where ``/sys/kernel/mm/transparent_hugepage/enabled`` allows ``madvise``), so the forward pass's and
 the measurement's fresh 100 MB+ tensors cost a page fault per 2 MB instead of per 4 kB.  Only where memory
-lies changes, never a number; torch reads the variable at its first allocation, so it has no effect when
+lies changes, never a result; torch reads the variable at its first allocation, so it has no effect when
 torch was imported first (``make`` exports it for everything it runs).
 """
 import os as _os

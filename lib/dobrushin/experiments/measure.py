@@ -80,10 +80,13 @@ def check_captured(A: torch.Tensor, atol: float) -> None:
     """:func:`dobrushin.check_stochastic` (``convert=False``) of captured attention ``(..., n, n)`` with the
     same outcome in two passes instead of three: the float64 row sums (taken as check_stochastic takes
     them, a block of matrices at a time) and the smallest entry.  When every row sum is within ``atol`` of
-    1 and the smallest entry is ≥ −``atol``, every check of check_stochastic passes: a NaN or +inf entry
-    makes its row sum NaN or infinite, a −inf entry is the smallest entry (and a NaN one makes the
-    minimum NaN, which fails the comparison).  Otherwise check_stochastic itself runs, so an error names
-    the same problem (the first non-finite or negative entry, or the row) in the same words."""
+    1 and the smallest entry is ≥ −``atol``, every check of check_stochastic passes: a NaN or ±inf entry
+    makes its row sum NaN or infinite, so the sums alone catch every non-finite entry; the smallest-entry
+    pass is there for finite negative entries in a row that still sums to 1.  Otherwise check_stochastic
+    itself runs, so an error names the same problem (the first non-finite or negative entry, or the row)
+    in the same words.  ``atol`` must be finite and ≥ 0 (checked first, as check_stochastic checks it)."""
+    if atol < 0 or not np.isfinite(atol):
+        raise ValueError(f"atol must be a finite non-negative number, got {atol!r}")
     shape = tuple(A.shape)
     ok = len(shape) >= 2 and shape[-1] == shape[-2] and A.numel() > 0
     if ok:
@@ -128,7 +131,7 @@ class BatchMeasure:
     ``(table, rollout)``, the same tables, bit for bit, as :func:`measure_batch` on the stacked layers.
 
     Captured layers are held (float32, as captured) only until the float64 size of the held layers
-    (B · l · n² · 8 bytes, unrestricted) would reach ``hold_bytes`` (:data:`CHUNK_BYTES`): at 518 px
+    (B · l · n² · 8 bytes, unrestricted) reaches ``hold_bytes`` (:data:`CHUNK_BYTES`): at 518 px
     (n = 1 370, batch 8) every layer is restricted, tested and multiplied into the running rollouts as
     soon as it is captured, so the ``(B, L, n, n)`` stack of
     the whole forward pass is never held; at 224 px or for text the layers of a batch accumulate up to
