@@ -339,3 +339,134 @@ def test_bounds_are_off_for_non_finite_input():
     with nb.slp_enabled():
         ub, margin = nb._bounds(A, 150, True)
     assert np.all(np.isinf(ub)) and margin == 0.0
+
+
+# ------------------------------------------------------------------------------ the float32 screen
+
+
+def in_order_f32_distances(A: np.ndarray) -> np.ndarray:
+    """Independent: ½ × the float32 in-order sum of |fl32(A_ik) − fl32(A_jk)| (``np.cumsum`` adds in order)."""
+    X = A.astype(np.float32)
+    diff = np.abs(X[:, None, :] - X[None, :, :])
+    return 0.5 * np.cumsum(diff, axis=-1, dtype=np.float32)[..., -1].astype(np.float64)
+
+
+def scaled_rows(rng, n, b, scale):
+    return rng.random((b, n, n)) * (scale / n)
+
+
+SCREEN_KINDS = {
+    "dirichlet-0.3": lambda rng, n, b: dirichlet(rng, n, 0.3, b),
+    "sink-heavy": sink_heavy,
+    "near-tie": near_tie,
+    "binary-64": lambda rng, n, b: binary(rng, n, b),
+    "subnormal": lambda rng, n, b: dirichlet(rng, n, 1.0, b) * 2.0**-1000,  # float32 flushes these to 0
+    "row-sums-1e3": lambda rng, n, b: scaled_rows(rng, n, b, 1e3),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SCREEN_KINDS))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_screen_error_bounds_the_float32_distances(kind, dtype):
+    """|D̃ − D| ≤ screen_error(n, margin), D̃ the float32 in-order distances, D the exact float64 ones
+    (SciPy, index order); and the generated float32 tile computes exactly D̃."""
+    rng = np.random.default_rng(11)
+    n = 136
+    A = SCREEN_KINDS[kind](rng, n, 2).astype(dtype)
+    with nb.slp_enabled():
+        for m in range(2):
+            _, margin = nb._bounds(A[m], n, True)
+            assert margin > 0
+            err = nb.screen_error(n, margin)
+            Dt = in_order_f32_distances(A[m])
+            D = 0.5 * squareform(pdist(A[m].astype(np.float64), "cityblock"))
+            assert np.all(np.abs(Dt - D) <= err), (kind, np.abs(Dt - D).max(), err)
+            P32 = np.empty(((n + nb.CB - 1) // nb.CB, n, nb.CB), dtype=np.float32)
+            for p in range(P32.shape[0]):
+                nb._pack32(A[m], P32, p)
+            out = np.empty((2 * nb.RB, nb.CB), dtype=np.float32)
+            for a, p in [(0, 0), (1, 5), (3, P32.shape[0] - 1)]:
+                nb._tile32(P32[a], P32[p], n, out)
+                rows = range(a * nb.CB, min(n, (a + 1) * nb.CB))
+                cols = range(p * nb.CB, min(n, (p + 1) * nb.CB))
+                got = 0.5 * out[: len(rows), : len(cols)].astype(np.float64)
+                assert np.array_equal(got, Dt[np.ix_(list(rows), list(cols))])
+
+
+def _screened_state(A, tol):
+    n = A.shape[0]
+    Pan = nb._pack(A)
+    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = nb._init_state(A, Pan, n, tol, True)
+    nb._screen(A, Pan, diag, n, tol, ub, done, lb, margin)
+    return ub, margin, done, lb
+
+
+@pytest.mark.parametrize("kind", sorted(SCREEN_KINDS))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_screened_bounds_are_bounds_and_settle_most_tiles(kind, dtype):
+    """After the screen: every tile's exact maximum ≤ its bound + margin; the lower bounds lb[0] ≤ κ and
+    lb[1] ≤ max pen; and on rows without structure (Dirichlet(0.3), where the group bounds prune nothing)
+    the screen leaves under 5 % of the tiles for the float64 pass."""
+    rng = np.random.default_rng(5)
+    n = 203
+    A = SCREEN_KINDS[kind](rng, n, 2).astype(dtype)
+    for m in range(2):
+        A64 = A[m].astype(np.float64)
+        D = 0.5 * squareform(pdist(A64, "cityblock"))
+        iu = np.triu_indices(n, 1)
+        kap = D[iu].max()
+        diag = np.diag(A64)
+        x = diag[:, None] - A64.T  # x_ij = A_ii − A_ji
+        pen = D - np.minimum(x, 0) * -1 - np.minimum(x.T, 0) * -1
+        with nb.slp_enabled():
+            ub, margin, done, lb = _screened_state(A[m], 0.0)
+        assert lb[0] <= kap and lb[1] <= pen[iu].max() + 1e-12
+        thr = min(lb[0], lb[1]) - margin
+        left = total = 0
+        for q in range(ub.shape[0]):
+            for p in range((q * nb.RB + 1) // nb.CB, ub.shape[1]):
+                rows = range(q * nb.RB, min(n - 1, (q + 1) * nb.RB))
+                tile = [D[i, j] for i in rows for j in range(max(i + 1, p * nb.CB), min(n, (p + 1) * nb.CB))]
+                if not tile or done[q, p]:
+                    continue
+                assert max(tile) <= ub[q, p] + margin, (kind, q, p)
+                total += 1
+                left += not (ub[q, p] < thr)
+        if kind == "dirichlet-0.3":
+            assert left < 0.05 * total, (left, total)
+
+
+def test_screen_is_off_where_float32_could_overflow_or_there_are_no_bounds():
+    assert not nb._screen_on(200, 0.0)  # no bounds: pruning off, n < PRUNE_MIN_N or non-finite input
+    assert nb._screen_on(200, 1e-9)
+    assert not nb._screen_on(200, 1e-9 * nb.SCREEN_MAX_SCALE * 10)
+    rng = np.random.default_rng(4)
+    for scale in (1e29, 1e36):  # on, and off (float32 would overflow): the answers never change
+        A = scaled_rows(rng, 150, 2, scale)
+        a = kernel._pair_summary_numba(A, 0.0, prune=False)
+        assert summaries_equal(a, kernel._pair_summary_numba(A, 0.0, prune=True)), scale
+
+
+@pytest.mark.parametrize("kind", sorted(SCREEN_KINDS))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("tol", [0.0, 1e-7])
+def test_screen_never_changes_a_summary_or_a_margin(kind, dtype, tol):
+    """Pruned (group bounds + float32 screen) and unpruned: the same bits for the summary and the decision
+    margins, for every driver that screens (batch, one matrix per thread, and threads within a matrix)."""
+    rng = np.random.default_rng(len(kind))
+    for n in (nb.PRUNE_MIN_N, 203, 257):
+        A = SCREEN_KINDS[kind](rng, n, 3).astype(dtype)
+        s0, m0 = kernel._pair_summary_margins_numba(A, tol, prune=False)
+        s1, m1 = kernel._pair_summary_margins_numba(A, tol, prune=True)
+        assert summaries_equal(s0, s1), (kind, n)
+        assert all(np.array_equal(u.numpy(), v.numpy(), equal_nan=True) for u, v in zip(m0, m1)), (kind, n)
+        assert summaries_equal(s0, kernel._pair_summary_numba(A, tol, prune=True))
+        with nb.slp_enabled():
+            for m in range(3):
+                one = nb.summary_one(A[m], tol, True)
+                assert one == (s0.kappa[m].item(), s0.kappa_factor[m].item(), bool(s0.holds[m]),
+                               *s0.witness[m].tolist())
+                kap, _, _, _, _, g, x, y = nb.summary_margins_one(A[m], tol, True)
+                got = (kap - g if np.isfinite(g) else np.nan, x, y)  # g: the largest non-attaining distance
+                want = (m0.kappa_gap[m].item(), m0.self_margin_i[m].item(), m0.self_margin_j[m].item())
+                assert np.array_equal(np.array(got), np.array(want), equal_nan=True)

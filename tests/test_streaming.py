@@ -318,3 +318,19 @@ def test_check_captured_has_the_outcome_of_check_stochastic(case, form, monkeypa
             check_captured(A, 1e-4)
         assert str(got.value) == expected
     assert (expected is None) == (case in ("valid", "negative within atol", "row sum within atol"))
+
+
+@pytest.mark.parametrize("atol", [float("inf"), float("nan"), -1e-6])
+def test_check_captured_rejects_a_bad_atol_as_check_stochastic_does(atol):
+    """An infinite, NaN or negative atol is refused before any pass (with atol = inf the sums alone would
+    accept a +inf entry that check_stochastic rejects), in check_stochastic's words."""
+    from dobrushin.experiments.measure import check_captured
+    from dobrushin.math.validation import check_stochastic
+
+    A = _stochastic32(np.random.default_rng(0), (2, 5, 5))
+    A[1, 2, 3] = float("inf")
+    with pytest.raises(ValueError) as want:
+        check_stochastic(A, atol=atol, convert=False)
+    with pytest.raises(ValueError) as got:
+        check_captured(A, atol)
+    assert str(got.value) == str(want.value) and "atol must be a finite non-negative number" in str(got.value)
