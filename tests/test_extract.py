@@ -504,7 +504,7 @@ def test_minilm_content_fraction(minilm):
 
     inputs = minilm.preprocess(SENTENCES)
     ex = extract_attention(minilm.model, inputs)
-    B, L, n = ex.attention.shape[0], ex.attention.shape[1], ex.attention.shape[-1]
+    B, L = ex.attention.shape[0], ex.attention.shape[1]
     # real attention rows are stochastic (after removing padding)
     for b in range(B):
         A, roles = ex.unpadded(b)

@@ -147,9 +147,9 @@ def test_submultiplicativity_and_rollout_bounds_exact(As):
     R = [[Fraction(int(i == k)) for k in range(n)] for i in range(n)]  # Coq's rollout: foldr, B_L ... B_1
     for A in reversed(As):
         R = matmul(R, layer(A))
-    for P in As:
-        for Q in As:
-            assert kappa(matmul(P, Q)) <= kappa(P) * kappa(Q)                           # kappa_mul
+    for A1 in As:
+        for A2 in As:
+            assert kappa(matmul(A1, A2)) <= kappa(A1) * kappa(A2)                           # kappa_mul
     prod_factors, prod_bounds = Fraction(1), Fraction(1)
     for A in As:
         prod_factors *= kappa(layer(A))

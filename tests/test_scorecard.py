@@ -442,8 +442,7 @@ def test_answer_agrees_with_what_was_measured(results):
 
 
 def test_scale_line_and_hub_only_from_the_manifests(results):
-    t, entries = _build(results)[0], summary.load_family_results(results)[1]
-    table, _ = summary.load_family_results(results)
+    table, entries = summary.load_family_results(results)
     sc = summary.scale_table(table, entries)
     cal = sc[sc["model"] == "FT-Transformer/California Housing"].iloc[0]
     assert (cal["seeds"], cal["epochs"], cal["inputs"], cal["layers"]) == ("0, 1", "5, 5", 10, 3)
