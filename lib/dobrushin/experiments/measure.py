@@ -403,7 +403,9 @@ def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float):
     :func:`restrict_checked` and one :func:`dobrushin.analyse` call per layout and :data:`CHUNK_BYTES` of
     float64 heads, the same numbers per matrix as one call per input).  Yields ``(b, variant, n_kept,
     (kappa, slack, holds))``, the three of shape ``(H,)``, in the order of the inputs; an input that keeps
-    no token in a variant yields nothing."""
+    no token in a variant yields nothing.  The CHUNK_BYTES bound is on the restricted float64 copy; members
+    that are not a contiguous run of inputs are first gathered as a copy of their unrestricted heads, in the
+    captured dtype (float32 from the extractors: half the bytes per entry, on the full n × n)."""
     if len(roles) < W.shape[0]:
         raise ValueError(f"got {W.shape[0]} inputs' heads but {len(roles)} role lists")
     out = {}
@@ -413,10 +415,10 @@ def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float):
                 continue
             # at most CHUNK_BYTES of float64 restricted heads at a time (one input at least)
             step = max(1, CHUNK_BYTES // (W.shape[1] * len(keep) ** 2 * 8))
+            kept = np.asarray(keep, dtype=np.int64)
             for c0 in range(0, len(members), step):
                 part = members[c0:c0 + step]
-                res = analyse(restrict_checked(_members(W, part), np.asarray(keep, dtype=np.int64)), tol,
-                              validate=False)
+                res = analyse(restrict_checked(_members(W, part), kept), tol, validate=False)
                 for i, b in enumerate(part):
                     out[(b, v)] = (len(keep), (res.kappa[i], res.slack[i], res.holds[i]))
     for b in range(W.shape[0]):

