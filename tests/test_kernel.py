@@ -355,7 +355,26 @@ def scaled_rows(rng, n, b, scale):
     return rng.random((b, n, n)) * (scale / n)
 
 
+def half_ulp(rng, n, b):
+    """Adversarial for the float32 screen: row 1's entries lie just below a float32 rounding midpoint, so
+    fl32 loses about half an ulp at every term and the κ pair (0, 1) (D = 1 exactly) comes out of the
+    float32 sums about 3.7e-6 short; rows 64 and 65 tie at D = 1, exact in float32, so their lower bound
+    would prune the tile of (0, 1) if the error bound were ~5× too small, and the witness (the first
+    attaining self-dominant pair) would move from (0, 1) to (64, 65)."""
+    out = np.empty((b, n, n))
+    for m in range(b):
+        A = 0.5 * np.eye(n)[np.zeros(n, dtype=int)] + 0.5 * rng.dirichlet(np.ones(n), size=n)
+        A[0] = np.eye(n)[0]
+        c = np.floor((1.0 / (n - 1)) / 2.0**-23) * 2.0**-23 + 2.0**-24 - 2.0**-30
+        A[1] = np.concatenate([[0.0], np.full(n - 2, c), [1.0 - c * (n - 2)]])
+        A[64] = 2.0**-23 * np.eye(n)[0] + (1 - 2.0**-23) * np.eye(n)[64]
+        A[65] = np.eye(n)[65]
+        out[m] = A
+    return out
+
+
 SCREEN_KINDS = {
+    "half-ulp": half_ulp,
     "dirichlet-0.3": lambda rng, n, b: dirichlet(rng, n, 0.3, b),
     "sink-heavy": sink_heavy,
     "near-tie": near_tie,
@@ -381,6 +400,8 @@ def test_screen_error_bounds_the_float32_distances(kind, dtype):
             Dt = in_order_f32_distances(A[m])
             D = 0.5 * squareform(pdist(A[m].astype(np.float64), "cityblock"))
             assert np.all(np.abs(Dt - D) <= err), (kind, np.abs(Dt - D).max(), err)
+            if kind == "half-ulp":  # the case has teeth: the float32 error is a large share of the bound
+                assert abs(Dt[0, 1] - D[0, 1]) > 0.3 * err and D[0, 1] == D[np.triu_indices(n, 1)].max()
             P32 = np.empty(((n + nb.CB - 1) // nb.CB, n, nb.CB), dtype=np.float32)
             for p in range(P32.shape[0]):
                 nb._pack32(A[m], P32, p)
@@ -434,6 +455,8 @@ def test_screened_bounds_are_bounds_and_settle_most_tiles(kind, dtype):
                 left += not (ub[q, p] < thr)
         if kind == "dirichlet-0.3":
             assert left < 0.05 * total, (left, total)
+        if kind == "half-ulp":  # the κ pair's tile is the screen's to keep (not one the seeding computed)
+            assert not done[0, 0] and not (ub[0, 0] < thr)
 
 
 def test_screen_is_off_where_float32_could_overflow_or_there_are_no_bounds():
