@@ -181,6 +181,38 @@ def test_publish_refuses_too_much(tmp_path, monkeypatch):
     assert not (tmp_path / "dest").exists()
 
 
+def test_publish_refuses_to_lose_what_is_published(tmp_path, capsys):
+    """A run with fewer rows for a model (a data folder that was not set: the loaders fell back to bundled
+    samples), a model measured before and unavailable now, or a model missing altogether is not published
+    over the publication it would shrink (nothing is written), unless allowed; more rows are fine."""
+    def run(name, rows: dict, unavailable=()):
+        src = tmp_path / name
+        for m, k in rows.items():
+            ResultStore(src, "language").save(m, {"a": 1}, _rows(k), model=m, status="ok")
+        for m in unavailable:
+            ResultStore(src, "language").record(m, {"a": 1}, model=m, status="data unavailable: DOBRUSHIN_DATA is unset")
+        return src
+
+    dest = tmp_path / "published" / "paper"
+    P.publish(run("full", {"m": 4, "k": 2}), dest, "paper", repo=tmp_path)
+    before = (dest / "PUBLISHED.json").read_text()
+    for name, rows, unavailable, what in [("fewer", {"m": 3, "k": 2}, (), f"language/m: {len(_rows(3))} rows, {len(_rows(4))} published"),
+                                          ("gone", {"m": 4}, ("k",), "language/k: was measured, now data unavailable"),
+                                          ("missing", {"m": 4}, (), "language/k: not in the new run")]:
+        src = run(name, rows, unavailable)
+        with pytest.raises(ValueError, match="would publish less") as e:
+            P.publish(src, dest, "paper", repo=tmp_path)
+        assert what in str(e.value)
+        assert (dest / "PUBLISHED.json").read_text() == before  # untouched
+        assert P.main([str(src), str(dest)]) == 2 and what in capsys.readouterr().err
+    assert P.losses({}, {}) == [] and P.losses({"x": {"entries": {"a": {"rows": 1}}}},
+                                               {"x": {"entries": {"a": {"rows": 2}}}}) == []
+    meta = P.publish(run("more", {"m": 5, "k": 2}), dest, "paper", repo=tmp_path)  # more rows: published
+    assert meta["notebooks"]["language"]["entries"]["m"]["rows"] == len(_rows(5))
+    P.publish(run("allowed", {"m": 1}), dest, "paper", repo=tmp_path, allow_losses=True)
+    assert json.loads((dest / "PUBLISHED.json").read_text())["notebooks"]["language"]["entries"]["m"]["rows"] == len(_rows(1))
+
+
 def test_verify_without_published_results_says_so_and_exits_0(tmp_path, capsys):
     assert V.main([str(tmp_path / "published" / "paper")]) == 0
     assert "no published results to verify" in capsys.readouterr().out

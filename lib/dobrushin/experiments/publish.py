@@ -21,6 +21,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -135,12 +136,40 @@ def _fill(named_groups: list, size: int, size_of) -> tuple:
     return taken, left, size
 
 
-def publish(src, dest, profile: str, repo=None, cache=None) -> dict:
+def losses(old: dict, new: dict) -> list:
+    """What a publication with the notebook summaries ``new`` (:func:`_manifest_summary`) would lose against
+    the one with ``old``: per model entry of ``old``, one line when ``new`` lacks it, when it was measured
+    (status ``ok``) and no longer is (weights or data unavailable: the status says why), or when it has fewer
+    rows (fewer inputs: e.g. a data folder that was not set, so the loaders fell back to bundled samples)."""
+    out = []
+    for nb, v in sorted(old.items()):
+        got = (new.get(nb) or {}).get("entries") or {}
+        for slug, e in sorted((v.get("entries") or {}).items()):
+            f = got.get(slug)
+            if f is None:
+                out.append(f"{nb}/{slug}: not in the new run")
+            elif (e.get("status") or "ok") == "ok" and (f.get("status") or "ok") != "ok":  # no status: measured
+                out.append(f"{nb}/{slug}: was measured, now {f.get('status')}")
+            elif (f.get("rows") or 0) < (e.get("rows") or 0):
+                out.append(f"{nb}/{slug}: {f.get('rows') or 0} rows, {e.get('rows')} published")
+    return out
+
+
+def publish(src, dest, profile: str, repo=None, cache=None, allow_losses: bool = False) -> dict:
     """Copy the publishable files of ``src`` to ``dest`` atomically (and the FT-Transformer checkpoints its
-    tabular entries record, :func:`checkpoint_files`), with ``PUBLISHED.json``; returns it."""
+    tabular entries record, :func:`checkpoint_files`), with ``PUBLISHED.json``; returns it.  When ``dest``
+    already holds a publication, ValueError (nothing written) if the new one would lose any of its measured
+    entries or rows (:func:`losses`), unless ``allow_losses``."""
     src, dest = Path(src), Path(dest)
     if not src.is_dir():
         raise FileNotFoundError(f"{src} is not a results folder")
+    if (dest / "PUBLISHED.json").is_file() and not allow_losses:
+        lost = losses(json.loads((dest / "PUBLISHED.json").read_text()).get("notebooks") or {},
+                      _manifest_summary(src))
+        if lost:
+            raise ValueError(f"{src} would publish less than {dest} holds ({len(lost)} entries; is DOBRUSHIN_DATA "
+                             "set, are the weights cached?): " + "; ".join(lost[:6]) + ("; …" if len(lost) > 6 else "")
+                             + ". Nothing was published; --allow-losses publishes it anyway.")
     files = sorted({f for pat in PATTERNS for f in src.glob(pat) if f.is_file()})
     optional = _tabular_entry_files(src)  # FT-Transformer tables: recomputed from a checkpoint in a minute
     files = [f for f in files if f not in {g for group in optional.values() for g in group}]
@@ -188,8 +217,14 @@ def main(argv=None) -> int:
     ap.add_argument("src")
     ap.add_argument("dest")
     ap.add_argument("--profile", default="paper")
+    ap.add_argument("--allow-losses", action="store_true",
+                    help="publish even when the new run has fewer measured entries or rows than the publication it replaces")
     a = ap.parse_args(argv)
-    meta = publish(a.src, a.dest, a.profile)
+    try:
+        meta = publish(a.src, a.dest, a.profile, allow_losses=a.allow_losses)
+    except ValueError as e:
+        print(f"publish: {e}", file=sys.stderr)
+        return 2
     print(f"published {meta['files']} files ({meta['bytes'] / 2**20:.1f} MiB) to {a.dest}: code digest "
           f"{meta['code_digest']}, commit {meta['commit']}")
     if meta["tables_left_out"]:
