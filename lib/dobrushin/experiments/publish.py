@@ -163,9 +163,9 @@ def publish(src, dest, profile: str, repo=None, cache=None, allow_losses: bool =
     src, dest = Path(src), Path(dest)
     if not src.is_dir():
         raise FileNotFoundError(f"{src} is not a results folder")
+    notebooks = _manifest_summary(src)  # read once: the loss check and PUBLISHED.json both use it
     if (dest / "PUBLISHED.json").is_file() and not allow_losses:
-        lost = losses(json.loads((dest / "PUBLISHED.json").read_text()).get("notebooks") or {},
-                      _manifest_summary(src))
+        lost = losses(json.loads((dest / "PUBLISHED.json").read_text()).get("notebooks") or {}, notebooks)
         if lost:
             raise ValueError(f"{src} would publish less than {dest} holds ({len(lost)} entries; is DOBRUSHIN_DATA "
                              "set, are the weights cached?): " + "; ".join(lost[:6]) + ("; …" if len(lost) > 6 else "")
@@ -193,7 +193,7 @@ def publish(src, dest, profile: str, repo=None, cache=None, allow_losses: bool =
     meta = {"profile": profile, "code_digest": code_digest(), "commit": _commit(Path(repo or Path.cwd())),
             **({"seeded_from": json.loads(seeded.read_text())} if seeded.is_file() else {}),
             "machine": machine(), "published": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "wall_times_s": timings, "notebooks": _manifest_summary(src), "files": len(files) + len(extra),
+            "wall_times_s": timings, "notebooks": notebooks, "files": len(files) + len(extra),
             "bytes": size, "checkpoints_left_out": left_out, "tables_left_out": sorted(tables_left_out)}
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.parent / f".{dest.name}.tmp-{os.getpid()}"
