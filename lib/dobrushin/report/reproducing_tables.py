@@ -205,6 +205,17 @@ PER_INPUT = "inputs after the first / their forward"
 MEASURE_STAGES = ("capture", "restrict", "test", "rollout", "heads", "write")
 
 
+def _given(v) -> bool:
+    """A value a stage-table row has (not missing, not NaN): an older stages.csv lacks some columns."""
+    return v is not None and not pd.isna(v)
+
+
+def _note(r: dict) -> str:
+    """The note of a stage-table row that was not measured (why), or ""."""
+    note = r.get("note")
+    return note if isinstance(note, str) else ""
+
+
 def stage_table(df: pd.DataFrame) -> pd.DataFrame:
     """The stage table for the reproducibility chapter: per configuration, each stage as seconds and
     (in brackets) its share of the bare forward pass, the whole measurement over the forward pass with
@@ -212,8 +223,8 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
     stages = ("load", "forward") + MEASURE_STAGES
     rows = []
     for r in df.to_dict("records"):
-        note = r.get("note")
-        if isinstance(note, str) and note:
+        note = _note(r)
+        if note:
             rows.append({"configuration": r["config"], **{s: "—" for s in stages}, "measurement / forward": note,
                          PER_INPUT: "—", "peak memory": "—"})
             continue
@@ -222,19 +233,19 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
         for s in stages:
             row[s] = f"{float(r[s]):.2f} s" + ("" if s in ("forward", "load") else f" ({float(r[s]) / f:.2f}×)")
         tgt = r.get("target")
-        verdict = "" if tgt is None or pd.isna(tgt) else \
+        verdict = "" if not _given(tgt) else \
             f" (target ≤ {float(tgt):g}×: {'met' if bool(r['met']) else 'missed'})"
         per = r.get("ratio_per_input")
-        has_per = per is not None and not pd.isna(per)
+        has_per = _given(per)
         ratio = f"{float(r['ratio']):.2f}×" + ("" if has_per else verdict)
-        if "ratio_without_heads" in r and not pd.isna(r["ratio_without_heads"]):
+        if _given(r.get("ratio_without_heads")):
             ratio += f"; {float(r['ratio_without_heads']):.2f}× without the per-head table"
         row["measurement / forward"] = ratio
         row[PER_INPUT] = "—"
         if has_per:  # the issue's method, on which the target is judged (tools/bench_stages.py)
             nh = r.get("ratio_per_input_without_heads")
             row[PER_INPUT] = f"{float(per):.2f}×{verdict}" + (
-                "" if nh is None or pd.isna(nh) else f"; {float(nh):.2f}× without the per-head table")
+                "" if not _given(nh) else f"; {float(nh):.2f}× without the per-head table")
         row["peak memory"] = f"{float(r['peak_rss_mb']) / 1024:.2f} GB"
         rows.append(row)
     out = pd.DataFrame(rows)
@@ -249,11 +260,10 @@ def stage_misses(df: pd.DataFrame) -> str:
     test (the float64 matrix products and the κ kernel, neither of which a faster loop around them can
     shrink) already come to, against the target.  One sentence per configuration; a sentence saying so
     when every target is met or none was judged."""
-    judged = [r for r in df.to_dict("records") if not (isinstance(r.get("note"), str) and r["note"])
-              and r.get("target") is not None and not pd.isna(r["target"])]
+    judged = [r for r in df.to_dict("records") if not _note(r) and _given(r.get("target"))]
     out = []
     for r in judged:
-        if r.get("met") is None or pd.isna(r["met"]) or bool(r["met"]):
+        if not _given(r.get("met")) or bool(r["met"]):
             continue
         tgt, f = float(r["target"]), float(r["forward"])
         share = {s: float(r[s]) / f for s in MEASURE_STAGES}
