@@ -23,7 +23,7 @@ import torch
 import _old_measure as old
 from dobrushin.capture.extract import extract_attention
 from dobrushin.capture.hooks import is_placeholder, map_sink
-from dobrushin.experiments.measure import BatchMeasure, keep_slice, measure_batch, restrict_checked
+from dobrushin.experiments.measure import BatchMeasure, Scratch, keep_slice, measure_batch, restrict_checked
 from dobrushin.experiments.pipeline import MeasureConfig, run_weights
 from dobrushin.math import kernel
 from dobrushin.math.coefficient import analyse, restrict
@@ -163,6 +163,16 @@ def test_keep_slice_and_restriction_are_the_gather_bit_for_bit():
         got = restrict_checked(A, keep)
         want = restrict(A.to(torch.float64), keep)
         assert got.dtype == torch.float64 and torch.equal(got, want)
+    # into a reused buffer: whatever it held before, the same bits; a larger piece grows it, a smaller one
+    # reuses its start
+    scratch = Scratch()
+    scratch.take((3, 50, 50)).fill_(float("nan"))
+    for keep in (np.arange(1, 8), np.array([0, 2, 3, 8]), np.arange(9)):
+        got = restrict_checked(A, keep, scratch)
+        assert torch.equal(got, restrict(A.to(torch.float64), keep))
+        assert got.data_ptr() == scratch.buf.data_ptr() and scratch.buf.numel() == 3 * 50 * 50
+    big = scratch.take((4, 50, 50))
+    assert big.shape == (4, 50, 50) and scratch.buf.numel() == 4 * 50 * 50 and big.is_contiguous()
     A[0, 0, 3, 1:8] = 0  # row 3 has no mass on tokens 1..7
     with pytest.raises(ValueError, match="row 3 puts no mass"):
         restrict_checked(A, np.arange(1, 8))
@@ -334,3 +344,73 @@ def test_check_captured_rejects_a_bad_atol_as_check_stochastic_does(atol):
     with pytest.raises(ValueError) as got:
         check_captured(A, atol)
     assert str(got.value) == str(want.value) and "atol must be a finite non-negative number" in str(got.value)
+
+
+def test_float32_settles_only_what_the_float64_row_sums_accept():
+    """The float32 screen of check_captured is sound and useful: whenever it settles a block, every exact
+    row sum (math.fsum of the float32 entries) is within atol of 1, so the float64 pass would have accepted
+    it; it settles softmax attention of the paper's largest size; and it declines (leaving the decision to
+    the float64 pass) a block whose sums lie near 1 ± atol, a float64 block, a negative, NaN or inf entry."""
+    import math
+
+    from dobrushin.experiments.measure import _float32_settles, check_captured
+
+    atol = 1e-4
+    rng = np.random.default_rng(7)
+    n = 1370
+    logits = torch.from_numpy(rng.standard_normal((2, n, n)).astype(np.float32) * 3)
+    soft = torch.softmax(logits, -1)
+    assert _float32_settles(soft, atol)
+    assert not _float32_settles(soft.double(), atol)
+    settled = declined = 0
+    for dev in np.concatenate([np.linspace(-1.2, 1.2, 25), [-1.0, 1.0]]) * atol:
+        for scale in (1.0, 1 + 1e-7, 1 - 1e-7):
+            blk = (soft[:1] * np.float32((1 + dev) * scale)).contiguous()  # row sums near 1 + dev
+            exact = [math.fsum(row) for row in blk[0].double().tolist()]
+            within = all(abs(s - 1) <= atol for s in exact)
+            if _float32_settles(blk, atol):
+                settled += 1
+                assert within, f"settled a block with a row sum {max(exact, key=lambda s: abs(s - 1))}"
+            else:
+                declined += 1
+            if within:  # the outcome is check_stochastic's either way
+                check_captured(blk, atol)
+            else:
+                with pytest.raises(ValueError, match="sums to"):
+                    check_captured(blk, atol)
+    assert settled and declined  # both branches taken
+    for bad in (-1e-6, float("nan"), float("inf")):
+        blk = soft[:1].clone()
+        blk[0, 3, 5] = bad
+        assert not _float32_settles(blk, atol)
+    # a sum 1 + 0.9 atol is within atol, but too close to the boundary for the float32 bound at this n
+    near = (soft[:1] * np.float32(1 + 0.9 * atol)).contiguous()
+    assert not _float32_settles(near, atol)
+    check_captured(near, atol)
+
+
+def test_a_row_with_no_mass_on_the_kept_tokens_is_named_by_input_layer_and_head():
+    """A content row that attends only to special tokens cannot be renormalised: the error names the input
+    (its id), the layer (of the batch, not of a block), the variant and, per head, the head."""
+    from dobrushin.experiments.measure import HeadSink, head_rows
+
+    rng = np.random.default_rng(3)
+    A = _stochastic32(rng, (3, 4, 2, 6, 6))  # (B, L, H, n, n)
+    roles = [["cls"] + ["content"] * 5] * 3
+    A[2, 3, 1, 4] = 0
+    A[2, 3, 1, 4, 0] = 1  # input 2, layer 3, head 1: token 4 attends only to the CLS token
+    ids = ["a", "b", "c"]
+    with pytest.raises(ValueError, match=r"^input c, layer 3, head 1, variant content: row 4 puts no mass"):
+        head_rows(A, roles, model="m", input_ids=ids, weights="pretrained")
+    sink = HeadSink(3, ids, model="m", weights="pretrained")
+    for l in range(4):
+        sink.pending.append(A[:, l].clone())
+    with pytest.raises(ValueError, match=r"^input c, layer 3, head 1, variant content: row 4 puts no mass"):
+        sink.rows(roles)
+    avg = A[:, :, 1].clone()  # head 1 alone as the "head-averaged" map
+    for hold in (0, 10**9):  # the whole stack at once; layer by layer
+        bm = BatchMeasure(roles, model="m", input_ids=ids, weights="pretrained", hold_bytes=hold)
+        with pytest.raises(ValueError, match=r"^input c, layer 3, variant content: row 4 puts no mass"):
+            for l in range(4):
+                bm.add(avg[:, l:l + 1])
+            bm.finish()

@@ -19,6 +19,7 @@ divisions and matrix products on matrices of the same shapes), so the numbers ar
 """
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -51,25 +52,53 @@ def keep_slice(keep: np.ndarray) -> Optional[slice]:
     return None
 
 
-def restrict_checked(A: torch.Tensor, keep: np.ndarray) -> torch.Tensor:
+class Scratch:
+    """One float64 buffer lent out again and again (grown when a larger piece is asked for): the restricted
+    copies of a batch go into the same memory instead of a fresh allocation per block.  At 518 px a batch
+    restricts gigabytes in blocks of :data:`CHUNK_BYTES`; each fresh block is new pages for the kernel to
+    map and zero before the copy can write them, which cost as much as the copy itself."""
+
+    def __init__(self):
+        self.buf: Optional[torch.Tensor] = None
+
+    def take(self, shape) -> torch.Tensor:
+        """A contiguous float64 tensor of ``shape`` (uninitialised) in the buffer; valid until the next take."""
+        size = int(np.prod(shape, dtype=np.int64))
+        if self.buf is None or self.buf.numel() < size:
+            self.buf = None  # let the old buffer go before the larger one is allocated
+            self.buf = torch.empty(size, dtype=torch.float64)
+        return self.buf[:size].view(tuple(shape))
+
+
+def restrict_checked(A: torch.Tensor, keep: np.ndarray, scratch: Optional[Scratch] = None) -> torch.Tensor:
     """The kept submatrix of ``A`` (``(..., n, n)``, float32 or float64, already validated) in float64,
     rows renormalised — the arithmetic of :func:`dobrushin.restrict` (cast, row sums, division), with a
-    slice instead of a gather for a contiguous run, and no second validation."""
+    slice instead of a gather for a contiguous run, and no second validation.  With ``scratch`` the result
+    lives in its buffer (valid until its next use); else in a fresh tensor."""
     sl = keep_slice(keep)
     if sl is not None:
         view = A[..., sl, sl]
     else:
         ti = torch.as_tensor(np.asarray(keep, dtype=np.int64))
         view = A.index_select(-2, ti).index_select(-1, ti)
-    S = torch.empty(view.shape, dtype=torch.float64)
+    S = torch.empty(view.shape, dtype=torch.float64) if scratch is None else scratch.take(view.shape)
     S.copy_(view)
     sums = S.sum(-1, keepdim=True)
     zero = sums <= 0
     if bool(zero.any()):
         bad = np.argwhere(zero.numpy()[..., 0])[0]
-        raise ValueError(f"row {int(np.asarray(keep)[bad[-1]])} puts no mass on the kept tokens; "
-                         "it cannot be renormalised")
+        raise NoMassError(f"row {int(np.asarray(keep)[bad[-1]])} puts no mass on the kept tokens; "
+                          "it cannot be renormalised", tuple(int(i) for i in bad[:-1]))
     return S.div_(sums)
+
+
+class NoMassError(ValueError):
+    """A kept row with no mass on the kept tokens (:func:`restrict_checked`); ``index``: the leading index
+    of its matrix in the stack restricted, so that a caller can name the input, layer or head."""
+
+    def __init__(self, message: str, index: tuple = ()):
+        super().__init__(message)
+        self.index = index
 
 
 #: entries per block of :func:`check_captured` (as :func:`dobrushin.check_stochastic` sums float32 rows)
@@ -94,12 +123,45 @@ def check_captured(A: torch.Tensor, atol: float) -> None:
         step = max(1, _CHECK_CHUNK // (shape[-1] * shape[-2]))
         for i in range(0, flat.shape[0], step):
             blk = flat[i:i + step]
+            if _float32_settles(blk, atol):
+                continue
             if not (bool(((blk.sum(-1, dtype=torch.float64) - 1).abs() <= atol).all())
                     and bool(blk.amin() >= -atol)):
                 ok = False
                 break
     if not ok:
         check_stochastic(A, atol=atol, convert=False)
+
+
+def _float32_settles(blk: torch.Tensor, atol: float) -> bool:
+    """True when float32 row sums prove that every check of :func:`check_captured` passes on ``blk``
+    (float32, ``(m, n, n)``), so the float64 row sums (a sum with a float64 accumulator reads every entry
+    some ten times slower than a float32 one) need not be taken; False when they cannot (any other dtype, a
+    negative, NaN or infinite entry, a sum too close to 1 ± ``atol``), and the float64 pass decides.
+
+    Why it is sound: with every entry ≥ 0, a float32 sum ŝ of n entries in any order is within
+    γ·s of the exact sum s, γ = (n − 1)u / (1 − (n − 1)u), u = 2⁻²⁴ (Higham, *Accuracy and Stability*,
+    §4.2), so s ≤ ŝ / (1 − γ) and |s − 1| ≤ |ŝ − 1| + γ ŝ / (1 − γ); the float64 sum check_stochastic takes
+    is within the same bound with u = 2⁻⁵³ of s.  When the largest |ŝ − 1| plus both bounds (and a few
+    ulps for evaluating them) is ≤ ``atol``, every float64 row sum is within ``atol`` of 1, and the smallest
+    entry (≥ 0) is ≥ −``atol``: the outcome of the float64 pass, known without it."""
+    if blk.dtype != torch.float32 or blk.numel() == 0:
+        return False
+    n = int(blk.shape[-1])
+    g32 = (n - 1) * 2.0 ** -24
+    if g32 >= 0.5:
+        return False
+    if not float(blk.amin()) >= 0.0:  # a negative entry or a NaN
+        return False
+    s = blk.sum(-1)
+    lo, hi = float(s.amin()), float(s.amax())
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return False
+    g32 /= 1 - g32
+    g64 = 2 * n * 2.0 ** -53  # ≥ γ_{n−1} for u = 2⁻⁵³ (n < 2⁵⁰)
+    top = hi / (1 - g32)  # ≥ every exact row sum
+    dev = max(abs(hi - 1.0), abs(lo - 1.0)) + g32 * top + g64 * top
+    return dev * (1 + 2.0 ** -40) <= atol
 
 
 def _as_cpu(attention) -> torch.Tensor:
@@ -158,6 +220,7 @@ class BatchMeasure:
         self._groups: Optional[List[tuple]] = None  # (variant, keep, members) in table order
         self._cols: Dict[int, List[dict]] = defaultdict(list)  # group index -> per-block columns
         self._R: Dict[int, List[Optional[torch.Tensor]]] = {}
+        self._scratch = Scratch()  # the float64 restricted copies of every block, one buffer
 
     def _add_time(self, stage: str, t0: float) -> None:
         self.clock[stage] = self.clock.get(stage, 0.0) + (time.perf_counter() - t0)
@@ -222,9 +285,9 @@ class BatchMeasure:
                 # fewer than two kept tokens: no pair exists, so the condition is vacuous (κ = 0 and
                 # the test would count a "failure" that says nothing); such inputs are left out
                 continue
-            self._group_block(g, np.asarray(keep, dtype=np.int64), members, A)
+            self._group_block(g, np.asarray(keep, dtype=np.int64), members, A, first)
 
-    def _group_block(self, g: int, keep: np.ndarray, members: List[int], A: torch.Tensor) -> None:
+    def _group_block(self, g: int, keep: np.ndarray, members: List[int], A: torch.Tensor, first: int) -> None:
         k, nm, L = len(keep), len(members), A.shape[1]
         X = _members(A, members)
         # within a block, at most CHUNK_BYTES of float64 restricted attention at a time (whatever hold_bytes)
@@ -233,7 +296,12 @@ class BatchMeasure:
         for l0 in range(0, L, step):
             l1 = min(L, l0 + step)
             t0 = time.perf_counter()
-            sub = restrict_checked(X[:, l0:l1], keep)  # (nm, l1 − l0, k, k) float64
+            try:
+                sub = restrict_checked(X[:, l0:l1], keep, self._scratch)  # (nm, l1 − l0, k, k) float64
+            except NoMassError as e:  # name the input and layer of the batch
+                i, l = e.index
+                raise ValueError(f"input {self.ids[members[i]]}, layer {first + l0 + l}, "
+                                 f"variant {self._groups[g][0]}: {e}") from None
             self._add_time("restrict", t0)
             t0 = time.perf_counter()
             res = analyse(sub, self.tol, validate=False, margins=True)
@@ -297,7 +365,7 @@ class BatchMeasure:
                 "layer": np.tile(np.arange(L), nm), "n_tokens": len(keep), "variant": variant,
                 "weights": self.weights, **{c: v.ravel() for c, v in cols.items()},
             }))
-        self._R, self._cols = {}, defaultdict(list)
+        self._R, self._cols, self._scratch = {}, defaultdict(list), Scratch()
         if not frames:
             raise ValueError("no input kept two or more tokens")
         table = conform(pd.concat(frames, ignore_index=True))
@@ -397,7 +465,8 @@ def rollout_rows(attention, roles: Sequence[Sequence[str]], table: pd.DataFrame,
                           L=L, roles=roles)
 
 
-def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float):
+def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float, scratch: Optional[Scratch] = None,
+                ids: Optional[Sequence[str]] = None, layer: Optional[int] = None):
     """The condition on every head of one layer, ``W`` ``(k, H, n, n)`` (validated) for the first k inputs:
     per variant the inputs with the same kept tokens are restricted and tested together (one
     :func:`restrict_checked` and one :func:`dobrushin.analyse` call per layout and :data:`CHUNK_BYTES` of
@@ -405,7 +474,10 @@ def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float):
     (kappa, slack, holds))``, the three of shape ``(H,)``, in the order of the inputs; an input that keeps
     no token in a variant yields nothing.  The CHUNK_BYTES bound is on the restricted float64 copy; members
     that are not a contiguous run of inputs are first gathered as a copy of their unrestricted heads, in the
-    captured dtype (float32 from the extractors: half the bytes per entry, on the full n × n)."""
+    captured dtype (float32 from the extractors: half the bytes per entry, on the full n × n).  ``scratch``:
+    where the restricted copies go (a fresh one for this layer when None); ``ids``, ``layer``: only to name
+    the input and layer of a row that cannot be renormalised."""
+    scratch = Scratch() if scratch is None else scratch
     if len(roles) < W.shape[0]:
         raise ValueError(f"got {W.shape[0]} inputs' heads but {len(roles)} role lists")
     out = {}
@@ -418,7 +490,14 @@ def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float):
             kept = np.asarray(keep, dtype=np.int64)
             for c0 in range(0, len(members), step):
                 part = members[c0:c0 + step]
-                res = analyse(restrict_checked(_members(W, part), kept), tol, validate=False)
+                try:
+                    sub = restrict_checked(_members(W, part), kept, scratch)
+                except NoMassError as e:  # name the input, layer and head
+                    i, h = e.index
+                    name = part[i] if ids is None else ids[part[i]]
+                    where = "" if layer is None else f"layer {layer}, "
+                    raise ValueError(f"input {name}, {where}head {h}, variant {v}: {e}") from None
+                res = analyse(sub, tol, validate=False)
                 for i, b in enumerate(part):
                     out[(b, v)] = (len(keep), (res.kappa[i], res.slack[i], res.holds[i]))
     for b in range(W.shape[0]):
@@ -450,8 +529,9 @@ def head_rows(attention, roles: Sequence[Sequence[str]], *, model: str,
     B, L, H = A.shape[:3]
     res: Dict[tuple, list] = defaultdict(list)
     nk: Dict[tuple, int] = {}
+    scratch = Scratch()
     for l in range(L):
-        for b, v, k, r in _head_layer(A[:, l], roles, variants, tol):
+        for b, v, k, r in _head_layer(A[:, l], roles, variants, tol, scratch, input_ids, l):
             nk[(b, v)] = k
             res[(b, v)].append(r)
     frames = [_head_frame(res[(b, v)], model=model, weights=weights, iid=input_ids[b], v=v, nk=nk[(b, v)], H=H)
@@ -480,6 +560,7 @@ class HeadSink:
         self.nk: Dict[tuple, int] = {}
         self.pending: List[torch.Tensor] = []
         self.on_layer = on_layer
+        self._scratch = Scratch()  # the float64 restricted heads of every layer, one buffer
 
     def __call__(self, w: torch.Tensor) -> None:
         from ..capture.hooks import announced_roles
@@ -494,22 +575,22 @@ class HeadSink:
             if roles is None:
                 self.pending.append(W.clone())
             else:
-                self._layer(W, roles)
+                self._layer(W, roles, self.layers)
         self.layers += 1
         self.seconds += time.perf_counter() - t0
 
-    def _layer(self, W: torch.Tensor, roles) -> None:
+    def _layer(self, W: torch.Tensor, roles, layer: int) -> None:
         check_captured(W, self.atol)  # once per captured tensor
-        for b, v, k, r in _head_layer(W, roles, self.variants, self.tol):
+        for b, v, k, r in _head_layer(W, roles, self.variants, self.tol, self._scratch, self.ids, layer):
             self.nk[(b, v)] = k
             self.results[(b, v)].append(r)
 
     def rows(self, roles) -> pd.DataFrame:
         """The per-head table (:data:`~dobrushin.store.results.HEAD_COLUMNS`) of the layers seen."""
         t0 = time.perf_counter()
-        for W in self.pending:
-            self._layer(W, roles)
-        self.pending = []
+        for layer, W in enumerate(self.pending):  # kept from the first layer on (no roles were announced)
+            self._layer(W, roles, layer)
+        self.pending, self._scratch = [], Scratch()
         frames = [_head_frame(self.results[(b, v)], model=self.model, weights=self.weights, iid=self.ids[b], v=v,
                               nk=self.nk[(b, v)], H=self.H)
                   for b in range(min(self.k, len(self.ids))) for v in self.variants if (b, v) in self.results]
@@ -517,5 +598,5 @@ class HeadSink:
         return frame(frames, HEAD_COLUMNS)
 
 
-__all__ = ["CHUNK_BYTES", "MEASURE_VERSION", "BatchMeasure", "HeadSink", "check_captured", "head_rows", "keep_slice",
+__all__ = ["CHUNK_BYTES", "MEASURE_VERSION", "BatchMeasure", "HeadSink", "Scratch", "check_captured", "head_rows", "keep_slice",
            "measure", "measure_batch", "restrict_checked", "rollout_rows"]
