@@ -213,3 +213,34 @@ def test_real_shared_data(monkeypatch):
     assert g.mode == "RGB"
     t = load_texts()
     assert len(t) == 872 and t.available == 872
+
+
+def test_the_key_holds_the_content_of_the_selected_items(tmp_path):
+    """A photo replaced under the same file name, or a sentence edited in place, changes the selection's
+    key (so cached results are not reused for other inputs); the digest is the SHA-256 of the file's bytes
+    (of the sentence's UTF-8), over the selected items in order; a prefix's key is the prefix's content."""
+    import hashlib
+
+    d = _folder(tmp_path)
+    a = load_images(d, 4, seed=3)
+    k = a.key()
+    files = [d / i for i in a.ids]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(hashlib.sha256(f.read_bytes()).hexdigest().encode() + b"\n")
+    assert k["content_sha256"] == h.hexdigest()
+    assert {x: k[x] for x in ("kind", "source", "seed", "ids")} == a.identity()
+    assert a.head(2).key()["content_sha256"] == a.content_sha256(0, 2) != k["content_sha256"]
+    unselected = next(f for f in d.iterdir() if f.is_file() and f.suffix == ".png" and f.name not in a.ids)
+    Image.fromarray(np.zeros((5, 5, 3), np.uint8)).save(unselected)  # outside the selection: same key
+    assert load_images(d, 4, seed=3).key() == k
+    Image.fromarray(np.full((21, 30, 3), 7, np.uint8)).save(files[2])  # same name, other photo
+    b = load_images(d, 4, seed=3)
+    assert b.ids == a.ids and b.identity() == a.identity() and b.key() != k
+    t = tmp_path / "dev.tsv"
+    t.write_text("sentence\tlabel\none two .\t1\nthree four .\t0\n")
+    before = load_texts(str(t), None).key()
+    t.write_text("sentence\tlabel\none two .\t1\nthree five .\t0\n")
+    after = load_texts(str(t), None).key()
+    assert before["ids"] == after["ids"] and before["content_sha256"] != after["content_sha256"]
+    assert "content_sha256" not in load_images("embedded", 2).key()  # pinned by the package versions

@@ -254,6 +254,14 @@ def test_cache_reuse_corrupt_files_and_parameter_changes(tmp_path, images):
     assert not measure_model("tiny/vit", images, store=store, loader=loader, config=CFG.replace(head_inputs=1)).cached
     assert not measure_model("tiny/vit", images, store=store, loader=loader, config=CFG.replace(seed=1)).cached
     assert len(loader.calls) == n + 6
+    # the same file names holding another photo: other inputs, measured again
+    from dobrushin.data.inputs import load_images
+
+    folder = tmp_path / "imgs"
+    Image.fromarray(np.full((40, 48, 3), 200, np.uint8)).save(folder / images.ids[0])
+    swapped = load_images(folder, len(images), seed=images.seed)
+    assert swapped.ids == images.ids
+    assert not measure_model("tiny/vit", swapped, store=store, loader=loader, config=CFG).cached
     # collect() reads back what the manifest lists
     c = collect(store)
     pd.testing.assert_frame_equal(c["table"], store.tables())

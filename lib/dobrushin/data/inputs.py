@@ -34,6 +34,7 @@ Text (:func:`load_texts`)
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -64,7 +65,10 @@ class InputSet:
 
     ``kind``: ``"image"`` or ``"text"``; ``ids``: stable id of each selected item, in order;
     ``source``: where they came from (one line); ``available``: how many items the source had;
-    ``seed``: the selection seed; ``notes``: anything the reader should know (e.g. a fallback).
+    ``seed``: the selection seed; ``notes``: anything the reader should know (e.g. a fallback);
+    ``_digest(i)``: the SHA-256 of the ``i``-th item's content (the bytes of its file, the UTF-8 of its
+    sentence), so that the cache key changes when a file changes under the same name; None where the
+    ``source`` line pins the content already (the embedded sets, by package version).
     """
 
     kind: str
@@ -74,6 +78,7 @@ class InputSet:
     seed: int
     _load: Callable[[int], Any] = field(repr=False)
     notes: str = ""
+    _digest: Optional[Callable[[int], str]] = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -94,11 +99,35 @@ class InputSet:
         n = check_integer("the number of inputs", n, 1, optional=True)
         k = len(self) if n is None else min(n, len(self))
         return InputSet(self.kind, self.ids[:k], self.source, self.available, self.seed, self._load,
-                        self.notes)
+                        self.notes, self._digest)
+
+    def item_digest(self, i: int) -> Optional[str]:
+        """The SHA-256 of the ``i``-th item's content, or None (see the class docstring)."""
+        return None if self._digest is None else self._digest(i % len(self))
+
+    def content_sha256(self, start: int = 0, stop: Optional[int] = None) -> Optional[str]:
+        """One SHA-256 over the content digests of items ``start:stop``, in order; None when the items have
+        none."""
+        if self._digest is None:
+            return None
+        stop = len(self) if stop is None else min(stop, len(self))
+        h = hashlib.sha256()
+        for i in range(start, stop):
+            h.update(self._digest(i).encode() + b"\n")
+        return h.hexdigest()
+
+    def identity(self) -> dict:
+        """The selection's identity without its content digest: kind, source, seed and ids."""
+        return {"kind": self.kind, "source": self.source, "seed": self.seed, "ids": list(self.ids)}
 
     def key(self) -> dict:
-        """What identifies the selection, for cache keys."""
-        return {"kind": self.kind, "source": self.source, "seed": self.seed, "ids": list(self.ids)}
+        """What identifies the selection, for cache keys: :meth:`identity` and, where the items have
+        content digests, ``content_sha256`` (a photo replaced under the same file name is a new input)."""
+        k = self.identity()
+        c = self.content_sha256()
+        if c is not None:
+            k["content_sha256"] = c
+        return k
 
     def describe(self) -> str:
         """One sentence for the notebooks."""
@@ -173,13 +202,30 @@ def image_files(folder) -> List[Path]:
     return files
 
 
+def file_digests(paths: Sequence[Path]) -> Callable[[int], str]:
+    """``d(i)``: the SHA-256 of the bytes of ``paths[i]``, read once (remembered)."""
+    memo: dict = {}
+
+    def d(i: int) -> str:
+        if i not in memo:
+            memo[i] = hashlib.sha256(Path(paths[i]).read_bytes()).hexdigest()
+        return memo[i]
+
+    return d
+
+
+def text_digests(texts: Sequence[str]) -> Callable[[int], str]:
+    """``d(i)``: the SHA-256 of the UTF-8 of ``texts[i]``."""
+    return lambda i: hashlib.sha256(texts[i].encode("utf-8")).hexdigest()
+
+
 def _folder_images(folder, n, seed, label: Optional[str] = None) -> InputSet:
     files = image_files(folder)
     ids = [f.name for f in files]
     idx = select(ids, n, seed)
     chosen = [files[i] for i in idx]
     return InputSet("image", [f.name for f in chosen], label or f"image folder {Path(folder)}",
-                    len(files), seed, lambda i: _open_image(chosen[i]))
+                    len(files), seed, lambda i: _open_image(chosen[i]), _digest=file_digests(chosen))
 
 
 def embedded_image_names() -> List[str]:
@@ -257,7 +303,9 @@ def _hf_images(spec: str, n, seed) -> InputSet:
     ids = [f"{dataset}:{split}:{i}" for i in range(len(images))]
     return InputSet("image", ids, f"Hugging Face dataset {dataset} (split {split}, first rows)",
                     len(images), seed, lambda i: images[i],
-                    notes="streamed from the hub: the first rows of the split, not a seeded shuffle")
+                    notes="streamed from the hub: the first rows of the split, not a seeded shuffle",
+                    _digest=lambda i: hashlib.sha256(f"{images[i].mode} {images[i].size}\n".encode()
+                                                     + images[i].tobytes()).hexdigest())
 
 
 def load_images(source: Optional[str] = None, n: Optional[int] = None, *, seed: int = 0) -> InputSet:
@@ -324,7 +372,8 @@ def _text_set(sentences: Sequence[str], ids: Sequence[str], n, seed, source, not
     idx = select(ids, n, seed)
     chosen_ids = [ids[i] for i in idx]
     chosen = [sentences[i] for i in idx]
-    return InputSet("text", chosen_ids, source, len(ids), seed, lambda i: chosen[i], notes)
+    return InputSet("text", chosen_ids, source, len(ids), seed, lambda i: chosen[i], notes,
+                    text_digests(chosen))
 
 
 def _row_ids(prefix: str, count: int) -> List[str]:

@@ -115,7 +115,7 @@ def _load_models(model_id: str, weights, seed: int, image_size: int, max_length:
 
 
 def _text_file(path: Path, n: int, seed: int):
-    from ..data.inputs import InputSet, load_texts, select
+    from ..data.inputs import InputSet, load_texts, select, text_digests
 
     if not path.is_file():
         raise CliError(f"cannot load inputs: {path}: no such file")
@@ -132,7 +132,8 @@ def _text_file(path: Path, n: int, seed: int):
     ids = [f"{path.name}:{i:0{width}d}" for i in range(len(sents))]
     idx = select(ids, n, seed)
     chosen = [sents[i] for i in idx]
-    return InputSet("text", [ids[i] for i in idx], f"text file {path}", len(ids), seed, lambda i: chosen[i])
+    return InputSet("text", [ids[i] for i in idx], f"text file {path}", len(ids), seed, lambda i: chosen[i],
+                    _digest=text_digests(chosen))
 
 
 def _inputs(kind: str, args):
