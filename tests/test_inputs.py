@@ -237,6 +237,7 @@ def test_the_key_holds_the_content_of_the_selected_items(tmp_path):
     Image.fromarray(np.full((21, 30, 3), 7, np.uint8)).save(files[2])  # same name, other photo
     b = load_images(d, 4, seed=3)
     assert b.ids == a.ids and b.identity() == a.identity() and b.key() != k
+    assert a.key() == b.key()  # the selection held since before the swap sees the new photo too
     t = tmp_path / "dev.tsv"
     t.write_text("sentence\tlabel\none two .\t1\nthree four .\t0\n")
     before = load_texts(str(t), None).key()

@@ -258,6 +258,9 @@ def test_cache_reuse_corrupt_files_and_parameter_changes(tmp_path, images):
     from dobrushin.data.inputs import load_images
 
     folder = tmp_path / "imgs"
+    measure_model("tiny/vit", images, store=store, loader=loader, config=CFG)  # the store's entry: CFG's again
+    assert measure_model("tiny/vit", load_images(folder, len(images), seed=images.seed), store=store,
+                         loader=loader, config=CFG).cached  # reloaded, unchanged: the same key
     Image.fromarray(np.full((40, 48, 3), 200, np.uint8)).save(folder / images.ids[0])
     swapped = load_images(folder, len(images), seed=images.seed)
     assert swapped.ids == images.ids

@@ -362,6 +362,8 @@ def test_float32_settles_only_what_the_float64_row_sums_accept():
     soft = torch.softmax(logits, -1)
     assert _float32_settles(soft, atol)
     assert not _float32_settles(soft.double(), atol)
+    assert not _float32_settles(soft, 5e-5)  # (n − 1)·2⁻²⁴ ≈ 8.2e-5 alone exceeds this atol at n = 1 370
+    check_captured(soft, 5e-5)  # which the float64 pass then decides
     settled = declined = 0
     for dev in np.concatenate([np.linspace(-1.2, 1.2, 25), [-1.0, 1.0]]) * atol:
         for scale in (1.0, 1 + 1e-7, 1 - 1e-7):
@@ -389,28 +391,37 @@ def test_float32_settles_only_what_the_float64_row_sums_accept():
     check_captured(near, atol)
 
 
-def test_a_row_with_no_mass_on_the_kept_tokens_is_named_by_input_layer_and_head():
+def test_a_row_with_no_mass_on_the_kept_tokens_is_named_by_input_layer_and_head(monkeypatch):
     """A content row that attends only to special tokens cannot be renormalised: the error names the input
-    (its id), the layer (of the batch, not of a block), the variant and, per head, the head."""
+    (its id), the layer (of the batch, not of a block or chunk), the variant and, per head, the head — also
+    when the input is not the first of its kept-token layout and the layers come in chunks."""
+    from dobrushin.experiments import measure as measure_module
     from dobrushin.experiments.measure import HeadSink, head_rows
 
     rng = np.random.default_rng(3)
-    A = _stochastic32(rng, (3, 4, 2, 6, 6))  # (B, L, H, n, n)
-    roles = [["cls"] + ["content"] * 5] * 3
+    A = _stochastic32(rng, (4, 4, 2, 6, 6))  # (B, L, H, n, n)
+    roles = [["cls"] + ["content"] * 5, ["content", "cls"] + ["content"] * 4,  # input 1: another layout
+             ["cls"] + ["content"] * 5, ["cls"] + ["content"] * 5]  # inputs 0, 2, 3 share one: not a run
     A[2, 3, 1, 4] = 0
     A[2, 3, 1, 4, 0] = 1  # input 2, layer 3, head 1: token 4 attends only to the CLS token
-    ids = ["a", "b", "c"]
-    with pytest.raises(ValueError, match=r"^input c, layer 3, head 1, variant content: row 4 puts no mass"):
+    ids = ["a", "b", "c", "d"]
+    want = r"^input c, layer 3, head 1, variant content: row 4 puts no mass"
+    with pytest.raises(ValueError, match=want):
         head_rows(A, roles, model="m", input_ids=ids, weights="pretrained")
-    sink = HeadSink(3, ids, model="m", weights="pretrained")
+    sink = HeadSink(4, ids, model="m", weights="pretrained")
     for l in range(4):
         sink.pending.append(A[:, l].clone())
-    with pytest.raises(ValueError, match=r"^input c, layer 3, head 1, variant content: row 4 puts no mass"):
+    with pytest.raises(ValueError, match=want):
         sink.rows(roles)
     avg = A[:, :, 1].clone()  # head 1 alone as the "head-averaged" map
-    for hold in (0, 10**9):  # the whole stack at once; layer by layer
+    # the whole stack in one block, in chunks of one layer (so the failing chunk starts at layer 3 of the
+    # block), and layer by layer (a block per layer)
+    for hold, chunk in ((10**9, None), (10**9, 3 * 5 * 5 * 8), (0, None)):
+        if chunk is not None:
+            monkeypatch.setattr(measure_module, "CHUNK_BYTES", chunk)
         bm = BatchMeasure(roles, model="m", input_ids=ids, weights="pretrained", hold_bytes=hold)
         with pytest.raises(ValueError, match=r"^input c, layer 3, variant content: row 4 puts no mass"):
             for l in range(4):
                 bm.add(avg[:, l:l + 1])
             bm.finish()
+        monkeypatch.undo()

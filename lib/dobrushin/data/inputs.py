@@ -101,6 +101,11 @@ class InputSet:
         return InputSet(self.kind, self.ids[:k], self.source, self.available, self.seed, self._load,
                         self.notes, self._digest)
 
+    @property
+    def has_content_digests(self) -> bool:
+        """Whether the items have content digests (see the class docstring)."""
+        return self._digest is not None
+
     def item_digest(self, i: int) -> Optional[str]:
         """The SHA-256 of the ``i``-th item's content, or None (see the class docstring)."""
         return None if self._digest is None else self._digest(i % len(self))
@@ -203,13 +208,17 @@ def image_files(folder) -> List[Path]:
 
 
 def file_digests(paths: Sequence[Path]) -> Callable[[int], str]:
-    """``d(i)``: the SHA-256 of the bytes of ``paths[i]``, read once (remembered)."""
+    """``d(i)``: the SHA-256 of the bytes of ``paths[i]``, remembered with the file's size, modification
+    time and inode, and read again when any of them has changed (a photo replaced while the selection is
+    held, say in a notebook, gets a new digest, as :meth:`InputSet.items` reads the new photo)."""
     memo: dict = {}
 
     def d(i: int) -> str:
-        if i not in memo:
-            memo[i] = hashlib.sha256(Path(paths[i]).read_bytes()).hexdigest()
-        return memo[i]
+        st = os.stat(paths[i])
+        stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
+        if i not in memo or memo[i][0] != stamp:
+            memo[i] = (stamp, hashlib.sha256(Path(paths[i]).read_bytes()).hexdigest())
+        return memo[i][1]
 
     return d
 
@@ -282,6 +291,20 @@ def _hf_rows(dataset: str, split: str, n: Optional[int], config: Optional[str] =
     return rows, ds
 
 
+def _image_digests(images: Sequence[Any]) -> Callable[[int], str]:
+    """``d(i)``: the SHA-256 of the mode, size and pixels of the in-memory image ``images[i]`` (remembered:
+    the images are held, never reloaded)."""
+    memo: dict = {}
+
+    def d(i: int) -> str:
+        if i not in memo:
+            im = images[i]
+            memo[i] = hashlib.sha256(f"{im.mode} {im.size}\n".encode() + im.tobytes()).hexdigest()
+        return memo[i]
+
+    return d
+
+
 def _hf_images(spec: str, n, seed) -> InputSet:
     parts = spec.split(":")
     dataset, split = parts[1], (parts[2] if len(parts) > 2 else "validation")
@@ -304,8 +327,7 @@ def _hf_images(spec: str, n, seed) -> InputSet:
     return InputSet("image", ids, f"Hugging Face dataset {dataset} (split {split}, first rows)",
                     len(images), seed, lambda i: images[i],
                     notes="streamed from the hub: the first rows of the split, not a seeded shuffle",
-                    _digest=lambda i: hashlib.sha256(f"{images[i].mode} {images[i].size}\n".encode()
-                                                     + images[i].tobytes()).hexdigest())
+                    _digest=_image_digests(images))
 
 
 def load_images(source: Optional[str] = None, n: Optional[int] = None, *, seed: int = 0) -> InputSet:

@@ -151,14 +151,16 @@ def _float32_settles(blk: torch.Tensor, atol: float) -> bool:
     g32 = (n - 1) * 2.0 ** -24
     if g32 >= 0.5:
         return False
+    g32 /= 1 - g32
+    g64 = 2 * n * 2.0 ** -53  # ≥ γ_{n−1} for u = 2⁻⁵³ (n < 2⁵⁰)
+    if g32 + g64 >= atol:  # the bound alone exceeds the tolerance: no block of this size can be settled
+        return False
     if not float(blk.amin()) >= 0.0:  # a negative entry or a NaN
         return False
     s = blk.sum(-1)
     lo, hi = float(s.amin()), float(s.amax())
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return False
-    g32 /= 1 - g32
-    g64 = 2 * n * 2.0 ** -53  # ≥ γ_{n−1} for u = 2⁻⁵³ (n < 2⁵⁰)
     top = hi / (1 - g32)  # ≥ every exact row sum
     dev = max(abs(hi - 1.0), abs(lo - 1.0)) + g32 * top + g64 * top
     return dev * (1 + 2.0 ** -40) <= atol
@@ -588,6 +590,7 @@ class HeadSink:
     def rows(self, roles) -> pd.DataFrame:
         """The per-head table (:data:`~dobrushin.store.results.HEAD_COLUMNS`) of the layers seen."""
         t0 = time.perf_counter()
+        self._scratch = Scratch()  # a buffer made here, not one made during the (inference-mode) forward pass
         for layer, W in enumerate(self.pending):  # kept from the first layer on (no roles were announced)
             self._layer(W, roles, layer)
         self.pending, self._scratch = [], Scratch()

@@ -225,7 +225,7 @@ def _subset(inputs, ids: Sequence[str]):
     idx = [pos[i] for i in ids]
     return InputSet(inputs.kind, [inputs.ids[i] for i in idx], inputs.source, inputs.available, inputs.seed,
                     lambda k: inputs[idx[k]], inputs.notes,
-                    None if inputs.item_digest(0) is None else (lambda k: inputs.item_digest(idx[k])))
+                    (lambda k: inputs.item_digest(idx[k])) if getattr(inputs, "has_content_digests", False) else None)
 
 
 def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_group: int = PER_GROUP,
