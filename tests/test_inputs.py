@@ -245,3 +245,31 @@ def test_the_key_holds_the_content_of_the_selected_items(tmp_path):
     after = load_texts(str(t), None).key()
     assert before["ids"] == after["ids"] and before["content_sha256"] != after["content_sha256"]
     assert "content_sha256" not in load_images("embedded", 2).key()  # pinned by the package versions
+
+
+def test_a_subset_is_the_selection_at_those_positions(tmp_path):
+    """subset(indices): the ids, items and content digests of the parent at those positions, in the order
+    given (files read independently); its key is the content of those items; the embedded sets keep no
+    digests; a position out of range or not an integer is refused by name."""
+    import hashlib
+
+    d = _folder(tmp_path)
+    a = load_images(d, 6, seed=1)
+    pos = [4, 0, 3]
+    s = a.subset(pos)
+    assert s.ids == [a.ids[i] for i in pos] and (s.kind, s.source, s.seed) == (a.kind, a.source, a.seed)
+    for k, i in enumerate(pos):
+        assert np.array_equal(np.asarray(s[k]), np.asarray(Image.open(d / a.ids[i]).convert("RGB")))
+        assert s.item_digest(k) == hashlib.sha256((d / a.ids[i]).read_bytes()).hexdigest()
+    h = hashlib.sha256()
+    for i in pos:
+        h.update(hashlib.sha256((d / a.ids[i]).read_bytes()).hexdigest().encode() + b"\n")
+    assert s.key()["content_sha256"] == h.hexdigest()
+    texts = load_texts(None, 5, seed=0)
+    t = texts.subset([2, 1])
+    assert t.items() == [texts[2], texts[1]] and t.has_content_digests == texts.has_content_digests
+    assert not load_images("embedded", 3).subset([1]).has_content_digests
+    with pytest.raises(IndexError, match="input positions \\[6\\] out of range for 6 inputs"):
+        a.subset([1, 6])
+    with pytest.raises(ValueError, match="an input position must be an integer >= 0"):
+        a.subset([1.0])

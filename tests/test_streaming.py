@@ -287,16 +287,19 @@ def test_head_rows_tests_each_input_as_alone_bit_for_bit(chunk, monkeypatch):
 
 @pytest.mark.parametrize("case", ["valid", "nan", "+inf", "-inf", "+inf and -inf in a row", "negative",
                                   "negative within atol", "row sum", "row sum within atol", "not square", "empty"])
-@pytest.mark.parametrize("form", ["float32", "float32, a block of matrices at a time", "float64", "one matrix"])
-def test_check_captured_has_the_outcome_of_check_stochastic(case, form, monkeypatch):
-    """check_captured's two passes accept exactly what check_stochastic accepts, and a rejection is
-    check_stochastic's own error (also when the problem lies in a later block of matrices)."""
-    from dobrushin.experiments import measure as measure_module
+@pytest.mark.parametrize("form", ["float32", "float32, a block of matrices at a time", "float64", "one matrix",
+                                  "numpy float32", "numpy float64, a block of matrices at a time"])
+def test_check_stochastic_two_passes_have_the_outcome_of_its_three_checks(case, form, monkeypatch):
+    """check_stochastic's two passes (smallest entry, row sums; float32 sums settling what they can) accept
+    exactly what its three checks alone (finite, not negative, row sums) accept, and a rejection is the
+    three checks' own error (also when the problem lies in a later block of matrices); check_captured is
+    check_stochastic without the conversion."""
     from dobrushin.experiments.measure import check_captured
+    from dobrushin.math import validation
     from dobrushin.math.validation import check_stochastic
 
-    if form.startswith("float32, a block"):
-        monkeypatch.setattr(measure_module, "_CHECK_CHUNK", 2 * 36)  # two 6 x 6 matrices per block
+    if "a block" in form:
+        monkeypatch.setattr(validation, "_SUM_CHUNK", 2 * 36)  # two 6 x 6 matrices per block
     rng = np.random.default_rng(2)
     A = _stochastic32(rng, (3, 2, 6, 6))
     edits = {"nan": [((1, 0, 2, 3), float("nan"))], "+inf": [((2, 1, 5, 0), float("inf"))],
@@ -311,22 +314,27 @@ def test_check_captured_has_the_outcome_of_check_stochastic(case, form, monkeypa
         A = A[..., :5]
     if case == "empty":
         A = A[:0]
-    if form == "float64":
+    if "float64" in form:
         A = A.double()
     if form == "one matrix":  # the matrix the edit touched (the first one for "valid", "not square", "empty")
         idx = edits.get(case, [((0, 0), None)])[0][0]
         A = A[idx[0], idx[1]] if A.shape[0] else A.reshape(0, 6)
-    try:
-        check_stochastic(A, atol=1e-4, convert=False)
-        expected = None
-    except ValueError as e:
-        expected = str(e)
-    if expected is None:
-        check_captured(A, 1e-4)
-    else:
-        with pytest.raises(ValueError) as got:
-            check_captured(A, 1e-4)
-        assert str(got.value) == expected
+    if form.startswith("numpy"):
+        A = A.numpy()
+    with monkeypatch.context() as m:  # the three checks alone: what check_stochastic did before the two passes
+        m.setattr(validation, "_accepts", lambda X, atol: False)
+        try:
+            check_stochastic(A, atol=1e-4, convert=False)
+            expected = None
+        except ValueError as e:
+            expected = str(e)
+    for check in (lambda: check_stochastic(A, atol=1e-4, convert=False), lambda: check_captured(A, 1e-4)):
+        if expected is None:
+            check()
+        else:
+            with pytest.raises(ValueError) as got:
+                check()
+            assert str(got.value) == expected
     assert (expected is None) == (case in ("valid", "negative within atol", "row sum within atol"))
 
 
@@ -347,20 +355,23 @@ def test_check_captured_rejects_a_bad_atol_as_check_stochastic_does(atol):
 
 
 def test_float32_settles_only_what_the_float64_row_sums_accept():
-    """The float32 screen of check_captured is sound and useful: whenever it settles a block, every exact
-    row sum (math.fsum of the float32 entries) is within atol of 1, so the float64 pass would have accepted
-    it; it settles softmax attention of the paper's largest size; and it declines (leaving the decision to
-    the float64 pass) a block whose sums lie near 1 ± atol, a float64 block, a negative, NaN or inf entry."""
+    """The float32 screen of check_stochastic is sound and useful: whenever it settles a block (torch or
+    numpy), every exact row sum (math.fsum of the float32 entries) is within atol of 1, so the float64 sums
+    would have accepted it; it settles softmax attention of the paper's largest size; and it declines
+    (leaving the decision to the float64 sums) a block whose sums lie near 1 ± atol, a float64 block, a NaN
+    or inf entry.  (Negative entries never reach it: the smallest-entry pass sends them to the float64 sums
+    or the checks.)"""
     import math
 
-    from dobrushin.experiments.measure import _float32_settles, check_captured
+    from dobrushin.experiments.measure import check_captured
+    from dobrushin.math.validation import _float32_settles
 
     atol = 1e-4
     rng = np.random.default_rng(7)
     n = 1370
     logits = torch.from_numpy(rng.standard_normal((2, n, n)).astype(np.float32) * 3)
     soft = torch.softmax(logits, -1)
-    assert _float32_settles(soft, atol)
+    assert _float32_settles(soft, atol) and _float32_settles(soft.numpy(), atol)
     assert not _float32_settles(soft.double(), atol)
     assert not _float32_settles(soft, 5e-5)  # (n − 1)·2⁻²⁴ ≈ 8.2e-5 alone exceeds this atol at n = 1 370
     check_captured(soft, 5e-5)  # which the float64 pass then decides
@@ -375,16 +386,17 @@ def test_float32_settles_only_what_the_float64_row_sums_accept():
                 assert within, f"settled a block with a row sum {max(exact, key=lambda s: abs(s - 1))}"
             else:
                 declined += 1
+            assert within or not _float32_settles(blk.numpy(), atol)
             if within:  # the outcome is check_stochastic's either way
                 check_captured(blk, atol)
             else:
                 with pytest.raises(ValueError, match="sums to"):
                     check_captured(blk, atol)
     assert settled and declined  # both branches taken
-    for bad in (-1e-6, float("nan"), float("inf")):
+    for bad in (float("nan"), float("inf")):
         blk = soft[:1].clone()
         blk[0, 3, 5] = bad
-        assert not _float32_settles(blk, atol)
+        assert not _float32_settles(blk, atol) and not _float32_settles(blk.numpy(), atol)
     # a sum 1 + 0.9 atol is within atol, but too close to the boundary for the float32 bound at this n
     near = (soft[:1] * np.float32(1 + 0.9 * atol)).contiguous()
     assert not _float32_settles(near, atol)

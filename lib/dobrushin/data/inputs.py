@@ -101,6 +101,17 @@ class InputSet:
         return InputSet(self.kind, self.ids[:k], self.source, self.available, self.seed, self._load,
                         self.notes, self._digest)
 
+    def subset(self, indices: Sequence[int]) -> "InputSet":
+        """The inputs at ``indices`` (positions in this selection, in the order given), same source: ids,
+        items and content digests are this selection's (an item loads from the same file or sentence)."""
+        idx = [check_integer("an input position", i, 0) for i in indices]
+        bad = [i for i in idx if i >= len(self)]
+        if bad:
+            raise IndexError(f"input positions {bad} out of range for {len(self)} inputs")
+        digest = None if self._digest is None else (lambda k: self._digest(idx[k]))
+        return InputSet(self.kind, [self.ids[i] for i in idx], self.source, self.available, self.seed,
+                        lambda k: self._load(idx[k]), self.notes, digest)
+
     @property
     def has_content_digests(self) -> bool:
         """Whether the items have content digests (see the class docstring)."""

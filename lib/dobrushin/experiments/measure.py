@@ -19,7 +19,6 @@ divisions and matrix products on matrices of the same shapes), so the numbers ar
 """
 from __future__ import annotations
 
-import math
 import time
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -101,69 +100,10 @@ class NoMassError(ValueError):
         self.index = index
 
 
-#: entries per block of :func:`check_captured` (as :func:`dobrushin.check_stochastic` sums float32 rows)
-_CHECK_CHUNK = 1 << 22
-
-
 def check_captured(A: torch.Tensor, atol: float) -> None:
-    """:func:`dobrushin.check_stochastic` (``convert=False``) of captured attention ``(..., n, n)`` with the
-    same outcome in two passes instead of three: the float64 row sums (taken as check_stochastic takes
-    them, a block of matrices at a time) and the smallest entry.  When every row sum is within ``atol`` of
-    1 and the smallest entry is ≥ −``atol``, every check of check_stochastic passes: a NaN or ±inf entry
-    makes its row sum NaN or infinite, so the sums alone catch every non-finite entry; the smallest-entry
-    pass is there for finite negative entries in a row that still sums to 1.  Otherwise check_stochastic
-    itself runs, so an error names the same problem (the first non-finite or negative entry, or the row)
-    in the same words.  ``atol`` must be finite and ≥ 0 (checked first, as check_stochastic checks it)."""
-    if atol < 0 or not np.isfinite(atol):
-        raise ValueError(f"atol must be a finite non-negative number, got {atol!r}")
-    shape = tuple(A.shape)
-    ok = len(shape) >= 2 and shape[-1] == shape[-2] and A.numel() > 0
-    if ok:
-        flat = A.reshape((-1,) + shape[-2:])
-        step = max(1, _CHECK_CHUNK // (shape[-1] * shape[-2]))
-        for i in range(0, flat.shape[0], step):
-            blk = flat[i:i + step]
-            if _float32_settles(blk, atol):
-                continue
-            if not (bool(((blk.sum(-1, dtype=torch.float64) - 1).abs() <= atol).all())
-                    and bool(blk.amin() >= -atol)):
-                ok = False
-                break
-    if not ok:
-        check_stochastic(A, atol=atol, convert=False)
-
-
-def _float32_settles(blk: torch.Tensor, atol: float) -> bool:
-    """True when float32 row sums prove that every check of :func:`check_captured` passes on ``blk``
-    (float32, ``(m, n, n)``), so the float64 row sums (a sum with a float64 accumulator reads every entry
-    some ten times slower than a float32 one) need not be taken; False when they cannot (any other dtype, a
-    negative, NaN or infinite entry, a sum too close to 1 ± ``atol``), and the float64 pass decides.
-
-    Why it is sound: with every entry ≥ 0, a float32 sum ŝ of n entries in any order is within
-    γ·s of the exact sum s, γ = (n − 1)u / (1 − (n − 1)u), u = 2⁻²⁴ (Higham, *Accuracy and Stability*,
-    §4.2), so s ≤ ŝ / (1 − γ) and |s − 1| ≤ |ŝ − 1| + γ ŝ / (1 − γ); the float64 sum check_stochastic takes
-    is within the same bound with u = 2⁻⁵³ of s.  When the largest |ŝ − 1| plus both bounds (and a few
-    ulps for evaluating them) is ≤ ``atol``, every float64 row sum is within ``atol`` of 1, and the smallest
-    entry (≥ 0) is ≥ −``atol``: the outcome of the float64 pass, known without it."""
-    if blk.dtype != torch.float32 or blk.numel() == 0:
-        return False
-    n = int(blk.shape[-1])
-    g32 = (n - 1) * 2.0 ** -24
-    if g32 >= 0.5:
-        return False
-    g32 /= 1 - g32
-    g64 = 2 * n * 2.0 ** -53  # ≥ γ_{n−1} for u = 2⁻⁵³ (n < 2⁵⁰)
-    if g32 + g64 >= atol:  # the bound alone exceeds the tolerance: no block of this size can be settled
-        return False
-    if not float(blk.amin()) >= 0.0:  # a negative entry or a NaN
-        return False
-    s = blk.sum(-1)
-    lo, hi = float(s.amin()), float(s.amax())
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return False
-    top = hi / (1 - g32)  # ≥ every exact row sum
-    dev = max(abs(hi - 1.0), abs(lo - 1.0)) + g32 * top + g64 * top
-    return dev * (1 + 2.0 ** -40) <= atol
+    """:func:`dobrushin.check_stochastic` (``convert=False``) of captured attention ``(..., n, n)``: two
+    passes a block of matrices at a time, float32 row sums settling what they can (its docstring)."""
+    check_stochastic(A, atol=atol, convert=False)
 
 
 def _as_cpu(attention) -> torch.Tensor:
@@ -581,19 +521,20 @@ class HeadSink:
         self.layers += 1
         self.seconds += time.perf_counter() - t0
 
-    def _layer(self, W: torch.Tensor, roles, layer: int) -> None:
+    def _layer(self, W: torch.Tensor, roles, layer: int, scratch: Optional[Scratch] = None) -> None:
         check_captured(W, self.atol)  # once per captured tensor
-        for b, v, k, r in _head_layer(W, roles, self.variants, self.tol, self._scratch, self.ids, layer):
+        scratch = self._scratch if scratch is None else scratch
+        for b, v, k, r in _head_layer(W, roles, self.variants, self.tol, scratch, self.ids, layer):
             self.nk[(b, v)] = k
             self.results[(b, v)].append(r)
 
     def rows(self, roles) -> pd.DataFrame:
         """The per-head table (:data:`~dobrushin.store.results.HEAD_COLUMNS`) of the layers seen."""
         t0 = time.perf_counter()
-        self._scratch = Scratch()  # a buffer made here, not one made during the (inference-mode) forward pass
+        scratch = Scratch()  # the pending layers' buffer, made here and let go when rows() returns
         for layer, W in enumerate(self.pending):  # kept from the first layer on (no roles were announced)
-            self._layer(W, roles, layer)
-        self.pending, self._scratch = [], Scratch()
+            self._layer(W, roles, layer, scratch)
+        self.pending, self._scratch = [], Scratch()  # the forward pass's buffer is let go too
         frames = [_head_frame(self.results[(b, v)], model=self.model, weights=self.weights, iid=self.ids[b], v=v,
                               nk=self.nk[(b, v)], H=self.H)
                   for b in range(min(self.k, len(self.ids))) for v in self.variants if (b, v) in self.results]

@@ -211,8 +211,6 @@ def verify_baseline(published_root: Path, sizes: int = BASELINE_SIZES) -> Compar
 
 
 def _subset(inputs, ids: Sequence[str]):
-    from ..data.inputs import InputSet
-
     pos = {str(x): i for i, x in enumerate(inputs.ids)}
     missing = [i for i in ids if i not in pos]
     if missing:
@@ -222,10 +220,7 @@ def _subset(inputs, ids: Sequence[str]):
                 "; DOBRUSHIN_DATA is not set, so the inputs came from elsewhere than the published run's data "
                 "(set it to the data folder the run measured, e.g. ../shared/data)")
         raise LookupError(f"inputs {missing} are not in today's selection (source {inputs.source}){hint}")
-    idx = [pos[i] for i in ids]
-    return InputSet(inputs.kind, [inputs.ids[i] for i in idx], inputs.source, inputs.available, inputs.seed,
-                    lambda k: inputs[idx[k]], inputs.notes,
-                    (lambda k: inputs.item_digest(idx[k])) if getattr(inputs, "has_content_digests", False) else None)
+    return inputs.subset([pos[i] for i in ids])
 
 
 def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_group: int = PER_GROUP,
