@@ -265,11 +265,16 @@ def test_a_subset_is_the_selection_at_those_positions(tmp_path):
     for i in pos:
         h.update(hashlib.sha256((d / a.ids[i]).read_bytes()).hexdigest().encode() + b"\n")
     assert s.key()["content_sha256"] == h.hexdigest()
-    texts = load_texts(None, 5, seed=0)
-    t = texts.subset([2, 1])
-    assert t.items() == [texts[2], texts[1]] and t.has_content_digests == texts.has_content_digests
+    tsv = tmp_path / "dev.tsv"
+    tsv.write_text("sentence\tlabel\none two .\t1\nthree four .\t0\nfive six .\t1\n")
+    texts = load_texts(str(tsv), None)
+    t = texts.subset([2, 0])
+    assert t.items() == [texts[2], texts[0]] and t.ids == [texts.ids[2], texts.ids[0]]
+    assert [t.item_digest(k) for k in range(2)] == [hashlib.sha256(x.encode()).hexdigest() for x in t.items()]
     assert not load_images("embedded", 3).subset([1]).has_content_digests
-    with pytest.raises(IndexError, match="input positions \\[6\\] out of range for 6 inputs"):
-        a.subset([1, 6])
-    with pytest.raises(ValueError, match="an input position must be an integer >= 0"):
+    with pytest.raises(IndexError, match="input positions \\[6, -1\\] out of range for 6 inputs"):
+        a.subset([1, 6, -1])
+    with pytest.raises(ValueError, match="input positions repeat: \\[0\\]"):
+        a.subset([0, 2, 0])
+    with pytest.raises(ValueError, match="an input position must be an integer"):
         a.subset([1.0])

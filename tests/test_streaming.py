@@ -338,6 +338,66 @@ def test_check_stochastic_two_passes_have_the_outcome_of_its_three_checks(case, 
     assert (expected is None) == (case in ("valid", "negative within atol", "row sum within atol"))
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "permuted 4-D", "transposed matrix", "every other row"])
+@pytest.mark.parametrize("lib", ["torch", "numpy"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("convert", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_check_stochastic_decides_at_the_atol_boundary_as_its_three_checks_do(layout, lib, dtype, convert, seed,
+                                                                              monkeypatch):
+    """At the boundary — atol equal to the largest |row sum − 1| that the checks compute, and the next
+    float below it — the two passes decide as the three checks alone do, for every memory layout (a row
+    whose entries are not adjacent is added in another order, so its float64 sum may differ in the last
+    bits between two ways of reading it); with a clear margin (atol twice or half the deviation of the
+    exact sums, math.fsum) every path accepts or rejects."""
+    import math
+
+    from dobrushin.math import validation
+    from dobrushin.math.validation import check_stochastic
+
+    rng = np.random.default_rng(seed)
+    A = _stochastic32(rng, (2, 2, 80, 40)).double()
+    A = A * (1 + 1e-6 * torch.from_numpy(rng.uniform(0.5, 1.0, (2, 2, 80, 1))))  # sums ≈ 1 + 1e-6
+    if layout == "every other row":
+        A = A[:, :, ::2]  # rows 2·40 entries apart
+    else:
+        A = A[:, :, :40]
+    if layout == "permuted 4-D":  # the same matrices, stored with axes 0, 1 and the rows and columns swapped
+        A = A.permute(1, 0, 3, 2).contiguous().permute(1, 0, 3, 2)  # (leading axes cannot be merged)
+    elif layout == "transposed matrix":
+        A = A[1, 0].T.contiguous().T
+    A = A.float() if dtype == "float32" else A
+    if lib == "numpy":
+        A = A.numpy()
+    X = A.astype(np.float64) if lib == "numpy" else A.double()
+    exact = max(abs(math.fsum(row) - 1) for row in np.asarray(X).reshape(-1, X.shape[-1]).tolist())
+    # the largest deviation as two readings of the rows find it: in place (the layout's order) and copied
+    # to a contiguous stack; each, and the float just below it, is a boundary for one of them
+    devs = [float(np.abs(np.asarray(X.sum(-1)) - 1).max()),
+            float(np.abs(np.ascontiguousarray(np.asarray(X)).reshape(-1, X.shape[-1]).sum(-1) - 1).max())]
+    atols = sorted({a for d in devs for a in (d, math.nextafter(d, 0))} | {2 * exact, exact / 2})
+    with monkeypatch.context() as m:
+        m.setattr(validation, "_accepts", lambda X, atol: False)
+
+        def oracle(atol):
+            try:
+                check_stochastic(A, atol=atol, convert=convert)
+                return None
+            except ValueError as e:
+                return str(e)
+
+        expected = {atol: oracle(atol) for atol in atols}
+    assert expected[max(devs)] is None and "sums to" in expected[math.nextafter(min(devs), 0)]
+    assert expected[2 * exact] is None and "sums to" in expected[exact / 2]
+    for atol, want in expected.items():
+        try:
+            check_stochastic(A, atol=atol, convert=convert)
+            got = None
+        except ValueError as e:
+            got = str(e)
+        assert got == want, (atol, got, want)
+
+
 @pytest.mark.parametrize("atol", [float("inf"), float("nan"), -1e-6])
 def test_check_captured_rejects_a_bad_atol_as_check_stochastic_does(atol):
     """An infinite, NaN or negative atol is refused before any pass (with atol = inf the sums alone would
@@ -384,6 +444,7 @@ def test_float32_settles_only_what_the_float64_row_sums_accept():
             if _float32_settles(blk, atol):
                 settled += 1
                 assert within, f"settled a block with a row sum {max(exact, key=lambda s: abs(s - 1))}"
+                assert bool(((blk.sum(-1, dtype=torch.float64) - 1).abs() <= atol).all())  # what it stands for
             else:
                 declined += 1
             assert within or not _float32_settles(blk.numpy(), atol)

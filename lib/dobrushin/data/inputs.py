@@ -102,12 +102,15 @@ class InputSet:
                         self.notes, self._digest)
 
     def subset(self, indices: Sequence[int]) -> "InputSet":
-        """The inputs at ``indices`` (positions in this selection, in the order given), same source: ids,
-        items and content digests are this selection's (an item loads from the same file or sentence)."""
-        idx = [check_integer("an input position", i, 0) for i in indices]
-        bad = [i for i in idx if i >= len(self)]
+        """The inputs at ``indices`` (distinct positions in this selection, in the order given), same source:
+        ids, items and content digests are this selection's (an item loads from the same file or sentence).
+        IndexError for a position outside ``0 … len − 1``, ValueError for a repeated or non-integer one."""
+        idx = [check_integer("an input position", i) for i in indices]
+        bad = [i for i in idx if not 0 <= i < len(self)]
         if bad:
             raise IndexError(f"input positions {bad} out of range for {len(self)} inputs")
+        if len(set(idx)) != len(idx):
+            raise ValueError(f"input positions repeat: {sorted({i for i in idx if idx.count(i) > 1})}")
         digest = None if self._digest is None else (lambda k: self._digest(idx[k]))
         return InputSet(self.kind, [self.ids[i] for i in idx], self.source, self.available, self.seed,
                         lambda k: self._load(idx[k]), self.notes, digest)

@@ -531,10 +531,12 @@ class HeadSink:
     def rows(self, roles) -> pd.DataFrame:
         """The per-head table (:data:`~dobrushin.store.results.HEAD_COLUMNS`) of the layers seen."""
         t0 = time.perf_counter()
-        scratch = Scratch()  # the pending layers' buffer, made here and let go when rows() returns
+        # the forward pass's buffer is let go first; the pending layers get one made here (outside the
+        # inference mode of the forward pass), let go when rows() returns
+        self._scratch, scratch = Scratch(), Scratch()
         for layer, W in enumerate(self.pending):  # kept from the first layer on (no roles were announced)
             self._layer(W, roles, layer, scratch)
-        self.pending, self._scratch = [], Scratch()  # the forward pass's buffer is let go too
+        self.pending = []
         frames = [_head_frame(self.results[(b, v)], model=self.model, weights=self.weights, iid=self.ids[b], v=v,
                               nk=self.nk[(b, v)], H=self.H)
                   for b in range(min(self.k, len(self.ids))) for v in self.variants if (b, v) in self.results]

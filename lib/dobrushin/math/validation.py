@@ -102,7 +102,7 @@ def check_stochastic(A: Any, atol: float = DEFAULT_ATOL, *, convert: bool = True
         lead = tuple(int(i) for i in bad[:-1])
         prefix = f"matrix {lead}: " if lead else ""
         return _raise(f"{prefix}row {int(bad[-1])} sums to {s:.10g}, not 1 (atol={atol:g})")
-    return X  # (only reached if the two passes and the three checks ever disagree at the atol boundary)
+    return X  # (not reached: the two passes and the three checks read the same entries and the same sums)
 
 
 #: entries per chunk of the float64 row sums of float32 input (bounds the float64 temporary)
@@ -135,7 +135,7 @@ def _accepts(X, atol: float) -> bool:
     fails, and the three checks find and name it."""
     shape = tuple(X.shape)
     torch_in = is_torch(X)
-    flat = X.reshape((-1,) + shape[-2:])
+    flat = X.reshape((-1,) + shape[-2:])  # (the same blocks as _row_sums64's, so the same float64 sums)
     step = max(1, _SUM_CHUNK // max(1, shape[-1] * shape[-2]))
     for i in range(0, flat.shape[0], step):
         blk = flat[i:i + step]
@@ -144,18 +144,18 @@ def _accepts(X, atol: float) -> bool:
             return False
         if low >= 0.0 and _float32_settles(blk, atol):
             continue
-        sums = _row_sums64(blk)
+        sums = blk.sum(-1, dtype=torch.float64) if torch_in else blk.sum(-1, dtype=np.float64)
         if not bool(((sums - 1).abs() <= atol).all() if torch_in else (np.abs(sums - 1) <= atol).all()):
             return False
     return True
 
 
 def _float32_settles(blk, atol: float) -> bool:
-    """True when float32 row sums prove that every row of ``blk`` (float32, ``(m, n, n)``, every entry ≥ 0
-    and known to be so) sums to within ``atol`` of 1 in float64 too, so the float64 row sums (a sum with a
+    """True when float32 row sums prove that every row of ``blk`` (float32, ``(m, n, n)``) sums to within ``atol`` of 1 in float64 too, so the float64 row sums (a sum with a
     float64 accumulator reads every entry some ten times slower than a float32 one) need not be taken; False
     when they cannot (any other dtype, a NaN or infinite sum, a sum too close to 1 ± ``atol``), and the
-    float64 sums decide.
+    float64 sums decide.  **Precondition:** every entry is ≥ 0 (the caller, :func:`_accepts`, has read the
+    smallest entry; the bound below needs it, and this function does not check it again).
 
     Why it is sound: with every entry ≥ 0, a float32 sum ŝ of n entries in any order is within
     γ·s of the exact sum s, γ = (n − 1)u / (1 − (n − 1)u), u = 2⁻²⁴ (Higham, *Accuracy and Stability*,
@@ -185,20 +185,20 @@ def _float32_settles(blk, atol: float) -> bool:
 
 
 def _row_sums64(X):
-    """Row sums accumulated in float64, shape ``X.shape[:-1]``.  torch's ``sum(dtype=float64)`` of a
-    float32 tensor converts the whole tensor first (a float64 copy of the batch), so it is taken a
-    block of matrices at a time; each row is still summed by the same call, so the values are the same."""
+    """Row sums accumulated in float64, shape ``X.shape[:-1]``, a block of matrices of
+    ``X.reshape((-1, n, n))`` at a time (:data:`_SUM_CHUNK` entries): torch's ``sum(dtype=float64)`` of a
+    float32 tensor converts the whole tensor first (a float64 copy of the batch), and :func:`_accepts`
+    sums the same blocks, so both see the same sums whatever the layout of ``X`` (the order in which a row
+    is added depends on its strides)."""
     torch_in = is_torch(X)
-    if (torch_in and X.dtype == torch.float64) or (not torch_in and X.dtype == np.float64) or X.ndim < 3:
-        return X.sum(-1, dtype=torch.float64) if torch_in else X.sum(-1, dtype=np.float64)
-    lead = tuple(X.shape[:-2])
+    lead = tuple(X.shape[:-1])
     flat = X.reshape((-1,) + tuple(X.shape[-2:]))
     step = max(1, _SUM_CHUNK // max(1, X.shape[-1] * X.shape[-2]))
     if torch_in:
         parts = [flat[i:i + step].sum(-1, dtype=torch.float64) for i in range(0, flat.shape[0], step)]
-        return torch.cat(parts).reshape(lead + (X.shape[-2],))
+        return torch.cat(parts).reshape(lead)
     parts = [flat[i:i + step].sum(-1, dtype=np.float64) for i in range(0, flat.shape[0], step)]
-    return np.concatenate(parts).reshape(lead + (X.shape[-2],))
+    return np.concatenate(parts).reshape(lead)
 
 
 def _raise(msg: str):
