@@ -2,6 +2,7 @@
 deterministic prefix-consistent selection, offline failures and bad-input errors."""
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -215,20 +216,23 @@ def test_real_shared_data(monkeypatch):
     assert len(t) == 872 and t.available == 872
 
 
+def _content_sha256(files) -> str:
+    """The content key computed independently: SHA-256 over each file's SHA-256 hex digest and a newline."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(hashlib.sha256(Path(f).read_bytes()).hexdigest().encode() + b"\n")
+    return h.hexdigest()
+
+
 def test_the_key_holds_the_content_of_the_selected_items(tmp_path):
     """A photo replaced under the same file name, or a sentence edited in place, changes the selection's
     key (so cached results are not reused for other inputs); the digest is the SHA-256 of the file's bytes
     (of the sentence's UTF-8), over the selected items in order; a prefix's key is the prefix's content."""
-    import hashlib
-
     d = _folder(tmp_path)
     a = load_images(d, 4, seed=3)
     k = a.key()
     files = [d / i for i in a.ids]
-    h = hashlib.sha256()
-    for f in files:
-        h.update(hashlib.sha256(f.read_bytes()).hexdigest().encode() + b"\n")
-    assert k["content_sha256"] == h.hexdigest()
+    assert k["content_sha256"] == _content_sha256(files)
     assert {x: k[x] for x in ("kind", "source", "seed", "ids")} == a.identity()
     assert a.head(2).key()["content_sha256"] == a.content_sha256(0, 2) != k["content_sha256"]
     unselected = next(f for f in d.iterdir() if f.is_file() and f.suffix == ".png" and f.name not in a.ids)
@@ -251,8 +255,6 @@ def test_a_subset_is_the_selection_at_those_positions(tmp_path):
     """subset(indices): the ids, items and content digests of the parent at those positions, in the order
     given (files read independently); its key is the content of those items; the embedded sets keep no
     digests; a position out of range or not an integer is refused by name."""
-    import hashlib
-
     d = _folder(tmp_path)
     a = load_images(d, 6, seed=1)
     pos = [4, 0, 3]
@@ -261,10 +263,7 @@ def test_a_subset_is_the_selection_at_those_positions(tmp_path):
     for k, i in enumerate(pos):
         assert np.array_equal(np.asarray(s[k]), np.asarray(Image.open(d / a.ids[i]).convert("RGB")))
         assert s.item_digest(k) == hashlib.sha256((d / a.ids[i]).read_bytes()).hexdigest()
-    h = hashlib.sha256()
-    for i in pos:
-        h.update(hashlib.sha256((d / a.ids[i]).read_bytes()).hexdigest().encode() + b"\n")
-    assert s.key()["content_sha256"] == h.hexdigest()
+    assert s.key()["content_sha256"] == _content_sha256([d / a.ids[i] for i in pos])
     tsv = tmp_path / "dev.tsv"
     tsv.write_text("sentence\tlabel\none two .\t1\nthree four .\t0\nfive six .\t1\n")
     texts = load_texts(str(tsv), None)
