@@ -315,11 +315,18 @@ def test_tile_bounds_are_upper_bounds_and_prune_sink_heavy_matrices(kind):
     for m in range(2):
         D = 0.5 * squareform(pdist(A[m], "cityblock"))
         with nb.slp_enabled():
-            ub, margin = nb._bounds(A[m], n, True)
+            ub, margin, bmin, bsum = nb._bounds(A[m], n, True)
             assert np.all(np.isinf(nb._bounds(A[m], n, False)[0]))
+            # the finer bounds of every tile (no lower bound yet, so _refine visits them all)
+            fine = ub.copy()
+            nb._refine(n, 0.0, fine, np.zeros(ub.shape, dtype=np.bool_), np.full(2, -np.inf), margin, bmin, bsum)
         assert 0 < margin < 1e-6
+        # the row blocks' minima and largest row sums, against numpy
+        blocks = [A[m][q * nb.RB:(q + 1) * nb.RB] for q in range(ub.shape[0])]
+        assert np.array_equal(bmin, np.stack([b.min(0) for b in blocks]))
+        assert np.allclose(bsum, [b.sum(1).max() for b in blocks], rtol=0, atol=1e-12)
         kap = D[np.triu_indices(n, 1)].max()
-        n_skip = 0
+        n_skip = n_fine = tighter = 0
         for q in range(ub.shape[0]):
             for p in range((q * nb.RB + 1) // nb.CB, ub.shape[1]):
                 rows = range(q * nb.RB, min(n, (q + 1) * nb.RB))
@@ -327,18 +334,24 @@ def test_tile_bounds_are_upper_bounds_and_prune_sink_heavy_matrices(kind):
                 tile = [D[i, j] for i in rows for j in cols if j > i]
                 if tile:
                     assert max(tile) <= ub[q, p] + margin
+                    assert max(tile) <= fine[q, p] + margin
+                assert fine[q, p] <= ub[q, p]
+                tighter += fine[q, p] < ub[q, p]
                 n_skip += bool(tile) and ub[q, p] < kap - margin
-        skipped.append(n_skip)
+                n_fine += bool(tile) and fine[q, p] < kap - margin
+        skipped.append((n_skip, n_fine, tighter))
     if kind == "sink-heavy":
-        assert min(skipped) > 0  # the bound does prune attention-like matrices
+        assert min(s[0] for s in skipped) > 0  # the bound does prune attention-like matrices
+        # and the bounds of fewer rows prune more tiles
+        assert all(s[1] > s[0] and s[2] > 0 for s in skipped)
 
 
 def test_bounds_are_off_for_non_finite_input():
     A = dirichlet(np.random.default_rng(0), 150, 0.1, 1)[0]
     A[3, 5] = np.inf
     with nb.slp_enabled():
-        ub, margin = nb._bounds(A, 150, True)
-    assert np.all(np.isinf(ub)) and margin == 0.0
+        ub, margin, bmin, bsum = nb._bounds(A, 150, True)
+    assert np.all(np.isinf(ub)) and margin == 0.0 and bmin.shape[0] == 0 and bsum.shape[0] == 0
 
 
 # ------------------------------------------------------------------------------ the float32 screen
@@ -394,7 +407,7 @@ def test_screen_error_bounds_the_float32_distances(kind, dtype):
     A = SCREEN_KINDS[kind](rng, n, 2).astype(dtype)
     with nb.slp_enabled():
         for m in range(2):
-            _, margin = nb._bounds(A[m], n, True)
+            margin = nb._bounds(A[m], n, True)[1]
             assert margin > 0
             err = nb.screen_error(n, margin)
             Dt = in_order_f32_distances(A[m])

@@ -547,7 +547,8 @@ def _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, l
 
 @njit(fastmath={"reassoc", "nsz", "contract"}, cache=True, boundscheck=False, nogil=True)
 def _bounds(A, n, prune):
-    """Upper bounds ``ub[q, p] ≥ max D_ij`` over the tile (row block q, panel p), and the margin.
+    """Upper bounds ``ub[q, p] ≥ max D_ij`` over the tile (row block q, panel p), the margin, and the
+    row blocks' entry-wise minima and largest row sums (``bmin`` (nb, n), ``bsum`` (nb,), for :func:`_refine`).
 
     D_ij = ½(s_i + s_j) − Σ_k min(A_ik, A_jk) for any reals (s = row sums), and min(A_ik, A_jk) ≥
     min(m_g[k], m_h[k]) with m_g the entry-wise minimum over the rows of group g (BG consecutive rows;
@@ -565,22 +566,22 @@ def _bounds(A, n, prune):
     npan = (n + CB - 1) // CB
     ub = np.full((nb, npan), np.inf)
     if not prune or n < PRUNE_MIN_N:
-        return ub, 0.0
+        return ub, 0.0, np.empty((0, n)), np.empty(0)
     ng = (n + BG - 1) // BG
-    gmin = np.full((ng, n), np.inf)
-    gsum = np.full(ng, -np.inf)
+    bmin = np.full((nb, n), np.inf)
+    bsum = np.full(nb, -np.inf)
     rs = np.zeros(n)
     ra = np.zeros(n)
     for i in range(n):
-        g = i // BG
+        q = i // RB
         s = 0.0
         a = 0.0
         for k in range(n):
             v = np.float64(A[i, k])
             s += v
             a += abs(v)
-            m = gmin[g, k]
-            gmin[g, k] = v if v < m else m
+            m = bmin[q, k]
+            bmin[q, k] = v if v < m else m
         rs[i] = s
         ra[i] = a
     finite = True
@@ -588,9 +589,19 @@ def _bounds(A, n, prune):
     for i in range(n):
         finite = finite and np.isfinite(ra[i]) and np.isfinite(rs[i])
         scale = max(scale, ra[i])
-        gsum[i // BG] = max(gsum[i // BG], rs[i])
+        bsum[i // RB] = max(bsum[i // RB], rs[i])
     if not finite:
-        return ub, 0.0
+        return ub, 0.0, np.empty((0, n)), np.empty(0)
+    per = BG // RB
+    gmin = np.full((ng, n), np.inf)  # a group's minima and row sums from its row blocks' (min is exact)
+    gsum = np.full(ng, -np.inf)
+    for q in range(nb):
+        g = q // per
+        gsum[g] = max(gsum[g], bsum[q])
+        for k in range(n):
+            v = bmin[q, k]
+            m = gmin[g, k]
+            gmin[g, k] = v if v < m else m
     ubg = np.full((ng, ng), np.inf)
     for g in range(ng):
         for h in range(g, ng):
@@ -600,11 +611,77 @@ def _bounds(A, n, prune):
                 b = gmin[h, k]
                 t += a if a < b else b
             ubg[g, h] = 0.5 * (gsum[g] + gsum[h]) - t
-    per = BG // RB
     for q in range(nb):
         for p in range((q * RB + 1) // CB, npan):
             ub[q, p] = ubg[q // per, p * CB // BG]
-    return ub, 1e-9 * max(1.0, scale)
+    return ub, 1e-9 * max(1.0, scale), bmin, bsum
+
+
+@njit(fastmath={"reassoc", "nsz", "contract"}, cache=True, boundscheck=False, nogil=True)
+def _refine(n, tol, ub, done, lb, margin, bmin, bsum):
+    """Tighten the bounds of the tiles the group bounds (and the seeded ``lb``) cannot skip, from the
+    minima of fewer rows: first per panel pair (8 rows × 8 columns, the float32 screen's tile), then
+    per tile (the 4 rows of block q × the 8 of panel p) where that is not enough.  The same identity and
+    error as :func:`_bounds` (only the margin-protected comparisons read them), n operations per bound;
+    on attention they leave a few per cent of the tiles the group bounds left, so the float32 screen
+    and the float64 pass have that much less to visit.  Where the minima are near zero (rows without
+    shared columns, such as Dirichlet rows) no bound of fewer rows prunes either: once 32 panel pairs
+    have been refined and under one in 8 of them pruned, the rest keep their group bounds."""
+    nb, npan = ub.shape
+    if bmin.shape[0] == 0:
+        return
+    thr = min(lb[0] - tol, lb[1]) - margin
+    pmin = np.full((npan, n), np.inf)  # panel p's 8 rows = row blocks 2p and 2p + 1
+    psum = np.full(npan, -np.inf)
+    for p in range(npan):
+        for q in range(2 * p, min(nb, 2 * p + 2)):
+            psum[p] = max(psum[p], bsum[q])
+            for k in range(n):
+                v = bmin[q, k]
+                m = pmin[p, k]
+                pmin[p, k] = v if v < m else m
+    tried = 0
+    cut = 0
+    for a in range(npan):
+        for p in range(a, npan):
+            need = False
+            for h in range(2):
+                q = 2 * a + h
+                if q < nb and p >= (q * RB + 1) // CB and not done[q, p] and not (ub[q, p] < thr):
+                    need = True
+            if not need:
+                continue
+            if tried >= 32 and cut * 8 < tried:
+                return
+            tried += 1
+            t = 0.0
+            for k in range(n):
+                x = pmin[a, k]
+                y = pmin[p, k]
+                t += x if x < y else y
+            u = 0.5 * (psum[a] + psum[p]) - t
+            for h in range(2):
+                q = 2 * a + h
+                if q < nb and u < ub[q, p]:
+                    ub[q, p] = u
+            if u < thr:
+                cut += 1
+                continue
+            left = False
+            for h in range(2):
+                q = 2 * a + h
+                if q < nb and p >= (q * RB + 1) // CB and not done[q, p]:
+                    t = 0.0
+                    for k in range(n):
+                        x = bmin[q, k]
+                        y = pmin[p, k]
+                        t += x if x < y else y
+                    u = 0.5 * (bsum[q] + psum[p]) - t
+                    if u < ub[q, p]:
+                        ub[q, p] = u
+                    left = left or not (u < thr)
+            if not left:
+                cut += 1
 
 
 @njit(**_JIT)
@@ -737,14 +814,31 @@ def _screen_on(n, margin):
 
 
 @njit(**_JIT)
+def _screened_panels(n, tol, ub, done, lb, margin):
+    """The panels the screen may read: those of a tile (q, p) not yet computed whose bound reaches the
+    skip threshold now (the threshold only rises while the screen runs, so no other tile is screened)."""
+    nb, npan = ub.shape
+    thr = min(lb[0] - tol, lb[1]) - margin
+    need = np.zeros(npan, dtype=np.bool_)
+    for q in range(nb):
+        for p in range((q * RB + 1) // CB, npan):
+            if not done[q, p] and not (ub[q, p] < thr):
+                need[q * RB // CB] = True
+                need[p] = True
+    return need
+
+
+@njit(**_JIT)
 def _screen(A, Pan, diag, n, tol, ub, done, lb, margin):
     """Tighten the tile bounds with the float32 screen (:func:`_screen_panel`) on the calling thread."""
     if not _screen_on(n, margin):
         return
     npan = Pan.shape[0]
     P32 = np.empty((npan, n, CB), dtype=np.float32)
+    need = _screened_panels(n, tol, ub, done, lb, margin)
     for p in range(npan):
-        _pack32(A, P32, p)
+        if need[p]:
+            _pack32(A, P32, p)
     err = screen_error(n, margin)
     out = np.empty((2 * RB, CB), dtype=np.float32)
     for a in range(npan):
@@ -758,8 +852,10 @@ def _screen_par(A, Pan, diag, n, tol, ub, done, lb, margin):
         return
     npan = Pan.shape[0]
     P32 = np.empty((npan, n, CB), dtype=np.float32)
+    need = _screened_panels(n, tol, ub, done, lb, margin)
     for p in prange(npan):
-        _pack32(A, P32, p)
+        if need[p]:
+            _pack32(A, P32, p)
     err = screen_error(n, margin)
     for t in prange((npan + 1) // 2):
         a = np.int64(t)
@@ -770,8 +866,9 @@ def _screen_par(A, Pan, diag, n, tol, ub, done, lb, margin):
 
 
 @njit(**_JIT)
-def _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd):
-    """κ, κ(½(I+A)), holds and the witness pair from the per-row maxima (n ≥ 2)."""
+def _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, margin):
+    """κ, κ(½(I+A)), holds and the witness pair from the per-row maxima (n ≥ 2).  The witness row is
+    recomputed on the tiles whose bound reaches κ − tol (the others hold no pair at that distance)."""
     kap = -np.inf
     pmax = -np.inf
     mmax = -np.inf
@@ -794,6 +891,8 @@ def _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd):
         r0 = i0 % CB
         r = wi - i0
         for p in range((i0 + 1) // CB, Pan.shape[0]):
+            if ub[i0 // RB, p] < thr - margin:  # as in _row_block: every D of the tile is below thr
+                continue
             _tile(Pa, r0, Pan[p], n, out)
             for c in range(max(0, wi + 1 - p * CB), min(CB, n - p * CB)):
                 j = p * CB + c
@@ -828,11 +927,12 @@ def _init_state(A, Pan, n, tol, prune):
     rowmax = np.full(n, -np.inf)
     rowpen = np.full(n, -np.inf)
     rowmsd = np.full(n, -np.inf)
-    ub, margin = _bounds(A, n, prune)
+    ub, margin, bmin, bsum = _bounds(A, n, prune)
     done = np.zeros(ub.shape, dtype=np.bool_)
     lb = np.full(2, -np.inf)
     if prune:
         _seed(A, Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, done, lb)
+        _refine(n, tol, ub, done, lb, margin, bmin, bsum)
     return diag, rowmax, rowpen, rowmsd, ub, margin, done, lb
 
 
@@ -848,7 +948,7 @@ def _summary_serial(A, tol, prune):
     scratch = np.zeros(ub.shape, dtype=np.bool_)  # the skipped tiles (not needed here)
     for q in range((n + RB - 1) // RB):
         _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin, scratch)
-    return _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd)
+    return _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, margin)
 
 
 # Serial and parallel drivers are separate functions on purpose: numba's on-disk cache is keyed by
@@ -900,7 +1000,7 @@ def summary_one(A, tol, prune):
         _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin, scratch)
         if nb - 1 - q != q:
             _row_block(A, Pan, diag, n, nb - 1 - q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin, scratch)
-    return _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd)
+    return _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, margin)
 
 
 @njit(**_JIT)
@@ -1007,7 +1107,7 @@ def _margin_pass(A, Pan, diag, n, kap, tol, rowmax, ub, margin, skipped):
     Exact and cheap: ``rowmax[i]`` is the largest D_ij (j > i) over the tiles the summary computed.  A
     row with ``rowmax[i] < kap − tol`` holds no attaining pair, and contributes rowmax[i] to g as far as
     computed tiles go.  Rows that reach ``kap − tol`` (those holding attaining pairs: usually one or two)
-    are recomputed whole.  Finally the tiles the summary skipped (``skipped``) are visited in order of
+    are recomputed, every tile of the row whose bound reaches the running g.  Finally the tiles the summary skipped (``skipped``) are visited in order of
     decreasing bound until ``ub < g − margin`` (D ≤ ub + margin): none after can hold a pair above g."""
     thr = kap - tol
     st = np.array([-np.inf, -np.inf, -1.0, -1.0, np.nan, np.nan])
@@ -1027,6 +1127,9 @@ def _margin_pass(A, Pan, diag, n, kap, tol, rowmax, ub, margin, skipped):
         for i in range(q * RB, min(n - 1, q * RB + RB)):
             if rowmax[i] >= thr:  # one row at a time keeps the visiting order lexicographic-safe
                 for p in range((q * RB + 1) // CB, npan):
+                    # a tile whose every D is below g (and so below thr) changes neither g nor the pair
+                    if ub[q, p] < st[0] - margin:
+                        continue
                     _margin_tile(A, Pan, diag, n, q, p, i, i + 1, thr, out, st)
     cnt = 0
     for q in range(nb):
@@ -1067,7 +1170,7 @@ def _summary_margins_serial(A, tol, prune):
     out = np.empty((RB, CB))
     for q in range((n + RB - 1) // RB):
         _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin, skipped)
-    kap, kf, holds, wi, wj = _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd)
+    kap, kf, holds, wi, wj = _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, margin)
     g, x, y = _margin_pass(A, Pan, diag, n, kap, tol, rowmax, ub, margin, skipped)
     return kap, kf, holds, wi, wj, g, x, y
 
@@ -1103,6 +1206,6 @@ def summary_margins_one(A, tol, prune):
         _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin, skipped)
         if nb - 1 - q != q:
             _row_block(A, Pan, diag, n, nb - 1 - q, tol, rowmax, rowpen, rowmsd, out, ub, done, lb, margin, skipped)
-    kap, kf, holds, wi, wj = _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd)
+    kap, kf, holds, wi, wj = _finish(Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, margin)
     g, x, y = _margin_pass(A, Pan, diag, n, kap, tol, rowmax, ub, margin, skipped)
     return kap, kf, holds, wi, wj, g, x, y
