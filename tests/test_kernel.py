@@ -248,8 +248,10 @@ def test_generated_tile_is_up_to_date():
     import inspect
 
     src = inspect.getsource(nb)
-    block = src.split(f"# --- BEGIN GENERATED: tile_source({nb.RB}, {nb.CB}) ---\n")[1].split("# --- END GENERATED ---")[0]
-    assert block == nb.tile_source(nb.RB, nb.CB)
+    for tag, code in ((f"tile_source({nb.RB}, {nb.CB})", nb.tile_source(nb.RB, nb.CB)),
+                      ("tile32_source(8, 8)", nb.tile32_source(8, 8))):
+        block = src.split(f"# --- BEGIN GENERATED: {tag} ---\n")[1].split("# --- END GENERATED ---")[0]
+        assert block == code, tag
 
 
 def test_threading_layer_is_the_one_chosen():
@@ -314,18 +316,27 @@ def test_tile_bounds_are_upper_bounds_and_prune_sink_heavy_matrices(kind):
     skipped = []
     for m in range(2):
         D = 0.5 * squareform(pdist(A[m], "cityblock"))
+        kap = D[np.triu_indices(n, 1)].max()
         with nb.slp_enabled():
             ub, margin, bmin, bsum = nb._bounds(A[m], n, True)
             assert np.all(np.isinf(nb._bounds(A[m], n, False)[0]))
-            # the finer bounds of every tile (no lower bound yet, so _refine visits them all)
+            # the finer bounds of the tiles that might reach κ (lower bounds as good as the seeds can give)
             fine = ub.copy()
-            nb._refine(n, 0.0, fine, np.zeros(ub.shape, dtype=np.bool_), np.full(2, -np.inf), margin, bmin, bsum)
+            nb._refine(n, 0.0, fine, np.zeros(ub.shape, dtype=np.bool_), np.full(2, kap), margin, bmin, bsum)
+            packed, packed_par, Pan = nb._pack_rows(A[m]), nb._pack_rows_par(A[m]), nb._pack(A[m])
         assert 0 < margin < 1e-6
+        # one packing pass gives the panels and the row statistics, serial and threaded alike (the sums
+        # may be re-associated, so equal up to rounding; panels and minima exactly)
+        assert np.array_equal(packed[0], Pan)
+        assert np.array_equal(packed[0], packed_par[0]) and np.array_equal(packed[3], packed_par[3])
+        assert np.allclose(packed[1], packed_par[1], rtol=0, atol=1e-12)
+        assert np.allclose(packed[2], packed_par[2], rtol=0, atol=1e-12)
+        assert np.allclose(packed[1], A[m].sum(1), rtol=0, atol=1e-12)
+        assert np.allclose(packed[2], np.abs(A[m]).sum(1), rtol=0, atol=1e-12)
         # the row blocks' minima and largest row sums, against numpy
         blocks = [A[m][q * nb.RB:(q + 1) * nb.RB] for q in range(ub.shape[0])]
         assert np.array_equal(bmin, np.stack([b.min(0) for b in blocks]))
         assert np.allclose(bsum, [b.sum(1).max() for b in blocks], rtol=0, atol=1e-12)
-        kap = D[np.triu_indices(n, 1)].max()
         n_skip = n_fine = tighter = 0
         for q in range(ub.shape[0]):
             for p in range((q * nb.RB + 1) // nb.CB, ub.shape[1]):
@@ -429,8 +440,7 @@ def test_screen_error_bounds_the_float32_distances(kind, dtype):
 
 def _screened_state(A, tol):
     n = A.shape[0]
-    Pan = nb._pack(A)
-    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = nb._init_state(A, Pan, n, tol, True)
+    Pan, diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = nb._init_state(A, nb._pack_rows(A), n, tol, True)
     nb._screen(A, Pan, diag, n, tol, ub, done, lb, margin)
     return ub, margin, done, lb
 

@@ -78,6 +78,9 @@ RB = 4
 CB = 8
 #: rows (and columns) of the groups over which the pruning bounds are computed (a multiple of RB and CB)
 BG = 16
+# a panel (CB rows) is two row blocks: the panels serve as the tiles' rows and columns (_pack), and the
+# row statistics and refined bounds are kept per block and per panel on that footing
+assert CB == 2 * RB and BG % CB == 0
 #: smallest n at which the tile bounds are computed (below, their cost is not repaid)
 PRUNE_MIN_N = 128
 #: the float32 screen runs only while every absolute row sum is at most this (so no float32 sum can overflow)
@@ -97,49 +100,39 @@ def slp_enabled():
         numba.config.SLP_VECTORIZE = old
 
 
-def tile_source(rb: int = RB, cb: int = CB) -> str:
-    """Source of :func:`_tile` for an ``rb × cb`` tile (scalar accumulators, fully unrolled)."""
+def _tile_code(name: str, args: str, rb: int, cb: int, row: str, zero: str, what: str) -> str:
+    """Source of an ``rb × cb`` register tile: scalar accumulators, fully unrolled, k in order."""
     lines = [
         "@njit(**_JIT)",
-        "def _tile(Pa, r0, P, n, out):",
-        f'    """out[r, c] = Σ_k |Pa[k, r0 + r] − P[k, c]| (k in order), r < {rb}, c < {cb}. Generated."""',
+        f"def {name}({args}):",
+        f'    """{what}, r < {rb}, c < {cb}. Generated."""',
     ]
     for r in range(rb):
-        lines.append("    " + " = ".join(f"s{r}_{c}" for c in range(cb)) + " = 0.0")
+        lines.append("    " + " = ".join(f"s{r}_{c}" for c in range(cb)) + f" = {zero}")
     lines.append("    for k in range(n):")
     for c in range(cb):
         lines.append(f"        p{c} = P[k, {c}]")
     for r in range(rb):
-        lines.append(f"        a = Pa[k, r0 + {r}]")
+        lines.append(f"        a = Pa[k, {row.format(r=r)}]")
         for c in range(cb):
             lines.append(f"        s{r}_{c} += abs(a - p{c})")
     for r in range(rb):
         for c in range(cb):
             lines.append(f"    out[{r}, {c}] = s{r}_{c}")
     return "\n".join(lines) + "\n"
+
+
+def tile_source(rb: int = RB, cb: int = CB) -> str:
+    """Source of :func:`_tile` for an ``rb × cb`` tile (float64 sums)."""
+    return _tile_code("_tile", "Pa, r0, P, n, out", rb, cb, "r0 + {r}", "0.0",
+                      "out[r, c] = Σ_k |Pa[k, r0 + r] − P[k, c]| (k in order)")
 
 
 def tile32_source(rb: int = 8, cb: int = 8) -> str:
-    """Source of :func:`_tile32`: the float32 screen's ``rb × cb`` tile (float32 sums, fully unrolled;
-    twice the pairs of :func:`_tile` in the same registers)."""
-    lines = [
-        "@njit(**_JIT)",
-        "def _tile32(Pa, P, n, out):",
-        f'    """out[r, c] = Σ_k |Pa[k, r] − P[k, c]| in float32 (k in order), r < {rb}, c < {cb}. Generated."""',
-    ]
-    for r in range(rb):
-        lines.append("    " + " = ".join(f"s{r}_{c}" for c in range(cb)) + " = np.float32(0.0)")
-    lines.append("    for k in range(n):")
-    for c in range(cb):
-        lines.append(f"        p{c} = P[k, {c}]")
-    for r in range(rb):
-        lines.append(f"        a = Pa[k, {r}]")
-        for c in range(cb):
-            lines.append(f"        s{r}_{c} += abs(a - p{c})")
-    for r in range(rb):
-        for c in range(cb):
-            lines.append(f"    out[{r}, {c}] = s{r}_{c}")
-    return "\n".join(lines) + "\n"
+    """Source of :func:`_tile32`: the float32 screen's ``rb × cb`` tile (float32 sums; twice the pairs of
+    :func:`_tile` in the same registers)."""
+    return _tile_code("_tile32", "Pa, P, n, out", rb, cb, "{r}", "np.float32(0.0)",
+                      "out[r, c] = Σ_k |Pa[k, r] − P[k, c]| in float32 (k in order)")
 
 
 # --- BEGIN GENERATED: tile_source(4, 8) ---
@@ -401,16 +394,23 @@ def _pack(A):
     npan = (n + CB - 1) // CB
     Pan = np.empty((npan, n, CB))
     for p in range(npan):
-        j0 = p * CB
-        if j0 + CB <= n:
-            for k in range(n):
-                for c in range(CB):
-                    Pan[p, k, c] = A[j0 + c, k]
-        else:
-            for k in range(n):
-                for c in range(CB):
-                    Pan[p, k, c] = A[j0 + c, k] if j0 + c < n else 0.0
+        _pack_panel(A, Pan, p)
     return Pan
+
+
+@njit(**_JIT)
+def _pack_panel(A, Pan, p):
+    """Panel ``p`` of :func:`_pack`."""
+    n = A.shape[0]
+    j0 = p * CB
+    if j0 + CB <= n:
+        for k in range(n):
+            for c in range(CB):
+                Pan[p, k, c] = A[j0 + c, k]
+    else:
+        for k in range(n):
+            for c in range(CB):
+                Pan[p, k, c] = A[j0 + c, k] if j0 + c < n else 0.0
 
 
 @njit(**_JIT)
@@ -546,9 +546,76 @@ def _row_block(A, Pan, diag, n, q, tol, rowmax, rowpen, rowmsd, out, ub, done, l
 
 
 @njit(fastmath={"reassoc", "nsz", "contract"}, cache=True, boundscheck=False, nogil=True)
+def _panel_stats(A, p, n, rs, ra, bmin):
+    """The rows of panel ``p`` (read again right after :func:`_pack_panel` read them, from cache): their
+    sums ``rs``, absolute sums ``ra`` and the entry-wise minima ``bmin`` of its row blocks.  The sums may
+    be re-associated: only the margin-protected bounds read them (:func:`_bounds_from`)."""
+    for i in range(p * CB, min(p * CB + CB, n)):
+        q = i // RB
+        s = 0.0
+        a = 0.0
+        if i % RB == 0:
+            for k in range(n):
+                v = np.float64(A[i, k])
+                s += v
+                a += abs(v)
+                bmin[q, k] = v
+        else:
+            for k in range(n):
+                v = np.float64(A[i, k])
+                s += v
+                a += abs(v)
+                m = bmin[q, k]
+                bmin[q, k] = v if v < m else m
+        rs[i] = s
+        ra[i] = a
+
+
+@njit(**_JIT)
+def _pack_rows(A):
+    """:func:`_pack` and, from each panel while it is in cache, the row statistics the bounds need
+    (:func:`_panel_stats`): ``(Pan, rs, ra, bmin)``, A read once."""
+    n = A.shape[0]
+    npan = (n + CB - 1) // CB
+    nb = (n + RB - 1) // RB
+    Pan = np.empty((npan, n, CB))
+    rs = np.empty(n)
+    ra = np.empty(n)
+    bmin = np.empty((nb, n))
+    for p in range(npan):
+        _pack_panel(A, Pan, p)
+        _panel_stats(A, p, n, rs, ra, bmin)
+    return Pan, rs, ra, bmin
+
+
+@njit(parallel=True, **_JIT)
+def _pack_rows_par(A):
+    """The same with the threads sharing the panels."""
+    n = A.shape[0]
+    npan = (n + CB - 1) // CB
+    nb = (n + RB - 1) // RB
+    Pan = np.empty((npan, n, CB))
+    rs = np.empty(n)
+    ra = np.empty(n)
+    bmin = np.empty((nb, n))
+    for p in prange(npan):
+        _pack_panel(A, Pan, p)
+        _panel_stats(A, p, n, rs, ra, bmin)
+    return Pan, rs, ra, bmin
+
+
+@njit(**_JIT)
 def _bounds(A, n, prune):
+    """:func:`_bounds_from` the statistics of ``A`` (a packing pass; the drivers have them from theirs)."""
+    _, rs, ra, bmin = _pack_rows(A)
+    return _bounds_from(n, prune, rs, ra, bmin)
+
+
+@njit(fastmath={"reassoc", "nsz", "contract"}, cache=True, boundscheck=False, nogil=True)
+def _bounds_from(n, prune, rs, ra, bmin):
     """Upper bounds ``ub[q, p] ≥ max D_ij`` over the tile (row block q, panel p), the margin, and the
-    row blocks' entry-wise minima and largest row sums (``bmin`` (nb, n), ``bsum`` (nb,), for :func:`_refine`).
+    row blocks' entry-wise minima and largest row sums (``bmin`` (nb, n), ``bsum`` (nb,), for :func:`_refine`),
+    from the row sums ``rs``, absolute row sums ``ra`` and block minima ``bmin`` of :func:`_pack_rows`.
 
     D_ij = ½(s_i + s_j) − Σ_k min(A_ik, A_jk) for any reals (s = row sums), and min(A_ik, A_jk) ≥
     min(m_g[k], m_h[k]) with m_g the entry-wise minimum over the rows of group g (BG consecutive rows;
@@ -568,22 +635,7 @@ def _bounds(A, n, prune):
     if not prune or n < PRUNE_MIN_N:
         return ub, 0.0, np.empty((0, n)), np.empty(0)
     ng = (n + BG - 1) // BG
-    bmin = np.full((nb, n), np.inf)
     bsum = np.full(nb, -np.inf)
-    rs = np.zeros(n)
-    ra = np.zeros(n)
-    for i in range(n):
-        q = i // RB
-        s = 0.0
-        a = 0.0
-        for k in range(n):
-            v = np.float64(A[i, k])
-            s += v
-            a += abs(v)
-            m = bmin[q, k]
-            bmin[q, k] = v if v < m else m
-        rs[i] = s
-        ra[i] = a
     finite = True
     scale = 0.0
     for i in range(n):
@@ -920,20 +972,22 @@ def _diag(Pan, n):
 
 
 @njit(**_JIT)
-def _init_state(A, Pan, n, tol, prune):
-    """Per-matrix state of a driver: the diagonal, the running row maxima (distance, κ(B) penalty,
-    self-dominant distance), the tile bounds and, when pruning, the tiles already seeded."""
+def _init_state(A, packed, n, tol, prune):
+    """Per-matrix state of a driver, from ``packed`` = :func:`_pack_rows` (A): the panels, the diagonal,
+    the running row maxima (distance, κ(B) penalty, self-dominant distance), the tile bounds and, when
+    pruning, the tiles already seeded."""
+    Pan, rs, ra, bmin = packed
     diag = _diag(Pan, n)
     rowmax = np.full(n, -np.inf)
     rowpen = np.full(n, -np.inf)
     rowmsd = np.full(n, -np.inf)
-    ub, margin, bmin, bsum = _bounds(A, n, prune)
+    ub, margin, bmin, bsum = _bounds_from(n, prune, rs, ra, bmin)
     done = np.zeros(ub.shape, dtype=np.bool_)
     lb = np.full(2, -np.inf)
     if prune:
         _seed(A, Pan, diag, n, tol, rowmax, rowpen, rowmsd, ub, done, lb)
         _refine(n, tol, ub, done, lb, margin, bmin, bsum)
-    return diag, rowmax, rowpen, rowmsd, ub, margin, done, lb
+    return Pan, diag, rowmax, rowpen, rowmsd, ub, margin, done, lb
 
 
 @njit(**_JIT)
@@ -941,8 +995,7 @@ def _summary_serial(A, tol, prune):
     n = A.shape[0]
     if n < 2:
         return 0.0, 0.0, False, -1, -1
-    Pan = _pack(A)
-    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, Pan, n, tol, prune)
+    Pan, diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, _pack_rows(A), n, tol, prune)
     _screen(A, Pan, diag, n, tol, ub, done, lb, margin)
     out = np.empty((RB, CB))
     scratch = np.zeros(ub.shape, dtype=np.bool_)  # the skipped tiles (not needed here)
@@ -970,27 +1023,13 @@ def summary_batch_serial(T, tol, prune, kap, kf, holds, wit):
 
 
 @njit(parallel=True, **_JIT)
-def _pack_par(A):
-    n = A.shape[0]
-    npan = (n + CB - 1) // CB
-    Pan = np.empty((npan, n, CB))
-    for p in prange(npan):
-        j0 = p * CB
-        for k in range(n):
-            for c in range(CB):
-                Pan[p, k, c] = A[j0 + c, k] if j0 + c < n else 0.0
-    return Pan
-
-
-@njit(parallel=True, **_JIT)
 def summary_one(A, tol, prune):
     """Same as one matrix of :func:`summary_batch`, with the threads sharing the matrix's row blocks
     (block q is paired with block nb−1−q so every work item has about the same number of pairs)."""
     n = A.shape[0]
     if n < 2:
         return 0.0, 0.0, False, -1, -1
-    Pan = _pack_par(A)
-    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, Pan, n, tol, prune)
+    Pan, diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, _pack_rows_par(A), n, tol, prune)
     _screen_par(A, Pan, diag, n, tol, ub, done, lb, margin)
     nb = (n + RB - 1) // RB
     scratch = np.zeros(ub.shape, dtype=np.bool_)  # the skipped tiles (not needed here)
@@ -1131,10 +1170,12 @@ def _margin_pass(A, Pan, diag, n, kap, tol, rowmax, ub, margin, skipped):
                     if ub[q, p] < st[0] - margin:
                         continue
                     _margin_tile(A, Pan, diag, n, q, p, i, i + 1, thr, out, st)
+    # only the skipped tiles that may hold a pair above g now are sorted: g only grows, so the others
+    # would come after the stop below; the order of those kept is theirs in the full sort (stable)
     cnt = 0
     for q in range(nb):
         for p in range((q * RB + 1) // CB, npan):
-            if skipped[q, p]:
+            if skipped[q, p] and not (ub[q, p] < st[0] - margin):
                 cnt += 1
     if cnt:
         keys = np.empty(cnt)
@@ -1143,7 +1184,7 @@ def _margin_pass(A, Pan, diag, n, kap, tol, rowmax, ub, margin, skipped):
         t = 0
         for q in range(nb):
             for p in range((q * RB + 1) // CB, npan):
-                if skipped[q, p]:
+                if skipped[q, p] and not (ub[q, p] < st[0] - margin):
                     keys[t] = -ub[q, p]
                     qs[t] = q
                     ps[t] = p
@@ -1163,8 +1204,7 @@ def _summary_margins_serial(A, tol, prune):
     n = A.shape[0]
     if n < 2:
         return 0.0, 0.0, False, -1, -1, -np.inf, np.nan, np.nan
-    Pan = _pack(A)
-    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, Pan, n, tol, prune)
+    Pan, diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, _pack_rows(A), n, tol, prune)
     _screen(A, Pan, diag, n, tol, ub, done, lb, margin)
     skipped = np.zeros(ub.shape, dtype=np.bool_)
     out = np.empty((RB, CB))
@@ -1195,8 +1235,7 @@ def summary_margins_one(A, tol, prune):
     n = A.shape[0]
     if n < 2:
         return 0.0, 0.0, False, -1, -1, -np.inf, np.nan, np.nan
-    Pan = _pack_par(A)
-    diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, Pan, n, tol, prune)
+    Pan, diag, rowmax, rowpen, rowmsd, ub, margin, done, lb = _init_state(A, _pack_rows_par(A), n, tol, prune)
     _screen_par(A, Pan, diag, n, tol, ub, done, lb, margin)
     skipped = np.zeros(ub.shape, dtype=np.bool_)
     nb = (n + RB - 1) // RB

@@ -109,14 +109,30 @@ def check_stochastic(A: Any, atol: float = DEFAULT_ATOL, *, convert: bool = True
 _SUM_CHUNK = 1 << 22
 
 
-def _first(X, pred):
-    """Index (a tuple over all axes) of the first entry, in C order, where ``pred`` holds; None if none.
-    Evaluated a block of matrices at a time."""
+def _blocks(X):
+    """``(start, block)`` over ``X.reshape((-1, n, n))``, :data:`_SUM_CHUNK` entries of matrices at a
+    time (one matrix at least): the one way the checks below walk a batch, so that the two passes of
+    :func:`_accepts` and the checks that name a problem read the same rows in the same blocks (the order
+    in which a row is added depends on the block's layout)."""
     shape = tuple(X.shape)
     flat = X.reshape((-1,) + shape[-2:])
     step = max(1, _SUM_CHUNK // max(1, shape[-1] * shape[-2]))
     for i in range(0, flat.shape[0], step):
-        m = pred(flat[i:i + step])
+        yield i, flat[i:i + step]
+
+
+def _sum64(blk):
+    """Row sums of a block accumulated in float64 (torch's ``sum(dtype=float64)`` of a float32 tensor
+    converts the block first: a float64 copy of one block, not of the batch)."""
+    return blk.sum(-1, dtype=torch.float64) if is_torch(blk) else blk.sum(-1, dtype=np.float64)
+
+
+def _first(X, pred):
+    """Index (a tuple over all axes) of the first entry, in C order, where ``pred`` holds; None if none.
+    Evaluated a block of matrices at a time."""
+    shape = tuple(X.shape)
+    for i, blk in _blocks(X):
+        m = pred(blk)
         if bool(m.any()):
             hit = np.argwhere(m.cpu().numpy() if is_torch(m) else m)[0]
             lead = np.unravel_index(i + int(hit[0]), shape[:-2]) if len(shape) > 2 else ()
@@ -133,26 +149,23 @@ def _accepts(X, atol: float) -> bool:
     entry is there for finite negative entries in a row that still sums to 1.  A float32 block whose float32
     row sums settle the question (:func:`_float32_settles`) skips the float64 sums.  False means some check
     fails, and the three checks find and name it."""
-    shape = tuple(X.shape)
     torch_in = is_torch(X)
-    flat = X.reshape((-1,) + shape[-2:])  # (the same blocks as _row_sums64's, so the same float64 sums)
-    step = max(1, _SUM_CHUNK // max(1, shape[-1] * shape[-2]))
-    for i in range(0, flat.shape[0], step):
-        blk = flat[i:i + step]
+    for _, blk in _blocks(X):  # (the blocks of _row_sums64, so the same float64 sums)
         low = float(blk.amin()) if torch_in else float(blk.min())
         if not low >= -atol:  # a negative entry, NaN or −inf
             return False
         if low >= 0.0 and _float32_settles(blk, atol):
             continue
-        sums = blk.sum(-1, dtype=torch.float64) if torch_in else blk.sum(-1, dtype=np.float64)
+        sums = _sum64(blk)
         if not bool(((sums - 1).abs() <= atol).all() if torch_in else (np.abs(sums - 1) <= atol).all()):
             return False
     return True
 
 
 def _float32_settles(blk, atol: float) -> bool:
-    """True when float32 row sums prove that every row of ``blk`` (float32, ``(m, n, n)``) sums to within ``atol`` of 1 in float64 too, so the float64 row sums (a sum with a
-    float64 accumulator reads every entry some ten times slower than a float32 one) need not be taken; False
+    """True when float32 row sums prove that every row of ``blk`` (float32, ``(m, n, n)``) sums to within
+    ``atol`` of 1 in float64 too, so the float64 row sums (a sum with a float64 accumulator reads every
+    entry some ten times slower than a float32 one) need not be taken; False
     when they cannot (any other dtype, a NaN or infinite sum, a sum too close to 1 ± ``atol``), and the
     float64 sums decide.  **Precondition:** every entry is ≥ 0 (the caller, :func:`_accepts`, has read the
     smallest entry; the bound below needs it, and this function does not check it again).
@@ -185,20 +198,11 @@ def _float32_settles(blk, atol: float) -> bool:
 
 
 def _row_sums64(X):
-    """Row sums accumulated in float64, shape ``X.shape[:-1]``, a block of matrices of
-    ``X.reshape((-1, n, n))`` at a time (:data:`_SUM_CHUNK` entries): torch's ``sum(dtype=float64)`` of a
-    float32 tensor converts the whole tensor first (a float64 copy of the batch), and :func:`_accepts`
-    sums the same blocks, so both see the same sums whatever the layout of ``X`` (the order in which a row
-    is added depends on its strides)."""
-    torch_in = is_torch(X)
+    """Row sums accumulated in float64, shape ``X.shape[:-1]``, a block at a time (:func:`_blocks`,
+    :func:`_sum64`): the sums :func:`_accepts` took, whatever the layout of ``X``."""
+    parts = [_sum64(blk) for _, blk in _blocks(X)]
     lead = tuple(X.shape[:-1])
-    flat = X.reshape((-1,) + tuple(X.shape[-2:]))
-    step = max(1, _SUM_CHUNK // max(1, X.shape[-1] * X.shape[-2]))
-    if torch_in:
-        parts = [flat[i:i + step].sum(-1, dtype=torch.float64) for i in range(0, flat.shape[0], step)]
-        return torch.cat(parts).reshape(lead)
-    parts = [flat[i:i + step].sum(-1, dtype=np.float64) for i in range(0, flat.shape[0], step)]
-    return np.concatenate(parts).reshape(lead)
+    return torch.cat(parts).reshape(lead) if is_torch(X) else np.concatenate(parts).reshape(lead)
 
 
 def _raise(msg: str):
