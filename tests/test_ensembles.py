@@ -297,6 +297,7 @@ def test_run_grid_caches_cells(tmp_path):
     assert b["cached"].all()
     keep = [c for c in a.columns if c not in ("cached",)]
     pd.testing.assert_frame_equal(a[keep], b[keep])
+    assert list(a.columns) == list(b.columns)  # a table lists its columns alike, computed or read back
     # a changed parameter is a different cell; a corrupt file is recomputed
     assert not E.run_grid([("dirichlet(1)", 5, 301)], seed=1, cache=tmp_path)["cached"].any()
     E._cell_path(tmp_path, E.cell_params("dirichlet(1)", 5, 300, 1, True)).write_text("{not json")

@@ -235,6 +235,10 @@ def test_the_key_holds_the_content_of_the_selected_items(tmp_path):
     assert k["content_sha256"] == _content_sha256(files)
     assert {x: k[x] for x in ("kind", "source", "seed", "ids")} == a.identity()
     assert a.head(2).key()["content_sha256"] == a.content_sha256(0, 2) != k["content_sha256"]
+    # a range (a sweep's shard): its ids, the range, and the content of its items only
+    r = a.key(1, 3)
+    assert r == {**a.identity(), "ids": a.ids[1:3], "shard": [1, 3], "content_sha256": _content_sha256(files[1:3])}
+    assert a.key(0, len(a)) == {**k, "shard": [0, len(a)]}
     unselected = next(f for f in d.iterdir() if f.is_file() and f.suffix == ".png" and f.name not in a.ids)
     Image.fromarray(np.zeros((5, 5, 3), np.uint8)).save(unselected)  # outside the selection: same key
     assert load_images(d, 4, seed=3).key() == k

@@ -139,11 +139,20 @@ class InputSet:
         """The selection's identity without its content digest: kind, source, seed and ids."""
         return {"kind": self.kind, "source": self.source, "seed": self.seed, "ids": list(self.ids)}
 
-    def key(self) -> dict:
+    def key(self, start: Optional[int] = None, stop: Optional[int] = None) -> dict:
         """What identifies the selection, for cache keys: :meth:`identity` and, where the items have
-        content digests, ``content_sha256`` (a photo replaced under the same file name is a new input)."""
+        content digests, ``content_sha256`` (a photo replaced under the same file name is a new input).
+        With a range (``start`` or ``stop`` given: a sweep's shard), what identifies items ``start:stop``
+        of it: the identity with the range's ids, ``shard`` = ``[start, stop]`` and the content digest of
+        those items only (a shard reads only its own files)."""
         k = self.identity()
-        c = self.content_sha256()
+        if start is None and stop is None:
+            c = self.content_sha256()
+        else:
+            start = 0 if start is None else start
+            stop = len(self) if stop is None else stop
+            k["ids"], k["shard"] = list(self.ids[start:stop]), [start, stop]
+            c = self.content_sha256(start, stop)
         if c is not None:
             k["content_sha256"] = c
         return k

@@ -244,15 +244,8 @@ class Shard:
         return Shard(self.base, self.start, min(self.stop, self.start + n))
 
     def key(self) -> dict:
-        """The base selection's identity, this shard's ids and range, and the content digest of this
-        shard's items only (not the whole base selection's: a sweep's shard reads only its own files)."""
-        base = self.base
-        k = {**(base.identity() if hasattr(base, "identity") else base.key()), "ids": list(self.ids),
-             "shard": [self.start, self.stop]}
-        c = base.content_sha256(self.start, self.stop) if hasattr(base, "content_sha256") else None
-        if c is not None:
-            k["content_sha256"] = c
-        return k
+        """The base selection's key for this shard's range (:meth:`~dobrushin.data.inputs.InputSet.key`)."""
+        return self.base.key(self.start, self.stop)
 
     def describe(self) -> str:
         return f"inputs {self.start}-{self.stop - 1} of {self.base.describe()}"

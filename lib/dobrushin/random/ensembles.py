@@ -430,7 +430,9 @@ def load_cell(cache: Path, params: Mapping[str, Any]) -> dict | None:
     counts = rec.get("counts")
     if not isinstance(counts, dict) or set(counts) != set(_COUNT_FIELDS):
         return None
-    return rec
+    # in the order of a fresh cell's counts (the file keeps its keys sorted), so that a table is written
+    # with the same columns in the same order whether its cells were computed or read back
+    return {**rec, "counts": {k: counts[k] for k in _COUNT_FIELDS}}
 
 
 def run_cell(ensemble, n: int, trials: int, seed: int, *, check: bool, cache: "Path | None",
