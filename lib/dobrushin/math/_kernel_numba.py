@@ -82,7 +82,7 @@ BG = 16
 # row statistics and refined bounds are kept per block and per panel on that footing
 assert CB == 2 * RB and BG % CB == 0
 #: smallest n at which the tile bounds are computed (below, their cost is not repaid)
-PRUNE_MIN_N = 128
+PRUNE_MIN_N = 48
 #: the float32 screen runs only while every absolute row sum is at most this (so no float32 sum can overflow)
 SCREEN_MAX_SCALE = 1e30
 
