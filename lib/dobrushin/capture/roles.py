@@ -27,13 +27,14 @@ import numpy as np
 import torch
 
 ROLES = ("cls", "register", "distillation", "sep", "pad", "content")
+_ROLE_SET = frozenset(ROLES)
 
 
 def keep_indices(roles: Sequence[str], variant: str) -> np.ndarray:
     """Token indices kept by a variant: ``content`` keeps content tokens only; ``with_special``
     keeps every token except padding."""
     r = np.asarray(roles)
-    unknown = set(r.tolist()) - set(ROLES)
+    unknown = set(roles) - _ROLE_SET
     if unknown:
         raise ValueError(f"unknown token role(s) {sorted(unknown)}; expected {ROLES}")
     if variant == "content":
@@ -85,16 +86,17 @@ def text_roles(input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor],
     sep_ids = _config_ids(config, "sep_token_id", "eos_token_id")
     warned = False
     out: List[List[str]] = []
+    reals, rows = (mask != 0).tolist(), ids.tolist()  # Python lists once (indexing a tensor per token is slow)
+    stms = None if stm is None else stm.tolist()
     for b in range(ids.shape[0]):
-        real = (mask[b] != 0).tolist()
-        row = ids[b].tolist()
+        real, row = reals[b], rows[b]
         roles = ["pad" if not r else "content" for r in real]
         pos = [t for t, r in enumerate(real) if r]
         if not pos:
             raise ValueError(f"input {b} has no real token (attention_mask is all zero)")
         if stm is not None:
             for t in pos:
-                if int(stm[b, t]):
+                if int(stms[b][t]):
                     roles[t] = "cls" if t == pos[0] else "sep"
         elif cls_ids or sep_ids:
             for t in pos:

@@ -448,16 +448,23 @@ def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float, scr
                 yield (b, v) + out[(b, v)]
 
 
-def _head_frame(res_layers, *, model, weights, iid, v, nk, H) -> pd.DataFrame:
-    """``res_layers``: per layer the ``(kappa, slack, holds)`` of the H heads."""
-    L = len(res_layers)
-    return pd.DataFrame({
-        "model": model, "weights": weights, "input_id": str(iid),
-        "layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L), "variant": v,
-        "n_tokens": int(nk), "kappa": np.concatenate([r[0] for r in res_layers]),
-        "slack": np.concatenate([r[1] for r in res_layers]),
-        "holds": np.concatenate([r[2] for r in res_layers]),
-    })
+def _head_table(entries, *, model, weights, H) -> pd.DataFrame:
+    """The per-head table (:data:`~dobrushin.store.results.HEAD_COLUMNS`) of ``entries``, each ``(input_id,
+    variant, n_kept, res_layers)`` with ``res_layers`` per layer the ``(kappa, slack, holds)`` of the H heads,
+    rows in the order of the entries, then of the layers, then of the heads: one frame built from the
+    concatenated columns (a frame per input cost more than the numbers at 128 tokens)."""
+    if not entries:
+        return frame([], HEAD_COLUMNS)
+    Ls = [len(rl) for _, _, _, rl in entries]
+    rep = lambda vals: np.repeat(np.asarray(vals, dtype=object), [L * H for L in Ls])  # noqa: E731
+    col = lambda j: np.concatenate([r[j] for _, _, _, rl in entries for r in rl])  # noqa: E731
+    return frame(pd.DataFrame({
+        "model": model, "weights": weights, "input_id": rep([str(e[0]) for e in entries]),
+        "layer": np.concatenate([np.repeat(np.arange(L), H) for L in Ls]),
+        "head": np.tile(np.arange(H), sum(Ls)), "variant": rep([e[1] for e in entries]),
+        "n_tokens": np.repeat(np.asarray([int(e[2]) for e in entries], dtype=np.int64), [L * H for L in Ls]),
+        "kappa": col(0), "slack": col(1), "holds": col(2),
+    }), HEAD_COLUMNS)
 
 
 def head_rows(attention, roles: Sequence[Sequence[str]], *, model: str,
@@ -476,9 +483,8 @@ def head_rows(attention, roles: Sequence[Sequence[str]], *, model: str,
         for b, v, k, r in _head_layer(A[:, l], roles, variants, tol, scratch, input_ids, l):
             nk[(b, v)] = k
             res[(b, v)].append(r)
-    frames = [_head_frame(res[(b, v)], model=model, weights=weights, iid=input_ids[b], v=v, nk=nk[(b, v)], H=H)
-              for b in range(B) for v in variants if (b, v) in res]
-    return frame(frames, HEAD_COLUMNS)
+    return _head_table([(input_ids[b], v, nk[(b, v)], res[(b, v)]) for b in range(B) for v in variants
+                        if (b, v) in res], model=model, weights=weights, H=H)
 
 
 class HeadSink:
@@ -537,11 +543,11 @@ class HeadSink:
         for layer, W in enumerate(self.pending):  # kept from the first layer on (no roles were announced)
             self._layer(W, roles, layer, scratch)
         self.pending = []
-        frames = [_head_frame(self.results[(b, v)], model=self.model, weights=self.weights, iid=self.ids[b], v=v,
-                              nk=self.nk[(b, v)], H=self.H)
-                  for b in range(min(self.k, len(self.ids))) for v in self.variants if (b, v) in self.results]
+        table = _head_table([(self.ids[b], v, self.nk[(b, v)], self.results[(b, v)])
+                             for b in range(min(self.k, len(self.ids))) for v in self.variants
+                             if (b, v) in self.results], model=self.model, weights=self.weights, H=self.H)
         self.seconds += time.perf_counter() - t0
-        return frame(frames, HEAD_COLUMNS)
+        return table
 
 
 __all__ = ["CHUNK_BYTES", "MEASURE_VERSION", "BatchMeasure", "HeadSink", "Scratch", "check_captured", "head_rows", "keep_slice",

@@ -237,21 +237,26 @@ def progress_enabled(requested: bool = True, stream=None) -> bool:
 # ------------------------------------------------------------------------------------------------
 # the loop
 
-#: malloc's mmap threshold while measuring (glibc; :func:`steady_heap`): 16 MiB, above an n × n float64
-#: matrix at n = 1 370 (15 MB, the κ kernel's and the rollout's working size, reused from the heap
-#: without page faults) and below the forward pass's larger activations
-MMAP_THRESHOLD = 16 << 20
+#: malloc's mmap threshold while measuring (glibc; :func:`steady_heap`): 32 MiB (glibc's ceiling for the
+#: threshold it moves by itself), above an n × n float64 matrix at n = 1 370 (15 MB, the κ kernel's and the
+#: rollout's working size) and above the forward pass's hidden states at 518 px and batch 8 (8 × 1 370 × 384
+#: float32 = 16.8 MB, just over 16 MiB), all reused from the heap without page faults; the attention
+#: scores (360 MB there) and larger activations are mappings of their own, returned to the system on free
+MMAP_THRESHOLD = 32 << 20
 
 
 def steady_heap(threshold: int = MMAP_THRESHOLD) -> bool:
     """Fix glibc malloc's mmap threshold at ``threshold`` bytes (``mallopt(M_MMAP_THRESHOLD)``), once per
     process, unless ``MALLOC_MMAP_THRESHOLD_`` is set.  By default glibc raises the threshold to the size of
-    each large block freed (up to 32 MiB), after which the forward pass's 16–32 MB activations come from
-    the heap, interleave with the measurement's longer-lived matrices and fragment it: at 518 px (batch 8)
-    the resident set peaked at 3.1–3.5 GB where 2.7 GB was ever live at once.  With the threshold fixed,
-    every block above it is its own mapping, returned to the system on free.  (At 1 MiB the peak was 2.5 GB
-    but each 15 MB working matrix then cost its page faults again: slower.)  Returns whether it was set
-    (False on other C libraries, where nothing is done)."""
+    each large block freed (up to 32 MiB) and its trim threshold with it, after which memory freed at the
+    top of the heap is kept: at 518 px (batch 8) the resident set peaked at 3.1–3.5 GB where 2.7 GB was
+    ever live at once.  With the threshold fixed, the trim threshold stays at its default and every block
+    above the threshold is its own mapping, returned to the system on free.  Measured at 518 px (batch 8):
+    16 MiB gave a peak of 2.6 GB, but the forward pass's 16.8 MB hidden states were then fresh mappings
+    whose pages were faulted in and zeroed at every layer (the hooked forward pass 1.5–2.7 s slower than the
+    bare one); 32 MiB peaks at 2.7–2.8 GB with that overhead down to 1.0–1.3 s (at 1 MiB the peak was 2.5 GB
+    but each 15 MB working matrix cost its page faults again).  Returns whether it was set (False on other
+    C libraries, where nothing is done)."""
     global _HEAP_SET
     if _HEAP_SET is not None:
         return _HEAP_SET
