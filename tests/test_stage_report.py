@@ -51,3 +51,15 @@ def test_the_published_stage_table_reads():
     text = stage_misses(st)
     missed = st[st["met"].eq(False)]["config"].tolist()
     assert all(c in text for c in missed)
+
+
+def test_per_input_cell_lists_the_paired_runs_of_its_median():
+    row = _row("paired", 2.0, 2.5, True)
+    row["ratio_per_input_runs"] = "1.812;1.9;2.391"
+    out = stage_table(pd.DataFrame([row]))
+    cell = out[PER_INPUT].iloc[0]
+    assert cell.startswith("1.90× (target ≤ 2.5×: met)")
+    assert cell.endswith("; runs 1.81×, 1.90×, 2.39×")
+    # a table written before the paired runs (no such column) shows no runs
+    old = stage_table(pd.DataFrame([_row("older", 2.0, 2.5, True)]))
+    assert "runs" not in old[PER_INPUT].iloc[0]

@@ -21,9 +21,11 @@ batch 2 for memory), in a fresh spawned process so that its peak memory is its o
   one input) — the figure held to ``target`` (at most 2.5× at 518 px, 1.3× at 224 px and for MiniLM) and
   judged in ``met``.
 
-Each stage appears as seconds and as a share of the bare forward pass.  Every timing (bare forward passes
-and measurements alike) is the fastest of 2 runs at 518 px and of 3 otherwise, the stages being those of
-the fastest measurement.  The inputs are the ImageNet sample photos / SST-2 sentences of
+Each stage appears as seconds and as a share of the bare forward pass.  Each configuration is timed in
+3 paired runs, each run timing back to back the bare forward pass of the batch and of one input, then the
+measurement of one input and of the batch; the row shows the run whose per-input ratio is the median of
+the three (``ratio_per_input_runs`` lists all three), every column from that run.  The inputs are the
+ImageNet sample photos / SST-2 sentences of
 ``$DOBRUSHIN_DATA`` when present, else the embedded ones.
 """
 from __future__ import annotations
@@ -44,7 +46,8 @@ from dobrushin.store.bench import STAGE_COLUMNS  # the schema of stages.csv
 #: batch − forward of one input), what the inputs after the first cost over their own forward pass, with
 #: the fixed costs of a measurement cancelled — with and without the per-head table; ``met`` judges this
 #: ratio when it was measured
-STAGE_EXTRA = ["forward_1", "measure_1_s", "ratio_per_input", "ratio_per_input_without_heads"]
+STAGE_EXTRA = ["forward_1", "measure_1_s", "ratio_per_input", "ratio_per_input_without_heads",
+               "ratio_per_input_runs"]
 
 
 def configs(profile: str) -> List[dict]:
@@ -156,19 +159,15 @@ def _child(c: dict) -> dict:
         prepare_for_capture(model)  # eager attention, as the measurement runs it
     except Exception:  # noqa: BLE001
         pass
-    def timed(fn, reps):  # the least disturbed of a few runs
-        walls = []
-        for _ in range(reps):
-            tf = time.perf_counter()
-            fn()
-            walls.append(time.perf_counter() - tf)
-        return min(walls)
+    def once(fn):
+        tf = time.perf_counter()
+        fn()
+        return time.perf_counter() - tf
 
-    reps = 2 if c["size"] >= 500 else 3
+    reps = 3
     bare()  # warm-up
-    fwd = timed(bare, reps)
     x1 = _first(x, 1)  # the bare forward pass of one input, for the per-input cost below
-    fwd1 = timed(lambda: bare(x1), reps)
+    bare(x1)
     cfg = MeasureConfig(weights=("untrained",) if c.get("untrained") or c["kind"] == "tabular" else ("pretrained",),
                         batch_size=c["batch"], image_size=c["size"] or 224, max_length=c["size"] or 128,
                         device="cpu", progress=False, force=True, recheck_unavailable=False)
@@ -184,22 +183,32 @@ def _child(c: dict) -> dict:
         return wall, st, (int(run.table["n_tokens"].max()) if len(run.table) else None)
 
     measure(1)  # discarded: what only the first measurement of a process pays (imports, digests, writers)
-    # the least disturbed of a few runs, as for the bare forward (on a shared 2-core machine one run of the
-    # 518 px batch varied by ±20% from run to run)
-    one_s, st1, _ = min((measure(1) for _ in range(reps)), key=lambda r: r[0])
-    measure_s, st, n_tok = min((measure(min(c["batch"], len(inputs))) for _ in range(reps)), key=lambda r: r[0])
+    # paired runs: each run times the bare forward pass of the batch and of one input, then the measurement of
+    # one input and of the batch, back to back, so that the four timings of one ratio share the machine's
+    # state of the moment (on a shared 2-core machine one run of the 518 px batch varied by ±20% from run
+    # to run, and timings taken minutes apart drifted); the per-input ratio is the median of the runs' ratios
+    runs = []
+    for _ in range(reps):
+        f8, f1 = once(bare), once(lambda: bare(x1))
+        m1, s1, _ = measure(1)
+        m8, s8, n_tok = measure(min(c["batch"], len(inputs)))
+        d_fwd = f8 - f1
+        runs.append(dict(f8=f8, f1=f1, m1=m1, m8=m8, s8=s8, n_tok=n_tok,
+                         per=(m8 - m1) / d_fwd if d_fwd > 0 else None,
+                         per_nh=((m8 - s8["heads"]) - (m1 - s1["heads"])) / d_fwd if d_fwd > 0 else None))
+    pers = [r["per"] for r in runs if r["per"] is not None]
+    # the row shows one run, the median one (its ratio the median of the runs'), every column from it, so
+    # that its stages, its bare forward pass and its ratios belong together
+    rep = sorted(runs, key=lambda r: (r["per"] is None, r["per"] or 0.0))[(len(pers) - 1) // 2 if pers else 0]
+    fwd, fwd1, one_s, measure_s, st, n_tok = rep["f8"], rep["f1"], rep["m1"], rep["m8"], rep["s8"], rep["n_tok"]
     capture = max(0.0, st["forward"] - fwd)
-    # the issue's method: the inputs after the first (a run of the batch minus a run of one input, so that
-    # what a measurement costs once — provenance, versions, building and saving the tables — cancels)
-    # against their own bare forward pass
-    d_fwd = fwd - fwd1
-    per_input = (measure_s - one_s) / d_fwd if d_fwd > 0 else None
-    per_input_nh = ((measure_s - st["heads"]) - (one_s - st1["heads"])) / d_fwd if d_fwd > 0 else None
+    per_input, per_input_nh = rep["per"], rep["per_nh"]
     return dict(load=load_s, forward=fwd, capture=capture, restrict=st["restrict"], test=st["test"],
                 rollout=st["rollout"], heads=st["heads"], write=st["write"], measure_s=measure_s,
                 measure_without_heads_s=measure_s - st["heads"], tokens=n_tok, peak_rss_mb=_peak_mb(),
                 forward_1=fwd1, measure_1_s=one_s, ratio_per_input=per_input,
-                ratio_per_input_without_heads=per_input_nh)
+                ratio_per_input_without_heads=per_input_nh,
+                ratio_per_input_runs=";".join(f"{p:.3f}" for p in pers))
 
 
 def _first(x, k: int):

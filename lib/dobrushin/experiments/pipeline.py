@@ -251,12 +251,13 @@ def steady_heap(threshold: int = MMAP_THRESHOLD) -> bool:
     each large block freed (up to 32 MiB) and its trim threshold with it, after which memory freed at the
     top of the heap is kept: at 518 px (batch 8) the resident set peaked at 3.1–3.5 GB where 2.7 GB was
     ever live at once.  With the threshold fixed, the trim threshold stays at its default and every block
-    above the threshold is its own mapping, returned to the system on free.  Measured at 518 px (batch 8):
-    16 MiB gave a peak of 2.6 GB, but the forward pass's 16.8 MB hidden states were then fresh mappings
-    whose pages were faulted in and zeroed at every layer (the hooked forward pass 1.5–2.7 s slower than the
-    bare one); 32 MiB peaks at 2.7–2.8 GB with that overhead down to 1.0–1.3 s (at 1 MiB the peak was 2.5 GB
-    but each 15 MB working matrix cost its page faults again).  Returns whether it was set (False on other
-    C libraries, where nothing is done)."""
+    above the threshold is its own mapping, returned to the system on free.  At 16 MiB, as before, the peak
+    at 518 px (batch 8) was 2.6 GB, but the forward pass's hidden states there (16.8 MB) were fresh
+    mappings, faulted in and zeroed at every layer: timed alternately in one process (6 forward passes
+    each), the bare forward pass of that batch took 6.5 s (median) at 16 MiB and 6.0 s at 32 MiB, with 13%
+    fewer page faults; the peak at 32 MiB is 2.7–2.8 GB.  (At 1 MiB the peak was 2.5 GB but each 15 MB
+    working matrix cost its page faults again.)  Returns whether it was set (False on other C libraries,
+    where nothing is done)."""
     global _HEAP_SET
     if _HEAP_SET is not None:
         return _HEAP_SET

@@ -246,6 +246,9 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
             nh = r.get("ratio_per_input_without_heads")
             row[PER_INPUT] = f"{float(per):.2f}×{verdict}" + (
                 "" if not _given(nh) else f"; {float(nh):.2f}× without the per-head table")
+            runs = r.get("ratio_per_input_runs")
+            if isinstance(runs, str) and runs:  # the paired runs this median comes from (older tables: absent)
+                row[PER_INPUT] += "; runs " + ", ".join(f"{float(x):.2f}×" for x in runs.split(";"))
         row["peak memory"] = f"{float(r['peak_rss_mb']) / 1024:.2f} GB"
         rows.append(row)
     out = pd.DataFrame(rows)
