@@ -63,3 +63,22 @@ def test_per_input_cell_lists_the_paired_runs_of_its_median():
     # a table written before the paired runs (no such column) shows no runs
     old = stage_table(pd.DataFrame([_row("older", 2.0, 2.5, True)]))
     assert "runs" not in old[PER_INPUT].iloc[0]
+
+
+def test_per_input_cell_marks_a_run_without_ratio_and_reads_a_single_run_as_a_number():
+    row = _row("gap", 2.0, 2.5, True)
+    row["ratio_per_input_runs"] = "1.812;nan;2.391"
+    assert stage_table(pd.DataFrame([row]))[PER_INPUT].iloc[0].endswith("; runs 1.81×, —, 2.39×")
+    one = _row("single", 2.0, 2.5, True)
+    one["ratio_per_input_runs"] = 1.9  # what read_csv gives for a column of single runs
+    assert stage_table(pd.DataFrame([one]))[PER_INPUT].iloc[0].endswith("; runs 1.90×")
+
+
+def test_median_run_is_the_middle_ratio_and_the_cautious_one_of_two():
+    from tools.bench_stages import median_run
+
+    runs = [{"per": 2.6, "id": 0}, {"per": 2.4, "id": 1}, {"per": 2.5, "id": 2}]
+    assert median_run(runs)["id"] == 2
+    two = [{"per": 2.6, "id": 0}, {"per": None, "id": 1}, {"per": 2.4, "id": 2}]
+    assert median_run(two)["id"] == 0  # of two ratios the higher; the run without one is never shown
+    assert median_run([{"per": None, "id": 0}, {"per": None, "id": 1}])["id"] == 0

@@ -24,7 +24,8 @@ batch 2 for memory), in a fresh spawned process so that its peak memory is its o
 Each stage appears as seconds and as a share of the bare forward pass.  Each configuration is timed in
 3 paired runs, each run timing back to back the bare forward pass of the batch and of one input, then the
 measurement of one input and of the batch; the row shows the run whose per-input ratio is the median of
-the three (``ratio_per_input_runs`` lists all three), every column from that run.  The inputs are the
+the three (``ratio_per_input_runs`` lists all three, ``nan`` for a run without one; of two, the higher is
+shown), every timing column from that run (``load`` and ``peak_rss_mb`` are the process's).  The inputs are the
 ImageNet sample photos / SST-2 sentences of
 ``$DOBRUSHIN_DATA`` when present, else the embedded ones.
 """
@@ -196,10 +197,9 @@ def _child(c: dict) -> dict:
         runs.append(dict(f8=f8, f1=f1, m1=m1, m8=m8, s8=s8, n_tok=n_tok,
                          per=(m8 - m1) / d_fwd if d_fwd > 0 else None,
                          per_nh=((m8 - s8["heads"]) - (m1 - s1["heads"])) / d_fwd if d_fwd > 0 else None))
-    pers = [r["per"] for r in runs if r["per"] is not None]
     # the row shows one run, the median one (its ratio the median of the runs'), every column from it, so
     # that its stages, its bare forward pass and its ratios belong together
-    rep = sorted(runs, key=lambda r: (r["per"] is None, r["per"] or 0.0))[(len(pers) - 1) // 2 if pers else 0]
+    rep = median_run(runs)
     fwd, fwd1, one_s, measure_s, st, n_tok = rep["f8"], rep["f1"], rep["m1"], rep["m8"], rep["s8"], rep["n_tok"]
     capture = max(0.0, st["forward"] - fwd)
     per_input, per_input_nh = rep["per"], rep["per_nh"]
@@ -208,7 +208,15 @@ def _child(c: dict) -> dict:
                 measure_without_heads_s=measure_s - st["heads"], tokens=n_tok, peak_rss_mb=_peak_mb(),
                 forward_1=fwd1, measure_1_s=one_s, ratio_per_input=per_input,
                 ratio_per_input_without_heads=per_input_nh,
-                ratio_per_input_runs=";".join(f"{p:.3f}" for p in pers))
+                ratio_per_input_runs=";".join("nan" if r["per"] is None else f"{r['per']:.3f}" for r in runs))
+
+
+def median_run(runs: List[dict]) -> dict:
+    """The run whose per-input ratio (``"per"``) is the median of the runs': a run without a ratio (its batch's
+    forward pass not slower than one input's, ``None``) sorts last; of two ratios the higher, the cautious one;
+    with no ratio at all, the first run."""
+    n = sum(r["per"] is not None for r in runs)
+    return sorted(runs, key=lambda r: (r["per"] is None, r["per"] or 0.0))[n // 2 if n else 0]
 
 
 def _first(x, k: int):
@@ -263,4 +271,4 @@ def format_stage_table(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["STAGE_COLUMNS", "STAGE_EXTRA", "configs", "format_stage_table", "stage_table"]
+__all__ = ["STAGE_COLUMNS", "STAGE_EXTRA", "configs", "format_stage_table", "median_run", "stage_table"]

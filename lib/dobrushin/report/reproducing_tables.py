@@ -246,9 +246,10 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
             nh = r.get("ratio_per_input_without_heads")
             row[PER_INPUT] = f"{float(per):.2f}×{verdict}" + (
                 "" if not _given(nh) else f"; {float(nh):.2f}× without the per-head table")
-            runs = r.get("ratio_per_input_runs")
-            if isinstance(runs, str) and runs:  # the paired runs this median comes from (older tables: absent)
-                row[PER_INPUT] += "; runs " + ", ".join(f"{float(x):.2f}×" for x in runs.split(";"))
+            runs = r.get("ratio_per_input_runs")  # the paired runs this median comes from (older tables: absent)
+            if _given(runs) and str(runs):  # (a single run reads back from CSV as a number, not a string)
+                row[PER_INPUT] += "; runs " + ", ".join(
+                    "—" if x.strip().lower() == "nan" else f"{float(x):.2f}×" for x in str(runs).split(";"))
         row["peak memory"] = f"{float(r['peak_rss_mb']) / 1024:.2f} GB"
         rows.append(row)
     out = pd.DataFrame(rows)
