@@ -82,3 +82,8 @@ def test_median_run_is_the_middle_ratio_and_the_cautious_one_of_two():
     two = [{"per": 2.6, "id": 0}, {"per": None, "id": 1}, {"per": 2.4, "id": 2}]
     assert median_run(two)["id"] == 0  # of two ratios the higher; the run without one is never shown
     assert median_run([{"per": None, "id": 0}, {"per": None, "id": 1}])["id"] == 0
+
+
+def test_peak_memory_is_shown_in_gib_of_the_mib_recorded():
+    # peak_rss_mb is VmHWM in KiB / 1024 (MiB), so / 1024 again is GiB
+    assert stage_table(pd.DataFrame([_row("mem", 2.0, None, None)]))["peak memory"].iloc[0] == "1.00 GiB"

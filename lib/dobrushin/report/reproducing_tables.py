@@ -250,7 +250,7 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
             if _given(runs) and str(runs):  # (a single run reads back from CSV as a number, not a string)
                 row[PER_INPUT] += "; runs " + ", ".join(
                     "—" if x.strip().lower() == "nan" else f"{float(x):.2f}×" for x in str(runs).split(";"))
-        row["peak memory"] = f"{float(r['peak_rss_mb']) / 1024:.2f} GB"
+        row["peak memory"] = f"{float(r['peak_rss_mb']) / 1024:.2f} GiB"
         rows.append(row)
     out = pd.DataFrame(rows)
     if PER_INPUT in out and out[PER_INPUT].eq("—").all():  # an older stages.csv: no such ratio
