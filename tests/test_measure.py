@@ -41,3 +41,15 @@ def test_inputs_with_fewer_than_two_kept_tokens_are_left_out():
     assert set(df[df.variant == "with_special"].input_id) == {"one-word", "two-words"}
     with pytest.raises(ValueError, match="two or more tokens"):
         measure(A[:1], roles[:1], model="m", input_ids=["x"], weights="untrained", variants=("content",))
+
+
+@pytest.mark.parametrize("as_array", [False, True])
+def test_keep_indices_names_an_unknown_role_as_a_plain_string(as_array):
+    roles = ["cls", "content", "foo", "content"]
+    with pytest.raises(ValueError) as e:
+        keep_indices(np.asarray(roles) if as_array else roles, "content")
+    assert "unknown token role(s) ['foo']" in str(e.value)
+    assert "np.str_" not in str(e.value)
+    np.testing.assert_array_equal(keep_indices(np.asarray(["cls", "content", "pad", "content"]), "content"), [1, 3])
+    with pytest.raises(ValueError, match="unknown variant 'all'"):
+        keep_indices(["content", "content"], "all")

@@ -5,6 +5,11 @@ padding invariance, and the shared plots."""
 from __future__ import annotations
 
 import json
+import os
+import platform
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -375,3 +380,39 @@ def test_fractions_and_plots(tmp_path, images):
         plots.layer_profile(run.table, models=["other/model"])
     with pytest.raises(ValueError, match="lacks columns"):
         plots.rollout_scatter(run.table)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc only")
+def test_steady_heap_keeps_a_freed_block_of_a_few_megabytes_in_the_heap():
+    """Fixing glibc's mmap threshold stops it moving the trim threshold, which then stays where it was: at
+    128 KiB in a process that has freed no large block yet, where a 12 MB block freed at the top of the
+    heap was given back to the system (and faulted in again, page by page, at its next allocation).
+    steady_heap sets the trim threshold as well (twice the mmap threshold, glibc's own rule): in a fresh
+    process the heap (mallinfo2's ``arena``) keeps the block after it is freed."""
+    code = textwrap.dedent("""
+        import ctypes
+        class MallInfo2(ctypes.Structure):
+            _fields_ = [(f, ctypes.c_size_t) for f in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                                         "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+        libc = ctypes.CDLL(None)
+        if not hasattr(libc, "mallinfo2"):
+            print("skip")
+            raise SystemExit
+        libc.mallinfo2.restype = MallInfo2
+        libc.malloc.restype, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+        from dobrushin.experiments.pipeline import MMAP_THRESHOLD, steady_heap
+        assert steady_heap()
+        size = 12 << 20
+        assert size < MMAP_THRESHOLD  # from the heap, not a mapping of its own
+        p = libc.malloc(size)
+        held = libc.mallinfo2().arena
+        libc.free(p)
+        print(held, libc.mallinfo2().arena)
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    if out.stdout.split() == ["skip"]:
+        pytest.skip("glibc without mallinfo2")
+    held, after = map(int, out.stdout.split())
+    assert after == held  # not trimmed

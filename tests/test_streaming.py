@@ -23,7 +23,8 @@ import torch
 import _old_measure as old
 from dobrushin.capture.extract import extract_attention
 from dobrushin.capture.hooks import is_placeholder, map_sink
-from dobrushin.experiments.measure import BatchMeasure, Scratch, keep_slice, measure_batch, restrict_checked
+from dobrushin.experiments.measure import (BatchMeasure, Scratch, keep_slice, measure_batch, restrict_checked,
+                                          thread_scratch)
 from dobrushin.experiments.pipeline import MeasureConfig, run_weights
 from dobrushin.math import kernel
 from dobrushin.math.coefficient import analyse, restrict
@@ -176,6 +177,39 @@ def test_keep_slice_and_restriction_are_the_gather_bit_for_bit():
     A[0, 0, 3, 1:8] = 0  # row 3 has no mass on tokens 1..7
     with pytest.raises(ValueError, match="row 3 puts no mass"):
         restrict_checked(A, np.arange(1, 8))
+
+
+def test_the_thread_scratch_is_one_per_thread_usable_in_and_out_of_inference_mode(images):  # noqa: F811
+    import threading
+
+    mine = thread_scratch()
+    assert thread_scratch() is mine
+    other = []
+    t = threading.Thread(target=lambda: other.append(thread_scratch()))
+    t.start()
+    t.join()
+    assert other and other[0] is not mine
+    # grown inside inference mode (the forward pass) it stays an ordinary tensor: writable in place out of it
+    rng = np.random.default_rng(2)
+    A = torch.from_numpy(rng.dirichlet(np.ones(9), size=(2, 3, 9)).astype(np.float32))
+    mine.release()
+    with torch.inference_mode():
+        restrict_checked(A, np.arange(9), mine)
+    assert mine.buf is not None and not mine.buf.is_inference()
+    assert torch.equal(restrict_checked(A, np.arange(1, 8), mine), restrict(A.to(torch.float64), np.arange(1, 8)))
+    # whatever an earlier batch left in it (here NaN), a run gives the tables of a run that starts with none
+    cfg = MeasureConfig(batch_size=3, head_inputs=4, device="cpu", progress=False)
+    lm = TinyLoader("vision")("tiny/m", pretrained=True, seed=3)
+
+    def run():
+        return run_weights(lm, images, extractor=extract_attention, weights="pretrained", config=cfg,
+                           device=torch.device("cpu"))
+    mine.release()
+    clean = run()
+    mine.take((mine.buf.numel(),)).fill_(float("nan"))
+    dirty = run()
+    for k in ("table", "rollout", "heads"):
+        pd.testing.assert_frame_equal(dirty[k], clean[k], check_exact=True)
 
 
 def bf_margins(A, tol):

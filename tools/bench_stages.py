@@ -22,9 +22,9 @@ batch 2 for memory), in a fresh spawned process so that its peak memory is its o
   judged in ``met``.
 
 Each stage appears as seconds and as a share of the bare forward pass.  Each configuration is timed in
-3 paired runs, each run timing back to back the bare forward pass of the batch and of one input, then the
+5 paired runs, each run timing back to back the bare forward pass of the batch and of one input, then the
 measurement of one input and of the batch; the row shows the run whose per-input ratio is the median of
-the three (``ratio_per_input_runs`` lists all three, ``nan`` for a run without one; of two, the higher is
+the five (``ratio_per_input_runs`` lists all five, ``nan`` for a run without one; of an even number, the higher is
 shown), every timing column from that run (``load`` and ``peak_rss_mb`` are the process's).  The inputs are the
 ImageNet sample photos / SST-2 sentences of
 ``$DOBRUSHIN_DATA`` when present, else the embedded ones.
@@ -165,7 +165,10 @@ def _child(c: dict) -> dict:
         fn()
         return time.perf_counter() - tf
 
-    reps = 3
+    # five runs: on this shared 2-core machine the per-input ratio of one run at 224 px ranged from 0.94 to 2.6
+    # within minutes, and the median of three from 1.48 to 1.88 over fifteen invocations on one day (with
+    # and without the heap changes then being timed)
+    reps = 5
     bare()  # warm-up
     x1 = _first(x, 1)  # the bare forward pass of one input, for the per-input cost below
     bare(x1)

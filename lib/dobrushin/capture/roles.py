@@ -36,7 +36,8 @@ def keep_indices(roles: Sequence[str], variant: str) -> np.ndarray:
     r = np.asarray(roles)
     unknown = set(roles) - _ROLE_SET
     if unknown:
-        raise ValueError(f"unknown token role(s) {sorted(unknown)}; expected {ROLES}")
+        # as plain strings: a numpy array of roles has np.str_ elements, which print as np.str_('…')
+        raise ValueError(f"unknown token role(s) {sorted(str(u) for u in unknown)}; expected {ROLES}")
     if variant == "content":
         return np.flatnonzero(r == "content")
     if variant == "with_special":

@@ -246,18 +246,23 @@ MMAP_THRESHOLD = 32 << 20
 
 
 def steady_heap(threshold: int = MMAP_THRESHOLD) -> bool:
-    """Fix glibc malloc's mmap threshold at ``threshold`` bytes (``mallopt(M_MMAP_THRESHOLD)``), once per
-    process, unless ``MALLOC_MMAP_THRESHOLD_`` is set.  By default glibc raises the threshold to the size of
-    each large block freed (up to 32 MiB) and its trim threshold with it, after which memory freed at the
-    top of the heap is kept: at 518 px (batch 8) the resident set peaked at 3.1–3.5 GB where 2.7 GB was
-    ever live at once.  With the threshold fixed, the trim threshold stays at its default and every block
-    above the threshold is its own mapping, returned to the system on free.  At 16 MiB, as before, the peak
-    at 518 px (batch 8) was 2.6 GB, but the forward pass's hidden states there (16.8 MB) were fresh
-    mappings, faulted in and zeroed at every layer: timed alternately in one process (6 forward passes
-    each), the bare forward pass of that batch took 6.5 s (median) at 16 MiB and 6.0 s at 32 MiB, with 13%
-    fewer page faults; the peak at 32 MiB is 2.7–2.8 GB.  (At 1 MiB the peak was 2.5 GB but each 15 MB
-    working matrix cost its page faults again.)  Returns whether it was set (False on other C libraries,
-    where nothing is done)."""
+    """Fix glibc malloc's mmap threshold at ``threshold`` bytes and its trim threshold at twice that
+    (``mallopt(M_MMAP_THRESHOLD)``, ``mallopt(M_TRIM_THRESHOLD)``), once per process, unless
+    ``MALLOC_MMAP_THRESHOLD_`` is set.  By default glibc raises the mmap threshold to the size of each large
+    block freed (up to 32 MiB) and the trim threshold to twice that, after which memory freed at the top of
+    the heap is kept: at 518 px (batch 8) the resident set peaked at 3.1–3.5 GB where 2.7 GB was ever live
+    at once.  With the mmap threshold fixed every block above it is its own mapping, returned to the system
+    on free.  Fixing it also stops glibc moving the trim threshold, which then stays wherever it was: at
+    its default of 128 KiB in a process that had freed no large block yet, where every 4–25 MB block
+    freed at the top of the heap was given back and faulted in again at its next use (measured: 3 040
+    page faults per allocation of 12 MB, 102 with the trim threshold set; 0 in a process that had loaded
+    a model first, which had moved it already).  So it is set as glibc itself would set it.  At 16 MiB, as
+    before, the peak at 518 px (batch 8) was 2.6 GB, but the forward pass's hidden states there (16.8 MB)
+    were fresh mappings, faulted in and zeroed at every layer: timed alternately in one process (6 forward
+    passes each), the bare forward pass of that batch took 6.5 s (median) at 16 MiB and 6.0 s at 32 MiB,
+    with 13% fewer page faults; the peak at 32 MiB is 2.7–2.8 GB.  (At 1 MiB the peak was 2.5 GB but each
+    15 MB working matrix cost its page faults again.)  Returns whether both were set (False on other C
+    libraries, where nothing is done)."""
     global _HEAP_SET
     if _HEAP_SET is not None:
         return _HEAP_SET
@@ -268,7 +273,10 @@ def steady_heap(threshold: int = MMAP_THRESHOLD) -> bool:
             import platform
 
             if platform.libc_ver()[0] == "glibc":
-                _HEAP_SET = bool(ctypes.CDLL(None).mallopt(ctypes.c_int(-3), ctypes.c_int(int(threshold))))
+                mallopt = ctypes.CDLL(None).mallopt
+                M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+                _HEAP_SET = (bool(mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(int(threshold))))
+                             and bool(mallopt(ctypes.c_int(M_TRIM_THRESHOLD), ctypes.c_int(2 * int(threshold)))))
         except (OSError, AttributeError, ValueError):
             _HEAP_SET = False
     return _HEAP_SET
