@@ -45,6 +45,7 @@ def test_inputs_with_fewer_than_two_kept_tokens_are_left_out():
 
 @pytest.mark.parametrize("as_array", [False, True])
 def test_keep_indices_names_an_unknown_role_as_a_plain_string(as_array):
+    # (numpy 2 prints an element of a string array as np.str_('foo'); numpy 1.x printed 'foo' either way)
     roles = ["cls", "content", "foo", "content"]
     with pytest.raises(ValueError) as e:
         keep_indices(np.asarray(roles) if as_array else roles, "content")

@@ -87,3 +87,16 @@ def test_median_run_is_the_middle_ratio_and_the_cautious_one_of_two():
 def test_peak_memory_is_shown_in_gib_of_the_mib_recorded():
     # peak_rss_mb is VmHWM in KiB / 1024 (MiB), so / 1024 again is GiB
     assert stage_table(pd.DataFrame([_row("mem", 2.0, None, None)]))["peak memory"].iloc[0] == "1.00 GiB"
+
+
+def test_the_terminal_stage_table_lists_the_runs_and_says_mib():
+    from tools.bench_stages import format_stage_table
+
+    row = _row("DINOv2-S 224 px", 0.4, 1.3, False, capture=0.02, rollout=0.04)
+    row["ratio_per_input_runs"] = "1.400;nan;1.380"
+    text = format_stage_table(pd.DataFrame([row]))
+    assert "peak RSS 1024 MiB" in text and " MB" not in text
+    assert "runs 1.400;nan;1.380" in text and "target <= 1.3x: MISSED" in text
+    assert "rollout 0.04s (0.10x)" in text  # 0.04 s of a 0.4 s forward pass
+    row.pop("ratio_per_input_runs")  # an older table without the column
+    assert "runs" not in format_stage_table(pd.DataFrame([row]))

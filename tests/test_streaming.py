@@ -22,9 +22,9 @@ import torch
 
 import _old_measure as old
 from dobrushin.capture.extract import extract_attention
-from dobrushin.capture.hooks import is_placeholder, map_sink
-from dobrushin.experiments.measure import (BatchMeasure, Scratch, keep_slice, measure_batch, restrict_checked,
-                                          thread_scratch)
+from dobrushin.capture.hooks import is_placeholder, layer_sink, map_sink
+from dobrushin.experiments.measure import (BatchMeasure, HeadSink, Scratch, head_rows, keep_slice, measure_batch,
+                                          restrict_checked, thread_scratch)
 from dobrushin.experiments.pipeline import MeasureConfig, run_weights
 from dobrushin.math import kernel
 from dobrushin.math.coefficient import analyse, restrict
@@ -115,7 +115,10 @@ def test_layer_by_layer_equals_the_whole_stack(kind, hold_layers, images, senten
     hold_bytes = int(hold_layers * 3 * n * n * 8)  # that many layers of the batch in float64
     clock: dict = {}
     bm = BatchMeasure(model="m", input_ids=ids, weights="pretrained", hold_bytes=hold_bytes, clock=clock)
-    with map_sink(bm.layer):
+    # the per-head table of the same pass, as the measurement loop runs it: its sink and the batch's take
+    # turns on the thread's one restriction buffer, layer after layer
+    heads = HeadSink(3, ids, model="m", weights="pretrained")
+    with layer_sink(heads), map_sink(bm.layer):
         ex = extract_attention(lm.model, x)
     assert is_placeholder(ex.attention) and ex.attention.untyped_storage().nbytes() <= 4
     assert ex.attention.shape == full.attention.shape and bm.layers == full.n_layers
@@ -127,6 +130,10 @@ def test_layer_by_layer_equals_the_whole_stack(kind, hold_layers, images, senten
     pd.testing.assert_frame_equal(t_new, t_ref, check_exact=True)
     pd.testing.assert_frame_equal(r_new, r_ref, check_exact=True)
     assert set(clock) == {"restrict", "test", "rollout"}
+    per_head = extract_attention(lm.model, x, average_heads=False)
+    h_ref = head_rows(per_head.attention, per_head.roles, model="m", input_ids=ids, weights="pretrained")
+    assert heads.layers == 5 and len(h_ref) > 0
+    pd.testing.assert_frame_equal(heads.rows(ex.roles), h_ref, check_exact=True)
 
 
 def test_batch_measure_errors():
@@ -208,6 +215,7 @@ def test_the_thread_scratch_is_one_per_thread_usable_in_and_out_of_inference_mod
     clean = run()
     mine.take((mine.buf.numel(),)).fill_(float("nan"))
     dirty = run()
+    assert not torch.isnan(mine.buf).all()  # the run restricted into this buffer
     for k in ("table", "rollout", "heads"):
         pd.testing.assert_frame_equal(dirty[k], clean[k], check_exact=True)
 

@@ -265,12 +265,14 @@ def format_stage_table(df: pd.DataFrame) -> str:
         parts = [f"{s} {getattr(r, s):.2f}s ({getattr(r, s) / r.forward:.2f}x)" for s in stages]
         tgt = "" if pd.isna(r.target) else f" (target <= {r.target}x: {'met' if r.met else 'MISSED'})"
         per = getattr(r, "ratio_per_input", None)
+        runs = getattr(r, "ratio_per_input_runs", None)
+        runs = "" if runs is None or (not isinstance(runs, str) and pd.isna(runs)) else f"; runs {runs}"
         per = "" if per is None or pd.isna(per) else (
             f"; inputs after the first / their forward = {per:.2f}x{tgt} "
-            f"({r.ratio_per_input_without_heads:.2f}x without the per-head table)")
+            f"({r.ratio_per_input_without_heads:.2f}x without the per-head table{runs})")
         lines.append(f"{r.config} [{r.inputs} inputs, n = {r.tokens}]: " + ", ".join(parts)
                      + f"; measurement / forward = {r.ratio:.2f}x ({r.ratio_without_heads:.2f}x without the "
-                     f"per-head table of the first inputs){per}; peak RSS {r.peak_rss_mb:.0f} MB")
+                     f"per-head table of the first inputs){per}; peak RSS {r.peak_rss_mb:.0f} MiB")
     return "\n".join(lines)
 
 

@@ -473,6 +473,9 @@ def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float, scr
                 res = analyse(sub, tol, validate=False)
                 for i, b in enumerate(part):
                     out[(b, v)] = (len(keep), (res.kappa[i], res.slack[i], res.holds[i]))
+                # the piece of the buffer is let go before the next take, which may grow it (the old and the
+                # new buffer are then not held at once); the results are arrays of their own
+                del sub, res
     for b in range(W.shape[0]):
         for v in variants:
             if (b, v) in out:

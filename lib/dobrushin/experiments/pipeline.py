@@ -247,16 +247,18 @@ MMAP_THRESHOLD = 32 << 20
 
 def steady_heap(threshold: int = MMAP_THRESHOLD) -> bool:
     """Fix glibc malloc's mmap threshold at ``threshold`` bytes and its trim threshold at twice that
-    (``mallopt(M_MMAP_THRESHOLD)``, ``mallopt(M_TRIM_THRESHOLD)``), once per process, unless
-    ``MALLOC_MMAP_THRESHOLD_`` is set.  By default glibc raises the mmap threshold to the size of each large
-    block freed (up to 32 MiB) and the trim threshold to twice that, after which memory freed at the top of
-    the heap is kept: at 518 px (batch 8) the resident set peaked at 3.1–3.5 GB where 2.7 GB was ever live
-    at once.  With the mmap threshold fixed every block above it is its own mapping, returned to the system
-    on free.  Fixing it also stops glibc moving the trim threshold, which then stays wherever it was: at
-    its default of 128 KiB in a process that had freed no large block yet, where every 4–25 MB block
-    freed at the top of the heap was given back and faulted in again at its next use (measured: 3 040
-    page faults per allocation of 12 MB, 102 with the trim threshold set; 0 in a process that had loaded
-    a model first, which had moved it already).  So it is set as glibc itself would set it.  At 16 MiB, as
+    (``mallopt(M_MMAP_THRESHOLD)``, ``mallopt(M_TRIM_THRESHOLD)``), once per process, unless the user set
+    malloc's thresholds themselves (:func:`_user_tuned_malloc`).  By default glibc raises the mmap threshold
+    to the size of each large block freed (up to 32 MiB) and the trim threshold to twice that, after which
+    memory freed at the top of the heap is kept: at 518 px (batch 8) the resident set peaked at 3.1–3.5 GB
+    where 2.7 GB was ever live at once.  With the mmap threshold fixed every block above it is its own
+    mapping, returned to the system on free.  Fixing it also stops glibc moving the trim threshold, which
+    then stays wherever it was; so it is set too, as glibc itself would set it.  That matters in a process
+    that had freed no large block before (a benchmark, a small model measured first): there the trim
+    threshold was still at its default of 128 KiB, and every block of a few megabytes freed at the top of
+    the heap was given back and faulted in again at its next use (3 040 page faults per allocation of
+    12 MB, 102 with the trim threshold set).  The measurement loop calls this after the model is loaded,
+    which has usually moved the trim threshold already (no such faults were seen there).  At 16 MiB, as
     before, the peak at 518 px (batch 8) was 2.6 GB, but the forward pass's hidden states there (16.8 MB)
     were fresh mappings, faulted in and zeroed at every layer: timed alternately in one process (6 forward
     passes each), the bare forward pass of that batch took 6.5 s (median) at 16 MiB and 6.0 s at 32 MiB,
@@ -267,7 +269,7 @@ def steady_heap(threshold: int = MMAP_THRESHOLD) -> bool:
     if _HEAP_SET is not None:
         return _HEAP_SET
     _HEAP_SET = False
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None and sys.platform.startswith("linux"):
+    if not _user_tuned_malloc() and sys.platform.startswith("linux"):
         try:
             import ctypes
             import platform
@@ -275,11 +277,20 @@ def steady_heap(threshold: int = MMAP_THRESHOLD) -> bool:
             if platform.libc_ver()[0] == "glibc":
                 mallopt = ctypes.CDLL(None).mallopt
                 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-                _HEAP_SET = (bool(mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(int(threshold))))
-                             and bool(mallopt(ctypes.c_int(M_TRIM_THRESHOLD), ctypes.c_int(2 * int(threshold)))))
+                _HEAP_SET = (bool(mallopt(ctypes.c_int(M_TRIM_THRESHOLD), ctypes.c_int(2 * int(threshold))))
+                             and bool(mallopt(ctypes.c_int(M_MMAP_THRESHOLD), ctypes.c_int(int(threshold)))))
         except (OSError, AttributeError, ValueError):
             _HEAP_SET = False
     return _HEAP_SET
+
+
+def _user_tuned_malloc() -> bool:
+    """Whether the user set glibc malloc's thresholds themselves (``MALLOC_MMAP_THRESHOLD_``,
+    ``MALLOC_TRIM_THRESHOLD_``, or ``glibc.malloc`` tunables in ``GLIBC_TUNABLES``): then
+    :func:`steady_heap` leaves them alone."""
+    env = os.environ
+    return (env.get("MALLOC_MMAP_THRESHOLD_") is not None or env.get("MALLOC_TRIM_THRESHOLD_") is not None
+            or "glibc.malloc." in env.get("GLIBC_TUNABLES", ""))
 
 
 _HEAP_SET: Optional[bool] = None
