@@ -433,3 +433,30 @@ def test_steady_heap_leaves_thresholds_the_user_set_alone(var, value, tuned, mon
     if tuned:  # nothing is set (in a fresh state of the once-per-process flag)
         monkeypatch.setattr(pipeline, "_HEAP_SET", None)
         assert pipeline.steady_heap() is False
+
+
+def test_versions_are_read_once_per_process_and_match_the_metadata(monkeypatch):
+    """versions() and key_versions() read each package's metadata once per process: a second call gives the
+    same versions without reading it again (a metadata reader that fails is not called), each call hands
+    back a dict of its own, and the versions are those importlib.metadata reports."""
+    import importlib.metadata as md
+
+    from dobrushin.experiments.pipeline import KEY_PACKAGES, NUMBER_PACKAGES, key_versions, versions
+
+    first, keys = versions(), key_versions()
+    for pkg in NUMBER_PACKAGES:
+        try:
+            want = md.version(pkg)
+        except md.PackageNotFoundError:
+            want = "not installed"
+        assert first[pkg] == want
+    assert keys == {p: md.version(p).split("+")[0] for p in KEY_PACKAGES}
+
+    def fail(name):
+        raise AssertionError(f"metadata of {name} read again")
+
+    monkeypatch.setattr(md, "version", fail)
+    again = versions()
+    assert again == first and key_versions() == keys
+    again["torch"] = "edited"
+    assert versions()["torch"] == first["torch"]

@@ -33,6 +33,25 @@ def test_missed_targets_name_their_largest_stages_and_the_floor():
     assert f"come to {(4.0 + 3.0 + 2.0) / 4.0:.2f}×." in text
 
 
+def test_missed_targets_rank_the_stages_of_the_further_inputs_when_the_one_input_stages_are_there():
+    """With the one-input stages of the same run, the sentence ranks (stage − stage_1) / (forward − forward_1),
+    the basis of the per-input target: a fixed cost (``write`` the same for one input and for the batch)
+    drops out of the ranking although it is the largest share of the batch."""
+    r = _row("slow", 4.0, 1.3, False, capture=0.6, restrict=0.1, test=0.65, rollout=0.9, heads=0.3, write=2.0)
+    r.update(forward_1=1.0, capture_1=0.15, restrict_1=0.025, test_1=0.05, rollout_1=0.15, heads_1=0.3,
+             write_1=2.0)
+    text = stage_misses(pd.DataFrame([r]))
+    # per further input: rollout 0.75/3 = 0.25, test 0.6/3 = 0.2, capture 0.45/3 = 0.15, restrict 0.025, heads and
+    # write 0
+    assert "per further input, its largest stages are rollout 0.25×, test 0.20× and capture 0.15×" in text
+    assert "write" not in text
+    assert f"come to {1 + 0.75 / 3 + 0.6 / 3:.2f}×." in text
+    # the batch's shares when a one-input stage is missing (a table written before these columns)
+    del r["heads_1"]
+    assert "its largest stages are write 0.50×, rollout 0.23× and test 0.16× the forward pass" \
+        in stage_misses(pd.DataFrame([r]))
+
+
 def test_stage_misses_when_nothing_is_missed():
     met = pd.DataFrame([_row("a", 1.0, 1.3, True)])
     assert stage_misses(met) == "Every target of the table is met."

@@ -46,9 +46,10 @@ from dobrushin.store.bench import STAGE_COLUMNS  # the schema of stages.csv
 #: the issue's per-input ratio — (measurement of the batch − measurement of one input) / (forward of the
 #: batch − forward of one input), what the inputs after the first cost over their own forward pass, with
 #: the fixed costs of a measurement cancelled — with and without the per-head table; ``met`` judges this
-#: ratio when it was measured
+#: ratio when it was measured; then the stages of that one input's measurement (``capture_1`` … ``write_1``,
+#: same run), so that a stage's cost per further input is ``(stage − stage_1) / (forward − forward_1)``
 STAGE_EXTRA = ["forward_1", "measure_1_s", "ratio_per_input", "ratio_per_input_without_heads",
-               "ratio_per_input_runs"]
+               "ratio_per_input_runs", "capture_1", "restrict_1", "test_1", "rollout_1", "heads_1", "write_1"]
 
 
 def configs(profile: str) -> List[dict]:
@@ -197,7 +198,7 @@ def _child(c: dict) -> dict:
         m1, s1, _ = measure(1)
         m8, s8, n_tok = measure(min(c["batch"], len(inputs)))
         d_fwd = f8 - f1
-        runs.append(dict(f8=f8, f1=f1, m1=m1, m8=m8, s8=s8, n_tok=n_tok,
+        runs.append(dict(f8=f8, f1=f1, m1=m1, m8=m8, s8=s8, s1=s1, n_tok=n_tok,
                          per=(m8 - m1) / d_fwd if d_fwd > 0 else None,
                          per_nh=((m8 - s8["heads"]) - (m1 - s1["heads"])) / d_fwd if d_fwd > 0 else None))
     # the row shows one run, the median one (its ratio the median of the runs'), every column from it, so
@@ -205,12 +206,15 @@ def _child(c: dict) -> dict:
     rep = median_run(runs)
     fwd, fwd1, one_s, measure_s, st, n_tok = rep["f8"], rep["f1"], rep["m1"], rep["m8"], rep["s8"], rep["n_tok"]
     capture = max(0.0, st["forward"] - fwd)
+    s1 = rep["s1"]
     per_input, per_input_nh = rep["per"], rep["per_nh"]
     return dict(load=load_s, forward=fwd, capture=capture, restrict=st["restrict"], test=st["test"],
                 rollout=st["rollout"], heads=st["heads"], write=st["write"], measure_s=measure_s,
                 measure_without_heads_s=measure_s - st["heads"], tokens=n_tok, peak_rss_mb=_peak_mb(),
                 forward_1=fwd1, measure_1_s=one_s, ratio_per_input=per_input,
                 ratio_per_input_without_heads=per_input_nh,
+                capture_1=max(0.0, s1["forward"] - fwd1), restrict_1=s1["restrict"], test_1=s1["test"],
+                rollout_1=s1["rollout"], heads_1=s1["heads"], write_1=s1["write"],
                 ratio_per_input_runs=";".join("nan" if r["per"] is None else f"{r['per']:.3f}" for r in runs))
 
 

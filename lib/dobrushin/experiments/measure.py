@@ -438,7 +438,7 @@ def rollout_rows(attention, roles: Sequence[Sequence[str]], table: pd.DataFrame,
                           L=L, roles=roles)
 
 
-def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float, scratch: Optional[Scratch] = None,
+def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float,
                 ids: Optional[Sequence[str]] = None, layer: Optional[int] = None):
     """The condition on every head of one layer, ``W`` ``(k, H, n, n)`` (validated) for the first k inputs:
     per variant the inputs with the same kept tokens are restricted and tested together (one
@@ -447,10 +447,9 @@ def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float, scr
     (kappa, slack, holds))``, the three of shape ``(H,)``, in the order of the inputs; an input that keeps
     no token in a variant yields nothing.  The CHUNK_BYTES bound is on the restricted float64 copy; members
     that are not a contiguous run of inputs are first gathered as a copy of their unrestricted heads, in the
-    captured dtype (float32 from the extractors: half the bytes per entry, on the full n × n).  ``scratch``:
-    where the restricted copies go (the thread's, :func:`thread_scratch`, when None); ``ids``, ``layer``:
-    only to name the input and layer of a row that cannot be renormalised."""
-    scratch = thread_scratch() if scratch is None else scratch
+    captured dtype (float32 from the extractors: half the bytes per entry, on the full n × n).  The
+    restricted copies go into the thread's buffer (:func:`thread_scratch`); ``ids``, ``layer``: only to name
+    the input and layer of a row that cannot be renormalised."""
     if len(roles) < W.shape[0]:
         raise ValueError(f"got {W.shape[0]} inputs' heads but {len(roles)} role lists")
     out = {}
@@ -464,7 +463,7 @@ def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float, scr
             for c0 in range(0, len(members), step):
                 part = members[c0:c0 + step]
                 try:
-                    sub = restrict_checked(_members(W, part), kept, scratch)
+                    sub = restrict_checked(_members(W, part), kept, thread_scratch())
                 except NoMassError as e:  # name the input, layer and head
                     i, h = e.index
                     name = part[i] if ids is None else ids[part[i]]
@@ -513,9 +512,8 @@ def head_rows(attention, roles: Sequence[Sequence[str]], *, model: str,
     B, L, H = A.shape[:3]
     res: Dict[tuple, list] = defaultdict(list)
     nk: Dict[tuple, int] = {}
-    scratch = thread_scratch()
     for l in range(L):
-        for b, v, k, r in _head_layer(A[:, l], roles, variants, tol, scratch, input_ids, l):
+        for b, v, k, r in _head_layer(A[:, l], roles, variants, tol, input_ids, l):
             nk[(b, v)] = k
             res[(b, v)].append(r)
     return _head_table([(input_ids[b], v, nk[(b, v)], res[(b, v)]) for b in range(B) for v in variants
@@ -563,7 +561,7 @@ class HeadSink:
 
     def _layer(self, W: torch.Tensor, roles, layer: int) -> None:
         check_captured(W, self.atol)  # once per captured tensor
-        for b, v, k, r in _head_layer(W, roles, self.variants, self.tol, None, self.ids, layer):
+        for b, v, k, r in _head_layer(W, roles, self.variants, self.tol, self.ids, layer):
             self.nk[(b, v)] = k
             self.results[(b, v)].append(r)
 

@@ -51,6 +51,7 @@ have since become available are used.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import sys
@@ -173,16 +174,20 @@ def key_versions(packages: Sequence[str] = KEY_PACKAGES) -> Dict[str, str]:
 
 
 def _installed(packages: Sequence[str]) -> Dict[str, str]:
-    """The installed distribution version of each of ``packages`` (local tag included), or "not installed"."""
+    """The installed distribution version of each of ``packages`` (local tag included), or "not installed";
+    read once per process and package (reading the metadata cost every measurement several milliseconds,
+    and what the process runs is what it imported, whatever is installed later)."""
+    return {pkg: _installed_one(pkg) for pkg in packages}
+
+
+@functools.lru_cache(maxsize=None)
+def _installed_one(pkg: str) -> str:
     import importlib.metadata as md
 
-    out = {}
-    for pkg in packages:
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
+    try:
+        return md.version(pkg)
+    except md.PackageNotFoundError:
+        return "not installed"
 
 
 def versions(packages: Sequence[str] = NUMBER_PACKAGES) -> Dict[str, str]:

@@ -258,24 +258,42 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _per_input_shares(r: dict) -> Optional[dict]:
+    """Each measuring stage's cost per further input as a multiple of the further inputs' bare forward pass,
+    ``(stage − stage_1) / (forward − forward_1)``, from the one-input timings of the same run; None for a row
+    without them (an older stages.csv) or with a batch forward pass no slower than one input's."""
+    if not all(_given(r.get(f"{s}_1")) for s in MEASURE_STAGES) or not _given(r.get("forward_1")):
+        return None
+    d = float(r["forward"]) - float(r["forward_1"])
+    if d <= 0:
+        return None
+    return {s: (float(r[s]) - float(r[f"{s}_1"])) / d for s in MEASURE_STAGES}
+
+
 def stage_misses(df: pd.DataFrame) -> str:
     """Where the time goes in each configuration of the stage table whose target is missed: its three
     largest stages as multiples of the bare forward pass, and what the forward pass, the rollout and the
     test (the float64 matrix products and the κ kernel, neither of which a faster loop around them can
-    shrink) already come to, against the target.  One sentence per configuration; a sentence saying so
-    when every target is met or none was judged."""
+    shrink) already come to, against the target.  Where the row has the one-input stages (``capture_1`` …),
+    the stages are those of the inputs after the first over their own forward pass, the basis the target is
+    judged on (so that fixed costs such as writing the tables cancel); otherwise those of the whole batch.
+    One sentence per configuration; a sentence saying so when every target is met or none was judged."""
     judged = [r for r in df.to_dict("records") if not _note(r) and _given(r.get("target"))]
     out = []
     for r in judged:
         if not _given(r.get("met")) or bool(r["met"]):
             continue
         tgt, f = float(r["target"]), float(r["forward"])
-        share = {s: float(r[s]) / f for s in MEASURE_STAGES}
+        share = _per_input_shares(r)
+        per = share is not None
+        if not per:
+            share = {s: float(r[s]) / f for s in MEASURE_STAGES}
         top = sorted(share.items(), key=lambda kv: -kv[1])[:3]
         floor = 1.0 + share["rollout"] + share["test"]
         parts = [f"{s} {v:.2f}×" for s, v in top]
-        out.append(f"{r['config']} misses its target (≤ {tgt:g}×): its largest stages are "
-                   f"{', '.join(parts[:-1])} and {parts[-1]} the forward pass, and the forward pass, the rollout "
+        out.append(f"{r['config']} misses its target (≤ {tgt:g}×): {'per further input, ' if per else ''}its "
+                   f"largest stages are {', '.join(parts[:-1])} and {parts[-1]} "
+                   f"{'that input’s' if per else 'the'} forward pass, and the forward pass, the rollout "
                    f"and the test alone come to {floor:.2f}×.")
     if out:
         return " ".join(out)
