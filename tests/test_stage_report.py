@@ -43,7 +43,7 @@ def test_missed_targets_rank_the_stages_of_the_further_inputs_when_the_one_input
     text = stage_misses(pd.DataFrame([r]))
     # per further input: rollout 0.75/3 = 0.25, test 0.6/3 = 0.2, capture 0.45/3 = 0.15, restrict 0.025, heads and
     # write 0
-    assert "per further input, its largest stages are rollout 0.25×, test 0.20× and capture 0.15×" in text
+    assert "each further input costs most in rollout 0.25×, test 0.20× and capture 0.15× its own forward pass" in text
     assert "write" not in text
     assert f"come to {1 + 0.75 / 3 + 0.6 / 3:.2f}×." in text
     # the batch's shares when a one-input stage is missing (a table written before these columns)

@@ -291,10 +291,14 @@ def stage_misses(df: pd.DataFrame) -> str:
         top = sorted(share.items(), key=lambda kv: -kv[1])[:3]
         floor = 1.0 + share["rollout"] + share["test"]
         parts = [f"{s} {v:.2f}×" for s, v in top]
-        out.append(f"{r['config']} misses its target (≤ {tgt:g}×): {'per further input, ' if per else ''}its "
-                   f"largest stages are {', '.join(parts[:-1])} and {parts[-1]} "
-                   f"{'that input’s' if per else 'the'} forward pass, and the forward pass, the rollout "
-                   f"and the test alone come to {floor:.2f}×.")
+        if per:
+            out.append(f"{r['config']} misses its target (≤ {tgt:g}×): each further input costs most in "
+                       f"{', '.join(parts[:-1])} and {parts[-1]} its own forward pass, and its forward pass, "
+                       f"rollout and test alone come to {floor:.2f}×.")
+        else:
+            out.append(f"{r['config']} misses its target (≤ {tgt:g}×): its largest stages are "
+                       f"{', '.join(parts[:-1])} and {parts[-1]} the forward pass, and the forward pass, the "
+                       f"rollout and the test alone come to {floor:.2f}×.")
     if out:
         return " ".join(out)
     return "Every target of the table is met." if judged else "No configuration of the table has a target."
