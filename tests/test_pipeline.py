@@ -458,5 +458,19 @@ def test_versions_are_read_once_per_process_and_match_the_metadata(monkeypatch):
     monkeypatch.setattr(md, "version", fail)
     again = versions()
     assert again == first and key_versions() == keys
-    again["torch"] = "edited"
-    assert versions()["torch"] == first["torch"]
+    again["transformers"] = "edited"  # a cached version: the next call's dict is its own
+    assert versions()["transformers"] == first["transformers"]
+
+
+def test_a_package_not_found_is_looked_up_again(monkeypatch):
+    """A package missing at one call is recorded once it is installed (a version found is cached, an absence
+    is not): the version reader is asked again, and its answer is what versions() reports."""
+    import importlib.metadata as md
+
+    from dobrushin.experiments.pipeline import versions
+
+    name = "dobrushin-test-package-installed-later"
+    real = md.version
+    assert versions((name,))[name] == "not installed"
+    monkeypatch.setattr(md, "version", lambda p: "9.9.9" if p == name else real(p))
+    assert versions((name,))[name] == "9.9.9"

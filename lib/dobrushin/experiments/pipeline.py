@@ -174,20 +174,26 @@ def key_versions(packages: Sequence[str] = KEY_PACKAGES) -> Dict[str, str]:
 
 
 def _installed(packages: Sequence[str]) -> Dict[str, str]:
-    """The installed distribution version of each of ``packages`` (local tag included), or "not installed";
-    read once per process and package (reading the metadata cost every measurement several milliseconds,
-    and what the process runs is what it imported, whatever is installed later)."""
-    return {pkg: _installed_one(pkg) for pkg in packages}
+    """The installed distribution version of each of ``packages`` (local tag included), or "not installed".
+    A version found is read once per process (reading the metadata cost every measurement several
+    milliseconds); a package not found is looked up again at the next call, so that one installed into a
+    running kernel is recorded once it is there."""
+    import importlib.metadata as md
+
+    out = {}
+    for pkg in packages:
+        try:
+            out[pkg] = _version(pkg)
+        except md.PackageNotFoundError:  # (not cached: lru_cache keeps no exception)
+            out[pkg] = "not installed"
+    return out
 
 
 @functools.lru_cache(maxsize=None)
-def _installed_one(pkg: str) -> str:
+def _version(pkg: str) -> str:
     import importlib.metadata as md
 
-    try:
-        return md.version(pkg)
-    except md.PackageNotFoundError:
-        return "not installed"
+    return md.version(pkg)
 
 
 def versions(packages: Sequence[str] = NUMBER_PACKAGES) -> Dict[str, str]:

@@ -272,12 +272,15 @@ def _per_input_shares(r: dict) -> Optional[dict]:
 
 def stage_misses(df: pd.DataFrame) -> str:
     """Where the time goes in each configuration of the stage table whose target is missed: its three
-    largest stages as multiples of the bare forward pass, and what the forward pass, the rollout and the
-    test (the float64 matrix products and the κ kernel, neither of which a faster loop around them can
-    shrink) already come to, against the target.  Where the row has the one-input stages (``capture_1`` …),
-    the stages are those of the inputs after the first over their own forward pass, the basis the target is
-    judged on (so that fixed costs such as writing the tables cancel); otherwise those of the whole batch.
-    One sentence per configuration; a sentence saying so when every target is met or none was judged."""
+    largest stages, and what the forward pass, the rollout and the test (the float64 matrix products and the
+    κ kernel, neither of which a faster loop around them can shrink) already come to, against the target.
+    Where the row has the one-input stages (``capture_1`` …), the stages are those of the inputs after the
+    first over their own forward pass, the basis the target is judged on (so that fixed costs such as
+    writing the tables cancel), and the sentence adds the per-input figure without the per-head table (made
+    for the first ``head_inputs`` inputs of a batch only, so not a cost of every further input); otherwise
+    the stages are those of the whole batch over its forward pass.  A stage whose share is not positive
+    (timing noise: the capture columns are clipped at 0 one by one) is not ranked.  One sentence per
+    configuration; a sentence saying so when every target is met or none was judged."""
     judged = [r for r in df.to_dict("records") if not _note(r) and _given(r.get("target"))]
     out = []
     for r in judged:
@@ -288,17 +291,20 @@ def stage_misses(df: pd.DataFrame) -> str:
         per = share is not None
         if not per:
             share = {s: float(r[s]) / f for s in MEASURE_STAGES}
-        top = sorted(share.items(), key=lambda kv: -kv[1])[:3]
         floor = 1.0 + share["rollout"] + share["test"]
-        parts = [f"{s} {v:.2f}×" for s, v in top]
+        top = sorted(((s, v) for s, v in share.items() if v > 0), key=lambda kv: -kv[1])[:3]
+        parts = [f"{s} {v:.2f}×" + (" (the per-head table, made for the first inputs of a batch only)"
+                                    if per and s == "heads" else "") for s, v in top]
+        listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
         if per:
-            out.append(f"{r['config']} misses its target (≤ {tgt:g}×): each further input costs most in "
-                       f"{', '.join(parts[:-1])} and {parts[-1]} its own forward pass, and its forward pass, "
-                       f"rollout and test alone come to {floor:.2f}×.")
+            nh = r.get("ratio_per_input_without_heads")
+            without = f", and without the per-head table they come to {float(nh):.2f}×" if _given(nh) else ""
+            out.append(f"{r['config']} misses its target (≤ {tgt:g}×): the further inputs cost most in "
+                       f"{listed} their own forward pass; their forward pass, rollout and test alone come to "
+                       f"{floor:.2f}×{without}.")
         else:
-            out.append(f"{r['config']} misses its target (≤ {tgt:g}×): its largest stages are "
-                       f"{', '.join(parts[:-1])} and {parts[-1]} the forward pass, and the forward pass, the "
-                       f"rollout and the test alone come to {floor:.2f}×.")
+            out.append(f"{r['config']} misses its target (≤ {tgt:g}×): its largest stages are {listed} the "
+                       f"forward pass, and the forward pass, the rollout and the test alone come to {floor:.2f}×.")
     if out:
         return " ".join(out)
     return "Every target of the table is met." if judged else "No configuration of the table has a target."
