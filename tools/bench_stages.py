@@ -7,7 +7,9 @@ batch 2 for memory), in a fresh spawned process so that its peak memory is its o
 * ``load``: :func:`dobrushin.models.load_model` (or building the FT-Transformer);
 * ``forward``: the bare eager forward pass of the batch (no hooks; after one warm-up pass), the
   reference of every share;
-* ``capture``: the measurement's forward pass with the capture hooks, minus the bare forward;
+* ``capture``: the measurement's forward pass with the capture hooks, minus the bare forward; it includes
+  preparing the inputs (``lm.preprocess``: resizing and normalising photos, tokenizing texts), which the
+  measurement times with its forward pass and the bare pass is spared (it runs on inputs already prepared);
 * ``restrict``, ``test``, ``rollout``, ``heads``, ``write``: the stages of
   :func:`dobrushin.experiments.pipeline.run_weights` (validation counts as ``restrict``; ``heads`` runs
   inside the forward pass, layer by layer; ``write`` = the per-batch partial tables plus the final
