@@ -60,6 +60,22 @@ def test_missed_targets_rank_the_stages_of_the_further_inputs_when_the_one_input
     assert batch in stage_misses(pd.DataFrame([{**r, "forward_1": 4.0}]))
 
 
+def test_preparing_the_inputs_is_a_stage_of_its_own_where_the_table_has_it():
+    """A table with ``prepare``/``prepare_1`` (loading and preparing the inputs, timed apart from ``capture``)
+    shows it as a column and ranks it per further input like any stage; an older table has no such column
+    and its ``capture`` stands for both (the other tests' rows)."""
+    r = _row("slow", 4.0, 1.3, False, prepare=0.5, capture=0.2, restrict=0.1, test=0.65, rollout=0.92, heads=0.3,
+             write=2.0)
+    r.update(forward_1=1.0, prepare_1=0.08, capture_1=0.05, restrict_1=0.025, test_1=0.05, rollout_1=0.15,
+             heads_1=0.3, write_1=2.0)
+    table = stage_table(pd.DataFrame([r]))
+    assert table["prepare"].iloc[0] == "0.50 s (0.12×)"  # 0.5 s of a 4 s forward pass
+    # per further input: rollout 0.77/3, test 0.6/3, prepare 0.42/3 = 0.14, capture 0.15/3 = 0.05
+    assert "the further inputs cost most in rollout 0.26×, test 0.20× and prepare 0.14× their own forward pass" \
+        in stage_misses(pd.DataFrame([r]))
+    assert "prepare" not in stage_table(pd.DataFrame([_row("older", 2.0, 2.5, True)]))
+
+
 def test_the_one_input_stage_columns_are_those_the_report_reads():
     """tools/bench_stages writes a ``<stage>_1`` column for every stage the report ranks per input."""
     from dobrushin.report.reproducing_tables import MEASURE_STAGES
@@ -136,5 +152,7 @@ def test_the_terminal_stage_table_lists_the_runs_and_says_mib():
     assert "peak RSS 1024 MiB" in text and " MB" not in text
     assert "runs 1.400;nan;1.380" in text and "target <= 1.3x: MISSED" in text
     assert "rollout 0.04s (0.10x)" in text  # 0.04 s of a 0.4 s forward pass
+    assert "prepare" not in text  # an older table: its capture includes preparing the inputs
+    assert "prepare 0.01s (0.03x), capture" in format_stage_table(pd.DataFrame([{**row, "prepare": 0.012}]))
     row.pop("ratio_per_input_runs")  # an older table without the column
     assert "runs" not in format_stage_table(pd.DataFrame([row]))

@@ -540,3 +540,28 @@ def test_a_row_with_no_mass_on_the_kept_tokens_is_named_by_input_layer_and_head(
                 bm.add(avg[:, l:l + 1])
             bm.finish()
         monkeypatch.undo()
+
+
+def test_preparing_the_inputs_is_its_own_stage_not_part_of_the_forward_pass(images):  # noqa: F811
+    """``prepare`` holds the time of ``inputs.items`` + ``lm.preprocess`` (here a preprocess that sleeps
+    0.2 s per batch) and ``forward`` no longer does: the stages are disjoint parts of the run, so together
+    they cannot exceed its wall time (they would by the 0.4 s of the two batches were it counted twice)."""
+    import time
+    from types import SimpleNamespace
+
+    from dobrushin.experiments.pipeline import STAGES
+
+    lm = TinyLoader("vision")("tiny/m", pretrained=True, seed=3)
+
+    def slow(items):
+        time.sleep(0.2)
+        return lm.preprocess(items)
+
+    slow_lm = SimpleNamespace(model=lm.model, model_id=lm.model_id, preprocess=slow)
+    cfg = MeasureConfig(batch_size=3, head_inputs=1, device="cpu", progress=False)
+    info = run_weights(slow_lm, images.head(6), extractor=extract_attention, weights="pretrained", config=cfg,
+                       device=torch.device("cpu"))["info"]
+    st = info["stages"]
+    assert tuple(st) == STAGES and STAGES[0] == "prepare"
+    assert st["prepare"] >= 0.4  # two batches, each sleeping 0.2 s
+    assert sum(st.values()) <= info["wall_s"] + 1e-3  # (rounded to 0.1 ms each)

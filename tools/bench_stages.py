@@ -7,9 +7,13 @@ batch 2 for memory), in a fresh spawned process so that its peak memory is its o
 * ``load``: :func:`dobrushin.models.load_model` (or building the FT-Transformer);
 * ``forward``: the bare eager forward pass of the batch (no hooks; after one warm-up pass), the
   reference of every share;
-* ``capture``: the measurement's forward pass with the capture hooks, minus the bare forward; it includes
-  preparing the inputs (``lm.preprocess``: resizing and normalising photos, tokenizing texts), which the
-  measurement times with its forward pass and the bare pass is spared (it runs on inputs already prepared);
+* ``capture``: the measurement's forward pass with the capture hooks, minus the bare forward (the
+  ``forward`` stage of :func:`dobrushin.experiments.pipeline.run_weights`, which no longer includes
+  preparing the inputs);
+* ``prepare`` (:data:`STAGE_EXTRA`): the measurement's loading and preparing of the inputs
+  (``inputs.items`` and ``lm.preprocess``: reading, resizing and normalising photos, tokenizing texts),
+  which the bare forward pass is spared (it runs on inputs already prepared); in tables written before this
+  column, ``capture`` includes it;
 * ``restrict``, ``test``, ``rollout``, ``heads``, ``write``: the stages of
   :func:`dobrushin.experiments.pipeline.run_weights` (validation counts as ``restrict``; ``heads`` runs
   inside the forward pass, layer by layer; ``write`` = the per-batch partial tables plus the final
@@ -49,9 +53,12 @@ from dobrushin.store.bench import STAGE_COLUMNS  # the schema of stages.csv
 #: batch − forward of one input), what the inputs after the first cost over their own forward pass, with
 #: the fixed costs of a measurement cancelled — with and without the per-head table; ``met`` judges this
 #: ratio when it was measured; then the stages of that one input's measurement (``capture_1`` … ``write_1``,
-#: same run), so that a stage's cost per further input is ``(stage − stage_1) / (forward − forward_1)``
+#: same run), so that a stage's cost per further input is ``(stage − stage_1) / (forward − forward_1)``; then
+#: ``prepare`` and ``prepare_1``, loading and preparing the inputs of the batch and of the one input (timed
+#: apart from ``capture`` since; older tables lack them)
 STAGE_EXTRA = ["forward_1", "measure_1_s", "ratio_per_input", "ratio_per_input_without_heads",
-               "ratio_per_input_runs", "capture_1", "restrict_1", "test_1", "rollout_1", "heads_1", "write_1"]
+               "ratio_per_input_runs", "capture_1", "restrict_1", "test_1", "rollout_1", "heads_1", "write_1",
+               "prepare", "prepare_1"]
 
 
 def configs(profile: str) -> List[dict]:
@@ -217,6 +224,7 @@ def _child(c: dict) -> dict:
                 ratio_per_input_without_heads=per_input_nh,
                 capture_1=max(0.0, s1["forward"] - fwd1), restrict_1=s1["restrict"], test_1=s1["test"],
                 rollout_1=s1["rollout"], heads_1=s1["heads"], write_1=s1["write"],
+                prepare=st["prepare"], prepare_1=s1["prepare"],
                 ratio_per_input_runs=";".join("nan" if r["per"] is None else f"{r['per']:.3f}" for r in runs))
 
 
@@ -263,12 +271,13 @@ def stage_table(profile: str = "full", log=print) -> pd.DataFrame:
 def format_stage_table(df: pd.DataFrame) -> str:
     """Seconds and share of the bare forward pass per stage, the ratio and the peak memory."""
     lines = []
-    stages = ["load", "forward", "capture", "restrict", "test", "rollout", "heads", "write"]
+    stages = ["load", "forward", "prepare", "capture", "restrict", "test", "rollout", "heads", "write"]
     for r in df.itertuples():
         if isinstance(r.note, str) and r.note:
             lines.append(f"{r.config}: {r.note}")
             continue
-        parts = [f"{s} {getattr(r, s):.2f}s ({getattr(r, s) / r.forward:.2f}x)" for s in stages]
+        parts = [f"{s} {getattr(r, s):.2f}s ({getattr(r, s) / r.forward:.2f}x)" for s in stages
+                 if s != "prepare" or not pd.isna(getattr(r, s, None))]  # (older tables: no prepare)
         tgt = "" if pd.isna(r.target) else f" (target <= {r.target}x: {'met' if r.met else 'MISSED'})"
         per = getattr(r, "ratio_per_input", None)
         runs = getattr(r, "ratio_per_input_runs", None)

@@ -306,8 +306,10 @@ def _user_tuned_malloc() -> bool:
 
 _HEAP_SET: Optional[bool] = None
 
-#: the stages of :func:`run_weights` whose seconds it reports (``info["stages"]``)
-STAGES = ("forward", "restrict", "test", "rollout", "heads", "write")
+#: the stages of :func:`run_weights` whose seconds it reports (``info["stages"]``): ``prepare`` is loading and
+#: preparing the inputs (``inputs.items`` and ``lm.preprocess``: reading and resizing photos, tokenizing texts),
+#: which runs written before it was timed apart count in ``forward``
+STAGES = ("prepare", "forward", "restrict", "test", "rollout", "heads", "write")
 
 
 def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: MeasureConfig,
@@ -325,7 +327,7 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
     (:func:`~dobrushin.experiments.measure.measure_batch`): the same tables, bit for bit.  ``partial``: completed batches are written there and reused on a rerun; ``progress``: a
     :class:`~dobrushin.store.progress.Progress` updated per batch.  Returns ``{"table",
     "rollout", "heads", "info"}``; ``info["stages"]``: seconds per stage (:data:`STAGES`; ``forward``
-    includes the capture hooks but not the per-head tests done during it)."""
+    includes the capture hooks but not the per-head tests done during it, nor preparing the inputs)."""
     from ..capture.hooks import is_placeholder, layer_sink, map_sink
 
     from ..capture.extract import extract_attention
@@ -353,8 +355,10 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
             measure_clock: dict = {}
             bm = BatchMeasure(model=model_id, input_ids=ids, weights=weights, variants=cfg.variants, tol=cfg.tol,
                               atol=cfg.atol, clock=measure_clock)
-            tf = time.perf_counter()
+            tp = time.perf_counter()
             x = to_device(lm.preprocess(inputs.items(start, stop)), device)
+            tf = time.perf_counter()
+            clock["prepare"] += tf - tp
             with layer_sink(sink), map_sink(bm.layer if streaming else None):
                 ex = extractor(model, x)
             inside = sum(measure_clock.values())  # measuring done during the forward pass

@@ -201,13 +201,20 @@ BENCH_TARGET = 6.0
 PER_INPUT = "inputs after the first / their forward"
 
 
-#: the stages of a measurement beside the bare forward pass (``tools/bench_stages.py``)
-MEASURE_STAGES = ("capture", "restrict", "test", "rollout", "heads", "write")
+#: the stages of a measurement beside the bare forward pass (``tools/bench_stages.py``); ``prepare`` (loading
+#: and preparing the inputs) is missing from tables written before it was timed apart, whose ``capture``
+#: includes it
+MEASURE_STAGES = ("prepare", "capture", "restrict", "test", "rollout", "heads", "write")
 
 
 def _given(v) -> bool:
     """A value a stage-table row has (not missing, not NaN): an older stages.csv lacks some columns."""
     return v is not None and not pd.isna(v)
+
+
+def _stages(r: dict) -> tuple:
+    """The :data:`MEASURE_STAGES` a stage-table row has: all, or all but ``prepare`` (an older table)."""
+    return tuple(s for s in MEASURE_STAGES if s != "prepare" or _given(r.get("prepare")))
 
 
 def _note(r: dict) -> str:
@@ -231,7 +238,8 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
         f = float(r["forward"])
         row = {"configuration": f"{r['config']} ({int(r['inputs'])} inputs, n = {int(r['tokens'])})"}
         for s in stages:
-            row[s] = f"{float(r[s]):.2f} s" + ("" if s in ("forward", "load") else f" ({float(r[s]) / f:.2f}×)")
+            row[s] = "—" if not _given(r.get(s)) else \
+                f"{float(r[s]):.2f} s" + ("" if s in ("forward", "load") else f" ({float(r[s]) / f:.2f}×)")
         tgt = r.get("target")
         verdict = "" if not _given(tgt) else \
             f" (target ≤ {float(tgt):g}×: {'met' if bool(r['met']) else 'missed'})"
@@ -253,8 +261,9 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
         row["peak memory"] = f"{float(r['peak_rss_mb']) / 1024:.2f} GiB"
         rows.append(row)
     out = pd.DataFrame(rows)
-    if PER_INPUT in out and out[PER_INPUT].eq("—").all():  # an older stages.csv: no such ratio
-        out = out.drop(columns=PER_INPUT)
+    for col in (PER_INPUT, "prepare"):  # an older stages.csv: no such ratio, no prepare stage
+        if col in out and out[col].eq("—").all():
+            out = out.drop(columns=col)
     return out
 
 
@@ -262,12 +271,13 @@ def _per_input_shares(r: dict) -> Optional[dict]:
     """Each measuring stage's cost per further input as a multiple of the further inputs' bare forward pass,
     ``(stage − stage_1) / (forward − forward_1)``, from the one-input timings of the same run; None for a row
     without them (an older stages.csv) or with a batch forward pass no slower than one input's."""
-    if not all(_given(r.get(f"{s}_1")) for s in MEASURE_STAGES) or not _given(r.get("forward_1")):
+    stages = _stages(r)
+    if not all(_given(r.get(f"{s}_1")) for s in stages) or not _given(r.get("forward_1")):
         return None
     d = float(r["forward"]) - float(r["forward_1"])
     if d <= 0:
         return None
-    return {s: (float(r[s]) - float(r[f"{s}_1"])) / d for s in MEASURE_STAGES}
+    return {s: (float(r[s]) - float(r[f"{s}_1"])) / d for s in stages}
 
 
 def stage_misses(df: pd.DataFrame) -> str:
@@ -290,7 +300,7 @@ def stage_misses(df: pd.DataFrame) -> str:
         share = _per_input_shares(r)
         per = share is not None
         if not per:
-            share = {s: float(r[s]) / f for s in MEASURE_STAGES}
+            share = {s: float(r[s]) / f for s in _stages(r)}
         floor = 1.0 + share["rollout"] + share["test"]
         top = sorted(((s, v) for s, v in share.items() if v > 0), key=lambda kv: -kv[1])[:3]
         parts = [f"{s} {v:.2f}×" + (" (the per-head table, made for the first inputs of a batch only)"
