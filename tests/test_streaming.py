@@ -564,4 +564,5 @@ def test_preparing_the_inputs_is_its_own_stage_not_part_of_the_forward_pass(imag
     st = info["stages"]
     assert tuple(st) == STAGES and STAGES[0] == "prepare"
     assert st["prepare"] >= 0.4  # two batches, each sleeping 0.2 s
+    assert st["forward"] < 0.4  # the tiny model's two forward passes, without the sleeps
     assert sum(st.values()) <= info["wall_s"] + 1e-3  # (rounded to 0.1 ms each)

@@ -7,13 +7,12 @@ batch 2 for memory), in a fresh spawned process so that its peak memory is its o
 * ``load``: :func:`dobrushin.models.load_model` (or building the FT-Transformer);
 * ``forward``: the bare eager forward pass of the batch (no hooks; after one warm-up pass), the
   reference of every share;
-* ``capture``: the measurement's forward pass with the capture hooks, minus the bare forward (the
-  ``forward`` stage of :func:`dobrushin.experiments.pipeline.run_weights`, which no longer includes
-  preparing the inputs);
+* ``capture``: what the capture hooks add: the measurement's forward pass (the ``forward`` stage of
+  :func:`dobrushin.experiments.pipeline.run_weights`) minus the bare forward;
 * ``prepare`` (:data:`STAGE_EXTRA`): the measurement's loading and preparing of the inputs
-  (``inputs.items`` and ``lm.preprocess``: reading, resizing and normalising photos, tokenizing texts),
-  which the bare forward pass is spared (it runs on inputs already prepared); in tables written before this
-  column, ``capture`` includes it;
+  (``inputs.items`` and ``lm.preprocess``: reading, resizing and normalising photos, tokenizing texts, and
+  moving them to the device), which the bare forward pass is spared (it runs on inputs already prepared);
+  tables written before this column have no ``prepare``, and their ``capture`` includes it;
 * ``restrict``, ``test``, ``rollout``, ``heads``, ``write``: the stages of
   :func:`dobrushin.experiments.pipeline.run_weights` (validation counts as ``restrict``; ``heads`` runs
   inside the forward pass, layer by layer; ``write`` = the per-batch partial tables plus the final

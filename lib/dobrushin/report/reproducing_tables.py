@@ -226,7 +226,8 @@ def _note(r: dict) -> str:
 def stage_table(df: pd.DataFrame) -> pd.DataFrame:
     """The stage table for the reproducibility chapter: per configuration, each stage as seconds and
     (in brackets) its share of the bare forward pass, the whole measurement over the forward pass with
-    its target, and the peak memory."""
+    its target, and the peak memory.  The ``prepare`` column appears only when some row has the stage (an
+    older table has not: its ``capture`` includes preparing the inputs)."""
     stages = ("load", "forward") + MEASURE_STAGES
     rows = []
     for r in df.to_dict("records"):
