@@ -269,14 +269,15 @@ def stage_table(profile: str = "full", log=print) -> pd.DataFrame:
 
 def format_stage_table(df: pd.DataFrame) -> str:
     """Seconds and share of the bare forward pass per stage, the ratio and the peak memory."""
+    from dobrushin.report.reproducing_tables import row_stages
+
     lines = []
-    stages = ["load", "forward", "prepare", "capture", "restrict", "test", "rollout", "heads", "write"]
     for r in df.itertuples():
         if isinstance(r.note, str) and r.note:
             lines.append(f"{r.config}: {r.note}")
             continue
-        parts = [f"{s} {getattr(r, s):.2f}s ({getattr(r, s) / r.forward:.2f}x)" for s in stages
-                 if s != "prepare" or not pd.isna(getattr(r, s, None))]  # (older tables: no prepare)
+        stages = ("load", "forward") + row_stages(r._asdict())  # the chapter's stages (older tables: no prepare)
+        parts = [f"{s} {getattr(r, s):.2f}s ({getattr(r, s) / r.forward:.2f}x)" for s in stages]
         tgt = "" if pd.isna(r.target) else f" (target <= {r.target}x: {'met' if r.met else 'MISSED'})"
         per = getattr(r, "ratio_per_input", None)
         runs = getattr(r, "ratio_per_input_runs", None)

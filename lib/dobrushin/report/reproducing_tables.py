@@ -212,8 +212,9 @@ def _given(v) -> bool:
     return v is not None and not pd.isna(v)
 
 
-def _stages(r: dict) -> tuple:
-    """The :data:`MEASURE_STAGES` a stage-table row has: all, or all but ``prepare`` (an older table)."""
+def row_stages(r: dict) -> tuple:
+    """The :data:`MEASURE_STAGES` a stage-table row has: all, or all but ``prepare`` (an older table); also
+    what ``tools/bench_stages.format_stage_table`` prints."""
     return tuple(s for s in MEASURE_STAGES if s != "prepare" or _given(r.get("prepare")))
 
 
@@ -272,7 +273,7 @@ def _per_input_shares(r: dict) -> Optional[dict]:
     """Each measuring stage's cost per further input as a multiple of the further inputs' bare forward pass,
     ``(stage − stage_1) / (forward − forward_1)``, from the one-input timings of the same run; None for a row
     without them (an older stages.csv) or with a batch forward pass no slower than one input's."""
-    stages = _stages(r)
+    stages = row_stages(r)
     if not all(_given(r.get(f"{s}_1")) for s in stages) or not _given(r.get("forward_1")):
         return None
     d = float(r["forward"]) - float(r["forward_1"])
@@ -301,7 +302,7 @@ def stage_misses(df: pd.DataFrame) -> str:
         share = _per_input_shares(r)
         per = share is not None
         if not per:
-            share = {s: float(r[s]) / f for s in _stages(r)}
+            share = {s: float(r[s]) / f for s in row_stages(r)}
         floor = 1.0 + share["rollout"] + share["test"]
         top = sorted(((s, v) for s, v in share.items() if v > 0), key=lambda kv: -kv[1])[:3]
         parts = [f"{s} {v:.2f}×" + (" (the per-head table, made for the first inputs of a batch only)"
