@@ -542,14 +542,11 @@ def test_a_row_with_no_mass_on_the_kept_tokens_is_named_by_input_layer_and_head(
         monkeypatch.undo()
 
 
-def test_preparing_the_inputs_is_its_own_stage_not_part_of_the_forward_pass(images):  # noqa: F811
-    """``prepare`` holds the time of ``inputs.items`` + ``lm.preprocess`` (here a preprocess that sleeps
-    0.2 s per batch) and ``forward`` no longer does: the stages are disjoint parts of the run, so together
-    they cannot exceed its wall time (they would by the 0.4 s of the two batches were it counted twice)."""
+def _run_slowly_prepared(photos, extractor):
+    """``run_weights`` on 6 photos in batches of 3 (per-head table of the first), the tiny vision model's
+    preprocess sleeping 0.2 s a call."""
     import time
     from types import SimpleNamespace
-
-    from dobrushin.experiments.pipeline import STAGES
 
     lm = TinyLoader("vision")("tiny/m", pretrained=True, seed=3)
 
@@ -559,10 +556,58 @@ def test_preparing_the_inputs_is_its_own_stage_not_part_of_the_forward_pass(imag
 
     slow_lm = SimpleNamespace(model=lm.model, model_id=lm.model_id, preprocess=slow)
     cfg = MeasureConfig(batch_size=3, head_inputs=1, device="cpu", progress=False)
-    info = run_weights(slow_lm, images.head(6), extractor=extract_attention, weights="pretrained", config=cfg,
-                       device=torch.device("cpu"))["info"]
+    return run_weights(slow_lm, photos.head(6), extractor=extractor, weights="pretrained", config=cfg,
+                       device=torch.device("cpu"))
+
+
+def test_preparing_the_inputs_is_its_own_stage_not_part_of_the_forward_pass(images):  # noqa: F811
+    """``prepare`` holds the time of ``inputs.items`` + ``lm.preprocess`` (here a preprocess that sleeps
+    0.2 s per batch) and ``forward`` no longer does: the stages are disjoint parts of the run, so together
+    they cannot exceed its wall time (they would by the 0.4 s of the two batches were it counted twice)."""
+    from dobrushin.experiments.pipeline import STAGES
+
+    info = _run_slowly_prepared(images, extract_attention)["info"]
     st = info["stages"]
     assert tuple(st) == STAGES and STAGES[0] == "prepare"
     assert st["prepare"] >= 0.4  # two batches, each sleeping 0.2 s
     assert st["forward"] < 0.4  # the tiny model's two forward passes, without the sleeps
     assert sum(st.values()) <= info["wall_s"] + 1e-3  # (rounded to 0.1 ms each)
+
+
+def _without_hooks(model, x, average_heads=True):
+    """A custom extractor in the sense of :func:`run_weights`: the whole stack, not captured through the
+    sinks (the per-head table then needs one more pass, heads kept)."""
+    with layer_sink(None), map_sink(None):
+        return extract_attention(model, x, average_heads=average_heads)
+
+
+@pytest.mark.parametrize("kind", ["vision", "text"])
+def test_an_extractor_without_hooks_gives_the_streaming_tables(kind, images, sentences):  # noqa: F811
+    """The stack path (:func:`measure_batch` on the returned attention, the per-head table from a second
+    pass) gives the tidy and rollout tables of the streaming path bit for bit, as ``run_weights`` says, and
+    the per-head table up to the batch composition of that second pass (batch 1 holds one head input)."""
+    inputs = images if kind == "vision" else sentences
+    cfg = MeasureConfig(batch_size=3, head_inputs=4, device="cpu", progress=False)
+    lm = TinyLoader(kind)("tiny/m", pretrained=True, seed=3)
+    run = lambda ex: run_weights(lm, inputs, extractor=ex, weights="pretrained", config=cfg,  # noqa: E731
+                                 device=torch.device("cpu"))
+    stack, stream = run(_without_hooks), run(extract_attention)
+    pd.testing.assert_frame_equal(stack["table"], stream["table"], check_exact=True)
+    pd.testing.assert_frame_equal(stack["rollout"], stream["rollout"], check_exact=True)
+    a, b = stack["heads"], stream["heads"]
+    assert len(a) == len(b) > 0 and a["input_id"].nunique() == 4
+    pd.testing.assert_frame_equal(a.drop(columns=["kappa", "slack"]), b.drop(columns=["kappa", "slack"]))
+    np.testing.assert_allclose(a["kappa"], b["kappa"], rtol=0, atol=HEAD_ATOL)
+    np.testing.assert_allclose(a["slack"], b["slack"], rtol=0, atol=HEAD_ATOL)
+
+
+def test_the_second_pass_of_an_extractor_without_hooks_prepares_its_inputs_in_prepare(images):  # noqa: F811
+    """With an extractor that does not capture through the hooks, the per-head table's pass prepares its
+    inputs again: that preparation (a preprocess sleeping 0.2 s a call: two batches and one head pass)
+    counts in ``prepare``, not in ``heads``."""
+    out = _run_slowly_prepared(images, _without_hooks)
+    st, info = out["info"]["stages"], out["info"]
+    assert out["heads"]["input_id"].nunique() == 1  # the second pass ran
+    assert st["prepare"] >= 0.6  # three calls of the preprocess
+    assert st["heads"] < 0.2  # the tiny model's pass and tests, without a sleep
+    assert sum(st.values()) <= info["wall_s"] + 1e-3  # disjoint stages (rounded to 0.1 ms each)

@@ -306,9 +306,10 @@ def _user_tuned_malloc() -> bool:
 
 _HEAP_SET: Optional[bool] = None
 
-#: the stages of :func:`run_weights` whose seconds it reports (``info["stages"]``): ``prepare`` is loading and
-#: preparing the inputs (``inputs.items`` and ``lm.preprocess``: reading and resizing photos, tokenizing texts),
-#: which runs written before it was timed apart count in ``forward``
+#: the stages of :func:`run_weights` whose seconds it reports (``info["stages"]``).  ``prepare``: loading and
+#: preparing the inputs (``inputs.items``, ``lm.preprocess`` and the move to the device: reading and resizing
+#: photos, tokenizing texts), for the per-head pass of an extractor without hooks too; runs recorded before
+#: this stage existed counted that time in ``forward`` (or ``heads``)
 STAGES = ("prepare", "forward", "restrict", "test", "rollout", "heads", "write")
 
 
@@ -324,10 +325,12 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
     as it is captured by a :class:`~dobrushin.experiments.measure.BatchMeasure`
     (:func:`dobrushin.capture.hooks.map_sink`), and the extraction holds no stack; any other extractor gets
     the whole stack in ``attention`` as before (it may read it) and the batch is measured from it
-    (:func:`~dobrushin.experiments.measure.measure_batch`): the same tables, bit for bit.  ``partial``: completed batches are written there and reused on a rerun; ``progress``: a
-    :class:`~dobrushin.store.progress.Progress` updated per batch.  Returns ``{"table",
-    "rollout", "heads", "info"}``; ``info["stages"]``: seconds per stage (:data:`STAGES`; ``forward``
-    includes the capture hooks but not the per-head tests done during it, nor preparing the inputs)."""
+    (:func:`~dobrushin.experiments.measure.measure_batch`): the same tidy and rollout tables, bit for bit.
+    ``partial``: completed batches are written there and reused on a rerun; ``progress``: a
+    :class:`~dobrushin.store.progress.Progress` updated per batch.  Returns ``{"table", "rollout", "heads",
+    "info"}``; ``info["stages"]``: seconds per stage (:data:`STAGES`; ``forward``
+    includes the capture hooks but not the per-head tests done during it, nor preparing the inputs; ``heads``
+    for an extractor without hooks is its second pass, heads kept, and their tests)."""
     from ..capture.hooks import is_placeholder, layer_sink, map_sink
 
     from ..capture.extract import extract_attention
@@ -377,16 +380,18 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
                                             clock=measure_clock)
             for k_, v_ in measure_clock.items():
                 clock[k_] = clock.get(k_, 0.0) + v_
-            th = time.perf_counter()
             if kh and sink.layers == ex.n_layers:
                 hd = sink.rows(ex.roles)
                 clock["heads"] += sink.seconds
             elif kh:  # the extractor does not capture through the hook transform: one more pass, heads kept
-                exh = extractor(model, to_device(lm.preprocess(inputs.items(start, start + kh)), device),
-                                average_heads=False)
+                tp = time.perf_counter()
+                xh = to_device(lm.preprocess(inputs.items(start, start + kh)), device)
+                th = time.perf_counter()
+                clock["prepare"] += th - tp
+                exh = extractor(model, xh, average_heads=False)
                 hd = head_rows(exh.attention, exh.roles, model=model_id, input_ids=ids[:kh], weights=weights,
                                variants=cfg.head_variants, tol=cfg.tol, atol=cfg.atol)
-                del exh
+                del exh, xh
                 clock["heads"] += time.perf_counter() - th
             else:
                 hd = frame([], HEAD_COLUMNS)
