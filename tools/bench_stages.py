@@ -269,7 +269,7 @@ def stage_table(profile: str = "full", log=print) -> pd.DataFrame:
 
 def format_stage_table(df: pd.DataFrame) -> str:
     """Seconds and share of the bare forward pass per stage, the ratio and the peak memory."""
-    from dobrushin.report.reproducing_tables import row_stages
+    from dobrushin.report.reproducing_tables import given, row_stages
 
     lines = []
     for r in df.itertuples():
@@ -278,11 +278,11 @@ def format_stage_table(df: pd.DataFrame) -> str:
             continue
         stages = ("load", "forward") + row_stages(r._asdict())  # the chapter's stages (older tables: no prepare)
         parts = [f"{s} {getattr(r, s):.2f}s ({getattr(r, s) / r.forward:.2f}x)" for s in stages]
-        tgt = "" if pd.isna(r.target) else f" (target <= {r.target}x: {'met' if r.met else 'MISSED'})"
+        tgt = "" if not given(r.target) else f" (target <= {r.target}x: {'met' if r.met else 'MISSED'})"
         per = getattr(r, "ratio_per_input", None)
         runs = getattr(r, "ratio_per_input_runs", None)
-        runs = "" if runs is None or (not isinstance(runs, str) and pd.isna(runs)) else f"; runs {runs}"
-        per = "" if per is None or pd.isna(per) else (
+        runs = "" if not given(runs) else f"; runs {runs}"
+        per = "" if not given(per) else (
             f"; inputs after the first / their forward = {per:.2f}x{tgt} "
             f"({r.ratio_per_input_without_heads:.2f}x without the per-head table{runs})")
         lines.append(f"{r.config} [{r.inputs} inputs, n = {r.tokens}]: " + ", ".join(parts)

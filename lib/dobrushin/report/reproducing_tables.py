@@ -207,7 +207,7 @@ PER_INPUT = "inputs after the first / their forward"
 MEASURE_STAGES = ("prepare", "capture", "restrict", "test", "rollout", "heads", "write")
 
 
-def _given(v) -> bool:
+def given(v) -> bool:
     """A value a stage-table row has (not missing, not NaN): an older stages.csv lacks some columns."""
     return v is not None and not pd.isna(v)
 
@@ -215,7 +215,7 @@ def _given(v) -> bool:
 def row_stages(r: dict) -> tuple:
     """The :data:`MEASURE_STAGES` a stage-table row has: all, or all but ``prepare`` (an older table); also
     what ``tools/bench_stages.format_stage_table`` prints."""
-    return tuple(s for s in MEASURE_STAGES if s != "prepare" or _given(r.get("prepare")))
+    return tuple(s for s in MEASURE_STAGES if s != "prepare" or given(r.get("prepare")))
 
 
 def _note(r: dict) -> str:
@@ -240,24 +240,24 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
         f = float(r["forward"])
         row = {"configuration": f"{r['config']} ({int(r['inputs'])} inputs, n = {int(r['tokens'])})"}
         for s in stages:
-            row[s] = "—" if not _given(r.get(s)) else \
+            row[s] = "—" if not given(r.get(s)) else \
                 f"{float(r[s]):.2f} s" + ("" if s in ("forward", "load") else f" ({float(r[s]) / f:.2f}×)")
         tgt = r.get("target")
-        verdict = "" if not _given(tgt) else \
+        verdict = "" if not given(tgt) else \
             f" (target ≤ {float(tgt):g}×: {'met' if bool(r['met']) else 'missed'})"
         per = r.get("ratio_per_input")
-        has_per = _given(per)
+        has_per = given(per)
         ratio = f"{float(r['ratio']):.2f}×" + ("" if has_per else verdict)
-        if _given(r.get("ratio_without_heads")):
+        if given(r.get("ratio_without_heads")):
             ratio += f"; {float(r['ratio_without_heads']):.2f}× without the per-head table"
         row["measurement / forward"] = ratio
         row[PER_INPUT] = "—"
         if has_per:  # the issue's method, on which the target is judged (tools/bench_stages.py)
             nh = r.get("ratio_per_input_without_heads")
             row[PER_INPUT] = f"{float(per):.2f}×{verdict}" + (
-                "" if not _given(nh) else f"; {float(nh):.2f}× without the per-head table")
+                "" if not given(nh) else f"; {float(nh):.2f}× without the per-head table")
             runs = r.get("ratio_per_input_runs")  # the paired runs this median comes from (older tables: absent)
-            if _given(runs) and str(runs):  # (a single run reads back from CSV as a number, not a string)
+            if given(runs) and str(runs):  # (a single run reads back from CSV as a number, not a string)
                 row[PER_INPUT] += "; runs " + ", ".join(
                     "—" if x.strip().lower() == "nan" else f"{float(x):.2f}×" for x in str(runs).split(";"))
         row["peak memory"] = f"{float(r['peak_rss_mb']) / 1024:.2f} GiB"
@@ -274,7 +274,7 @@ def _per_input_shares(r: dict) -> Optional[dict]:
     ``(stage − stage_1) / (forward − forward_1)``, from the one-input timings of the same run; None for a row
     without them (an older stages.csv) or with a batch forward pass no slower than one input's."""
     stages = row_stages(r)
-    if not all(_given(r.get(f"{s}_1")) for s in stages) or not _given(r.get("forward_1")):
+    if not all(given(r.get(f"{s}_1")) for s in stages) or not given(r.get("forward_1")):
         return None
     d = float(r["forward"]) - float(r["forward_1"])
     if d <= 0:
@@ -293,10 +293,10 @@ def stage_misses(df: pd.DataFrame) -> str:
     the stages are those of the whole batch over its forward pass.  A stage whose share is not positive
     (timing noise: the capture columns are clipped at 0 one by one) is not ranked.  One sentence per
     configuration; a sentence saying so when every target is met or none was judged."""
-    judged = [r for r in df.to_dict("records") if not _note(r) and _given(r.get("target"))]
+    judged = [r for r in df.to_dict("records") if not _note(r) and given(r.get("target"))]
     out = []
     for r in judged:
-        if not _given(r.get("met")) or bool(r["met"]):
+        if not given(r.get("met")) or bool(r["met"]):
             continue
         tgt, f = float(r["target"]), float(r["forward"])
         share = _per_input_shares(r)
@@ -310,7 +310,7 @@ def stage_misses(df: pd.DataFrame) -> str:
         listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
         if per:
             nh = r.get("ratio_per_input_without_heads")
-            without = f", and without the per-head table they come to {float(nh):.2f}×" if _given(nh) else ""
+            without = f", and without the per-head table they come to {float(nh):.2f}×" if given(nh) else ""
             out.append(f"{r['config']} misses its target (≤ {tgt:g}×): the further inputs cost most in "
                        f"{listed} their own forward pass; their forward pass, rollout and test alone come to "
                        f"{floor:.2f}×{without}.")
