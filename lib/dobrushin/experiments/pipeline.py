@@ -309,7 +309,7 @@ _HEAP_SET: Optional[bool] = None
 #: the stages of :func:`run_weights` whose seconds it reports (``info["stages"]``).  ``prepare``: loading and
 #: preparing the inputs (``inputs.items``, ``lm.preprocess`` and the move to the device: reading and resizing
 #: photos, tokenizing texts), for the per-head pass of an extractor without hooks too; runs recorded before
-#: this stage existed counted that time in ``forward`` (or ``heads``)
+#: it was timed apart counted it in ``forward`` (that pass's in ``heads``)
 STAGES = ("prepare", "forward", "restrict", "test", "rollout", "heads", "write")
 
 
@@ -328,9 +328,9 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
     (:func:`~dobrushin.experiments.measure.measure_batch`): the same tidy and rollout tables, bit for bit.
     ``partial``: completed batches are written there and reused on a rerun; ``progress``: a
     :class:`~dobrushin.store.progress.Progress` updated per batch.  Returns ``{"table", "rollout", "heads",
-    "info"}``; ``info["stages"]``: seconds per stage (:data:`STAGES`; ``forward``
-    includes the capture hooks but not the per-head tests done during it, nor preparing the inputs; ``heads``
-    for an extractor without hooks is its second pass, heads kept, and their tests)."""
+    "info"}``; ``info["stages"]``: seconds per stage (:data:`STAGES`; ``forward`` includes the capture hooks
+    but not the per-head tests done during it, nor preparing the inputs; ``heads`` for an extractor without
+    hooks is its second pass, heads kept, and their tests)."""
     from ..capture.hooks import is_placeholder, layer_sink, map_sink
 
     from ..capture.extract import extract_attention
@@ -344,6 +344,14 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
     n = len(inputs)
     k_heads = min(cfg.head_inputs, n)
     clock = {s: 0.0 for s in STAGES}
+
+    def prepared(a: int, b: int):
+        """Inputs ``a``–``b`` loaded, preprocessed and on the device, the time counted in ``prepare``."""
+        tp = time.perf_counter()
+        x = to_device(lm.preprocess(inputs.items(a, b)), device)
+        clock["prepare"] += time.perf_counter() - tp
+        return x
+
     resumed = 0
     t0 = time.perf_counter()
     for bi, start in enumerate(range(0, n, cfg.batch_size)):
@@ -358,10 +366,8 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
             measure_clock: dict = {}
             bm = BatchMeasure(model=model_id, input_ids=ids, weights=weights, variants=cfg.variants, tol=cfg.tol,
                               atol=cfg.atol, clock=measure_clock)
-            tp = time.perf_counter()
-            x = to_device(lm.preprocess(inputs.items(start, stop)), device)
+            x = prepared(start, stop)
             tf = time.perf_counter()
-            clock["prepare"] += tf - tp
             with layer_sink(sink), map_sink(bm.layer if streaming else None):
                 ex = extractor(model, x)
             inside = sum(measure_clock.values())  # measuring done during the forward pass
@@ -384,10 +390,8 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
                 hd = sink.rows(ex.roles)
                 clock["heads"] += sink.seconds
             elif kh:  # the extractor does not capture through the hook transform: one more pass, heads kept
-                tp = time.perf_counter()
-                xh = to_device(lm.preprocess(inputs.items(start, start + kh)), device)
+                xh = prepared(start, start + kh)
                 th = time.perf_counter()
-                clock["prepare"] += th - tp
                 exh = extractor(model, xh, average_heads=False)
                 hd = head_rows(exh.attention, exh.roles, model=model_id, input_ids=ids[:kh], weights=weights,
                                variants=cfg.head_variants, tol=cfg.tol, atol=cfg.atol)
