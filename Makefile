@@ -71,8 +71,11 @@ notebooks: $(STAMP)
 	  $(PY) tools/record_timing.py $(RESULTS)/timings/$(PROFILE)/$$nb.json $$nb $(PROFILE) $$secs $(if $(RESUME),--add); \
 	done
 
+# --all: every page is rendered again (about 20 s), because a markdown page that glues a notebook's output
+# (the stage table in book/reproducing.md) is not rebuilt by Sphinx when only the notebook changed: after
+# make reproduce, an incremental build kept the previous stage table on that page
 html: $(STAMP)
-	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+	$(VENV)/bin/jupyter-book build . --all -W -n --keep-going
 	@echo "book: $(CURDIR)/_build/html/index.html"
 
 test: $(STAMP) proofs
