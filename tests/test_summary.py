@@ -140,3 +140,40 @@ def test_bench_table_reads_the_target_ratio_from_the_analyse_row():
     assert r1370["result"] == f"7.5× (target ≥ {BENCH_TARGET:g}× met)"
     assert r257["vs plain loop"] == "9.0×" and r1370["torch vs cdist"] == "1.50×"
     assert (t["identical answers"] == "yes").all()
+
+
+def test_the_reference_grid_takes_the_most_precise_estimate_of_each_size(tmp_path):
+    """reference.csv (model token counts) first, then the law chapter's column-averaged estimates, then the
+    baseline grid's direct counts; other ensembles are ignored."""
+    from dobrushin.report.results_loading import baseline_at, load_reference_grid
+
+    d = tmp_path / "baseline"
+    d.mkdir()
+    pd.DataFrame({"n": [8], "ensemble": ["dirichlet(1)"], "p": [0.2729]}).to_csv(d / "reference.csv", index=False)
+    pd.DataFrame({"n": [8, 512, 512, 2048], "ensemble": ["dirichlet(1)", "dirichlet(1)", "dirichlet(10)", "dirichlet(1)"],
+                  "rb_p_holds": [0.3, 0.25026, 0.4, 0.25005]}).to_csv(d / "law.csv", index=False)
+    pd.DataFrame({"n": [4, 512], "ensemble": ["dirichlet(1)"] * 2, "trials": [1000, 1000],
+                  "holds": [304, 255]}).to_csv(d / "baseline.csv", index=False)
+    g = load_reference_grid(tmp_path).set_index("n")["p"]
+    assert list(g.index) == [4, 8, 512, 2048]
+    assert g[8] == 0.2729 and g[512] == 0.25026 and g[2048] == 0.25005 and g[4] == pytest.approx(0.304)
+    # between two sizes, interpolated in log n
+    assert baseline_at(load_reference_grid(tmp_path), 1024) == pytest.approx((0.25026 + 0.25005) / 2)
+    (d / "law.csv").unlink()
+    assert load_reference_grid(tmp_path).set_index("n")["p"][512] == pytest.approx(0.255)
+
+
+def test_a_variant_with_only_its_untrained_control_is_drawn_not_run():
+    """summary.csv has a "not run" row for one variant of a model without weights and untrained controls for
+    both: both lines of the all-models figure say "not run"."""
+    from dobrushin.report.summary_insight import models_rows
+
+    why = "not run: weights unavailable: not in the local cache"
+    rows = [dict(claim="DeiT-B", model="facebook/deit-base-patch16-224", variant="content", measured=float("nan"),
+                 ci_low=float("nan"), ci_high=float("nan"), status=why, weights_source="none")]
+    for v in ("content", "with special tokens"):
+        rows.append(dict(claim="DeiT-B", model="facebook/deit-base-patch16-224", variant=f"untrained control ({v})",
+                         measured=0.5, ci_low=0.45, ci_high=0.55, status="no paper value", weights_source="untrained"))
+    r = models_rows(pd.DataFrame(rows)).set_index("variant")
+    assert list(r.index) == ["content", "with special tokens"]
+    assert (r["status"] == why).all() and r["trained"].isna().all() and (r["untrained"] == 0.5).all()

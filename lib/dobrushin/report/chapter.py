@@ -29,6 +29,7 @@ import pandas as pd
 from ..data.availability import DataUnavailable
 from ..store import paths
 from ..store.results import ResultStore, atomic_write_csv, slugify
+from . import names
 from . import page as F
 from . import plots
 from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, WEIGHTS_LABELS, weights_label
@@ -69,6 +70,12 @@ def proxy_label(model_id: str, provenance: Optional[dict]) -> str:
         rev = prov.get("revision")
         return f"trained weights of {model_id}" + (f" (hub revision {rev})" if rev else "")
     return ""
+
+
+def _provenance(run) -> dict:
+    """The provenance of a run's trained weights (its ``runs`` record, else its manifest entry's)."""
+    return (run.runs.get("pretrained", {}).get("provenance")
+            or (run.entry.get("provenance") or {}).get("pretrained") or {})
 
 
 def weights_kind(provenance: Optional[dict]) -> str:
@@ -270,6 +277,8 @@ class FamilyChapter(InsightSections):
             self.heads_table = pd.concat([r.heads for r in self.runs], ignore_index=True)
             self.roll = pd.concat([r.rollout for r in self.runs], ignore_index=True)
         self.st = status_table(self.runs)
+        # packaged stand-ins for hub checkpoints are named "(packaged proxy)" in every table and figure below
+        names.mark_proxies(r.model_id for r in self.runs if self._trained_ok(r) and weights_kind(_provenance(r)) == "proxy")
         self.timings["measure (all models, incl. cache reads)"] = round(time.perf_counter() - t0, 1)
         v = self._versions()
         self.store.update_manifest(parameters=self.params.recorded(), profile=self.params.profile,
@@ -309,7 +318,7 @@ class FamilyChapter(InsightSections):
                              name=f"tab-{self.notebook}-status"))
         rows = []
         for r in self.runs:
-            prov = r.runs.get("pretrained", {}).get("provenance") or (r.entry.get("provenance") or {}).get("pretrained")
+            prov = _provenance(r)
             if self._trained_ok(r) and prov:
                 rows.append({"model": display_name(r.model_id), "weights": weights_kind(prov) or "?",
                              "source": prov.get("source", ""), "package": prov.get("package", "–"),
@@ -318,7 +327,7 @@ class FamilyChapter(InsightSections):
         if rows:
             labels = []
             for r in self.runs:
-                prov = r.runs.get("pretrained", {}).get("provenance") or {}
+                prov = _provenance(r)
                 lab = proxy_label(r.model_id, prov) if self._trained_ok(r) else ""
                 if lab and lab not in labels:
                     labels.append(lab)

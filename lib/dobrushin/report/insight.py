@@ -207,7 +207,8 @@ class InsightSections:
                                  "excess (sd): how far the diagonal lies above the off-diagonal entries, in standard "
                                  "deviations of the off-diagonal entries; MSD pairs: the share of all token pairs "
                                  "(i, j) that are mutually self-dominant (these three on the first inputs); holds: the "
-                                 "share of all the chapter's (input, layer) pairs where a κ-attaining pair is; random: "
+                                 "share of all the chapter's (input, layer) pairs where a κ-attaining pair is mutually "
+                                 "self-dominant (the condition holds); random: "
                                  "the share of mutually self-dominant pairs in 64 Dirichlet(1) matrices of the same n, "
                                  "and the random baseline of the condition at that n."))
         tr = df[df["weights"] == "trained"]

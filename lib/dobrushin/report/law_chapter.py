@@ -122,7 +122,7 @@ class LawChapter(RandomMatrixChapter):
         grid, ens = self.grid, self.p.ensembles
         _markdown(LF.curve_text(grid, self.p.target_halfwidth))
         _display(F.table(LF.approach_table(grid, ens), name="tab-law-approach", digits=4,
-                         caption="How each ensemble approaches ¼: the column-averaged estimate at its largest simulated size (95% Student-$t$ interval), and where its interval first lies entirely below ¼ (– if never)."))
+                         caption="How each ensemble approaches ¼: the column-averaged estimate at its largest simulated size (95% Student-$t$ interval), and the first simulated size where its interval lies entirely below ¼ (– if none)."))
         _markdown(LF.approach_text(grid, ens))
 
     def mixed(self):
@@ -180,9 +180,12 @@ class LawChapter(RandomMatrixChapter):
         n_in = int(((reference_df["p"] >= band_lo) & (reference_df["p"] <= band_hi)).sum())
         half_max = ((reference_df["ci_high"] - reference_df["ci_low"]) / 2).max()
         _markdown(
-            f"For uniform rows: tabular models ($n=9$–$15$) should be compared with {span(9, 15)}, sentences "
-            f"($n=10$–$60$) with {span(10, 60)}, ViT-B/16 with {LF.pct(rd.loc[197, 'p'], 2)} and DINOv2 with "
-            f"{LF.pct(rd.loc[257, 'p'], 2)} ({LF.pct(rd.loc[261, 'p'], 2)} with registers). {n_in} of the {len(reference_df)} "
+            f"For uniform rows, at the content-token counts the claims are judged on: tabular models ($n=8$–$30$ "
+            f"features) should be compared with {span(8, 30)}, sentences ($n=10$–$60$) with {span(10, 60)}, ViT-B/16 "
+            f"and DeiT-B (196 patches) with {LF.pct(rd.loc[196, 'p'], 2)} and DINOv2 (256 patches) with "
+            f"{LF.pct(rd.loc[256, 'p'], 2)}; with their special tokens kept (197 and 257 tokens, 261 with registers) "
+            f"the values are {LF.pct(rd.loc[197, 'p'], 2)}, {LF.pct(rd.loc[257, 'p'], 2)} and "
+            f"{LF.pct(rd.loc[261, 'p'], 2)}. {n_in} of the {len(reference_df)} "
             f"reference values lie inside the paper's {LF.pct(band_lo, 0)}–{LF.pct(band_hi, 0)} band; the band is "
             f"{(band_hi - band_lo) / (2 * half_max):.0f} times wider than the largest 95% interval of a reference value "
             f"(half-width {half_max:.4f}), so the paper's range is far too coarse to serve as the reference."

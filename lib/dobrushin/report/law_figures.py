@@ -141,9 +141,11 @@ def approach_table(grid: pd.DataFrame, ensembles: Sequence[str]) -> pd.DataFrame
     side = {"above": "above ¼", "below": "below ¼", "at": "consistent with ¼"}
     return pd.DataFrame({
         "ensemble": [E.parse_ensemble(e).label for e in ap["ensemble"]],
-        "largest n": ap["n_max"], "P(holds)": ap["p_max_n"], "95% low": ap["lo_max_n"], "95% high": ap["hi_max_n"],
+        # six decimals: at the largest sizes the estimates differ from ¼ in the fifth
+        "largest n": ap["n_max"], **{c: [f"{v:.6f}" for v in ap[k]] for c, k in
+                                     (("P(holds)", "p_max_n"), ("95% low", "lo_max_n"), ("95% high", "hi_max_n"))},
         "at the largest n": ap["side"].map(side),
-        "interval below ¼ from n": ap["first_below"],
+        "first simulated n with interval below ¼": ap["first_below"],
         "lowest estimate (n)": [f"{p:.3f} ({n})" for p, n in zip(ap["p_min"], ap["n_min"])],
     })
 
@@ -165,7 +167,8 @@ def approach_text(grid: pd.DataFrame, ensembles: Sequence[str]) -> str:
     if at.any():
         out.append(f"It is consistent with ¼ for {names(at)}.")
     if dips.any():
-        parts = [f"{lab[r['ensemble']]} (interval entirely below ¼ from $n={int(r['first_below'])}$, lowest estimate "
+        parts = [f"{lab[r['ensemble']]} (first simulated size with its interval entirely below ¼: $n={int(r['first_below'])}$; "
+                 "the sizes simulated are those of the figure, so it may cross earlier; lowest estimate "
                  f"{r['p_min']:.3f} at $n={r['n_min']}$)" for r in ap[dips].to_dict("records")]
         out.append("Falling below ¼: " + "; ".join(parts) + ". A descent towards ¼ from above is not the shape of "
                    "every ensemble.")

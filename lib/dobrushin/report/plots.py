@@ -194,6 +194,8 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
     df = table[table["variant"] == variant]
     models = _models(df, models)
     fig, axes = panel_grid(len(models), ncols)
+    shown = df.loc[df["model"].isin(models), "slack"].to_numpy(float)
+    top = float(np.nanmax(shown)) if len(shown) else 0.0
     for ax, m in zip(axes, models):
         sub = df[df["model"] == m]
         ws = [w for w in WEIGHT_STYLE if (sub["weights"] == w).any()]
@@ -223,7 +225,8 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
         ax.set_xticks(layers[::step] + 1)
         ax.set_yscale("symlog", linthresh=SLACK_LINTHRESH, linscale=0.5)
         ax.axhline(0, color="k", lw=0.6)
-        top = float(np.nanmax(sub["slack"].to_numpy(float))) if len(sub) else 0.0
+        # the panels share their y axis: the limit covers every panel's largest slack (a panel's own limit,
+        # set last, clipped the others' boxes)
         ax.set_ylim(-SLACK_LINTHRESH / 2, max(top, SLACK_LINTHRESH * 10) * 3)  # the slack is never negative
         ax.set_title(display_name(m), fontsize=10)
         ax.set_xlabel("layer")

@@ -146,13 +146,22 @@ def load_theorem_check(results_dir) -> Optional[dict]:
 
 
 def load_reference_grid(results_dir) -> Optional[pd.DataFrame]:
-    """The Dirichlet(1) baseline on every n known: the model token counts of results/baseline/reference.csv
-    (column-averaged estimates) and the baseline grid; ``(n, p)`` sorted by n, None if neither exists."""
+    """The Dirichlet(1) baseline on every n known, the most precise estimate of each n first: the model
+    token counts of results/baseline/reference.csv (column-averaged estimates), the sizes of the law
+    chapter's results/baseline/law.csv (column-averaged, ``rb_p_holds``: up to n = 4 096, with intervals
+    hundreds of times narrower than a direct count's), then the direct counts of the baseline grid;
+    ``(n, p)`` sorted by n, None if none exists."""
     frames = []
     ref = Path(results_dir) / "baseline" / "reference.csv"
     if ref.exists():
         r = pd.read_csv(ref)
         frames.append(r[r["ensemble"].map(_is_uniform)][["n", "p"]])
+    law = Path(results_dir) / "baseline" / "law.csv"
+    if law.exists():
+        w = pd.read_csv(law)
+        if "rb_p_holds" in w.columns:
+            w = w[w["ensemble"].map(_is_uniform) & w["rb_p_holds"].notna()]
+            frames.append(w[["n", "rb_p_holds"]].rename(columns={"rb_p_holds": "p"}))
     grid = load_baseline(results_dir)
     if grid is not None:
         frames.append(grid[["n", "p"]])

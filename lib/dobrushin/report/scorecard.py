@@ -36,7 +36,7 @@ from ..math.stats import add_sums, clustered, wilson
 from ..models.configs import display_name, model_family
 from .claims import CLAIMS, SCORECARD, TOO_WIDE, ScorecardRow, combine, judge
 from .summary import row_sums
-from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, pct
+from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, pct, proxy_name
 
 COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "verdict", "note",
            "k", "n", "fraction", "ci_low", "ci_high", "n_inputs", "cl_low", "cl_high", "wilson", "parent"]
@@ -75,8 +75,7 @@ def _label(model: str) -> str:
 
 def _evidence_label(model: str, weights: str) -> str:
     """:func:`_label`, and "(packaged proxy)" after a proxy whose display name does not say so already."""
-    lab = _label(model)
-    return f"{lab} (packaged proxy)" if weights == "proxy" and "proxy" not in lab else lab
+    return proxy_name(_label(model), weights)
 
 
 def _k(row) -> int:
@@ -165,7 +164,7 @@ def _baseline(summary: pd.DataFrame, row: ScorecardRow) -> dict:
 
 def _theorem(row: ScorecardRow, check: Optional[dict]) -> dict:
     """The theorem's row: proved in the theory chapter; checked exactly on every sampled random matrix."""
-    proof = "proof in the theory chapter (thm-equality)"
+    proof = "proof in the theory chapter (its theorem \"Equality characterisation\")"
     if not check or not int(check.get("checked", 0)):
         return _result(row, paper_value="theorem (proved)", evidence=proof, weights="—",
                        verdict="not run: no random matrices were checked in this build",
@@ -494,7 +493,11 @@ def rule_text() -> str:
         f"range but reaches more than {w} points beyond it (too wide to decide: the data also allow values the "
         "paper's statement excludes); **not run**, with the reason, when nothing could be measured. A range "
         "the paper states once for several models (with special tokens) is judged on their pooled inputs, with "
-        "each model's row beneath it. \"All failures late in depth\" is reproduced when every failing pair "
+        "each model's row beneath it. A claim measured on several models or sizes judged one by one (the two "
+        "FT-Transformer benchmarks, each with its seeds pooled; the random baseline's matrix sizes) gets one "
+        "verdict: **differs** if any of them differs, else **inconclusive** if any is, else **consistent** if "
+        "any is, else **reproduced** (dobrushin.report.claims.combine). \"All failures late in depth\" is "
+        "reproduced when every failing pair "
         "lies in the second half of the network. The theorem's row is its proof plus the exact check of every "
         "random matrix the baseline chapter sampled. The rule is implemented once, in "
         "dobrushin.report.claims.judge."
@@ -518,7 +521,7 @@ def answer(summary: pd.DataFrame) -> str:
         tr = tr[tr["paper_benchmark"] != False]  # noqa: E712
     fr = {}
     for _, r in tr.iterrows():
-        lab = _label(r["model"])
+        lab = _evidence_label(r["model"], r["weights_source"])
         lab = f"FT-Transformer on {lab}" if str(r["model"]).startswith("FT-Transformer/") else lab
         fr.setdefault(lab, []).append(row_sums(r))
     if not fr:

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..store import paths
 from ..store.results import atomic_write_csv
+from . import names
 from . import page as F
 from .display import html_block, plain_text
 from . import scorecard as S
@@ -75,6 +76,8 @@ class SummaryChapter(SummaryInsights):
         every_table, self.every_entry = runs.every()
         self.table = summary.build_summary(self.results, self.baseline, self.reference, profile,
                                            family=(self.family_table, self.entries))
+        # the packaged stand-ins for hub checkpoints are named "(packaged proxy)" in every table and figure
+        names.mark_proxies(self.table.loc[self.table["weights_source"] == "proxy", "model"])
         self.theorem_check = summary.load_theorem_check(self.results)
         self.card = add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check),
                                            every_table)
@@ -208,7 +211,8 @@ class SummaryChapter(SummaryInsights):
                           "untrained control of the same architecture; dotted grey: the random baseline "
                           "(Dirichlet(1) rows) at the family's median token count. The untrained controls of a "
                           "family are pooled into one line"
-                          + ("; line styles tell trained models of one family apart. " if trained else ". ")
+                          + ("; line styles tell trained models of one family apart (the seeds of one "
+                             "FT-Transformer benchmark pooled into one line). " if trained else ". ")
                           + (f"Trained weights: {_and(named)}; " if trained else
                              "No trained weights were measured in this build; ")
                           + f"{len(fams) - len(trained)} of the {len(fams)} families show only untrained controls."),

@@ -88,9 +88,14 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
         if len(un):
             ax.plot(un["rel"], un["fraction"], "-", marker="o", ms=2.5, lw=1.2, color=COLORS["untrained"], zorder=2)
         pre = sub[sub["weights"] == "pretrained"]
-        models = list(dict.fromkeys(pre["model"]))
-        for i, model in enumerate(models):
-            g = pre[pre["model"] == model]
+        # one line per model; the seeds of one FT-Transformer benchmark pooled into one line (as the scorecard
+        # pools them), so that a panel has at most a few lines, each labelled by what differs
+        line_of = pre["model"].map(_short_label)
+        groups = list(dict.fromkeys(line_of))
+        seeds = {k: int(pre.loc[line_of == k, "model"].nunique()) for k in groups}
+        models = [f"{k} ({seeds[k]} seeds)" if seeds[k] > 1 else k for k in groups]
+        for i, key in enumerate(groups):
+            g = pre[line_of == key]
             prof = g.assign(rel=relative_depth(g)).groupby("rel")["holds"].mean()
             ax.plot(prof.index, prof.values, ls=_STYLES[i % len(_STYLES)], marker=_MARKERS[i % len(_MARKERS)], ms=3,
                     lw=2.0, color=COLORS["trained"], zorder=3)
@@ -100,8 +105,8 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
         ax.set_title(fam + ("" if models else " (untrained only)"), fontsize=10)
         if len(models) > 1:  # which line style is which trained model
             ax.legend(handles=[Line2D([], [], color=COLORS["trained"], ls=_STYLES[i % len(_STYLES)],
-                                      marker=_MARKERS[i % len(_MARKERS)], ms=3, label=_short_label(m))
-                               for i, m in enumerate(models)], fontsize=7, loc="best", frameon=False)
+                                      marker=_MARKERS[i % len(_MARKERS)], ms=3, label=m)
+                               for i, m in enumerate(models)], fontsize=7, loc="best", frameon=True, framealpha=0.85)
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlim(-0.05, 1.05)
         ax.grid(alpha=0.3)

@@ -86,6 +86,12 @@ def models_rows(table: pd.DataFrame) -> pd.DataFrame:
             c = by_text.get(r.claim)
             if c is not None:
                 d.update(low=c.low, high=c.high)
+    # a variant with only its untrained control (summary.csv has no trained row for it: the model's trained
+    # weights were unavailable, and its "not run" row names one variant only) is not run either
+    not_run = {d["model"]: d["status"] for d in out.values() if d["status"].startswith("not run")}
+    for d in out.values():
+        if not d["status"] and np.isnan(d["trained"]) and not d["random"] and d["model"] in not_run:
+            d["status"] = not_run[d["model"]]
     return pd.DataFrame(list(out.values()))
 
 
@@ -185,7 +191,7 @@ class SummaryInsights:
             how = "never holds" if k_all == 0 else f"holds on only {k_all} of {n_all} (sentence, layer) pairs"
             line = (f"One trained language model where the condition {how}"
                     + (f" ({n_all} sentence-layer pairs)" if k_all == 0 else "")
-                    + f": all-mpnet-base-v2 (packaged proxy). Its learned relative position bias at distance 0 is "
+                    + f": {display_name(d['model'])}. Its learned relative position bias at distance 0 is "
                     f"{d['bias0']:.1f} (against {d['bias_minus1']:.2f} and {d['bias_plus1']:.2f} at distance ±1), so "
                     f"its tokens give themselves almost no attention; setting that one value to the mean of its "
                     f"neighbours makes the condition hold on {k1} of {n1} pairs of the first {d['sentences']} "

@@ -211,7 +211,8 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
             if len(part):
                 n_tok = float(part["n_tokens"].median())
                 ref = baseline_at(reference, n_tok)
-                detail = (f"random baseline at n = {n_tok:g}: {100 * ref:.1f}%" if np.isfinite(ref) else "")
+                detail = (f"random baseline at the median token count, n = {n_tok:g}: {100 * ref:.1f}%"
+                          if np.isfinite(ref) else "")
                 if e.get("inputs"):
                     detail = f"{detail}; inputs: {e['inputs']}" if detail else f"inputs: {e['inputs']}"
                 rows.append(_row(claim, model, variant, int(part["holds"].sum()), len(part), detail=detail,

@@ -254,8 +254,9 @@ class TabularChapter:
         claim = CLAIMS["tabular"]
         inside = [m for m, lo, hi in zip(bench["model"], bench["ci_low"], bench["ci_high"]) if hi >= claim.low and lo <= claim.high]
         if len(bench):
+            which = f": {', '.join(plots.display_name(m) for m in inside)}" if inside else ""
             verdict = (f"The paper's range is {claim.paper_value}; the Wilson interval of {len(inside)} of the {len(bench)} trained "
-                       f"benchmark models (California Housing, Adult) overlaps it."
+                       f"models of its two benchmarks (California Housing and Adult, one per seed) overlaps it{which}."
                        + (" These are quick-profile models (see the training section)." if self.capped else ""))
         else:
             verdict = ("Neither benchmark of the paper (California Housing, Adult) was measured in this build, so the "
