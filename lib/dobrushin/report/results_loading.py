@@ -156,12 +156,9 @@ def load_reference_grid(results_dir) -> Optional[pd.DataFrame]:
     if ref.exists():
         r = pd.read_csv(ref)
         frames.append(r[r["ensemble"].map(_is_uniform)][["n", "p"]])
-    law = Path(results_dir) / "baseline" / "law.csv"
-    if law.exists():
-        w = pd.read_csv(law)
-        if "rb_p_holds" in w.columns:
-            w = w[w["ensemble"].map(_is_uniform) & w["rb_p_holds"].notna()]
-            frames.append(w[["n", "rb_p_holds"]].rename(columns={"rb_p_holds": "p"}))
+    law = load_law_estimates(results_dir)
+    if law is not None:
+        frames.append(law[["n", "p"]])
     grid = load_baseline(results_dir)
     if grid is not None:
         frames.append(grid[["n", "p"]])
@@ -169,6 +166,25 @@ def load_reference_grid(results_dir) -> Optional[pd.DataFrame]:
         return None
     f = pd.concat(frames).drop_duplicates("n", keep="first").sort_values("n")
     return f.reset_index(drop=True)
+
+
+def load_law_estimates(results_dir) -> Optional[pd.DataFrame]:
+    """The law chapter's column-averaged estimates of the Dirichlet(1) baseline (results/baseline/law.csv):
+    ``(n, p, ci_low, ci_high, trials)`` sorted by n, None when the table or its estimates do not exist."""
+    path = Path(results_dir) / "baseline" / "law.csv"
+    if not path.exists():
+        return None
+    w = pd.read_csv(path)
+    need = {"n", "ensemble", "trials", "rb_p_holds", "rb_ci_low", "rb_ci_high"}
+    if not need <= set(w.columns):
+        return None
+    w = w[w["ensemble"].map(_is_uniform) & w["rb_p_holds"].notna()]
+    if not len(w):
+        return None
+    # law.csv's own p, ci_low, ci_high are the direct counts: the column-averaged columns replace them
+    out = pd.DataFrame({"n": w["n"], "p": w["rb_p_holds"], "ci_low": w["rb_ci_low"], "ci_high": w["rb_ci_high"],
+                        "trials": w["trials"]})
+    return out.sort_values("n").reset_index(drop=True)
 
 
 def baseline_at(grid: Optional[pd.DataFrame], n: float) -> float:

@@ -137,7 +137,27 @@ def _result(row: ScorecardRow, **kw) -> dict:
     return out
 
 
-def _baseline(summary: pd.DataFrame, row: ScorecardRow) -> dict:
+def _law_note(law: Optional[pd.DataFrame], ns, claim) -> str:
+    """The law chapter's column-averaged estimates at the sizes ``ns`` (those it has), and which of them lie
+    outside the paper's range by their whole interval: a sentence for the baseline row's note, or ``""``."""
+    if law is None or not len(law):
+        return ""
+    at = law[law["n"].isin([int(n) for n in ns])]
+    if not len(at):
+        return ""
+
+    def two(x: float) -> str:
+        return f"{100 * float(x):.2f}"
+
+    parts = [f"n = {int(r.n)} {two(r.p)}% [{two(r.ci_low)}–{two(r.ci_high)}%]" for r in at.itertuples()]
+    out = [f"at n = {int(r.n)} its interval lies wholly {'above' if r.ci_low > claim.high else 'below'} the "
+           "paper's range" for r in at.itertuples() if r.ci_low > claim.high or r.ci_high < claim.low]
+    return ("; the law chapter's column-averaged estimates of the same probability, far more precise: "
+            + ", ".join(parts) + (" — " + "; ".join(out) if out else " — every one inside the paper's range")
+            + " (the verdict, like every row's, is judged on the direct counts)")
+
+
+def _baseline(summary: pd.DataFrame, row: ScorecardRow, law: Optional[pd.DataFrame] = None) -> dict:
     claim = CLAIMS[row.band]
     b = summary[(summary["claim"] == claim.text) & (summary["n_pairs"] > 0)]
     if not len(b):
@@ -156,7 +176,8 @@ def _baseline(summary: pd.DataFrame, row: ScorecardRow) -> dict:
     note = (f"{len(b)} sizes ({', '.join(map(str, b['n_tok']))}), {int(b['n_pairs'].min()):,}–"
             f"{int(b['n_pairs'].max()):,} matrices each (independent draws: the clustered interval is Wilson's); "
             f"lowest at n = {lo_r['n_tok']}, highest at n = {hi_r['n_tok']}"
-            + (f"; not reproduced at {', '.join(off)}" if off else f"; every size reproduces {claim.paper_value}"))
+            + (f"; not reproduced at {', '.join(off)}" if off else f"; every size reproduces {claim.paper_value}")
+            + _law_note(law, b["n_tok"], claim))
     return _result(row, evidence=f"Dirichlet(1) random matrices, {span}", weights="random matrices",
                    measured=measured, wilson="as clustered (independent matrices)", verdict=verdict, note=note,
                    n=int(b["n_pairs"].sum()), n_inputs=int(b["n_pairs"].sum()))
@@ -368,11 +389,13 @@ def _provenance(entries: dict, model: str) -> dict:
 
 
 def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
-                    theorem_check: Optional[dict] = None) -> pd.DataFrame:
+                    theorem_check: Optional[dict] = None, law: Optional[pd.DataFrame] = None) -> pd.DataFrame:
     """The scorecard (:data:`COLUMNS`), one row per :data:`~dobrushin.report.claims.SCORECARD` entry,
     from the summary table (``results/summary.csv``), the manifest entries of
-    :func:`dobrushin.report.summary.load_family_results` (for the proxies' provenance and training notes)
-    and the baseline's exact check of the theorem (:func:`dobrushin.report.summary.load_theorem_check`)."""
+    :func:`dobrushin.report.summary.load_family_results` (for the proxies' provenance and training notes),
+    the baseline's exact check of the theorem (:func:`dobrushin.report.summary.load_theorem_check`) and the
+    law chapter's column-averaged estimates (:func:`dobrushin.report.summary.load_law_estimates`: shown in
+    the baseline row's note beside the direct counts it is judged on)."""
     need = {"claim", "model", "variant", "measured", "n_pairs", "status", "weights_source"}
     missing = need - set(summary.columns)
     if missing:
@@ -383,7 +406,7 @@ def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
         if row.kind == "theorem":
             rows.append(_theorem(row, theorem_check))
         elif row.kind == "baseline":
-            rows.append(_baseline(summary, row))
+            rows.append(_baseline(summary, row, law))
         elif row.kind == "pooled":
             rows.append(_pooled(summary, row, entries))
         elif row.kind == "late":

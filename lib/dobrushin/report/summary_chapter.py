@@ -79,8 +79,9 @@ class SummaryChapter(SummaryInsights):
         # the packaged stand-ins for hub checkpoints are named "(packaged proxy)" in every table and figure
         names.mark_proxies(self.table.loc[self.table["weights_source"] == "proxy", "model"])
         self.theorem_check = summary.load_theorem_check(self.results)
-        self.card = add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check),
-                                           every_table)
+        self.card = add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check,
+                                                           summary.load_law_estimates(self.results)),
+                                         every_table)
         self.scale = summary.scale_table(every_table, self.every_entry)
         atomic_write_csv(self.results / "summary.csv", self.table)
         atomic_write_csv(self.results / "scorecard.csv", self.card)
