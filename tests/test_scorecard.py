@@ -470,6 +470,9 @@ def test_the_scale_is_a_line_per_model_on_the_pages(results):
     ch = SummaryChapter(profile="quick", results_dir=results)
     items = summary.scale_items(ch.scale)
     assert len(items) == 7 and "; ".join(items) in summary.scale_line(ch.scale, "quick")  # 3 + DeiT + 3 tabular
+    # the summary marks the packaged proxies of its rows (weights_source), the hub checkpoints not
+    assert next(x for x in items if "mpnet" in x).startswith("all-mpnet-base-v2 (packaged proxy): ")
+    assert not [x for x in items if "deit" in x and "proxy" in x]
     md = ch.scale_markdown()
     assert md.startswith("**Scale.** This build (quick profile) measured:\n\n- ")
     assert md.count("\n- ") == len(items) and "No profile of this build can change" in md.split("\n\n")[-1]

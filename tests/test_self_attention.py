@@ -134,3 +134,19 @@ def test_note_only_when_the_fraction_is_low_and_numbers_are_computed():
     assert ("less in every layer than" in text) == bool((d < sup).all())
     np.testing.assert_allclose(table["self"][:3], d)
     np.testing.assert_allclose(table["self"][3:], diagonal_profile(models["ref"], ["0", "1", "2"])["diag"])
+
+
+def test_a_packaged_proxy_is_marked_once_whether_or_not_the_chapter_marked_it():
+    from types import SimpleNamespace
+
+    from dobrushin.report import self_attention as SA
+    from dobrushin.report.names import mark_proxies
+
+    mid = "sentence-transformers/all-mpnet-base-v2"
+    lm = SimpleNamespace(provenance={"source": "package", "proxy_for": mid})
+    assert SA._labelled(mid, lm) == "all-mpnet-base-v2 (packaged proxy)"
+    mark_proxies([mid])  # as FamilyChapter.measure does (cleared after the test by conftest)
+    assert SA._labelled(mid, lm) == "all-mpnet-base-v2 (packaged proxy)"
+    assert SA._labelled(mid, SimpleNamespace(provenance={"source": "hub"})) == "all-mpnet-base-v2 (packaged proxy)"
+    mark_proxies(())
+    assert SA._labelled(mid, SimpleNamespace(provenance={"source": "hub"})) == "all-mpnet-base-v2"

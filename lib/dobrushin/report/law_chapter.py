@@ -180,8 +180,9 @@ class LawChapter(RandomMatrixChapter):
         n_in = int(((reference_df["p"] >= band_lo) & (reference_df["p"] <= band_hi)).sum())
         half_max = ((reference_df["ci_high"] - reference_df["ci_low"]) / 2).max()
         _markdown(
-            f"For uniform rows, at the content-token counts the claims are judged on: tabular models ($n=8$–$30$ "
-            f"features) should be compared with {span(8, 30)}, sentences ($n=10$–$60$) with {span(10, 60)}, ViT-B/16 "
+            f"For uniform rows, at the content-token counts the claims are judged on: the tabular benchmarks "
+            f"($n=8$ and $14$ features) should be compared with {span(8, 14)} (Breast cancer, $n=30$, with "
+            f"{LF.pct(rd.loc[30, 'p'], 2)}), sentences ($n=10$–$60$) with {span(10, 60)}, ViT-B/16 "
             f"and DeiT-B (196 patches) with {LF.pct(rd.loc[196, 'p'], 2)} and DINOv2 (256 patches) with "
             f"{LF.pct(rd.loc[256, 'p'], 2)}; with their special tokens kept (197 and 257 tokens, 261 with registers) "
             f"the values are {LF.pct(rd.loc[197, 'p'], 2)}, {LF.pct(rd.loc[257, 'p'], 2)} and "

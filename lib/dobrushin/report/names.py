@@ -1,4 +1,6 @@
-"""Display names of models and families, for tables, figures and the manifest (strings only)."""
+"""Display names of models and families, for tables, figures and the manifest.  One piece of state: the
+models whose trained weights the process is reporting are packaged proxies (:func:`mark_proxies`), which
+:func:`display_name` marks."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -33,6 +35,8 @@ def mark_proxies(model_ids: Iterable[str]) -> None:
     weights (the hub checkpoint is not a proxy), so it is set from the results, not from the id; each call
     replaces the previous set (``mark_proxies(())`` clears it)."""
     global _PROXIES
+    if isinstance(model_ids, str):
+        raise TypeError(f"mark_proxies takes model ids, not one string: mark_proxies([{model_ids!r}])")
     _PROXIES = frozenset(base_id(str(m)) for m in model_ids)
 
 

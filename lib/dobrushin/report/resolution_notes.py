@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..models.configs import RESOLUTION_SEP, base_id, display_name, model_family
+from ..models.configs import RESOLUTION_SEP, base_id, model_family
+from .names import display_name
 from .claims import SCORECARD
 from .scorecard import clustered_text
 from .summary import input_sums

@@ -33,10 +33,10 @@ import numpy as np
 import pandas as pd
 
 from ..math.stats import add_sums, clustered, wilson
-from ..models.configs import display_name, model_family
+from ..models.configs import model_family
 from .claims import CLAIMS, SCORECARD, TOO_WIDE, ScorecardRow, combine, judge
 from .summary import row_sums
-from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, pct, proxy_name
+from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, display_name, pct, proxy_name
 
 COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "verdict", "note",
            "k", "n", "fraction", "ci_low", "ci_high", "n_inputs", "cl_low", "cl_high", "wilson", "parent"]
@@ -153,7 +153,7 @@ def _law_note(law: Optional[pd.DataFrame], ns, claim) -> str:
     out = [f"at n = {int(r.n)} its interval lies wholly {'above' if r.ci_low > claim.high else 'below'} the "
            "paper's range" for r in at.itertuples() if r.ci_low > claim.high or r.ci_high < claim.low]
     return ("; the law chapter's column-averaged estimates of the same probability, far more precise: "
-            + ", ".join(parts) + (" — " + "; ".join(out) if out else " — every one inside the paper's range")
+            + ", ".join(parts) + (" — " + "; ".join(out) if out else " — none lies wholly outside the paper's range")
             + " (the verdict, like every row's, is judged on the direct counts)")
 
 
@@ -519,7 +519,7 @@ def rule_text() -> str:
         "each model's row beneath it. A claim measured on several models or sizes judged one by one (the two "
         "FT-Transformer benchmarks, each with its seeds pooled; the random baseline's matrix sizes) gets one "
         "verdict: **differs** if any of them differs, else **inconclusive** if any is, else **consistent** if "
-        "any is, else **reproduced** (dobrushin.report.claims.combine). \"All failures late in depth\" is "
+        "any is, else **reproduced** when every one is (dobrushin.report.claims.combine). \"All failures late in depth\" is "
         "reproduced when every failing pair "
         "lies in the second half of the network. The theorem's row is its proof plus the exact check of every "
         "random matrix the baseline chapter sampled. The rule is implemented once, in "

@@ -89,11 +89,12 @@ def _range(x) -> str:
 
 def _labelled(model_id: str, lm) -> str:
     """The display name, with "(packaged proxy)" for packaged weights standing in for a hub checkpoint."""
-    from .plots import display_name
+    from .names import display_name, proxy_name
 
     prov = dict(getattr(lm, "provenance", None) or {})
     proxy = prov.get("source") == "package" and bool(prov.get("proxy_for"))
-    return display_name(model_id) + (" (packaged proxy)" if proxy else "")
+    # marked once, whether or not the chapter has marked the model already (names.mark_proxies)
+    return proxy_name(display_name(model_id), "proxy" if proxy else "")
 
 
 def _num(x: float) -> str:

@@ -202,7 +202,8 @@ class SummaryChapter(SummaryInsights):
         named = [_model_name(m) + ("" if "proxy" in _model_name(m) else f" ({src.get(m, 'unrecorded')})")
                  for m in dict.fromkeys(content.loc[content["weights"] == "pretrained", "model"])
                  if not str(m).startswith("FT-Transformer/")]
-        if any(str(m).startswith("FT-Transformer/") for m in content.loc[content["weights"] == "pretrained", "model"]):
+        ft = any(str(m).startswith("FT-Transformer/") for m in content.loc[content["weights"] == "pretrained", "model"])
+        if ft:
             named.append("FT-Transformer (trained here)")
         fig = summary.plot_depth_profiles(t, self.reference)
         F.figure(fig, notebook=NOTEBOOK, name="depth", width="full",
@@ -212,8 +213,8 @@ class SummaryChapter(SummaryInsights):
                           "untrained control of the same architecture; dotted grey: the random baseline "
                           "(Dirichlet(1) rows) at the family's median token count. The untrained controls of a "
                           "family are pooled into one line"
-                          + ("; line styles tell trained models of one family apart (the seeds of one "
-                             "FT-Transformer benchmark pooled into one line). " if trained else ". ")
+                          + ("; line styles tell trained models of one family apart" if trained else "")
+                          + (" (the seeds of one FT-Transformer benchmark pooled into one line)" if ft else "") + ". "
                           + (f"Trained weights: {_and(named)}; " if trained else
                              "No trained weights were measured in this build; ")
                           + f"{len(fams) - len(trained)} of the {len(fams)} families show only untrained controls."),
