@@ -278,7 +278,8 @@ class FamilyChapter(InsightSections):
             self.roll = pd.concat([r.rollout for r in self.runs], ignore_index=True)
         self.st = status_table(self.runs)
         # packaged stand-ins for hub checkpoints are named "(packaged proxy)" in every table and figure below
-        names.mark_proxies(r.model_id for r in self.runs if self._trained_ok(r) and weights_kind(_provenance(r)) == "proxy")
+        names.mark_proxies(r.model_id for r in self.runs
+                           if self._trained_ok(r) and weights_kind(_provenance(r)) == "proxy")
         self.timings["measure (all models, incl. cache reads)"] = round(time.perf_counter() - t0, 1)
         v = self._versions()
         self.store.update_manifest(parameters=self.params.recorded(), profile=self.params.profile,

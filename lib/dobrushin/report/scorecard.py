@@ -145,11 +145,7 @@ def _law_note(law: Optional[pd.DataFrame], ns, claim) -> str:
     at = law[law["n"].isin([int(n) for n in ns])]
     if not len(at):
         return ""
-
-    def two(x: float) -> str:
-        return f"{100 * float(x):.2f}"
-
-    parts = [f"n = {int(r.n)} {two(r.p)}% [{two(r.ci_low)}–{two(r.ci_high)}%]" for r in at.itertuples()]
+    parts = [f"n = {int(r.n)} {pct(r.p, 2)} [{pct(r.ci_low, 2)[:-1]}–{pct(r.ci_high, 2)}]" for r in at.itertuples()]
     out = [f"at n = {int(r.n)} its interval lies wholly {'above' if r.ci_low > claim.high else 'below'} the "
            "paper's range" for r in at.itertuples() if r.ci_low > claim.high or r.ci_high < claim.low]
     return ("; the law chapter's column-averaged estimates of the same probability, far more precise: "
@@ -519,11 +515,10 @@ def rule_text() -> str:
         "each model's row beneath it. A claim measured on several models or sizes judged one by one (the two "
         "FT-Transformer benchmarks, each with its seeds pooled; the random baseline's matrix sizes) gets one "
         "verdict: **differs** if any of them differs, else **inconclusive** if any is, else **consistent** if "
-        "any is, else **reproduced** when every one is (dobrushin.report.claims.combine). \"All failures late in depth\" is "
-        "reproduced when every failing pair "
-        "lies in the second half of the network. The theorem's row is its proof plus the exact check of every "
-        "random matrix the baseline chapter sampled. The rule is implemented once, in "
-        "dobrushin.report.claims.judge."
+        "any is, else **reproduced** when every one is (dobrushin.report.claims.combine). \"All failures late "
+        "in depth\" is reproduced when every failing pair lies in the second half of the network. The theorem's "
+        "row is its proof plus the exact check of every random matrix the baseline chapter sampled. The rule is "
+        "implemented once, in dobrushin.report.claims.judge."
     )
 
 

@@ -93,7 +93,7 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
         line_of = pre["model"].map(_short_label)
         groups = list(dict.fromkeys(line_of))
         seeds = {k: int(pre.loc[line_of == k, "model"].nunique()) for k in groups}
-        models = [f"{k} ({seeds[k]} seeds)" if seeds[k] > 1 else k for k in groups]
+        labels = [f"{k} ({seeds[k]} seeds)" if seeds[k] > 1 else k for k in groups]
         for i, key in enumerate(groups):
             g = pre[line_of == key]
             prof = g.assign(rel=relative_depth(g)).groupby("rel")["holds"].mean()
@@ -102,11 +102,11 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
         ref = baseline_at(baseline_grid, float(sub["n_tokens"].median()))
         if np.isfinite(ref):
             ax.axhline(ref, color=COLORS["random"], ls=":", lw=1.4, zorder=1)
-        ax.set_title(fam + ("" if models else " (untrained only)"), fontsize=10)
-        if len(models) > 1:  # which line style is which trained model
+        ax.set_title(fam + ("" if labels else " (untrained only)"), fontsize=10)
+        if len(labels) > 1:  # which line style is which trained model
             ax.legend(handles=[Line2D([], [], color=COLORS["trained"], ls=_STYLES[i % len(_STYLES)],
-                                      marker=_MARKERS[i % len(_MARKERS)], ms=3, label=m)
-                               for i, m in enumerate(models)], fontsize=7, loc="best", frameon=True, framealpha=0.85)
+                                      marker=_MARKERS[i % len(_MARKERS)], ms=3, label=lab)
+                               for i, lab in enumerate(labels)], fontsize=7, loc="best", frameon=True, framealpha=0.85)
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlim(-0.05, 1.05)
         ax.grid(alpha=0.3)
