@@ -87,3 +87,17 @@ def test_law_figures_draw():
     assert len(LF.approach_table(grid, ens)) == 2 and LF.typical_table(law.typical_pairs(grid, ens, [8], 3, 1)).shape[1] == 6
     rt = LF.rate_table(grid, ens, min_n=8)
     assert list(rt["largest n"]) == [16, 16]
+
+
+def test_reference_sentence_names_only_the_sizes_it_has():
+    """A custom ``reference_ns`` may leave out the models' token counts: the sentence skips what is missing
+    instead of failing, and its values are the table's."""
+    p = pd.Series({8: 0.262, 14: 0.273, 30: 0.2552, 196: 0.2507, 256: 0.2505, 257: 0.2504})
+    s = LF.reference_sizes_text(p)
+    assert "26.2%–27.3%" in s and "25.52%" in s and "(196 patches) with 25.07%" in s
+    assert "DINOv2 (257 tokens) with 25.04%" in s
+    assert "sentences ($n=10$–$60$) with 25.5%–27.3%" in s  # the sizes of the table inside the range
+    assert "261" not in s and "197" not in s  # not in the table: not named
+    only = LF.reference_sizes_text(pd.Series({197: 0.2507}))
+    assert only == "For uniform rows, with their special tokens kept, ViT-B/16 (197 tokens) with 25.07%. "
+    assert LF.reference_sizes_text(pd.Series({5: 0.27, 6: 0.26})) == ""

@@ -198,3 +198,20 @@ def test_the_chapter_names_its_packaged_proxies_so_after_measuring(tmp_path, mon
     assert display_name("x/packaged") == "packaged"
     ch.measure()
     assert display_name("x/packaged") == "packaged (packaged proxy)" and display_name("x/from-hub") == "from-hub"
+
+
+def test_uniformity_clause_follows_kappa_and_the_fraction():
+    from dobrushin.report.insight import uniformity_clause
+
+    far = [0.4, 0.6, 0.9]
+    assert "where the bound is tight it is tight for tokens" in uniformity_clause(far, 0.5)
+    never = uniformity_clause(far, 0.0)  # nothing holds: no "where the bound is tight"
+    assert "tight in none of them" in never and "where the bound is tight" not in never
+    assert "close to uniform" in uniformity_clause([0.01, 0.05], 0.0)
+    assert uniformity_clause([0.05, 0.5], 0.3) == ""
+
+
+def test_count_text_names_the_number_or_the_range():
+    assert chapter._count_text(pd.Series([8, 8]), "input") == "8 inputs"
+    assert chapter._count_text([1], "input") == "1 input"
+    assert chapter._count_text([8, 4, 8], "input") == "4–8 inputs (per row: the inputs column)"

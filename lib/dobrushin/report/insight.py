@@ -81,6 +81,22 @@ def rollout_gap(roll: pd.DataFrame) -> pd.DataFrame:
             .reset_index())
 
 
+def uniformity_clause(kappa_per_layer, fraction: float) -> str:
+    """What the per-layer median κ(A) says about the test's fraction ``fraction`` (a clause starting ". ",
+    or "" when κ is neither high nor low in every layer)."""
+    k = np.asarray(kappa_per_layer, dtype=float)
+    if float(k.min()) >= 0.3 and fraction == 0:
+        return ". The attention is far from uniform in every layer, and the layer bound is tight in none of them"
+    if float(k.min()) >= 0.3:
+        return (". The attention is far from uniform in every layer, so where the bound is tight it is "
+                "tight for tokens that attend to clearly different sets, not by near-uniformity")
+    if float(k.max()) < 0.1:
+        return (". The attention is close to uniform in every layer; since κ(½(I+A)) ≥ ½(1−κ(A)), the "
+                "slack is at most κ(A), so the layer bound is nearly tight in value whether the condition "
+                "holds or not: the fraction says little here")
+    return ""
+
+
 class InsightSections:
     """Mixin for :class:`dobrushin.report.chapter.FamilyChapter` (uses its ``table``, ``roll``, ``runs``,
     ``featured``, ``input_set``, ``config``, ``results``, ``store``, ``notebook``, ``title``, ``_fig``)."""
@@ -131,13 +147,7 @@ class InsightSections:
                 fr = float(g["holds"].mean())
                 s = (f"- {display_name(m)}, {weights_label(w)}: median κ(A) per layer {_rng(per)} "
                      f"(random matrices of n = {ns[m]}: {np.median(rk[m]):.2f}); the condition holds on {pct(fr)}")
-                if float(per.min()) >= 0.3:
-                    s += (". The attention is far from uniform in every layer, so where the bound is tight it is "
-                          "tight for tokens that attend to clearly different sets, not by near-uniformity")
-                elif float(per.max()) < 0.1:
-                    s += (". The attention is close to uniform in every layer; since κ(½(I+A)) ≥ ½(1−κ(A)), the "
-                          "slack is at most κ(A), so the layer bound is nearly tight in value whether the condition "
-                          "holds or not: the fraction says little here")
+                s += uniformity_clause(per, fr)
                 gg = gap[(gap["model"] == m) & (gap["weights"] == w) & (gap["variant"] == "content")] if len(gap) else gap
                 if len(gg):
                     r = gg.iloc[0]
@@ -579,4 +589,5 @@ def _project_root():
     return project_root()
 
 
-__all__ = ["InsightSections", "MPNET", "download_links", "fingerprint", "rollout_gap", "show_downloads", "tabular_atlas"]
+__all__ = ["InsightSections", "MPNET", "download_links", "fingerprint", "rollout_gap", "show_downloads", "tabular_atlas",
+           "uniformity_clause"]

@@ -172,21 +172,12 @@ class LawChapter(RandomMatrixChapter):
         _display(F.details(f"All {len(reference_df)} rows of the reference table", F.table(reference_df, drop_constant=True, digits=4)))
         rd = reference_df[reference_df["ensemble"] == "dirichlet(1)"].set_index("n")
 
-        def span(lo_n, hi_n, d=1):
-            v = rd.loc[lo_n:hi_n, "p"]
-            return f"{LF.pct(v.min(), d)}–{LF.pct(v.max(), d)}"
-
         band_lo, band_hi = band("baseline")  # the paper's range (dobrushin.report.claims)
         n_in = int(((reference_df["p"] >= band_lo) & (reference_df["p"] <= band_hi)).sum())
         half_max = ((reference_df["ci_high"] - reference_df["ci_low"]) / 2).max()
         _markdown(
-            f"For uniform rows, at the content-token counts the claims are judged on: the tabular benchmarks "
-            f"($n=8$ and $14$ features) should be compared with {span(8, 14)} (Breast cancer, $n=30$, with "
-            f"{LF.pct(rd.loc[30, 'p'], 2)}), sentences ($n=10$–$60$) with {span(10, 60)}, ViT-B/16 "
-            f"and DeiT-B (196 patches) with {LF.pct(rd.loc[196, 'p'], 2)} and DINOv2 (256 patches) with "
-            f"{LF.pct(rd.loc[256, 'p'], 2)}; with their special tokens kept (197 and 257 tokens, 261 with registers) "
-            f"the values are {LF.pct(rd.loc[197, 'p'], 2)}, {LF.pct(rd.loc[257, 'p'], 2)} and "
-            f"{LF.pct(rd.loc[261, 'p'], 2)}. {n_in} of the {len(reference_df)} "
+            LF.reference_sizes_text(rd["p"])
+            + f"{n_in} of the {len(reference_df)} "
             f"reference values lie inside the paper's {LF.pct(band_lo, 0)}–{LF.pct(band_hi, 0)} band; the band is "
             f"{(band_hi - band_lo) / (2 * half_max):.0f} times wider than the largest 95% interval of a reference value "
             f"(half-width {half_max:.4f}), so the paper's range is far too coarse to serve as the reference."

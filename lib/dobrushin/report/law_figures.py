@@ -357,6 +357,41 @@ def rate_text(grid: pd.DataFrame, ensembles: Sequence[str]) -> str:
     )
 
 
-__all__ = ["ENSEMBLE_PALETTE", "approach_table", "approach_text", "bound_text", "bounds_table", "curve_figure", "curve_text",
-           "ensemble_colors", "labels", "mixed_figure", "mixed_text", "pct", "rate_figure", "rate_table", "rate_text",
-           "small_n_text", "typical_table", "typical_text"]
+#: the token counts the claims are judged on (content tokens), as the reference sentence names them: (who, n range)
+REFERENCE_CONTENT = (("the tabular benchmarks ($n=8$ and $14$ features)", 8, 14),
+                     ("Breast cancer ($n=30$)", 30, 30),
+                     ("sentences ($n=10$–$60$)", 10, 60),
+                     ("ViT-B/16 and DeiT-B (196 patches)", 196, 196),
+                     ("DINOv2 (256 patches)", 256, 256))
+#: and with the special tokens kept
+REFERENCE_SPECIAL = (("ViT-B/16", 197), ("DINOv2", 257), ("DINOv2 with registers", 261))
+
+
+def reference_sizes_text(p: pd.Series) -> str:
+    """The reference sentence of the law chapter: the Dirichlet(1) baseline ``p`` (indexed by n) at the token
+    counts of :data:`REFERENCE_CONTENT` and :data:`REFERENCE_SPECIAL`, each named only when ``p`` has a value
+    there (a custom ``reference_ns`` may leave some out); "" when it has none of them."""
+    def span(lo, hi):
+        v = p[(p.index >= lo) & (p.index <= hi)]
+        if not len(v):
+            return None
+        if lo == hi:
+            return pct(float(v.iloc[0]), 2)
+        return f"{pct(float(v.min()), 1)}–{pct(float(v.max()), 1)}"
+
+    content = [f"{who} with {v}" for who, lo, hi in REFERENCE_CONTENT if (v := span(lo, hi)) is not None]
+    special = [f"{who} ({n} tokens) with {v}" for who, n in REFERENCE_SPECIAL if (v := span(n, n)) is not None]
+    if not content and not special:
+        return ""
+    out = "For uniform rows"
+    if content:
+        out += ", at the content-token counts the claims are judged on, compare " + "; ".join(content)
+    if special:
+        out += ("; with" if content else ", with") + " their special tokens kept, " + "; ".join(special)
+    return out + ". "
+
+
+__all__ = ["ENSEMBLE_PALETTE", "REFERENCE_CONTENT", "REFERENCE_SPECIAL", "approach_table", "approach_text",
+           "bound_text", "bounds_table", "curve_figure", "curve_text", "ensemble_colors", "labels", "mixed_figure",
+           "mixed_text", "pct", "rate_figure", "rate_table", "rate_text", "reference_sizes_text", "small_n_text",
+           "typical_table", "typical_text"]

@@ -206,13 +206,18 @@ class SummaryChapter(SummaryInsights):
         if ft:
             named.append("FT-Transformer (trained here)")
         fig = summary.plot_depth_profiles(t, self.reference)
+        un = set(content.loc[content["weights"] == "untrained", "model"])
+        same = [(a, b) for a, b in summary.same_control().items() if a in un and b in un]
+        twins = "".join(f", each network once (the control of {_model_name(a)} is the same network as "
+                        f"{_model_name(b)}'s, same architecture and seed, and is left out of the pool)"
+                        for a, b in same)
         F.figure(fig, notebook=NOTEBOOK, name="depth", width="full",
                  caption=("Fraction of inputs for which the equality condition holds on content tokens, against "
                           "relative depth $\\ell/(L-1)$, one panel per family. "
                           + ("Blue: trained weights; orange" if trained else "Orange") + ": the "
                           "untrained control of the same architecture; dotted grey: the random baseline "
                           "(Dirichlet(1) rows) at the family's median token count. The untrained controls of a "
-                          "family are pooled into one line"
+                          "family are pooled into one line" + twins
                           + ("; line styles tell trained models of one family apart" if trained else "")
                           + (" (the seeds of one FT-Transformer benchmark pooled into one line)" if ft else "") + ". "
                           + (f"Trained weights: {_and(named)}; " if trained else

