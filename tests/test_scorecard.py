@@ -108,6 +108,13 @@ def test_one_row_per_claim_in_order(results):
     assert list(card["key"]) == [r.key for r in SCORECARD]
     assert list(S.shown(card).columns) == list(S.SHOWN.values())
     assert {"inputs", "pairs"} <= set(S.shown(card).columns)
+    # a table too wide for the page is split into parts one below the other: the verdict is in the first,
+    # beside the claim and the measurement it rests on
+    from dobrushin.report import page as F
+
+    parts, _ = F.fit_table(S.shown(card), {}, budget=500)
+    assert len(parts) > 1
+    assert {"claim of the paper", "verdict", "measured [95% CI clustered by input]"} <= set(parts[0][0].columns)
     assert set(card["verdict"].map(S.verdict_kind)) <= {"reproduced", "consistent", "differs", "inconclusive",
                                                         "not run", "related"}
 
