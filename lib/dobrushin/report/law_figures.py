@@ -357,38 +357,44 @@ def rate_text(grid: pd.DataFrame, ensembles: Sequence[str]) -> str:
     )
 
 
-#: the token counts the claims are judged on (content tokens), as the reference sentence names them: (who, n range)
-REFERENCE_CONTENT = (("the tabular benchmarks ($n=8$ and $14$ features)", 8, 14),
-                     ("Breast cancer ($n=30$)", 30, 30),
-                     ("sentences ($n=10$–$60$)", 10, 60),
-                     ("ViT-B/16 and DeiT-B (196 patches)", 196, 196),
-                     ("DINOv2 (256 patches)", 256, 256))
+#: the token counts the claims are judged on (content tokens), as the reference sentence names them: (who, the
+#: sizes, whether they are a range of sizes (every size of the table between the two) or the sizes themselves)
+REFERENCE_CONTENT = (("the tabular benchmarks ($n=8$ and $14$ features)", (8, 14), False),
+                     ("Breast cancer ($n=30$)", (30,), False),
+                     ("sentences ($n=10$–$60$)", (10, 60), True),
+                     ("ViT-B/16 and DeiT-B (196 patches)", (196,), False),
+                     ("DINOv2 (256 patches)", (256,), False))
 #: and with the special tokens kept
-REFERENCE_SPECIAL = (("ViT-B/16", 197), ("DINOv2", 257), ("DINOv2 with registers", 261))
+REFERENCE_SPECIAL = (("ViT-B/16 and DeiT-B", 197), ("DINOv2", 257), ("DINOv2 with registers", 261))
 
 
 def reference_sizes_text(p: pd.Series) -> str:
     """The reference sentence of the law chapter: the Dirichlet(1) baseline ``p`` (indexed by n) at the token
     counts of :data:`REFERENCE_CONTENT` and :data:`REFERENCE_SPECIAL`, each named only when ``p`` has a value
-    there (a custom ``reference_ns`` may leave some out); "" when it has none of them."""
-    def span(lo, hi):
-        v = p[(p.index >= lo) & (p.index <= hi)]
+    at every one of its sizes (a range: at some size inside it); a custom ``reference_ns`` may leave some out.
+    "" when it has none of them."""
+    def values(ns, is_range):
+        if is_range:
+            v = p[(p.index >= ns[0]) & (p.index <= ns[-1])]
+        else:
+            if not all(n in p.index for n in ns):
+                return None
+            v = p.loc[list(ns)]
         if not len(v):
             return None
-        if lo == hi:
-            return pct(float(v.iloc[0]), 2)
-        return f"{pct(float(v.min()), 1)}–{pct(float(v.max()), 1)}"
+        lo, hi = float(v.min()), float(v.max())
+        return pct(lo, 2) if len(v) == 1 or pct(lo, 1) == pct(hi, 1) else f"{pct(lo, 1)}–{pct(hi, 1)}"
 
-    content = [f"{who} with {v}" for who, lo, hi in REFERENCE_CONTENT if (v := span(lo, hi)) is not None]
-    special = [f"{who} ({n} tokens) with {v}" for who, n in REFERENCE_SPECIAL if (v := span(n, n)) is not None]
+    content = [f"{who} with {v}" for who, ns, rng in REFERENCE_CONTENT if (v := values(ns, rng)) is not None]
+    special = [f"{who} ({n} tokens) with {v}" for who, n in REFERENCE_SPECIAL if (v := values((n,), False)) is not None]
     if not content and not special:
         return ""
-    out = "For uniform rows"
+    parts = []
     if content:
-        out += ", at the content-token counts the claims are judged on, compare " + "; ".join(content)
+        parts.append("at the content-token counts the claims are judged on, compare " + "; ".join(content))
     if special:
-        out += ("; with" if content else ", with") + " their special tokens kept, " + "; ".join(special)
-    return out + ". "
+        parts.append(("with" if content else "compare, with") + " their special tokens kept, " + "; ".join(special))
+    return "For uniform rows, " + "; ".join(parts) + ". "
 
 
 __all__ = ["ENSEMBLE_PALETTE", "REFERENCE_CONTENT", "REFERENCE_SPECIAL", "approach_table", "approach_text",

@@ -40,7 +40,6 @@ from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, display_name, pct, prox
 
 COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "verdict", "note",
            "k", "n", "fraction", "ci_low", "ci_high", "n_inputs", "cl_low", "cl_high", "wilson", "parent"]
-#: columns shown on the page, with their headers
 #: the columns the page shows, in its order: the verdict beside the claim and the measurement it rests on (a
 #: table too wide for the page is split into parts one below the other, and the first part is what is read)
 SHOWN = {"claim": "claim of the paper", "paper_value": "paper", "verdict": "verdict",

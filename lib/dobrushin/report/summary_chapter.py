@@ -206,11 +206,7 @@ class SummaryChapter(SummaryInsights):
         if ft:
             named.append("FT-Transformer (trained here)")
         fig = summary.plot_depth_profiles(t, self.reference)
-        un = set(content.loc[content["weights"] == "untrained", "model"])
-        same = [(a, b) for a, b in summary.same_control().items() if a in un and b in un]
-        twins = "".join(f", each network once (the control of {_model_name(a)} is the same network as "
-                        f"{_model_name(b)}'s, same architecture and seed, and is left out of the pool)"
-                        for a, b in same)
+        twins = _once_clause(content)
         F.figure(fig, notebook=NOTEBOOK, name="depth", width="full",
                  caption=("Fraction of inputs for which the equality condition holds on content tokens, against "
                           "relative depth $\\ell/(L-1)$, one panel per family. "
@@ -238,7 +234,7 @@ class SummaryChapter(SummaryInsights):
                  caption=("Slack by family: $\\tfrac12(1+\\kappa(A))-\\kappa(\\tfrac12(I+A))$ of the (input, layer) "
                           "pairs where the equality condition fails (content tokens, log axis; where it holds the "
                           "slack is 0 up to the test's tolerance, which a log axis cannot show). Failing pairs / all "
-                          "pairs: "
+                          "pairs" + _once_clause(t[t["variant"] == "content"]) + ": "
                           + "; ".join(f"{fam} " + ", ".join(
                               f"{'trained' if r.weights == 'pretrained' else 'untrained'} {r.failing}/{r.pairs}"
                               for r in ss[ss["family"] == fam].itertuples()) for fam in dict.fromkeys(ss["family"]))
@@ -482,6 +478,15 @@ def _claim_short(text: str) -> str:
              "deit": "DeiT-B 91%", "vit": "ViT-B/16 64%", "late": "failures late in depth",
              "tabular": "FT-Transformer 11–44%", "special": "with special tokens 82–97%"}
     return names.get(c.key, c.text)
+
+
+def _once_clause(content: pd.DataFrame) -> str:
+    """", each untrained network once (...)" when ``content`` has the untrained control of a packaged proxy and of
+    the checkpoint it stands in for (the same network: :func:`dobrushin.report.summary.distinct_controls`)."""
+    un = set(content.loc[content["weights"] == "untrained", "model"])
+    same = [(a, b) for a, b in summary.same_control().items() if a in un and b in un]
+    return "".join(f", each untrained network once (the control of `{a}`, a packaged proxy, is the same network as "
+                   f"that of `{b}`, the checkpoint it stands in for: same architecture, same seed)" for a, b in same)
 
 
 def _model_name(model: str) -> str:
