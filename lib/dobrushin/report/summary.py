@@ -48,6 +48,7 @@ from .summary_figures import (  # noqa: F401
     family_order,
     pooled_profile,
     same_control,
+    control_twins,
     distinct_controls,
     plot_depth_profiles,
     slack_summary,
@@ -71,4 +72,4 @@ from .reproducing_tables import (  # noqa: F401
 from .claims import CLAIMS, content_claim, special_claim  # noqa: F401  (the claims the summary judges)
 from .display import html_block as Html, plain_text as Text  # noqa: F401  (the one display wrapper)
 
-__all__ = ['BENCH_TARGET', 'COLUMNS', 'FAMILY_NOTEBOOKS', 'FAMILY_ORDER', 'Html', 'PAPER_NOT_RUN', 'SCALE_COLUMNS', 'SUM_COLUMNS', 'Text', 'VARIANT_LABEL', 'WEIGHTS_SOURCES', 'baseline_at', 'bench_table', 'build_summary', 'decide', 'distinct_controls', 'families_of', 'family_order', 'format_duration', 'html_details', 'html_table', 'hub_only', 'independent_sums', 'input_sums', 'late_depth_row', 'load_baseline', 'load_family_results', 'load_family_runs', 'load_law_estimates', 'load_reference_grid', 'load_theorem_check', 'load_timings', 'notebook_order', 'parameter_blocks', 'parameter_table', 'plot_depth_profiles', 'plot_slack_by_family', 'pooled_profile', 'relative_depth', 'row_sums', 'scale_items', 'scale_line', 'same_control', 'scale_table', 'schema_table', 'slack_summary', 'stage_misses', 'stage_table', 'summary_family', 'timings_table', 'weights_source']
+__all__ = ['BENCH_TARGET', 'COLUMNS', 'FAMILY_NOTEBOOKS', 'FAMILY_ORDER', 'Html', 'PAPER_NOT_RUN', 'SCALE_COLUMNS', 'SUM_COLUMNS', 'Text', 'VARIANT_LABEL', 'WEIGHTS_SOURCES', 'baseline_at', 'bench_table', 'build_summary', 'control_twins', 'decide', 'distinct_controls', 'families_of', 'family_order', 'format_duration', 'html_details', 'html_table', 'hub_only', 'independent_sums', 'input_sums', 'late_depth_row', 'load_baseline', 'load_family_results', 'load_family_runs', 'load_law_estimates', 'load_reference_grid', 'load_theorem_check', 'load_timings', 'notebook_order', 'parameter_blocks', 'parameter_table', 'plot_depth_profiles', 'plot_slack_by_family', 'pooled_profile', 'relative_depth', 'row_sums', 'scale_items', 'scale_line', 'same_control', 'scale_table', 'schema_table', 'slack_summary', 'stage_misses', 'stage_table', 'summary_family', 'timings_table', 'weights_source']

