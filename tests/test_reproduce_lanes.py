@@ -1,5 +1,7 @@
 """tools/reproduce_lanes.sh (make reproduce LANES=2) with a stand-in for make: both lanes run at once, each
-logs to its own file, a failing lane stops the other at once, and the exit status says which failed."""
+logs to its own file, a failing lane stops the other at once, and the exit status says which failed; and
+the dry run of make reproduce: the chapters that ran beside the baseline lane are rendered again before the
+summary."""
 from __future__ import annotations
 
 import os
@@ -73,3 +75,37 @@ def test_a_resumed_pass_adds_to_the_wall_time_record(tmp_path):
     r = json.loads(rec.read_text())
     assert (r["seconds"], r["passes"]) == (7, 1)
     assert subprocess.run(tool[:3] + ["x"], capture_output=True).returncode == 2
+
+
+def _dry_run(*args: str) -> list:
+    """The commands ``make -n reproduce ARGS`` would run (no install: the stamp is taken as made)."""
+    p = subprocess.run(["make", "-o", ".venv/.installed", "-n", "reproduce", *args], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.splitlines()
+
+
+def _notebook_runs(lines: list) -> list:
+    """The NOTEBOOKS of each ``make notebooks`` the dry run starts after the lanes, in order."""
+    import re
+
+    return [m.group(1) for line in lines if " notebooks " in line and "reproduce_lanes" not in line
+            for m in [re.search(r'NOTEBOOKS="?([^"]*)"?\s*$', line)] if m]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_chapters_beside_the_baseline_lane_are_rendered_again_before_the_summary():
+    # LANES=3: every model chapter ran beside baseline_law (which writes law.csv and reference.csv, the
+    # baseline their figures and prose read), so each is executed again (cached) once every lane is done
+    lines = _dry_run("LANES=3")
+    assert any("reproduce_lanes.sh" in x for x in lines)
+    assert _notebook_runs(lines) == ["language supervised_vit dinov2 tabular", "summary"]
+    again = next(x for x in lines if "NOTEBOOKS=\"language" in x)
+    assert "RESUME=1" in again  # its pass is added to the chapters' wall time, not put in its place
+    # LANES=2: the baselines run before the other model chapters in their lane; only tabular ran beside them
+    assert _notebook_runs(_dry_run("LANES=2")) == ["tabular", "summary"]
+    # no baseline chapter in the run: nothing to wait for
+    assert _notebook_runs(_dry_run("LANES=3", "NOTEBOOKS=theory language tabular summary")) == ["summary"]
+    # one lane: one make notebooks, the chapters in order, the baselines first
+    one = _dry_run("LANES=1")
+    assert sum(" make notebooks " in x for x in one) == 1 and not any("RESUME=1" in x for x in one)

@@ -37,6 +37,7 @@ from .plots import display_name
 from .tables import fractions, head_summary, rollout_summary, status_table
 from .names import pct  # noqa: E402,F401  (re-exported: chapters format fractions with it)
 from .insight import InsightSections
+from .results_loading import baseline_for
 
 
 def _display(*objs):
@@ -86,18 +87,6 @@ def weights_kind(provenance: Optional[dict]) -> str:
     if prov.get("source") in ("hub", "cache", "timm"):
         return "original"
     return ""
-
-
-def baseline_for(table: pd.DataFrame, results_dir) -> dict:
-    """Model id → the random Dirichlet(1) baseline P(condition holds) at the model's median number of
-    content tokens (the grid of ``results/baseline``, as the summary reads it); empty when none exists."""
-    from .summary import baseline_at, load_reference_grid
-
-    grid = load_reference_grid(results_dir)
-    if grid is None or not len(table):
-        return {}
-    c = table[table["variant"] == "content"]
-    return {m: baseline_at(grid, float(g["n_tokens"].median())) for m, g in c.groupby("model", sort=False)}
 
 
 def _alt_panels(models) -> str:

@@ -169,13 +169,14 @@ class InsightSections:
         the same network (same architecture and seed)."""
         from ..experiments.structure import diagonal_structure, random_structure
         from ..models.loading import load_model
+        from .results_loading import baseline_for
 
         if not len(self.table) or self.input_set is None:
             return
         if n_items is None:  # sentences are short: more of them; photos at full size are costly in large models
             n_items = 8 if self.kind == "text" else 2
         items = self.input_set.items(0, max(1, int(n_items)))
-        base = _baseline(self.table, self.results)
+        base = baseline_for(self.table, self.results)
         c = self.table[self.table["variant"] == "content"]
         rows, prints = [], {}
         for r in self.runs:
@@ -543,18 +544,6 @@ def _key(model_id: str) -> str:
     import re
 
     return re.sub(r"[^a-z0-9]+", "-", str(model_id).lower()).strip("-") or "model"
-
-
-def _baseline(table: pd.DataFrame, results_dir) -> dict:
-    """Model id → the random Dirichlet(1) baseline of the condition at the model's median number of content tokens
-    (the reference grid of ``results/baseline``; empty without one)."""
-    from .summary import baseline_at, load_reference_grid
-
-    grid = load_reference_grid(results_dir)
-    if grid is None or not len(table):
-        return {}
-    c = table[table["variant"] == "content"]
-    return {m: baseline_at(grid, float(g["n_tokens"].median())) for m, g in c.groupby("model", sort=False)}
 
 
 def plots_sep(model_id: str) -> bool:

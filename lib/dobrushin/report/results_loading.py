@@ -195,6 +195,17 @@ def baseline_at(grid: Optional[pd.DataFrame], n: float) -> float:
     return float(np.interp(np.log(max(n, 2)), x, grid["p"].to_numpy(float)))
 
 
+def baseline_for(table: pd.DataFrame, results_dir) -> dict:
+    """Model id → the random Dirichlet(1) baseline P(condition holds) at the model's median number of
+    content tokens (the reference grid of ``results/baseline``, :func:`load_reference_grid`, as the summary
+    reads it); empty when none exists or ``table`` is empty."""
+    grid = load_reference_grid(results_dir)
+    if grid is None or not len(table):
+        return {}
+    c = table[table["variant"] == "content"]
+    return {m: baseline_at(grid, float(g["n_tokens"].median())) for m, g in c.groupby("model", sort=False)}
+
+
 # --- figures --------------------------------------------------------------------------------------
 #: order of the families in the summary's figures (the book's chapter order)
 
