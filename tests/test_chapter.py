@@ -215,3 +215,38 @@ def test_count_text_names_the_number_or_the_range():
     assert chapter._count_text(pd.Series([8, 8]), "input") == "8 inputs"
     assert chapter._count_text([1], "input") == "1 input"
     assert chapter._count_text([8, 4, 8], "input") == "4–8 inputs (per row: the inputs column)"
+
+
+def test_the_status_says_a_proxys_untrained_control_keeps_the_proxy_name(tmp_path, monkeypatch):
+    """The "(packaged proxy)" mark follows the model id, so the proxy's untrained control carries it too: the
+    chapter's status says so for each proxy whose control was measured, and for no other model."""
+    from types import SimpleNamespace
+
+    from dobrushin.experiments import pipeline
+
+    def run(model_id, prov, untrained=True):
+        runs = {"pretrained": {"status": "ok", "provenance": prov}}
+        if untrained:
+            runs["untrained"] = {"status": "ok"}
+        return SimpleNamespace(model_id=model_id, status="ok", cached=False, table=pd.DataFrame(),
+                               heads=pd.DataFrame(), rollout=pd.DataFrame(), entry={}, runs=runs)
+
+    hub = {"source": "hub", "revision": "abc"}
+    pkg = {"source": "package", "package": "p", "version": "1", "proxy_for": "hub/original"}
+    shown = []
+    monkeypatch.setattr(chapter, "_md", shown.append)
+    monkeypatch.setattr(chapter, "_display", lambda *a, **k: None)
+    for runs, want in (([run("x/packaged", pkg), run("x/from-hub", hub)], ["packaged (packaged proxy)"]),
+                       ([run("x/packaged", pkg, untrained=False), run("x/from-hub", hub)], [])):
+        monkeypatch.setattr(pipeline, "measure_models", lambda *a, runs=runs, **k: runs)
+        ch = chapter.FamilyChapter(_family_params("language", tmp_path), "Language models")
+        ch.input_set = object()
+        ch.measure()
+        shown.clear()
+        ch.status()
+        text = "\n".join(map(str, shown))
+        assert "Trained weights measured here" in text
+        said = [c for c in ("packaged (packaged proxy)", "from-hub") if f"The untrained control of {c}" in text]
+        assert said == want, text
+        if want:
+            assert "proxy's architecture with seeded random weights" in text

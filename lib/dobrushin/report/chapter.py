@@ -331,7 +331,15 @@ class FamilyChapter(InsightSections):
                 lab = proxy_label(r.model_id, prov) if self._trained_ok(r) else ""
                 if lab and lab not in labels:
                     labels.append(lab)
-            _md("Trained weights measured here:\n\n" + "\n".join(f"- **{lab}**." for lab in labels))
+            text = "Trained weights measured here:\n\n" + "\n".join(f"- **{lab}**." for lab in labels)
+            controls = [display_name(r.model_id) for r in self.runs
+                        if self._trained_ok(r) and weights_kind(_provenance(r)) == "proxy"
+                        and r.runs.get("untrained", {}).get("status") == "ok"]
+            if controls:  # the mark follows the model id, so the proxy's control carries it too
+                text += ("\n\nThe untrained control of " + " and of ".join(controls) + " keeps that name in the "
+                         "tables and figures: it is the proxy's architecture with seeded random weights, nothing "
+                         "from the package.")
+            _md(text)
             prov_t = pd.DataFrame(rows).set_index("model").T.rename_axis(None).reset_index()
             prov_t.columns = ["", *prov_t.columns[1:]]
             _display(F.table(prov_t, caption="Provenance of the trained weights (from the results manifest): the "
