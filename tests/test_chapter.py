@@ -236,7 +236,9 @@ def test_the_status_says_a_proxys_untrained_control_keeps_the_proxy_name(tmp_pat
     shown = []
     monkeypatch.setattr(chapter, "_md", shown.append)
     monkeypatch.setattr(chapter, "_display", lambda *a, **k: None)
+    two = [run("x/packaged", pkg), run("x/other", pkg), run("x/from-hub", hub)]
     for runs, want in (([run("x/packaged", pkg), run("x/from-hub", hub)], ["packaged (packaged proxy)"]),
+                       (two, ["packaged (packaged proxy)", "other (packaged proxy)"]),
                        ([run("x/packaged", pkg, untrained=False), run("x/from-hub", hub)], [])):
         monkeypatch.setattr(pipeline, "measure_models", lambda *a, runs=runs, **k: runs)
         ch = chapter.FamilyChapter(_family_params("language", tmp_path), "Language models")
@@ -246,7 +248,9 @@ def test_the_status_says_a_proxys_untrained_control_keeps_the_proxy_name(tmp_pat
         ch.status()
         text = "\n".join(map(str, shown))
         assert "Trained weights measured here" in text
-        said = [c for c in ("packaged (packaged proxy)", "from-hub") if f"The untrained control of {c}" in text]
-        assert said == want, text
+        sentence = next((p for p in text.split("\n\n") if p.startswith("The untrained control")), "")
+        names = ("packaged (packaged proxy)", "other (packaged proxy)", "from-hub")
+        assert [c for c in names if c in sentence] == want, text
         if want:
-            assert "proxy's architecture with seeded random weights" in text
+            assert "architecture with seeded random weights" in sentence
+            assert sentence.startswith("The untrained controls of" if len(want) > 1 else "The untrained control of ")

@@ -336,9 +336,13 @@ class FamilyChapter(InsightSections):
                         if self._trained_ok(r) and weights_kind(_provenance(r)) == "proxy"
                         and r.runs.get("untrained", {}).get("status") == "ok"]
             if controls:  # the mark follows the model id, so the proxy's control carries it too
-                text += ("\n\nThe untrained control of " + " and of ".join(controls) + " keeps that name in the "
-                         "tables and figures: it is the proxy's architecture with seeded random weights, nothing "
-                         "from the package.")
+                text += "\n\n" + (
+                    f"The untrained control of {controls[0]} keeps that name in the tables and figures: it is the "
+                    "proxy's architecture with seeded random weights, nothing from the package."
+                    if len(controls) == 1 else
+                    f"The untrained controls of {', '.join(controls[:-1])} and {controls[-1]} keep those names in "
+                    "the tables and figures: each is its proxy's architecture with seeded random weights, nothing "
+                    "from the package.")
             _md(text)
             prov_t = pd.DataFrame(rows).set_index("model").T.rename_axis(None).reset_index()
             prov_t.columns = ["", *prov_t.columns[1:]]
