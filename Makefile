@@ -114,11 +114,11 @@ bench-sweep: $(STAMP)
 # and the digest of the code that made it) still matches, so after a change to the measuring code alone
 # the run recomputes the model chapters' tables and not the hour-long baselines and trainings.
 LANES ?= 1
-# The chapters that draw the random baseline (results/baseline/law.csv and reference.csv, which baseline_law
-# writes, and the baseline grid) and ran in a lane beside the baseline chapters: they may have read those files
-# before they were written, so once every lane is done they are executed again, with their measurements cached
-# (a re-render of minutes; the timing record adds the pass).  LANES=2: the tabular chapter; LANES=3: every
-# model chapter.
+# The chapters whose figures and sentences read the random baseline (the tables of results/baseline/, which
+# the baseline and baseline_law chapters write) and that ran in another lane than those two: they may have read
+# them before they were written, so once every lane is done they are executed again, reusing their cached
+# measurements (a re-render of minutes; the timing record adds the pass).  LANES=2: the tabular chapter (the
+# other model chapters run after the baselines in their lane); LANES=3: every model chapter.
 RERENDER := $(if $(filter baseline baseline_law,$(NOTEBOOKS)),$(if $(filter 3,$(LANES)),$(filter-out theory baseline baseline_law summary,$(NOTEBOOKS)),$(filter tabular,$(NOTEBOOKS))))
 REPRO_ENV := DOBRUSHIN_CACHE=$(CURDIR)/results/paper-run/.cache
 REPRO_NB  := PROFILE=paper RESULTS=results/paper-run PUBLISHED_DIR= $(if $(filter 1,$(SEED)),RESUME=1)
@@ -128,9 +128,9 @@ reproduce: $(STAMP)
 	@$(if $(filter 1,$(SEED)),$(if $(RESUME),true,$(PY) -m tools.seed_reproduce published/paper results/paper-run),true)
 ifneq ($(LANES),1)
 	SUBMAKE="$(MAKE_COMMAND)" REPRO_ENV="$(REPRO_ENV)" REPRO_NB="$(REPRO_NB)" bash tools/reproduce_lanes.sh \
-	  "tabular=tabular" $(if $(filter 3,$(LANES)),"baseline=$(filter baseline baseline_law,$(NOTEBOOKS))") \
+	  "tabular=$(filter tabular,$(NOTEBOOKS))" $(if $(filter 3,$(LANES)),"baseline=$(filter baseline baseline_law,$(NOTEBOOKS))") \
 	  "others=$(filter-out tabular summary $(if $(filter 3,$(LANES)),baseline baseline_law),$(NOTEBOOKS))"
-	$(if $(RERENDER),$(REPRO_ENV) $(MAKE) --no-print-directory notebooks $(REPRO_NB) RESUME=1 NOTEBOOKS="$(RERENDER)",@true)
+	$(if $(RERENDER),$(REPRO_ENV) $(MAKE) --no-print-directory notebooks $(filter-out RESUME=1,$(REPRO_NB)) RESUME=1 NOTEBOOKS="$(RERENDER)",@true)
 	$(REPRO_ENV) $(MAKE) --no-print-directory notebooks $(REPRO_NB) NOTEBOOKS=summary
 else
 	$(REPRO_ENV) $(MAKE) notebooks $(REPRO_NB)

@@ -219,7 +219,8 @@ def test_count_text_names_the_number_or_the_range():
 
 def test_the_status_says_a_proxys_untrained_control_keeps_the_proxy_name(tmp_path, monkeypatch):
     """The "(packaged proxy)" mark follows the model id, so the proxy's untrained control carries it too: the
-    chapter's status says so for each proxy whose control was measured, and for no other model."""
+    chapter's status says so for each proxy whose control was measured (once per model, whatever its
+    resolutions), and for no other model."""
     from types import SimpleNamespace
 
     from dobrushin.experiments import pipeline
@@ -236,10 +237,17 @@ def test_the_status_says_a_proxys_untrained_control_keeps_the_proxy_name(tmp_pat
     shown = []
     monkeypatch.setattr(chapter, "_md", shown.append)
     monkeypatch.setattr(chapter, "_display", lambda *a, **k: None)
-    two = [run("x/packaged", pkg), run("x/other", pkg), run("x/from-hub", hub)]
-    for runs, want in (([run("x/packaged", pkg), run("x/from-hub", hub)], ["packaged (packaged proxy)"]),
-                       (two, ["packaged (packaged proxy)", "other (packaged proxy)"]),
-                       ([run("x/packaged", pkg, untrained=False), run("x/from-hub", hub)], [])):
+    one = "In the tables and figures the untrained control of "
+    two = "In the tables and figures the untrained controls of "
+    cases = (
+        ([run("x/packaged", pkg), run("x/from-hub", hub)], one + "packaged (packaged proxy) bears the proxy's name"),
+        # one proxy at two resolutions: named once
+        ([run("x/packaged", pkg), run("x/packaged@518px", pkg), run("x/from-hub", hub)],
+         one + "packaged (packaged proxy) bears the proxy's name"),
+        ([run("x/packaged", pkg), run("x/other", pkg), run("x/from-hub", hub)],
+         two + "packaged (packaged proxy) and other (packaged proxy) bear their proxies' names"),
+        ([run("x/packaged", pkg, untrained=False), run("x/from-hub", hub)], None))
+    for runs, want in cases:
         monkeypatch.setattr(pipeline, "measure_models", lambda *a, runs=runs, **k: runs)
         ch = chapter.FamilyChapter(_family_params("language", tmp_path), "Language models")
         ch.input_set = object()
@@ -248,9 +256,34 @@ def test_the_status_says_a_proxys_untrained_control_keeps_the_proxy_name(tmp_pat
         ch.status()
         text = "\n".join(map(str, shown))
         assert "Trained weights measured here" in text
-        sentence = next((p for p in text.split("\n\n") if p.startswith("The untrained control")), "")
-        names = ("packaged (packaged proxy)", "other (packaged proxy)", "from-hub")
-        assert [c for c in names if c in sentence] == want, text
-        if want:
-            assert "architecture with seeded random weights" in sentence
-            assert sentence.startswith("The untrained controls of" if len(want) > 1 else "The untrained control of ")
+        said = [p for p in text.split("\n\n") if "untrained control" in p]
+        if want is None:
+            assert said == [], text
+        else:
+            assert len(said) == 1 and said[0].startswith(want), text
+            assert "from-hub" not in said[0] and "architecture with seeded random weights" in said[0]
+
+
+def test_a_pass_that_found_every_table_cached_keeps_the_recorded_wall_time(tmp_path, monkeypatch):
+    """``notebook_wall_s`` in the chapter's manifest is the wall time of the last pass that measured: make
+    reproduce renders a chapter again after its lanes (every table cached), and that pass must not put its
+    seconds in place of the measuring pass's."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(chapter, "_display", lambda *a, **k: None)
+
+    def run(cached):
+        return SimpleNamespace(model_id="x/m", status="ok", cached=cached, runs={"pretrained": {"status": "ok"}})
+
+    ch = chapter.FamilyChapter(_family_params("language", tmp_path), "Language models")
+    ch.store.update_manifest(notebook_wall_s=744.8)
+    ch.runs = [run(True)]
+    ch.finish()
+    assert ch.store.manifest()["notebook_wall_s"] == 744.8
+    ch.runs = [run(True), run(False)]  # something measured: this pass's time
+    ch.finish()
+    assert ch.store.manifest()["notebook_wall_s"] != 744.8
+    fresh = chapter.FamilyChapter(_family_params("language", tmp_path / "other"), "Language models")
+    fresh.runs = [run(True)]  # every table cached, but no time recorded yet: this pass's
+    fresh.finish()
+    assert "notebook_wall_s" in fresh.store.manifest()

@@ -98,12 +98,18 @@ def test_chapters_beside_the_baseline_lane_are_rendered_again_before_the_summary
     # LANES=3: every model chapter ran beside baseline_law (which writes law.csv and reference.csv, the
     # baseline their figures and prose read), so each is executed again (cached) once every lane is done
     lines = _dry_run("LANES=3")
-    assert any("reproduce_lanes.sh" in x for x in lines)
+    lanes = next(i for i, x in enumerate(lines) if "reproduce_lanes.sh" in x)
     assert _notebook_runs(lines) == ["language supervised_vit dinov2 tabular", "summary"]
-    again = next(x for x in lines if "NOTEBOOKS=\"language" in x)
-    assert "RESUME=1" in again  # its pass is added to the chapters' wall time, not put in its place
+    again = next(i for i, x in enumerate(lines) if "NOTEBOOKS=\"language" in x)
+    assert again > lanes  # after every lane is done
+    assert "RESUME=1" in lines[again]  # its pass is added to the chapters' wall time, not put in its place
+    # seeded (RESUME=1 already among the run's variables): said once
+    assert all(x.count("RESUME=1") <= 1 for x in _dry_run("LANES=3", "SEED=1") if " notebooks " in x)
     # LANES=2: the baselines run before the other model chapters in their lane; only tabular ran beside them
     assert _notebook_runs(_dry_run("LANES=2")) == ["tabular", "summary"]
+    # no tabular chapter asked for: its lane is empty (reproduce_lanes.sh skips it) and nothing is rendered again
+    no_tab = _dry_run("LANES=2", "NOTEBOOKS=baseline_law language summary")
+    assert any('"tabular="' in x for x in no_tab) and _notebook_runs(no_tab) == ["summary"]
     # no baseline chapter in the run: nothing to wait for
     assert _notebook_runs(_dry_run("LANES=3", "NOTEBOOKS=theory language tabular summary")) == ["summary"]
     # one lane: one make notebooks, the chapters in order, the baselines first

@@ -2,9 +2,10 @@
 ``python tools/record_timing.py FILE NOTEBOOK PROFILE SECONDS [--add]``.
 
 The record is ``{"notebook", "profile", "seconds", "passes", "last_pass_seconds", "finished"}``, written
-atomically.  ``--add`` (a resumed ``make reproduce``) adds this pass to the record already there, so
-``seconds`` stays the whole time the run spent on the chapter over its interrupted and resumed passes
-(``passes`` of them), not just the last pass, which may have found most of the work done."""
+atomically.  ``--add`` (a resumed ``make reproduce``, and the pass of ``make reproduce LANES=2|3`` that renders
+again the model chapters that ran beside the baseline lane) adds this pass to the record already there, so
+``seconds`` stays the whole time the run spent on the chapter over its passes (``passes`` of them: interrupted,
+resumed, rendered again), not just the last pass, which may have found most of the work done."""
 import json
 import sys
 import time

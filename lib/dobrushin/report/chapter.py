@@ -89,6 +89,23 @@ def weights_kind(provenance: Optional[dict]) -> str:
     return ""
 
 
+def _proxy_control_sentence(model_ids) -> str:
+    """The paragraph that says a packaged proxy's untrained control bears the proxy's name ("(packaged
+    proxy)" follows the model id) though nothing in it comes from the package; ``model_ids``: the proxies
+    whose control was measured (one name per model, whatever its resolutions); ``""`` for none."""
+    from ..models.configs import base_id
+
+    shown = list(dict.fromkeys(display_name(base_id(m)) for m in model_ids))
+    if not shown:
+        return ""
+    if len(shown) == 1:
+        return (f"\n\nIn the tables and figures the untrained control of {shown[0]} bears the proxy's name, though "
+                "nothing in it comes from the package: it is the proxy's architecture with seeded random weights.")
+    return (f"\n\nIn the tables and figures the untrained controls of {', '.join(shown[:-1])} and {shown[-1]} bear "
+            "their proxies' names, though nothing in them comes from the packages: each is its proxy's architecture "
+            "with seeded random weights.")
+
+
 def _alt_panels(models) -> str:
     return ", ".join(display_name(m) for m in models)
 
@@ -332,17 +349,9 @@ class FamilyChapter(InsightSections):
                 if lab and lab not in labels:
                     labels.append(lab)
             text = "Trained weights measured here:\n\n" + "\n".join(f"- **{lab}**." for lab in labels)
-            controls = [display_name(r.model_id) for r in self.runs
-                        if self._trained_ok(r) and weights_kind(_provenance(r)) == "proxy"
-                        and r.runs.get("untrained", {}).get("status") == "ok"]
-            if controls:  # the mark follows the model id, so the proxy's control carries it too
-                text += "\n\n" + (
-                    f"The untrained control of {controls[0]} keeps that name in the tables and figures: it is the "
-                    "proxy's architecture with seeded random weights, nothing from the package."
-                    if len(controls) == 1 else
-                    f"The untrained controls of {', '.join(controls[:-1])} and {controls[-1]} keep those names in "
-                    "the tables and figures: each is its proxy's architecture with seeded random weights, nothing "
-                    "from the package.")
+            text += _proxy_control_sentence(
+                [r.model_id for r in self.runs if self._trained_ok(r) and weights_kind(_provenance(r)) == "proxy"
+                 and r.runs.get("untrained", {}).get("status") == "ok"])
             _md(text)
             prov_t = pd.DataFrame(rows).set_index("model").T.rename_axis(None).reset_index()
             prov_t.columns = ["", *prov_t.columns[1:]]
@@ -600,7 +609,10 @@ class FamilyChapter(InsightSections):
         from ..experiments.pipeline import describe_device
 
         wall = time.perf_counter() - self.t_start
-        self.store.update_manifest(notebook_wall_s=round(wall, 1))
+        # the wall time of the last pass that measured: a pass that found every table cached (make reproduce
+        # rendering a chapter again after its lanes, or a rebuild) leaves an earlier pass's time in place
+        if not (self.runs and all(r.cached for r in self.runs) and "notebook_wall_s" in self.store.manifest()):
+            self.store.update_manifest(notebook_wall_s=round(wall, 1))
         timings = dict(self.timings)
         for r in self.runs:
             for w, info in r.runs.items():
