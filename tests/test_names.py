@@ -88,3 +88,12 @@ def test_every_dotted_name_and_path_resolves():
                                       ("dobrushin.experiments.params.resolve", True)])
 def test_resolution(name, ok):
     assert resolves(name) is ok
+
+
+def test_and_join_lists_items_as_a_sentence_does():
+    from dobrushin.report.names import and_join
+
+    assert and_join([]) == ""
+    assert and_join(["a"]) == "a"
+    assert and_join(["a", "b"]) == "a and b"
+    assert and_join(x for x in ["a", "b", "c"]) == "a, b and c"

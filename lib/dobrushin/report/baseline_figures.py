@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .style import COLORS
-from .names import pct
+from .names import and_join, pct
 from .plots import log2_axis, require_columns
 
 
@@ -96,7 +96,7 @@ def size_ranges(values: Sequence[int], grid: Sequence[int]) -> str:
         start = prev = v
     runs.append((start, prev))
     parts = [f"n = {a}" if a == b else f"n = {a} to {b}" for a, b in runs]
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return and_join(parts)
 
 
 def _row(df, n, ens="dirichlet(1)"):

@@ -101,7 +101,7 @@ def _proxy_control_sentence(model_ids) -> str:
     if len(shown) == 1:
         return (f"\n\nIn the tables and figures the untrained control of {shown[0]} bears the proxy's name, though "
                 "nothing in it comes from the package: it is the proxy's architecture with seeded random weights.")
-    return (f"\n\nIn the tables and figures the untrained controls of {', '.join(shown[:-1])} and {shown[-1]} bear "
+    return (f"\n\nIn the tables and figures the untrained controls of {names.and_join(shown)} bear "
             "their proxies' names, though nothing in them comes from the packages: each is its proxy's architecture "
             "with seeded random weights.")
 
@@ -206,6 +206,10 @@ class FamilyChapter(InsightSections):
     def _trained_ok(self, r) -> bool:
         return r.runs.get("pretrained", {}).get("status") == "ok"
 
+    def _proxy_runs(self) -> list:
+        """The runs whose trained weights were measured and are a packaged proxy for a hub checkpoint."""
+        return [r for r in self.runs if self._trained_ok(r) and weights_kind(_provenance(r)) == "proxy"]
+
     @property
     def featured(self) -> list:
         """Ids (as in the tables) of the models whose trained weights were measured; all measured
@@ -294,8 +298,7 @@ class FamilyChapter(InsightSections):
             self.roll = pd.concat([r.rollout for r in self.runs], ignore_index=True)
         self.st = status_table(self.runs)
         # packaged stand-ins for hub checkpoints are named "(packaged proxy)" in every table and figure below
-        names.mark_proxies(r.model_id for r in self.runs
-                           if self._trained_ok(r) and weights_kind(_provenance(r)) == "proxy")
+        names.mark_proxies(r.model_id for r in self._proxy_runs())
         self.timings["measure (all models, incl. cache reads)"] = round(time.perf_counter() - t0, 1)
         v = self._versions()
         self.store.update_manifest(parameters=self.params.recorded(), profile=self.params.profile,
@@ -349,9 +352,8 @@ class FamilyChapter(InsightSections):
                 if lab and lab not in labels:
                     labels.append(lab)
             text = "Trained weights measured here:\n\n" + "\n".join(f"- **{lab}**." for lab in labels)
-            text += _proxy_control_sentence(
-                [r.model_id for r in self.runs if self._trained_ok(r) and weights_kind(_provenance(r)) == "proxy"
-                 and r.runs.get("untrained", {}).get("status") == "ok"])
+            text += _proxy_control_sentence([r.model_id for r in self._proxy_runs()
+                                             if r.runs.get("untrained", {}).get("status") == "ok"])
             _md(text)
             prov_t = pd.DataFrame(rows).set_index("model").T.rename_axis(None).reset_index()
             prov_t.columns = ["", *prov_t.columns[1:]]

@@ -69,7 +69,15 @@ def weights_label(weights: str) -> str:
     return WEIGHTS_LABELS.get(weights, weights)
 
 
-__all__ = ["FAMILY_LABELS", "PROXY_MARK", "VARIANT_LABELS", "VARIANT_TABLE_LABELS", "WEIGHTS_LABELS", "display_name",
+def and_join(items: Iterable[str]) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"`` (``""`` for none): a list in a sentence."""
+    items = [str(x) for x in items]
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+__all__ = ["FAMILY_LABELS", "and_join", "PROXY_MARK", "VARIANT_LABELS", "VARIANT_TABLE_LABELS", "WEIGHTS_LABELS", "display_name",
            "family_label", "mark_proxies", "proxy_name", "weights_label"]
 
 

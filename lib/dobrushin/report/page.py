@@ -58,6 +58,7 @@ from typing import Mapping, Optional, Sequence
 
 from .display import Display, admonition, markdown_block  # noqa: E402
 from .style import COLORS, LINESTYLES, color_for  # noqa: E402,F401  (the one colour convention; re-exported)
+from .names import and_join  # noqa: E402
 
 
 # ---------------------------------------------------------------- figures
@@ -348,7 +349,7 @@ def fitted_caption(caption: Optional[str], parts, layout: str) -> str:
         shared = [c for c in parts[0][0].columns if all(c in f.columns for f, _ in parts[1:])]
         names = [f"“{c}”" for c in shared]
         again = (f", each repeating the column{'s' if len(names) > 1 else ''} "
-                 + (" and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1])
+                 + and_join(names)
                  if shared else "")
         cap = (cap + " " if cap else "") + f"(Its columns are split over {len(parts)} tables, one below the other{again}.)"
     return cap

@@ -10,6 +10,7 @@ from typing import Optional
 import pandas as pd
 
 from . import page
+from .names import and_join
 from .display import Display, html_block
 
 def parameter_table(notebooks_dir, params_dir) -> pd.DataFrame:
@@ -307,7 +308,7 @@ def stage_misses(df: pd.DataFrame) -> str:
         top = sorted(((s, v) for s, v in share.items() if v > 0), key=lambda kv: -kv[1])[:3]
         parts = [f"{s} {v:.2f}×" + (" (the per-head table, made for the first inputs of a batch only)"
                                     if per and s == "heads" else "") for s, v in top]
-        listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+        listed = and_join(parts)
         if per:
             nh = r.get("ratio_per_input_without_heads")
             without = f", and without the per-head table they come to {float(nh):.2f}×" if given(nh) else ""

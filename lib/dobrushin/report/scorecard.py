@@ -36,7 +36,7 @@ from ..math.stats import add_sums, clustered, wilson
 from ..models.configs import model_family
 from .claims import CLAIMS, SCORECARD, TOO_WIDE, ScorecardRow, combine, judge
 from .summary import row_sums
-from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, display_name, pct, proxy_name
+from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, and_join, display_name, pct, proxy_name
 
 COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "verdict", "note",
            "k", "n", "fraction", "ci_low", "ci_high", "n_inputs", "cl_low", "cl_high", "wilson", "parent"]
@@ -269,7 +269,7 @@ def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
         notes.append(f"not run: {not_run[0]}")
     if overlap_only:
         one = len(overlap_only) == 1
-        notes.append(f"{_join(overlap_only)} {'lies' if one else 'lie'} outside {claim.paper_value}, but "
+        notes.append(f"{and_join(overlap_only)} {'lies' if one else 'lie'} outside {claim.paper_value}, but "
                      f"{'its' if one else 'each'} clustered 95% interval reaches into it: consistent, not reproduced")
     if verdict.startswith("inconclusive"):
         notes.append(f"the clustered interval reaches more than {100 * TOO_WIDE:g} points beyond "
@@ -304,7 +304,7 @@ def _pooled(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
             missing.append(child.short.replace(" with special tokens", ""))
     if not parts:
         return _result(row, verdict="not run: none of its models could be measured",
-                       note=f"not measured: {_join(missing)}" if missing else "")
+                       note=f"not measured: {and_join(missing)}" if missing else "")
     ev = pd.concat([e for _, e in parts])
     total = add_sums(*(row_sums(r) for _, r in ev.iterrows()))
     p, lo, hi = clustered(total)
@@ -313,11 +313,11 @@ def _pooled(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     if w == "proxy":
         verdict += " (proxy weights)"
     names = [_evidence_label(m, s) for m, s in dict.fromkeys(zip(ev["model"], ev["weights_source"]))]
-    notes = [f"pooled over {_join(names)}; each model's row is beneath"
+    notes = [f"pooled over {and_join(names)}; each model's row is beneath"
              + ("; a model measured at two resolutions enters once per resolution, each (input, resolution) a "
                 "cluster" if ev["model"].astype(str).str.contains("@").any() else "")]
     if missing:
-        notes.append(f"not measured in this build: {_join(missing)} (the paper's range pools them too)")
+        notes.append(f"not measured in this build: {and_join(missing)} (the paper's range pools them too)")
     wp, wlo, whi = wilson(total["k"], total["n"])
     return _result(row, evidence=", ".join(names), weights=w, measured=clustered_text(total),
                    wilson=range_text(wlo, whi), verdict=verdict, note="; ".join(notes), k=total["k"], n=total["n"],
@@ -442,13 +442,6 @@ def notes(card: pd.DataFrame) -> list:
     return [(r["claim"], r["note"]) for _, r in card.iterrows() if r["note"]]
 
 
-def _join(items: list) -> str:
-    items = list(items)
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
-
-
 _NUMBER = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight",
            9: "nine", 10: "ten"}
 
@@ -467,7 +460,7 @@ def headline(card: pd.DataFrame) -> str:
             ev = str(r.get("evidence") or "").replace("(", "").replace(")", "")
             return f" (on {ev} only: proxy weights)" if ev else " (proxy weights only)"
 
-        return _join([short[r["key"]] + (proxy_note(r) if mark_proxy and "proxy" in r["verdict"] else "")
+        return and_join([short[r["key"]] + (proxy_note(r) if mark_proxy and "proxy" in r["verdict"] else "")
                       for _, r in g.iterrows()])
 
     def count(k: int) -> str:
@@ -547,14 +540,14 @@ def answer(summary: pd.DataFrame) -> str:
                 + "; no trained model could be measured, so the question is open here.")
     vals = {lab: add_sums(*ss) for lab, ss in fr.items()}
     fracs = {lab: v["k"] / v["n"] for lab, v in vals.items()}
-    listed = _join([f"{lab} {pct(f)}" for lab, f in fracs.items()])
+    listed = and_join([f"{lab} {pct(f)}" for lab, f in fracs.items()])
     out.append(f"the content tokens of the trained models measured have one in this share of (input, layer) "
                f"pairs: {listed}")
     low = [lab for lab, f in fracs.items() if f < 0.5]
     if all(f >= 0.99 for f in fracs.values()):
         verdict = "so here every trained model measured almost always has such a pair"
     elif low:
-        verdict = (f"so here trained transformers do not all almost always have one: {_join(low)} "
+        verdict = (f"so here trained transformers do not all almost always have one: {and_join(low)} "
                    f"{'has' if len(low) == 1 else 'have'} one in fewer than half of the pairs")
     else:
         verdict = "so here most pairs of every trained model measured have one, but not almost all"

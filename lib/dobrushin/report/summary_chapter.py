@@ -25,6 +25,7 @@ import pandas as pd
 from ..store import paths
 from ..store.results import atomic_write_csv
 from . import names
+from .names import and_join
 from . import page as F
 from .display import html_block, plain_text
 from . import scorecard as S
@@ -216,7 +217,7 @@ class SummaryChapter(SummaryInsights):
                           "family are pooled into one line" + twins
                           + ("; line styles tell trained models of one family apart" if trained else "")
                           + (" (the seeds of one FT-Transformer benchmark pooled into one line)" if ft else "") + ". "
-                          + (f"Trained weights: {_and(named)}; " if trained else
+                          + (f"Trained weights: {and_join(named)}; " if trained else
                              "No trained weights were measured in this build; ")
                           + f"{len(fams) - len(trained)} of the {len(fams)} families show only untrained controls."),
                  alt=f"Grid of {len(fams)} line plots, one per model family, of the fraction holding against "
@@ -289,7 +290,7 @@ class SummaryChapter(SummaryInsights):
                          ("verify_tabular_rows", _ver.TABULAR_ROWS), ("verify_float_error", f"{_ver.FLOAT_ERROR:g}"),
                          ("verify_kappa_tol", f"{_ver.KAPPA_TOL:g}"), ("published_max_mb", _pub.MAX_BYTES // 2**20)):
             _glue(key, plain_text(str(val)))
-        _glue("weights_sources", plain_text(_and([f'"{w}"' for w in summary.WEIGHTS_SOURCES]).replace(" and ", " or ")))
+        _glue("weights_sources", plain_text(and_join([f'"{w}"' for w in summary.WEIGHTS_SOURCES]).replace(" and ", " or ")))
         full, short = self.results / "bench" / "bench.csv", self.results / "bench-ci" / "bench.csv"
         bench_csv = full if full.exists() else short  # the full run when there is one, else CI's short profile
         if bench_csv.exists():
@@ -343,13 +344,13 @@ class SummaryChapter(SummaryInsights):
         except (OSError, ValueError):
             env = {}
         sw = env.get("sweep", {})
-        what = _and(list(sw["models"])) if sw.get("models") else ""
+        what = and_join(list(sw["models"])) if sw.get("models") else ""
         day = time.strftime("%Y-%m-%d", time.gmtime(csv.stat().st_mtime))
         words = [f"measured on {day} by make bench-sweep"]
         if sw:
             from .names import weights_label
 
-            words.append(f"{_and([weights_label(w) for w in sw.get('weights', [])] or ['no weights'])}, "
+            words.append(f"{and_join([weights_label(w) for w in sw.get('weights', [])] or ['no weights'])}, "
                          f"{sw.get('n')} inputs ({sw.get('inputs')}) in shards of {sw.get('shard_size')}")
         if env.get("cpus"):
             words.append(f"{env['cpus']} CPUs, load average {env.get('loadavg_start')} before and "
@@ -457,9 +458,6 @@ def per_model_table(table: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def _and(items) -> str:
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _md_text(s: str) -> str:
