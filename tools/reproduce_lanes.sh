@@ -22,6 +22,7 @@ for spec in "$@"; do
                    echo $? > "$3"' lane "$nbs" "$logs/$name.log" "$logs/.$name.rc" < /dev/null > /dev/null 2>&1 &
   names+=("$name") pids+=("$!")
 done
+[ ${#names[@]} -gt 0 ] || { echo "=== no lane has a chapter to run"; exit 0; }
 echo "=== ${#names[@]} lanes: tail -f $(printf "$logs/%s.log " "${names[@]}")"
 stop() { for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null || true; done; }
 trap 'stop; exit 130' INT TERM
