@@ -131,6 +131,9 @@ LANE_OTHERS   := $(filter-out tabular summary $(LANE_BASELINE),$(NOTEBOOKS))
 # lane); LANES=3: every model chapter; none when the run has no baseline chapter.
 BASELINE_LANE := $(if $(filter 3,$(LANES)),$(LANE_BASELINE),$(LANE_OTHERS))
 RERENDER := $(if $(filter baseline baseline_law,$(NOTEBOOKS)),$(filter-out theory summary $(BASELINE_LANE),$(NOTEBOOKS)))
+# the chapters a run with a NOTEBOOKS subset leaves out: such a run is not published (publish.py would refuse a
+# publication that drops published entries), nor benchmarked for one
+UNRUN := $(filter-out $(NOTEBOOKS),$(basename $(notdir $(wildcard notebooks/*.ipynb))))
 REPRO_ENV := DOBRUSHIN_CACHE=$(CURDIR)/results/paper-run/.cache
 REPRO_NB  := PROFILE=paper RESULTS=results/paper-run PUBLISHED_DIR= $(if $(filter 1,$(SEED)),RESUME=1)
 reproduce: $(STAMP)
@@ -145,8 +148,12 @@ ifneq ($(LANES),1)
 else
 	$(REPRO_ENV) $(MAKE) notebooks $(REPRO_NB)
 endif
+ifneq ($(UNRUN),)
+	@echo "=== NOTEBOOKS leaves out $(UNRUN): this run stays in results/paper-run/, unpublished (a publication holds every chapter; make reproduce RESUME=1 runs the rest, reusing what this run measured, and publishes)"
+else
 	$(PY) -m tools.bench --stages-only --out results/paper-run/bench/bench.csv
 	$(PY) -m dobrushin.experiments.publish results/paper-run published/paper --profile paper
+endif
 
 # re-measure a seeded sample of published/paper/ with the current code and compare (exit 0 with a loud line
 # when nothing is published yet)

@@ -60,6 +60,9 @@ MAPPED = {
                                                               "here on the cheapest notebook"),
     "make proofs": (f"{MAKE} -n proofs", "make test runs it before the test suite, so the suite cannot run it "
                                          "again; the dry run checks the target runs proofs/check.sh"),
+    "make bench BENCH_ARGS=--stages-only": (f"{MAKE} -n bench BENCH_ARGS=--stages-only",
+                                            "the stage table alone still takes minutes; the dry run checks the "
+                                            "argument reaches tools.bench"),
     "make bench-ci": (f"{MAKE} -n bench-ci", "the short benchmark profile still takes a minute or two; CI runs it"),
     "python -m tools.bench": ("python -m tools.bench --help",
                               "the module behind make bench (minutes); its command line must start"),
@@ -97,6 +100,8 @@ NOT_RUN = {
     "dask scheduler --port 8786": "starts a Dask scheduler that runs until stopped, for a cluster (the sweep on a "
                                   "LocalCluster runs in test_measuring_many_models and tests/test_sweep.py)",
     "dask worker tcp://HOST:8786 --nworkers 4 --nthreads 1": "needs the scheduler above on a host named HOST",
+    ".venv/bin/python -m pytest -q": "the test suite itself: running it from inside itself would recurse (make "
+                                     "test's dry run shows the same pytest command)",
     "pip install dask-jobqueue": "dask-jobqueue is for a Slurm cluster, which this environment is not; the example "
                                  "beside it is marked as not run",
     SWEEP_ON_A_CLUSTER: "a sweep of 50 000 ImageNet images on a running Dask scheduler (HOST:8786) and a shared "
@@ -109,6 +114,7 @@ NOT_RUN = {
 DRY_RUN_SAYS = {"make test": "-m pytest", "make html": "jupyter-book build", "make check-html": "tools.check_html",
                 "make bench": "tools.bench", "make proofs": "proofs/check.sh",
                 "make bench-ci": "tools.bench --ci",
+                "make bench BENCH_ARGS=--stages-only": "tools.bench --stages-only",
                 "make bench-sweep": "tools.sweep_bench",
                 "make reproduce": "dobrushin.experiments.publish results/paper-run published/paper",
                 "make reproduce LANES=2": "tools/reproduce_lanes.sh",

@@ -140,3 +140,19 @@ def test_lanes_with_nothing_to_run_end_at_once(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "no lane has a chapter to run" in p.stdout, p.stdout + p.stderr
     assert not list((tmp_path / "results" / "paper-run" / "logs").glob("*.log"))
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_a_run_of_some_chapters_is_neither_benchmarked_nor_published():
+    # publishing a subset would drop the other chapters' published entries (publish.py refuses it, after the
+    # stage benchmark's minutes): the run says so and stops before both
+    part = _dry_run("NOTEBOOKS=baseline language summary")
+    assert not any("publish" in x and "dobrushin.experiments" in x for x in part)
+    assert not any("tools.bench" in x for x in part)
+    said = next(x for x in part if "leaves out" in x)
+    for nb in ("theory", "baseline_law", "supervised_vit", "dinov2", "tabular"):
+        assert nb in said
+    assert "language" not in said.split("leaves out")[1].split(":")[0]
+    whole = _dry_run()
+    assert any("dobrushin.experiments.publish results/paper-run published/paper" in x for x in whole)
+    assert any("tools.bench --stages-only" in x for x in whole) and not any("leaves out" in x for x in whole)
