@@ -207,7 +207,8 @@ def test_uniformity_clause_follows_kappa_and_the_fraction():
     assert "where the bound is tight it is tight for tokens" in uniformity_clause(far, 0.5)
     never = uniformity_clause(far, 0.0)  # nothing holds: no "where the bound is tight"
     assert "tight in none of them" in never and "where the bound is tight" not in never
-    assert "close to uniform" in uniformity_clause([0.01, 0.05], 0.0)
+    alike = uniformity_clause([0.01, 0.05], 0.0)  # κ near 0: rows alike, not necessarily uniform
+    assert "nearly alike" in alike and "close to uniform" not in alike
     assert uniformity_clause([0.05, 0.5], 0.3) == ""
 
 

@@ -217,3 +217,16 @@ def test_mpnet_line_of_the_introduction_is_computed_from_the_files(tmp_path, mon
     line = glued["mpnet_line"]
     assert "never holds (384 sentence-layer pairs)" in line and "−6.9" not in line and "-6.9" in line
     assert "187 of 192" in line and "97.4%" in line and "0.953" in line
+
+
+def test_the_ablation_sentence_follows_the_counts():
+    from dobrushin.report.insight import ablation_verdict
+
+    cause, restores = ablation_verdict(0, 192, 187, 192, -2.1)  # none before, nearly all after: the cause
+    assert restores and "negative distance-0 bias is the cause" in cause
+    part, restores = ablation_verdict(20, 192, 90, 192, -2.1)  # raised, not restored
+    assert not restores and "some of the failures, not all" in part and "the cause" not in part
+    none, restores = ablation_verdict(100, 192, 90, 192, 0.3)  # lowered: no explanation, no "negative"
+    assert not restores and "does not explain" in none and "negative" not in none
+    # already mostly holding before: a rise to 95% is not "restoring" what was not broken
+    assert ablation_verdict(150, 192, 185, 192, -1.0)[1] is False

@@ -211,7 +211,12 @@ def test_rollout_and_heads_match_independent_recomputation(tmp_path, images):
         k, kf, bound = bf_numbers(renorm(att[int(row["layer"]), b, int(row["head"])], np.arange(1, n)))
         np.testing.assert_allclose([row.kappa, row.slack], [k, bound - kf], atol=1e-6)
     hs = head_summary(h)
-    assert hs.loc[0, "k"] == int(h.holds.sum()) and hs.loc[0, "heads"] == H
+    assert hs.loc[0, "k"] == int(h.holds.sum()) and hs.loc[0, "heads"] == L * H  # each head of each layer
+    one = h[(h.model == hs.loc[0, "model"]) & (h.weights == hs.loc[0, "weights"]) & (h.variant == hs.loc[0, "variant"])]
+    by_head = {key: float(np.mean(g.holds)) for key, g in one.groupby(["layer", "head"])}
+    assert len(by_head) == L * H
+    assert (hs.loc[0, "head_min"], hs.loc[0, "head_max"]) == (min(by_head.values()), max(by_head.values()))
+    assert hs.loc[0, "head_median"] == float(np.median(list(by_head.values())))
 
 
 def test_weights_unavailable_is_recorded_and_untrained_still_runs(tmp_path, images):

@@ -128,7 +128,7 @@ def uniform_text(uni: pd.DataFrame, band: tuple) -> str:
         + (f", and lies entirely above it at {size_ranges(above, grid)}" if above else "")
         + f". The largest size, $n={nmax}$, gives {pct(_row(uni, nmax)['p'])}. The band describes moderate $n$: "
         "at the smallest sizes the baseline is higher (it starts at $\\tfrac12$) and at large $n$ it approaches "
-        "$\\tfrac14$, the lower end of the band (next chapter)."
+        "$\\tfrac14$, near the lower end of the band (next chapter)."
     )
 
 

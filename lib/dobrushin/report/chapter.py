@@ -462,7 +462,8 @@ class FamilyChapter(InsightSections):
                                   "head_median": "median head", "head_max": "best head"},
                          caption="The condition on each head's own attention (content tokens) on the first "
                                  + _count_text(hs["inputs"], "input") + " of the selection: overall fraction and the "
-                                 "spread of the per-head fractions.", name=f"tab-{self.notebook}-heads"))
+                                 "spread over the heads (each head of each layer: heads counts them) of the fraction of inputs for which "
+                                 "it holds.", name=f"tab-{self.notebook}-heads"))
         models = [m for m in self.featured if (h["model"] == m).any()]
         fig = plots.head_heatmap(h, variant="content", models=models, ncols=self.ncols)
         self._fig(fig, "heads", f"{self.title}: fraction of inputs for which the condition holds on each head's own "
@@ -560,8 +561,8 @@ class FamilyChapter(InsightSections):
             if low != L and float(ws.loc[low]) < last:
                 s += f" The lowest with-special-tokens fraction is at layer {low + 1} ({pct(float(ws.loc[low]))})."
             if float(ct.loc[L]) > last:
-                s += (" The content-token test holds more often at that layer, so the additional last-layer failures "
-                      "involve the special tokens.")
+                s += (" The content-token test holds more often at that layer: the additional last-layer failures "
+                      "come with keeping the special tokens.")
             lines.append(s)
         if lines:
             _md("\n".join(lines))

@@ -45,16 +45,18 @@ def status_table(runs: Sequence) -> pd.DataFrame:
 
 def head_summary(heads: pd.DataFrame) -> pd.DataFrame:
     """Per model x weights x variant: fraction of (input, layer, head) triples where the condition
-    holds (Wilson 95%), and how the per-head fractions (over inputs and layers) spread."""
+    holds (Wilson 95%), and how it spreads over the heads: ``heads`` counts the model's heads (each head of
+    each layer, a (layer, head) pair), ``head_min``/``head_median``/``head_max`` the lowest, median and highest
+    of their fractions over the inputs."""
     if heads.empty:
         return pd.DataFrame(columns=["model", "weights", "variant", "inputs", "heads", "k", "n", "fraction",
                                      "ci_low", "ci_high", "head_min", "head_median", "head_max"])
     f = fractions(heads, ("model", "weights", "variant"))
-    per_head = heads.groupby(["model", "weights", "variant", "head"], observed=True)["holds"].mean()
+    per_head = heads.groupby(["model", "weights", "variant", "layer", "head"], observed=True)["holds"].mean()
     spread = per_head.groupby(level=[0, 1, 2], observed=True).agg(["min", "median", "max"])
     spread.columns = ["head_min", "head_median", "head_max"]
-    counts = heads.groupby(["model", "weights", "variant"], observed=True).agg(
-        inputs=("input_id", "nunique"), heads=("head", "nunique"))
+    counts = heads.groupby(["model", "weights", "variant"], observed=True).agg(inputs=("input_id", "nunique"))
+    counts["heads"] = per_head.groupby(level=[0, 1, 2], observed=True).size()
     out = f.merge(counts.reset_index(), on=["model", "weights", "variant"]).merge(
         spread.reset_index(), on=["model", "weights", "variant"])
     return out[["model", "weights", "variant", "inputs", "heads", "k", "n", "fraction", "ci_low", "ci_high",
