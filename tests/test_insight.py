@@ -224,9 +224,17 @@ def test_the_ablation_sentence_follows_the_counts():
 
     cause, restores = ablation_verdict(0, 192, 187, 192, -2.1)  # none before, nearly all after: the cause
     assert restores and "negative distance-0 bias is the cause" in cause
-    part, restores = ablation_verdict(20, 192, 90, 192, -2.1)  # raised, not restored
+    part, restores = ablation_verdict(20, 192, 90, 192, -2.1)  # raised, failures left
     assert not restores and "some of the failures, not all" in part and "the cause" not in part
     none, restores = ablation_verdict(100, 192, 90, 192, 0.3)  # lowered: no explanation, no "negative"
     assert not restores and "does not explain" in none and "negative" not in none
-    # already mostly holding before: a rise to 95% is not "restoring" what was not broken
-    assert ablation_verdict(150, 192, 185, 192, -1.0)[1] is False
+    nothing, restores = ablation_verdict(192, 192, 192, 192, -1.0)  # no failures before
+    assert not restores and "no failures to explain" in nothing
+    assert ablation_verdict(0, 0, 0, 0, -1.0) == ("", False)
+    # monotone: from the same start, more pairs holding after never reads as a weaker conclusion
+    rank = {"does not explain": 0, "some of the failures": 1, "is the cause": 2}
+    for k0 in (0, 50, 96, 97, 150, 191):
+        levels = [next(v for k, v in rank.items() if k in ablation_verdict(k0, 192, k1, 192, -1.0)[0])
+                  for k1 in range(193)]
+        assert levels == sorted(levels), k0
+        assert levels[-1] == 2  # every pair holding after: the cause

