@@ -188,3 +188,30 @@ def test_one_configuration_is_timed_through_the_measurement_it_describes():
         assert r[s] >= 0 and r[f"{s}_1"] >= 0, s
     assert len(r["ratio_per_input_runs"].split(";")) == 5
     assert r["measure_without_heads_s"] == pytest.approx(r["measure_s"] - r["heads"])
+
+
+def test_the_paper_scale_the_pages_state_is_that_of_the_parameter_files(tmp_path):
+    import re
+
+    import yaml
+
+    from dobrushin.report.reproducing_tables import grouped, paper_scale
+
+    root = Path(__file__).resolve().parents[1]
+    scale = paper_scale(root / "params")
+    load = lambda nb: yaml.safe_load((root / "params" / "paper" / f"{nb}.yml").read_text())  # noqa: E731
+    assert scale["inputs"] == min(load(nb)["n_inputs"] for nb in ("dinov2", "language", "supervised_vit"))
+    assert scale["seeds"] == len(load("tabular")["seeds"])
+    assert scale["trials"] == min(load("baseline")["trials_small"], load("baseline")["ensemble_trials_small"])
+    # the README types them (it has no glue): they must be these
+    row = next(line for line in (root / "README.md").read_text().splitlines() if line.startswith("| `paper` |"))
+    assert f"≥ {scale['inputs']} inputs" in row and f"{scale['seeds']} seeds" in row
+    assert f"≥ {grouped(scale['trials'])} random matrices" in row
+    # the reproducibility chapter glues them
+    text = (root / "book" / "reproducing.md").read_text()
+    assert all(f"summary.ipynb::paper_{k}" in text for k in ("inputs", "seeds", "trials"))
+    assert not re.search(r"≥ \d+ inputs per model", text)
+    # a profile folder without those files: nothing made up
+    (tmp_path / "paper").mkdir()
+    assert paper_scale(tmp_path) == {"inputs": None, "seeds": None, "trials": None}
+    assert grouped(20000) == "20 000" and grouped(872) == "872"

@@ -47,6 +47,31 @@ def parameter_table(notebooks_dir, params_dir) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["notebook", "parameter", "default", "quick", "paper", "meaning"])
 
 
+def paper_scale(params_dir, profile: str = "paper") -> dict:
+    """What a profile's scale comes to, from ``params/<profile>/``: ``inputs``, the fewest inputs a transformer
+    chapter asks for per model (``n_inputs``; the data may hold fewer); ``seeds``, the FT-Transformer seeds per
+    benchmark; ``trials``, the fewest random matrices per size of the baseline grid up to n = 64
+    (``trials_small``, ``ensemble_trials_small``).  A value whose file or key is absent is None."""
+    import yaml
+
+    def load(nb):
+        p = Path(params_dir) / profile / f"{nb}.yml"
+        return (yaml.safe_load(p.read_text()) or {}) if p.exists() else {}
+
+    inputs = [load(nb).get("n_inputs") for nb in ("dinov2", "language", "supervised_vit")]
+    inputs = [v for v in inputs if isinstance(v, int)]
+    seeds = load("tabular").get("seeds")
+    base = load("baseline")
+    trials = [base.get(k) for k in ("trials_small", "ensemble_trials_small") if isinstance(base.get(k), int)]
+    return {"inputs": min(inputs) if inputs else None, "seeds": len(seeds) if isinstance(seeds, list) else None,
+            "trials": min(trials) if trials else None}
+
+
+def grouped(n: int) -> str:
+    """``20000`` → ``"20 000"`` (thousands apart by a space, as the book writes them)."""
+    return f"{int(n):,}".replace(",", " ")
+
+
 def _value(v) -> str:
     """A profile value as text, whole (lists and numbers as JSON, strings as they are)."""
     return v if isinstance(v, str) else json.dumps(v)

@@ -28,6 +28,7 @@ from . import names
 from .names import and_join
 from . import page as F
 from .display import html_block, plain_text
+from . import reproducing_tables
 from . import scorecard as S
 from .resolution_notes import add_resolution_notes
 from . import summary
@@ -290,6 +291,9 @@ class SummaryChapter(SummaryInsights):
                          ("verify_tabular_rows", _ver.TABULAR_ROWS), ("verify_float_error", f"{_ver.FLOAT_ERROR:g}"),
                          ("verify_kappa_tol", f"{_ver.KAPPA_TOL:g}"), ("published_max_mb", _pub.MAX_BYTES // 2**20)):
             _glue(key, plain_text(str(val)))
+        scale = reproducing_tables.paper_scale(self.root / "params")
+        for key in ("inputs", "seeds", "trials"):
+            _glue(f"paper_{key}", plain_text("(not set)" if scale[key] is None else reproducing_tables.grouped(scale[key])))
         _glue("weights_sources", plain_text(and_join([f'"{w}"' for w in summary.WEIGHTS_SOURCES]).replace(" and ", " or ")))
         full, short = self.results / "bench" / "bench.csv", self.results / "bench-ci" / "bench.csv"
         bench_csv = full if full.exists() else short  # the full run when there is one, else CI's short profile
