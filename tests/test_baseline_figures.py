@@ -1,5 +1,9 @@
 """Figures and generated text of the baseline and baseline-law chapters (report.baseline_figures,
 report.law_figures): the sentences follow the numbers they are given."""
+import os
+import re
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -104,3 +108,68 @@ def test_reference_sentence_names_only_the_sizes_it_has():
     # the tabular sizes are 8 and 14 themselves, not whatever lies between: n = 10 alone names only the sentences
     ten = LF.reference_sizes_text(pd.Series({10: 0.268}))
     assert "tabular" not in ten and "sentences ($n=10$–$60$) with 26.80%" in ten
+
+
+def _published_tokens():
+    """The token counts the published paper-scale tables measured, per (folder, file stem): ``{variant: n}``."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "published" / "paper"
+    out = {}
+    for stem in ("dinov2/facebook--dinov2-small", "dinov2/facebook--dinov2-with-registers-small",
+                 "supervised_vit/google--vit-base-patch16-224", "supervised_vit/facebook--deit-base-patch16-224",
+                 "tabular/breast_cancer-seed0"):
+        f = root / f"{stem}.parquet"
+        if f.is_file():
+            t = pd.read_parquet(f, columns=["variant", "n_tokens"])
+            out[stem] = {v: sorted(set(g["n_tokens"])) for v, g in t.groupby("variant")}
+    return out
+
+
+def test_model_tokens_agree_with_what_the_models_measured():
+    """The law chapter's token counts, read from the configurations, are the ones the measurements saw: the
+    published tables' n_tokens (measured by running the models) and scikit-learn's own descriptions of the
+    data sets; the sentence names each of them."""
+    import importlib.resources
+    import re
+
+    t = LF.model_tokens()
+    pub = _published_tokens()
+    if not pub:
+        pytest.skip("no published tables in this checkout")
+    expect = {"dinov2/facebook--dinov2-small": (t["dinov2_patches"], t["dinov2_patches"] + t["dinov2_special"]),
+              "dinov2/facebook--dinov2-with-registers-small":
+                  (t["dinov2_patches"], t["dinov2_patches"] + t["dinov2_special"] + t["dinov2_registers"]),
+              "supervised_vit/google--vit-base-patch16-224": (t["vit_patches"], t["vit_patches"] + t["vit_special"]),
+              "supervised_vit/facebook--deit-base-patch16-224": (t["vit_patches"], t["vit_patches"] + t["vit_special"]),
+              "tabular/breast_cancer-seed0": (t["breast_cancer"], t["breast_cancer"] + 1)}
+    for stem, got in pub.items():
+        assert got == {"content": [expect[stem][0]], "with_special": [expect[stem][1]]}, stem
+    descr = importlib.resources.files("sklearn.datasets").joinpath("descr")
+    for name, key in (("california_housing.rst", "california"), ("breast_cancer.rst", "breast_cancer")):
+        n = re.search(r":Number of Attributes: (\d+) numeric", descr.joinpath(name).read_text()).group(1)
+        assert t[key] == int(n), name
+    assert t["deit_distilled_special"] == t["vit_special"] + 1
+    s = LF.token_counts_text(t)
+    for v in (t["vit_patches"] + 1, t["vit_patches"], t["vit_patches"] + 2, t["dinov2_patches"] + 1,
+              t["dinov2_patches"], t["dinov2_patches"] + 1 + t["dinov2_registers"], t["california"], t["adult"],
+              t["breast_cancer"]):
+        assert re.search(rf"(?<!\d){v}(?!\d)", s), v
+    # the reference sentence's labels name the same sizes
+    content = {n for _, ns, rng in LF.REFERENCE_CONTENT if not rng for n in ns}
+    assert {t["california"], t["adult"], t["breast_cancer"], t["vit_patches"], t["dinov2_patches"]} == content
+    assert {n for _, n in LF.REFERENCE_SPECIAL} == {t["vit_patches"] + 1, t["dinov2_patches"] + 1,
+                                                     t["dinov2_patches"] + 1 + t["dinov2_registers"]}
+
+
+def test_adult_token_count_is_the_uci_attribute_list():
+    """Adult's token count is one per attribute of the UCI description (``adult.names``), which the
+    protocol's numeric and categorical lists split between them."""
+    from dobrushin.data import tabular_data as T
+
+    names_file = Path(os.environ.get("DOBRUSHIN_TEST_DATA", "/work/shared/data")) / "adult" / "adult.names"
+    if not names_file.is_file():
+        pytest.skip("the UCI Adult description (shared offline data) is not present")
+    names = [ln.split(":")[0] for ln in names_file.read_text().splitlines() if re.match(r"^[a-z][a-z-]*: ", ln)]
+    assert LF.model_tokens()["adult"] == len(names)
+    assert set(names) == set(T.ADULT_NUMERIC) | set(T.ADULT_CATEGORICAL)

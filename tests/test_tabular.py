@@ -275,3 +275,28 @@ def test_select_rows():
     assert np.array_equal(tb.select_rows(5, None), np.arange(5)) and np.array_equal(tb.select_rows(5, 9), np.arange(5))
     with pytest.raises(ValueError):
         tb.select_rows(5, 0)
+
+
+def test_protocol_table_is_what_builds_and_trains_the_models(data):
+    """The chapter's protocol table (which replaced typed settings in the prose) reads the model that
+    make_model builds and the settings fit trains with: blocks, width and heads counted on a built default
+    model, the dropouts on its modules, the optimiser's numbers from TRAIN_DEFAULTS, and the notebook's own
+    batch size, patience, epoch cap and training rows."""
+    from types import SimpleNamespace
+
+    from dobrushin.report.tabular_chapter import protocol_table
+
+    p = SimpleNamespace(max_epochs=7, patience=5, batch_size=64, train_rows=None)
+    t = protocol_table(p).set_index("setting")["value"]
+    model = tb.make_model(data, seed=0)
+    blocks = list(model.backbone.blocks)
+    att = blocks[0]["attention"]
+    assert t["blocks"] == str(len(blocks))
+    assert t["attention heads"] == str(att._n_heads)
+    assert t["width (d_block)"] == str(att.W_q.in_features)
+    assert t["attention dropout"] == str(att.dropout.p)
+    assert t["FFN dropout"] == str(blocks[0]["ffn"].dropout.p)
+    assert t["learning rate"] == str(tb.TRAIN_DEFAULTS["lr"]) and t["weight decay"] == str(tb.TRAIN_DEFAULTS["weight_decay"])
+    assert (t["batch size"], t["early-stopping patience (epochs)"], t["epoch cap"], t["training rows"]) == ("64", "5", "7", "all")
+    q = protocol_table(SimpleNamespace(max_epochs=None, patience=16, batch_size=256, train_rows=8000)).set_index("setting")["value"]
+    assert q["epoch cap"] == "none" and q["training rows"] == "at most 8000"

@@ -3,8 +3,9 @@
 ``LawChapter(_params)`` takes the notebook's resolved parameters; the methods run in the chapter's
 order: :meth:`exact` (the bounds and the exact values at n = 2, 3), :meth:`small_n` (their simulation),
 :meth:`symmetry` (the grid over every ensemble and size, ``law.csv``), :meth:`curve`, :meth:`approach`,
-:meth:`mixed`, :meth:`mixed_text`, :meth:`typical`, :meth:`rate`, :meth:`reference` (the baseline at
-the token counts of the real models, ``reference.csv``), :meth:`downloads` and :meth:`finish`.
+:meth:`mixed`, :meth:`mixed_text`, :meth:`typical`, :meth:`rate`, :meth:`token_counts` (the token counts of
+the measured models, read from their configurations), :meth:`reference` (the baseline at those token counts,
+``reference.csv``), :meth:`downloads` and :meth:`finish`.
 """
 from __future__ import annotations
 
@@ -151,6 +152,10 @@ class LawChapter(RandomMatrixChapter):
         _markdown(LF.rate_text(grid, ens))
 
     # ---------------------------------------------------------------- the reference table
+    def token_counts(self):
+        """The sentence on the token counts of the measured models (:func:`law_figures.model_tokens`)."""
+        _markdown(LF.token_counts_text(LF.model_tokens()))
+
     def reference(self):
         import pandas as pd
 

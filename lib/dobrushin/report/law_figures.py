@@ -368,6 +368,52 @@ REFERENCE_CONTENT = (("the tabular benchmarks ($n=8$ and $14$ features)", (8, 14
 REFERENCE_SPECIAL = (("ViT-B/16 and DeiT-B", 197), ("DINOv2", 257), ("DINOv2 with registers", 261))
 
 
+def model_tokens() -> dict:
+    """The token counts of the book's models, read from what builds them rather than typed: the patch grid of
+    each vision model from its embedded configuration and preprocessing
+    (:data:`dobrushin.models.configs.EMBEDDED_CONFIGS`: the processor's crop, or its square resize, over the
+    patch size), its special tokens (a class token, DeiT's distillation token, the register tokens), and one
+    token per feature of each tabular benchmark (the feature lists of :mod:`dobrushin.data.tabular_data`;
+    breast cancer's from scikit-learn's bundled copy).  Keys: ``vit_patches``, ``vit_special`` (ViT-B/16 and
+    DeiT-B), ``deit_distilled_special``, ``dinov2_patches``, ``dinov2_special``, ``dinov2_registers``,
+    ``california``, ``adult``, ``breast_cancer``."""
+    from ..data import tabular_data as T
+    from ..models.configs import EMBEDDED_CONFIGS
+
+    def patches(model_id):
+        e = EMBEDDED_CONFIGS[model_id]
+        side = e["processor"]["crop_size"] or e["processor"]["size"]
+        return (int(side) // int(e["config"]["patch_size"])) ** 2
+
+    def special(model_id):  # the class token, DeiT's distillation token, the register tokens
+        cfg = EMBEDDED_CONFIGS[model_id]["config"]
+        return 1 + (cfg["model_type"] == "deit") + int(cfg.get("num_register_tokens", 0))
+
+    vit, deit = "google/vit-base-patch16-224", "facebook/deit-base-patch16-224"
+    if patches(vit) != patches(deit) or special(vit) != special(deit):
+        raise ValueError("ViT-B/16 and DeiT-B no longer share their token layout; name them apart")
+    bc, _ = T.load_breast_cancer_frame()
+    return {"vit_patches": patches(vit), "vit_special": special(vit),
+            "deit_distilled_special": special("facebook/deit-base-distilled-patch16-224"),
+            "dinov2_patches": patches("facebook/dinov2-small"), "dinov2_special": special("facebook/dinov2-small"),
+            "dinov2_registers": special("facebook/dinov2-with-registers-small") - special("facebook/dinov2-small"),
+            "california": len(T.CALIFORNIA_FEATURES), "adult": len(T.ADULT_NUMERIC) + len(T.ADULT_CATEGORICAL),
+            "breast_cancer": int(sum(c != "target" for c in bc.columns))}
+
+
+def token_counts_text(t: dict) -> str:
+    """The law chapter's sentence on the token counts of the measured models, from :func:`model_tokens`."""
+    vp, dp = t["vit_patches"], t["dinov2_patches"]
+    vit, dino = vp + t["vit_special"], dp + t["dinov2_special"]
+    return (f"The measured models see different numbers of tokens: {vit} for the supervised ViT-B/16 and DeiT-B "
+            f"({vp} patches and a class token; {vp + t['deit_distilled_special']} with the distillation token of the "
+            f"distilled DeiT), {dino} for DINOv2 ({dp} patches and a class token), {dino + t['dinov2_registers']} with "
+            f"its {t['dinov2_registers']} register tokens, from a few to a few dozen for the sentences of the "
+            f"language models (it varies with the sentence), and one token per feature (plus the class token) for "
+            f"the tabular FT-Transformer: {t['california']} features for California Housing, {t['adult']} for Adult, "
+            f"{t['breast_cancer']} for breast cancer.")
+
+
 def reference_sizes_text(p: pd.Series) -> str:
     """The reference sentence of the law chapter: the Dirichlet(1) baseline ``p`` (indexed by n) at the token
     counts of :data:`REFERENCE_CONTENT` and :data:`REFERENCE_SPECIAL`, each named only when ``p`` has a value
@@ -399,5 +445,5 @@ def reference_sizes_text(p: pd.Series) -> str:
 
 __all__ = ["ENSEMBLE_PALETTE", "REFERENCE_CONTENT", "REFERENCE_SPECIAL", "approach_table", "approach_text",
            "bound_text", "bounds_table", "curve_figure", "curve_text", "ensemble_colors", "labels", "mixed_figure",
-           "mixed_text", "pct", "rate_figure", "rate_table", "rate_text", "reference_sizes_text", "small_n_text",
-           "typical_table", "typical_text"]
+           "mixed_text", "model_tokens", "pct", "rate_figure", "rate_table", "rate_text", "reference_sizes_text",
+           "small_n_text", "token_counts_text", "typical_table", "typical_text"]

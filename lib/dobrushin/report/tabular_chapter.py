@@ -1,7 +1,8 @@
 """The FT-Transformer chapter (``notebooks/tabular.ipynb``), one method per section.
 
 ``TabularChapter(_params)`` takes the notebook's resolved parameters; the methods run in the chapter's
-order: :meth:`data` (load the data sets, the banner for those unavailable), :meth:`train` (train or load
+order: :meth:`data` (load the data sets, the banner for those unavailable), :meth:`protocol` (the model
+configuration and training settings, read from the package and the parameters), :meth:`train` (train or load
 each (data set, seed) from the checkpoint cache, ``metrics.csv``), :meth:`metrics`, :meth:`recompute_check`
 (recomputed against hooked attention), :meth:`measure` (trained and untrained, via
 :func:`dobrushin.experiments.tabular.measure_tabular`), :meth:`results`, :meth:`layers`, :meth:`slack`,
@@ -44,6 +45,29 @@ def integer_axes(fig):
         if ax.get_ylabel() in ("layer", "head"):
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     return fig
+
+
+def protocol_table(p):
+    """The rows of the protocol table for the tabular parameters ``p``: ``setting``, ``value``, ``from``."""
+    import pandas as pd
+    import rtdl_revisiting_models as rtdl
+
+    from ..models import ft_transformer as ft_model
+
+    kw = rtdl.FTTransformer.get_default_kwargs()
+    settings = ft_model.train_settings(max_epochs=p.max_epochs, patience=p.patience, batch_size=p.batch_size)
+    pkg = f"rtdl_revisiting_models {rtdl.__version__} default"
+    rows = [("blocks", kw["n_blocks"], pkg), ("width (d_block)", kw["d_block"], pkg),
+            ("attention heads", kw["attention_n_heads"], pkg), ("attention dropout", kw["attention_dropout"], pkg),
+            ("FFN dropout", kw["ffn_dropout"], pkg), ("residual dropout", kw["residual_dropout"], pkg),
+            ("optimiser", "AdamW, the package's parameter groups", "dobrushin.models.ft_transformer"),
+            ("learning rate", settings["lr"], "dobrushin.models.ft_transformer.TRAIN_DEFAULTS"),
+            ("weight decay", settings["weight_decay"], "dobrushin.models.ft_transformer.TRAIN_DEFAULTS"),
+            ("batch size", settings["batch_size"], "parameter batch_size"),
+            ("early-stopping patience (epochs)", settings["patience"], "parameter patience"),
+            ("epoch cap", "none" if settings["max_epochs"] is None else settings["max_epochs"], "parameter max_epochs"),
+            ("training rows", "all" if p.train_rows is None else f"at most {p.train_rows}", "parameter train_rows")]
+    return pd.DataFrame([(a, str(b), c) for a, b, c in rows], columns=["setting", "value", "from"])
 
 
 class TabularChapter:
@@ -114,6 +138,13 @@ class TabularChapter:
                               "; ".join(f"{tabular_data.TITLES[k]}: {v}" for k, v in self.unavailable.items())))
         return F.table(data_table, drop_constant=True, caption="The data sets: splits, features, tokens per row ([CLS] + one per feature) and source.",
                        name="tab-tabular-data")
+
+    def protocol(self):
+        """The model configuration and the training settings, read from what builds and trains the models
+        (``FTTransformer.get_default_kwargs()`` and :func:`dobrushin.models.ft_transformer.train_settings` with
+        this notebook's parameters), not typed: one table."""
+        return F.table(protocol_table(self.p), name="tab-tabular-protocol",
+                       caption="The FT-Transformer configuration and training settings of this build, with where each comes from.")
 
     def train(self):
         """Train (or load from the checkpoint cache) every (data set, seed); writes ``metrics.csv``."""
