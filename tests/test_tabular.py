@@ -280,7 +280,7 @@ def test_select_rows():
 def test_protocol_table_is_what_builds_and_trains_the_models(data):
     """The chapter's protocol table (which replaced typed settings in the prose) reads the model that
     make_model builds and the settings fit trains with: blocks, width and heads counted on a built default
-    model, the dropouts on its modules, the optimiser's numbers from TRAIN_DEFAULTS, and the notebook's own
+    model, the dropouts on its modules, the optimiser's numbers against rtdl's default optimiser, and the notebook's own
     batch size, patience, epoch cap and training rows."""
     from types import SimpleNamespace
 
@@ -296,7 +296,8 @@ def test_protocol_table_is_what_builds_and_trains_the_models(data):
     assert t["width (d_block)"] == str(att.W_q.in_features)
     assert t["attention dropout"] == str(att.dropout.p)
     assert t["FFN dropout"] == str(blocks[0]["ffn"].dropout.p)
-    assert t["learning rate"] == str(tb.TRAIN_DEFAULTS["lr"]) and t["weight decay"] == str(tb.TRAIN_DEFAULTS["weight_decay"])
+    opt = model.make_default_optimizer()  # the package's own default optimiser, which fit reproduces
+    assert t["learning rate"] == str(opt.defaults["lr"]) and t["weight decay"] == str(opt.defaults["weight_decay"])
     assert (t["batch size"], t["early-stopping patience (epochs)"], t["epoch cap"], t["training rows"]) == ("64", "5", "7", "all")
     q = protocol_table(SimpleNamespace(max_epochs=None, patience=16, batch_size=256, train_rows=8000)).set_index("setting")["value"]
     assert q["epoch cap"] == "none" and q["training rows"] == "at most 8000"

@@ -153,8 +153,9 @@ class LawChapter(RandomMatrixChapter):
 
     # ---------------------------------------------------------------- the reference table
     def token_counts(self):
-        """The sentence on the token counts of the measured models (:func:`law_figures.model_tokens`)."""
-        _markdown(LF.token_counts_text(LF.model_tokens()))
+        """The sentence on the token counts of the measured models (:func:`law_figures.model_tokens`), at the
+        image sizes the vision chapters measure at in this profile."""
+        _markdown(LF.token_counts_text(LF.model_tokens(LF.chapter_image_sizes(self.p.profile))))
 
     def reference(self):
         import pandas as pd

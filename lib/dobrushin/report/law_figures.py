@@ -368,35 +368,64 @@ REFERENCE_CONTENT = (("the tabular benchmarks ($n=8$ and $14$ features)", (8, 14
 REFERENCE_SPECIAL = (("ViT-B/16 and DeiT-B", 197), ("DINOv2", 257), ("DINOv2 with registers", 261))
 
 
-def model_tokens() -> dict:
+def chapter_image_sizes(profile: str, root=None) -> dict:
+    """The image sizes the vision chapters measure at in ``profile``: ``{"vit": supervised_vit's image_size,
+    "dinov2": dinov2's image_size, "dinov2_extra": its extra_image_size or None}``, each the profile's value
+    (``params/<profile>/<notebook>.yml``) or else the notebook's default (its parameters cell)."""
+    import ast
+
+    from ..store.paths import project_root
+    from .reproducing_tables import parameter_table
+
+    root = project_root() if root is None else root
+    if root is None:
+        raise FileNotFoundError("cannot find the project root (a folder with _config.yml and lib/dobrushin)")
+    t = parameter_table(root / "notebooks", root / "params").set_index(["notebook", "parameter"])
+
+    def value(nb, name):
+        row = t.loc[(nb, name)]
+        v = row[profile] if profile in row.index and row[profile] != "(default)" else row["default"]
+        v = ast.literal_eval(v) if isinstance(v, str) else v
+        return None if v is None else int(v)
+
+    return {"vit": value("supervised_vit", "image_size"), "dinov2": value("dinov2", "image_size"),
+            "dinov2_extra": value("dinov2", "extra_image_size")}
+
+
+def model_tokens(image_sizes: "dict | None" = None) -> dict:
     """The token counts of the book's models, read from what builds them rather than typed: the patch grid of
-    each vision model from its embedded configuration and preprocessing
-    (:data:`dobrushin.models.configs.EMBEDDED_CONFIGS`: the processor's crop, or its square resize, over the
-    patch size), its special tokens (a class token, DeiT's distillation token, the register tokens), and one
-    token per feature of each tabular benchmark (the feature lists of :mod:`dobrushin.data.tabular_data`;
-    breast cancer's from scikit-learn's bundled copy).  Keys: ``vit_patches``, ``vit_special`` (ViT-B/16 and
-    DeiT-B), ``deit_distilled_special``, ``dinov2_patches``, ``dinov2_special``, ``dinov2_registers``,
-    ``california``, ``adult``, ``breast_cancer``."""
+    each vision model from its patch size (:data:`dobrushin.models.configs.EMBEDDED_CONFIGS`) and the image
+    size it is given (``image_sizes``, as :func:`chapter_image_sizes` returns them; the preprocessing makes
+    every image that size square; None: each processor's own crop), its special tokens (a class token, DeiT's
+    distillation token, the register tokens), and one token per feature of each tabular benchmark (the
+    feature lists of :mod:`dobrushin.data.tabular_data`; breast cancer's from scikit-learn's bundled copy).
+    Keys: ``vit_patches``, ``vit_special`` (ViT-B/16 and DeiT-B), ``deit_distilled_special``,
+    ``dinov2_patches``, ``dinov2_special``, ``dinov2_registers``, ``dinov2_extra_size`` and
+    ``dinov2_extra_patches`` (None without an extra size), ``california``, ``adult``, ``breast_cancer``."""
     from ..data import tabular_data as T
     from ..models.configs import EMBEDDED_CONFIGS
 
-    def patches(model_id):
+    sizes = dict(image_sizes or {})
+
+    def patches(model_id, size=None):
         e = EMBEDDED_CONFIGS[model_id]
-        side = e["processor"]["crop_size"] or e["processor"]["size"]
+        side = size or e["processor"]["crop_size"] or e["processor"]["size"]
         return (int(side) // int(e["config"]["patch_size"])) ** 2
 
     def special(model_id):  # the class token, DeiT's distillation token, the register tokens
         cfg = EMBEDDED_CONFIGS[model_id]["config"]
         return 1 + (cfg["model_type"] == "deit") + int(cfg.get("num_register_tokens", 0))
 
-    vit, deit = "google/vit-base-patch16-224", "facebook/deit-base-patch16-224"
-    if patches(vit) != patches(deit) or special(vit) != special(deit):
+    vit, deit, dino = "google/vit-base-patch16-224", "facebook/deit-base-patch16-224", "facebook/dinov2-small"
+    if patches(vit, sizes.get("vit")) != patches(deit, sizes.get("vit")) or special(vit) != special(deit):
         raise ValueError("ViT-B/16 and DeiT-B no longer share their token layout; name them apart")
+    extra = sizes.get("dinov2_extra")
     bc, _ = T.load_breast_cancer_frame()
-    return {"vit_patches": patches(vit), "vit_special": special(vit),
+    return {"vit_patches": patches(vit, sizes.get("vit")), "vit_special": special(vit),
             "deit_distilled_special": special("facebook/deit-base-distilled-patch16-224"),
-            "dinov2_patches": patches("facebook/dinov2-small"), "dinov2_special": special("facebook/dinov2-small"),
-            "dinov2_registers": special("facebook/dinov2-with-registers-small") - special("facebook/dinov2-small"),
+            "dinov2_patches": patches(dino, sizes.get("dinov2")), "dinov2_special": special(dino),
+            "dinov2_registers": special("facebook/dinov2-with-registers-small") - special(dino),
+            "dinov2_extra_size": extra, "dinov2_extra_patches": patches(dino, extra) if extra else None,
             "california": len(T.CALIFORNIA_FEATURES), "adult": len(T.ADULT_NUMERIC) + len(T.ADULT_CATEGORICAL),
             "breast_cancer": int(sum(c != "target" for c in bc.columns))}
 
@@ -405,13 +434,16 @@ def token_counts_text(t: dict) -> str:
     """The law chapter's sentence on the token counts of the measured models, from :func:`model_tokens`."""
     vp, dp = t["vit_patches"], t["dinov2_patches"]
     vit, dino = vp + t["vit_special"], dp + t["dinov2_special"]
+    ep = t.get("dinov2_extra_patches")
+    extra = (f", {ep + t['dinov2_special']} for the DINOv2-S measured again at {t['dinov2_extra_size']} px ({ep} "
+             f"patches and a class token)") if ep else ""
     return (f"The measured models see different numbers of tokens: {vit} for the supervised ViT-B/16 and DeiT-B "
             f"({vp} patches and a class token; {vp + t['deit_distilled_special']} with the distillation token of the "
-            f"distilled DeiT), {dino} for DINOv2 ({dp} patches and a class token), {dino + t['dinov2_registers']} with "
-            f"its {t['dinov2_registers']} register tokens, from a few to a few dozen for the sentences of the "
-            f"language models (it varies with the sentence), and one token per feature (plus the class token) for "
-            f"the tabular FT-Transformer: {t['california']} features for California Housing, {t['adult']} for Adult, "
-            f"{t['breast_cancer']} for breast cancer.")
+            f"distilled DeiT), {dino} for DINOv2 ({dp} patches and a class token), {dino + t['dinov2_registers']} "
+            f"with its {t['dinov2_registers']} register tokens{extra}, from a few to a few dozen for the sentences "
+            f"of the language models (it varies with the sentence), and one token per feature (plus the class "
+            f"token) for the tabular FT-Transformer: {t['california']} features for California Housing, "
+            f"{t['adult']} for Adult, {t['breast_cancer']} for breast cancer.")
 
 
 def reference_sizes_text(p: pd.Series) -> str:
@@ -444,6 +476,6 @@ def reference_sizes_text(p: pd.Series) -> str:
 
 
 __all__ = ["ENSEMBLE_PALETTE", "REFERENCE_CONTENT", "REFERENCE_SPECIAL", "approach_table", "approach_text",
-           "bound_text", "bounds_table", "curve_figure", "curve_text", "ensemble_colors", "labels", "mixed_figure",
-           "mixed_text", "model_tokens", "pct", "rate_figure", "rate_table", "rate_text", "reference_sizes_text",
+           "bound_text", "bounds_table", "chapter_image_sizes", "curve_figure", "curve_text", "ensemble_colors",
+           "labels", "mixed_figure", "mixed_text", "model_tokens", "pct", "rate_figure", "rate_table", "rate_text", "reference_sizes_text",
            "small_n_text", "token_counts_text", "typical_table", "typical_text"]
