@@ -148,7 +148,8 @@ def test_model_tokens_sentence_and_reference_sizes():
     the image size given; the sentence names every count; the reference sentence's labels and the law
     chapter's default ``reference_ns`` cover the same sizes."""
     import importlib.resources
-    import json
+
+    from dobrushin.report.reproducing_tables import notebook_defaults, profile_params
 
     t = LF.model_tokens(LF.chapter_image_sizes("quick"))
     descr = importlib.resources.files("sklearn.datasets").joinpath("descr")
@@ -172,11 +173,10 @@ def test_model_tokens_sentence_and_reference_sizes():
     special = {t["vit_patches"] + 1, t["dinov2_patches"] + 1, t["dinov2_patches"] + 1 + t["dinov2_registers"]}
     assert {n for _, n in LF.REFERENCE_SPECIAL} == special
     # the default of the notebook's parameters cell (no profile overrides it)
-    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "baseline_law.ipynb").read_text())
-    line = next(ln for c in nb["cells"] for ln in "".join(c["source"]).splitlines() if ln.startswith("reference_ns ="))
-    ref = set(eval(line.split("=", 1)[1].split("#")[0]))  # noqa: S307 (the repository's own notebook)
+    root = Path(__file__).resolve().parents[1]
+    ref = set(eval(notebook_defaults(root / "notebooks" / "baseline_law.ipynb")["reference_ns"][0]))  # noqa: S307 (the repository's own notebook)
     for prof in ("quick", "paper"):
-        assert "reference_ns" not in (Path(__file__).resolve().parents[1] / "params" / prof / "baseline_law.yml").read_text()
+        assert "reference_ns" not in profile_params(root / "params", prof, "baseline_law")
     assert content | special | {t["vit_patches"] + 2} <= ref, sorted((content | special) - ref)
 
 
@@ -191,3 +191,20 @@ def test_adult_token_count_is_the_uci_attribute_list():
     names = [ln.split(":")[0] for ln in names_file.read_text().splitlines() if re.match(r"^[a-z][a-z-]*: ", ln)]
     assert LF.model_tokens()["adult"] == len(names)
     assert set(names) == set(T.ADULT_NUMERIC) | set(T.ADULT_CATEGORICAL)
+
+
+def test_chapter_image_sizes_read_any_profile(tmp_path):
+    """A profile of one's own (``params/<name>/``, as make notebooks PROFILE=<name> takes it) sets the image
+    sizes the token counts follow; what it leaves out is the notebook's default."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "notebooks").mkdir()
+    for nb in ("dinov2", "supervised_vit"):
+        shutil.copy(root / "notebooks" / f"{nb}.ipynb", tmp_path / "notebooks")
+    (tmp_path / "params" / "mine").mkdir(parents=True)
+    (tmp_path / "params" / "mine" / "dinov2.yml").write_text("image_size: 448\nextra_image_size: 518\n")
+    sizes = LF.chapter_image_sizes("mine", root=tmp_path)
+    assert sizes == {"vit": LF.chapter_image_sizes("quick")["vit"], "dinov2": 448, "dinov2_extra": 518}
+    t = LF.model_tokens(sizes)
+    assert (t["dinov2_patches"], t["dinov2_extra_patches"]) == ((448 // 14) ** 2, (518 // 14) ** 2)

@@ -371,25 +371,24 @@ REFERENCE_SPECIAL = (("ViT-B/16 and DeiT-B", 197), ("DINOv2", 257), ("DINOv2 wit
 def chapter_image_sizes(profile: str, root=None) -> dict:
     """The image sizes the vision chapters measure at in ``profile``: ``{"vit": supervised_vit's image_size,
     "dinov2": dinov2's image_size, "dinov2_extra": its extra_image_size or None}``, each the profile's value
-    (``params/<profile>/<notebook>.yml``) or else the notebook's default (its parameters cell)."""
+    (``params/<profile>/<notebook>.yml``, any profile) or else the notebook's default (its parameters cell)."""
     import ast
 
     from ..store.paths import project_root
-    from .reproducing_tables import parameter_table
+    from .reproducing_tables import notebook_defaults, profile_params
 
     root = project_root() if root is None else root
     if root is None:
         raise FileNotFoundError("cannot find the project root (a folder with _config.yml and lib/dobrushin)")
-    t = parameter_table(root / "notebooks", root / "params").set_index(["notebook", "parameter"])
 
-    def value(nb, name):
-        row = t.loc[(nb, name)]
-        v = row[profile] if profile in row.index and row[profile] != "(default)" else row["default"]
-        v = ast.literal_eval(v) if isinstance(v, str) else v
-        return None if v is None else int(v)
+    def values(nb, names):
+        given, defaults = profile_params(root / "params", profile, nb), notebook_defaults(root / "notebooks" / f"{nb}.ipynb")
+        out = [given[n] if n in given else ast.literal_eval(defaults[n][0]) for n in names]
+        return [None if v is None else int(v) for v in out]
 
-    return {"vit": value("supervised_vit", "image_size"), "dinov2": value("dinov2", "image_size"),
-            "dinov2_extra": value("dinov2", "extra_image_size")}
+    (vit,) = values("supervised_vit", ("image_size",))
+    dino, extra = values("dinov2", ("image_size", "extra_image_size"))
+    return {"vit": vit, "dinov2": dino, "dinov2_extra": extra}
 
 
 def model_tokens(image_sizes: "dict | None" = None) -> dict:
@@ -477,5 +476,5 @@ def reference_sizes_text(p: pd.Series) -> str:
 
 __all__ = ["ENSEMBLE_PALETTE", "REFERENCE_CONTENT", "REFERENCE_SPECIAL", "approach_table", "approach_text",
            "bound_text", "bounds_table", "chapter_image_sizes", "curve_figure", "curve_text", "ensemble_colors",
-           "labels", "mixed_figure", "mixed_text", "model_tokens", "pct", "rate_figure", "rate_table", "rate_text", "reference_sizes_text",
-           "small_n_text", "token_counts_text", "typical_table", "typical_text"]
+           "labels", "mixed_figure", "mixed_text", "model_tokens", "pct", "rate_figure", "rate_table", "rate_text",
+           "reference_sizes_text", "small_n_text", "token_counts_text", "typical_table", "typical_text"]

@@ -13,29 +13,40 @@ from . import page
 from .names import and_join
 from .display import Display, html_block
 
-def parameter_table(notebooks_dir, params_dir) -> pd.DataFrame:
-    """Every notebook parameter: name, default (from the ``parameters`` cell), comment, and the value
-    each profile sets (from ``params/<profile>/<notebook>.yml``); values are shown whole."""
+def profile_params(params_dir, profile: str, notebook: str) -> dict:
+    """The parameter values a profile sets for a notebook (``params/<profile>/<notebook>.yml``, parsed by YAML);
+    {} when the profile sets none."""
+    import yaml
+
+    p = Path(params_dir) / profile / f"{notebook}.yml"
+    return (yaml.safe_load(p.read_text()) or {}) if p.exists() else {}
+
+
+def notebook_defaults(nb_path) -> dict:
+    """A notebook's parameters as its ``parameters`` cell writes them: name → ``(default, comment)``, the
+    default as the cell's source text ({} without such a cell)."""
     import re
 
     import nbformat
-    import yaml
 
+    nb = nbformat.read(Path(nb_path), as_version=4)
+    cell = next((c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    out = {}
+    for line in (cell.source.splitlines() if cell is not None else []):
+        m = re.match(r"^([A-Za-z_]\w*)\s*=\s*(.*?)\s*(?:#\s*(.*))?$", line)
+        if m:
+            out[m.group(1)] = (m.group(2), m.group(3) or "")
+    return out
+
+
+def parameter_table(notebooks_dir, params_dir) -> pd.DataFrame:
+    """Every notebook parameter: name, default (from the ``parameters`` cell), comment, and the value
+    each profile sets (from ``params/<profile>/<notebook>.yml``); values are shown whole."""
     rows = []
     for nb_path in sorted(Path(notebooks_dir).glob("*.ipynb")):
-        nb = nbformat.read(nb_path, as_version=4)
-        cell = next((c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
-        if cell is None:
-            continue
-        profiles = {}
-        for prof in ("quick", "paper"):
-            p = Path(params_dir) / prof / f"{nb_path.stem}.yml"
-            profiles[prof] = (yaml.safe_load(p.read_text()) or {}) if p.exists() else {}
-        for line in cell.source.splitlines():
-            m = re.match(r"^([A-Za-z_]\w*)\s*=\s*(.*?)\s*(?:#\s*(.*))?$", line)
-            if not m:
-                continue
-            name, default, comment = m.group(1), m.group(2), m.group(3) or ""
+        defaults = notebook_defaults(nb_path)
+        profiles = {prof: profile_params(params_dir, prof, nb_path.stem) for prof in ("quick", "paper")}
+        for name, (default, comment) in defaults.items():
             rows.append({
                 "notebook": nb_path.stem,
                 "parameter": name,
@@ -52,11 +63,8 @@ def paper_scale(params_dir, profile: str = "paper") -> dict:
     chapter asks for per model (``n_inputs``; the data may hold fewer); ``seeds``, the FT-Transformer seeds per
     benchmark; ``trials``, the fewest random matrices per size of the baseline grid up to n = 64
     (``trials_small``, ``ensemble_trials_small``).  A value whose file or key is absent is None."""
-    import yaml
-
     def load(nb):
-        p = Path(params_dir) / profile / f"{nb}.yml"
-        return (yaml.safe_load(p.read_text()) or {}) if p.exists() else {}
+        return profile_params(params_dir, profile, nb)
 
     inputs = [load(nb).get("n_inputs") for nb in ("dinov2", "language", "supervised_vit")]
     inputs = [v for v in inputs if isinstance(v, int)]

@@ -47,6 +47,12 @@ def integer_axes(fig):
     return fig
 
 
+def train_overrides(p) -> dict:
+    """The training settings the tabular parameters ``p`` give :func:`dobrushin.models.ft_transformer.fit`
+    (over its ``TRAIN_DEFAULTS``): what :meth:`TabularChapter.train` trains with and the protocol table shows."""
+    return {"max_epochs": p.max_epochs, "patience": p.patience, "batch_size": p.batch_size}
+
+
 def protocol_table(p):
     """The rows of the protocol table for the tabular parameters ``p``: ``setting``, ``value``, ``from``."""
     import pandas as pd
@@ -55,7 +61,7 @@ def protocol_table(p):
     from ..models import ft_transformer as ft_model
 
     kw = rtdl.FTTransformer.get_default_kwargs()
-    settings = ft_model.train_settings(max_epochs=p.max_epochs, patience=p.patience, batch_size=p.batch_size)
+    settings = ft_model.train_settings(**train_overrides(p))
     pkg = f"rtdl_revisiting_models {rtdl.__version__} default"
     rows = [("blocks", kw["n_blocks"], pkg), ("width (d_block)", kw["d_block"], pkg),
             ("attention heads", kw["attention_n_heads"], pkg), ("attention dropout", kw["attention_dropout"], pkg),
@@ -158,8 +164,7 @@ class TabularChapter:
         for name, d in self.data_sets.items():
             dtrain = d.subsample("train", p.train_rows, seed=p.split_seed)
             for seed in p.seeds:
-                r = ft_model.fit(dtrain, seed, max_epochs=p.max_epochs, patience=p.patience, batch_size=p.batch_size,
-                                 progress=self.store.dir / "progress.log")  # epochs on the terminal and in the log, not here
+                r = ft_model.fit(dtrain, seed, **train_overrides(p), progress=self.store.dir / "progress.log")  # epochs on the terminal and in the log, not here
                 m = ft_model.score(dtrain, ft_model.predict(r.model, dtrain, "test"), "test")
                 metric = tabular_data.METRICS[name]
                 self.trained[(name, seed)] = (dtrain, r)
