@@ -517,3 +517,30 @@ def test_screen_never_changes_a_summary_or_a_margin(kind, dtype, tol):
                 got = (kap - g if np.isfinite(g) else np.nan, x, y)  # g: the largest non-attaining distance
                 want = (m0.kappa_gap[m].item(), m0.self_margin_i[m].item(), m0.self_margin_j[m].item())
                 assert np.array_equal(np.array(got), np.array(want), equal_nan=True)
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here (run where one is: "
+                          "tools/gpu_check.py runs this test on the device machine)")
+
+
+@CUDA
+@pytest.mark.parametrize("kind", sorted(set(KINDS) | set(SCREEN_KINDS)))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cuda_tensors_get_the_cpu_kernels_answers(kind, dtype):
+    """A CUDA tensor takes the torch path (cdist screen on the device, exact index-order recheck there): its
+    summary and its decision margins are the CPU numba kernel's bits, on every kind of matrix the CPU tests
+    use (near ties, half-ulp float32 traps, binary fractions, sink-heavy attention), results on the device."""
+    builders = {**KINDS, **SCREEN_KINDS}
+    rng = np.random.default_rng(len(kind) + 17)
+    for n in ((66, 257) if kind in SCREEN_KINDS else (2, 9, 130)):
+        A = builders[kind](rng, n, 3).astype(dtype)
+        for tol in (0.0, 1e-12, 1e-7):
+            T = torch.from_numpy(A).cuda()
+            assert kernel.backend(T) == "torch"
+            s, m = kernel.pair_summary_margins(T, tol)
+            assert s.kappa.device.type == "cuda"
+            want_s, want_m = kernel._pair_summary_margins_numba(A, tol)
+            assert summaries_equal(s, want_s), (kind, n, tol)
+            assert all(np.array_equal(u.cpu().numpy(), v.numpy(), equal_nan=True) for u, v in zip(m, want_m)), \
+                (kind, n, tol)
+            assert summaries_equal(kernel.pair_summary(T, tol), want_s)

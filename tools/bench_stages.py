@@ -59,10 +59,11 @@ from dobrushin.store.bench import STAGE_COLUMNS  # the schema of stages.csv
 #: ratio when it was measured; then the stages of that one input's measurement (``capture_1`` … ``write_1``,
 #: same run), so that a stage's cost per further input is ``(stage − stage_1) / (forward − forward_1)``; then
 #: ``prepare`` and ``prepare_1``, loading and preparing the inputs of the batch and of the one input (timed
-#: apart from ``capture`` since; older tables lack them)
+#: apart from ``capture`` since; older tables lack them); last ``peak_cuda_mb``, the device memory torch allocated at
+#: most on a CUDA row (after the warm-up pass; empty on the CPU rows)
 STAGE_EXTRA = ["forward_1", "measure_1_s", "ratio_per_input", "ratio_per_input_without_heads",
                "ratio_per_input_runs", "capture_1", "restrict_1", "test_1", "rollout_1", "heads_1", "write_1",
-               "prepare", "prepare_1"]
+               "prepare", "prepare_1", "peak_cuda_mb"]
 
 
 def configs(profile: str) -> List[dict]:
@@ -194,8 +195,10 @@ def _child(c: dict) -> dict:
     # five runs: on this shared 2-core machine the per-input ratio of one run at 224 px ranged from 0.94 to 2.6
     # within minutes, and the median of three from 1.48 to 1.88 over fifteen invocations on one day (with
     # and without the heap changes then being timed)
-    reps = 5
+    reps = int(c.get("reps", 5))
     bare()  # warm-up
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
     x1 = _first(x, 1)  # the bare forward pass of one input, for the per-input cost below
     bare(x1)
     cfg = MeasureConfig(weights=("untrained",) if c.get("untrained") or c["kind"] == "tabular" else ("pretrained",),
@@ -242,6 +245,7 @@ def _child(c: dict) -> dict:
                 capture_1=max(0.0, s1["forward"] - fwd1), restrict_1=s1["restrict"], test_1=s1["test"],
                 rollout_1=s1["rollout"], heads_1=s1["heads"], write_1=s1["write"],
                 prepare=st["prepare"], prepare_1=s1["prepare"],
+                peak_cuda_mb=torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else None,
                 ratio_per_input_runs=";".join("nan" if r["per"] is None else f"{r['per']:.3f}" for r in runs))
 
 
