@@ -40,7 +40,7 @@ export PYTHONHASHSEED := 0
 export HF_HUB_ETAG_TIMEOUT ?= 5
 export HF_HUB_DOWNLOAD_TIMEOUT ?= 10
 
-.PHONY: book notebooks html test proofs bench bench-ci bench-sweep check-html clean clean-results install reproduce verify
+.PHONY: book notebooks html test proofs bench bench-ci bench-gpu bench-sweep check-html clean clean-results install reproduce verify
 
 install: $(STAMP)
 
@@ -105,6 +105,12 @@ bench-ci: $(STAMP)
 # wall times and whether the rows are identical, for the reproducibility chapter
 bench-sweep: $(STAMP)
 	$(PY) -m tools.sweep_bench --out results/bench-sweep/sweep.csv $(SWEEP_BENCH_ARGS)
+
+# the CUDA figures of the reproducibility chapter, on a machine with a CUDA device (a few minutes; without one
+# it says so and times nothing): the kernel's CUDA test, the torch κ path against cdist and the host kernel,
+# and the DINOv2-S 518 px stage rows on the host and on the device, in results/bench-gpu/
+bench-gpu: $(STAMP)
+	$(PY) -m tools.gpu_check --out results/bench-gpu $(GPU_ARGS)
 
 # the paper profile from scratch (no published layer, fresh results and checkpoint folders; hours), then the
 # stage table of the whole measurement on the same machine, idle by then (make bench's, minutes: the

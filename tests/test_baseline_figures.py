@@ -97,17 +97,37 @@ def test_reference_sentence_names_only_the_sizes_it_has():
     """A custom ``reference_ns`` may leave out the models' token counts: the sentence skips what is missing
     instead of failing, and its values are the table's."""
     p = pd.Series({8: 0.262, 14: 0.273, 30: 0.2552, 196: 0.2507, 256: 0.2505, 257: 0.2504})
-    s = LF.reference_sizes_text(p)
+    s = LF.reference_sizes_text(p, (10, 60))
     assert "features) with 26.2%–27.3%" in s and "($n=30$) with 25.52%" in s and "(196 patches) with 25.07%" in s
     assert "DINOv2 (257 tokens) with 25.04%" in s
-    assert "sentences ($n=10$–$60$) with 25.5%–27.3%" in s  # the sizes of the table inside the range
+    # the sizes of the table inside the measured range of the sentences
+    assert "the sentences ($n=10$–$60$ content tokens, as measured) with 25.5%–27.3%" in s
     assert "261" not in s and "197" not in s  # not in the table: not named
+    assert "sentences" not in LF.reference_sizes_text(p)  # no language results: the sentences are not named
+    assert "sentences ($n=2$–$12$ content tokens, as measured) with 26.20%" in LF.reference_sizes_text(p, (2, 12))
     only = LF.reference_sizes_text(pd.Series({197: 0.2507}))
     assert only == "For uniform rows, compare, with their special tokens kept, ViT-B/16 and DeiT-B (197 tokens) with 25.07%. "
     assert LF.reference_sizes_text(pd.Series({5: 0.27, 6: 0.26})) == ""
     # the tabular sizes are 8 and 14 themselves, not whatever lies between: n = 10 alone names only the sentences
-    ten = LF.reference_sizes_text(pd.Series({10: 0.268}))
-    assert "tabular" not in ten and "sentences ($n=10$–$60$) with 26.80%" in ten
+    ten = LF.reference_sizes_text(pd.Series({10: 0.268}), (2, 53))
+    assert "tabular" not in ten and "sentences ($n=2$–$53$ content tokens, as measured) with 26.80%" in ten
+
+
+def test_sentence_range_is_what_the_language_tables_measured():
+    """The law chapter's sentence range is read from the language chapter's tables (here the published ones):
+    the fewest and most content tokens over every input of every model, as the parquet files hold them."""
+    from dobrushin.report.results_loading import token_range
+
+    pub = Path(__file__).resolve().parents[1] / "published" / "paper"
+    if not (pub / "language" / "manifest.json").is_file():
+        pytest.skip("no published paper-scale language results in this checkout")
+    n = pd.concat([pd.read_parquet(f, columns=["n_tokens", "variant"])
+                   for f in sorted((pub / "language").glob("*.parquet")) if not f.name.endswith(".heads.parquet")])
+    want = n.loc[n["variant"] == "content", "n_tokens"]
+    assert token_range(pub, "language", "content", "paper") == (int(want.min()), int(want.max()))
+    assert token_range(pub, "language", "with_special", "paper")[0] > token_range(pub, "language")[0]
+    assert token_range(pub, "dinov2", "content", "paper")[0] >= 256
+    assert token_range(pub / "nowhere", "language") is None
 
 
 def _published_tokens():

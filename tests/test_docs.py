@@ -71,6 +71,9 @@ MAPPED = {
                               "the module behind make bench (minutes); its command line must start"),
     "make bench-sweep": (f"{MAKE} -n bench-sweep", "serial vs a 2-worker LocalCluster takes minutes; CI runs it "
                                                    "and tests/test_sweep.py tests the sweep on a LocalCluster"),
+    "make bench-gpu": (f"{MAKE} -n bench-gpu", "times the CUDA path on a machine with a CUDA device; without one it "
+                                               "times nothing (tests/test_gpu_tables.py runs that case and the "
+                                               "script's kernel part on the CPU)"),
     "python -m tools.sweep_bench": ("python -m tools.sweep_bench --help",
                                     "the module behind make bench-sweep (minutes); its command line must start"),
     "make book PROFILE=quick": (f"{MAKE} notebooks NOTEBOOKS=theory PROFILE=quick",
@@ -123,6 +126,7 @@ DRY_RUN_SAYS = {"make test": "-m pytest", "make html": "jupyter-book build", "ma
                 "make notebooks PROFILE=quick NOTEBOOKS=summary": "for nb in summary;",
                 "make bench BENCH_ARGS=--stages-only": "tools.bench --stages-only",
                 "make bench-sweep": "tools.sweep_bench",
+                "make bench-gpu": "tools.gpu_check --out results/bench-gpu",
                 "make reproduce": "dobrushin.experiments.publish results/paper-run published/paper",
                 "make reproduce LANES=2": "tools/reproduce_lanes.sh",
                 "make reproduce RESUME=1": "dobrushin.experiments.publish results/paper-run published/paper",

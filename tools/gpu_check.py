@@ -142,7 +142,7 @@ def kernel_table(log, sizes=KERNEL_SIZES, reps: int = 5, device: str = "cuda") -
         for name, res, wall, where in methods:
             want = ref32 if "float32" in name else ref
             dk = float((res.kappa.cpu() - want.kappa).abs().max())
-            rows.append(dict(n=n, matrices=b, method=name, device=where, wall_s=wall, matrices_per_s=b / wall,
+            rows.append(dict(n=n, matrices=b, source=f"Dirichlet({ALPHA:g}) rows", method=name, device=where, wall_s=wall, matrices_per_s=b / wall,
                              speedup_vs_host_kernel=t_cpu / wall, same_bits_as_host_kernel=_same(res, want),
                              holds_agree=bool(torch.equal(res.holds.cpu(), want.holds)), max_abs_dkappa=dk,
                              holds_share=float(want.holds.double().mean())))

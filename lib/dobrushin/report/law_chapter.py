@@ -157,6 +157,19 @@ class LawChapter(RandomMatrixChapter):
         image sizes the vision chapters measure at in this profile."""
         _markdown(LF.token_counts_text(LF.model_tokens(LF.chapter_image_sizes(self.p.profile))))
 
+    def sentence_tokens(self):
+        """The fewest and most content tokens of the language chapter's sentences: its results in this build, else
+        the published ones of this profile (this chapter runs before the language chapter); None without either."""
+        from ..store.paths import published_dir, results_dir
+        from .results_loading import token_range
+
+        for folder in (results_dir(), published_dir()):
+            if folder is not None and (folder / "language" / "manifest.json").is_file():
+                got = token_range(folder, "language", "content", self.p.profile)
+                if got is not None:
+                    return got
+        return None
+
     def reference(self):
         import pandas as pd
 
@@ -182,7 +195,7 @@ class LawChapter(RandomMatrixChapter):
         n_in = int(((reference_df["p"] >= band_lo) & (reference_df["p"] <= band_hi)).sum())
         half_max = ((reference_df["ci_high"] - reference_df["ci_low"]) / 2).max()
         _markdown(
-            LF.reference_sizes_text(rd["p"])
+            LF.reference_sizes_text(rd["p"], self.sentence_tokens())
             + f"{n_in} of the {len(reference_df)} "
             f"reference values lie inside the paper's {LF.pct(band_lo, 0)}–{LF.pct(band_hi, 0)} band; the band is "
             f"{(band_hi - band_lo) / (2 * half_max):.0f} times wider than the largest 95% interval of a reference value "

@@ -358,10 +358,12 @@ def rate_text(grid: pd.DataFrame, ensembles: Sequence[str]) -> str:
 
 
 #: the token counts the claims are judged on (content tokens), as the reference sentence names them: (who, the
-#: sizes, whether they are a range of sizes (every size of the table between the two) or the sizes themselves)
+#: sizes, whether they are a range of sizes (every size of the table between the two) or the sizes themselves);
+#: the sentences' range is not fixed: it is what the language chapter measured (``sentence_tokens`` of
+#: :func:`reference_sizes_text`), and without it the sentences are not named
 REFERENCE_CONTENT = (("the tabular benchmarks ($n=8$ and $14$ features)", (8, 14), False),
                      ("Breast cancer ($n=30$)", (30,), False),
-                     ("sentences ($n=10$–$60$)", (10, 60), True),
+                     ("sentences", None, True),
                      ("ViT-B/16 and DeiT-B (196 patches)", (196,), False),
                      ("DINOv2 (256 patches)", (256,), False))
 #: and with the special tokens kept
@@ -445,12 +447,16 @@ def token_counts_text(t: dict) -> str:
             f"{t['adult']} for Adult, {t['breast_cancer']} for breast cancer.")
 
 
-def reference_sizes_text(p: pd.Series) -> str:
+def reference_sizes_text(p: pd.Series, sentence_tokens: "tuple | None" = None) -> str:
     """The reference sentence of the law chapter: the Dirichlet(1) baseline ``p`` (indexed by n) at the token
     counts of :data:`REFERENCE_CONTENT` and :data:`REFERENCE_SPECIAL`, each named only when ``p`` has a value
     at every one of its sizes (a range: at some size inside it); a custom ``reference_ns`` may leave some out.
-    "" when it has none of them."""
+    ``sentence_tokens``: the fewest and most content tokens of the language chapter's sentences as measured
+    (:func:`dobrushin.report.results_loading.token_range`); None (no language results yet): the sentences are
+    not named.  "" when it has none of them."""
     def values(ns, is_range):
+        if ns is None:
+            return None
         if is_range:
             v = p[(p.index >= ns[0]) & (p.index <= ns[-1])]
         else:
@@ -462,7 +468,16 @@ def reference_sizes_text(p: pd.Series) -> str:
         lo, hi = float(v.min()), float(v.max())
         return pct(lo, 2) if len(v) == 1 or pct(lo, 1) == pct(hi, 1) else f"{pct(lo, 1)}–{pct(hi, 1)}"
 
-    content = [f"{who} with {v}" for who, ns, rng in REFERENCE_CONTENT if (v := values(ns, rng)) is not None]
+    def entry(who, ns):
+        if who == "sentences":
+            if sentence_tokens is None:
+                return who, None
+            lo, hi = (int(x) for x in sentence_tokens)
+            return f"the sentences ($n={lo}$–${hi}$ content tokens, as measured)", (lo, hi)
+        return who, ns
+
+    content = [f"{who} with {v}" for who, ns, rng in (entry(w, ns) + (r,) for w, ns, r in REFERENCE_CONTENT)
+               if (v := values(ns, rng)) is not None]
     special = [f"{who} ({n} tokens) with {v}" for who, n in REFERENCE_SPECIAL if (v := values((n,), False)) is not None]
     if not content and not special:
         return ""

@@ -62,11 +62,11 @@ class FamilyRuns:
         return self._view(lambda k: True)
 
 
-def load_family_runs(results_dir, profile: Optional[str] = None) -> FamilyRuns:
+def load_family_runs(results_dir, profile: Optional[str] = None, notebooks=FAMILY_NOTEBOOKS) -> FamilyRuns:
     """Read the per-model tables and manifest entries of the family notebooks' latest runs once
-    (:class:`FamilyRuns`; :func:`load_family_results` is its usual view)."""
+    (:class:`FamilyRuns`; :func:`load_family_results` is its usual view); ``notebooks``: only these."""
     frames, entries, second = [], {}, set()
-    for nb in FAMILY_NOTEBOOKS:
+    for nb in notebooks:
         d = Path(results_dir) / nb
         if not (d / "manifest.json").exists():
             continue
@@ -101,6 +101,17 @@ def load_family_results(results_dir, profile: Optional[str] = None,
     runs = load_family_runs(results_dir, profile)
     return runs.every() if resolutions else runs.primary()
 
+
+
+def token_range(results_dir, notebook: str, variant: str = "content",
+                profile: Optional[str] = None) -> Optional[tuple]:
+    """``(fewest, most)`` tokens of ``variant`` over the inputs of ``notebook``'s latest run in ``results_dir``
+    (every model, primary resolution), or None when that notebook has no table there."""
+    t, _ = load_family_runs(results_dir, profile, notebooks=(notebook,)).primary()
+    if t is None or t.empty or "n_tokens" not in t:
+        return None
+    t = t[t["variant"] == variant] if "variant" in t else t
+    return (int(t["n_tokens"].min()), int(t["n_tokens"].max())) if len(t) else None
 
 
 def _is_uniform(name: str) -> bool:

@@ -330,6 +330,23 @@ class SummaryChapter(SummaryInsights):
             _glue("stage_status", plain_text("not run in this build"))
             _glue("stage_misses", plain_text("No stage table was measured in this build."))
         self._sweep_bench()
+        self._gpu_bench()
+
+    def _gpu_bench(self):
+        """Glue ``gpu_status``, ``gpu_findings``, ``gpu_kernel_table`` and ``gpu_stage_table``: the record of
+        ``make bench-gpu`` (this build's, else the one committed in ``published/gpu/``), or that there is none."""
+        from ..store.code import code_digest
+        from . import gpu_tables as G
+
+        rec = G.find_gpu_record(self.results, self.root)
+        _glue("gpu_status", plain_text(G.gpu_status(rec, code_digest())))
+        _glue("gpu_findings", plain_text(G.gpu_findings(rec)))
+        if rec is None:  # the status says so; no empty tables
+            for key in ("gpu_kernel_table", "gpu_stage_table"):
+                _glue(key, html_block("", ""))
+            return
+        _glue("gpu_kernel_table", summary.html_table(G.gpu_kernel_table(rec["kernel"])))
+        _glue("gpu_stage_table", summary.html_table(G.gpu_stage_table(rec["stages"])))
 
     def _sweep_bench(self):
         """Glue ``sweep_bench_table`` / ``sweep_bench_status``: serial vs Dask (make bench-sweep)."""
