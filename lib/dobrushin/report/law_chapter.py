@@ -158,12 +158,16 @@ class LawChapter(RandomMatrixChapter):
         _markdown(LF.token_counts_text(LF.model_tokens(LF.chapter_image_sizes(self.p.profile))))
 
     def sentence_tokens(self):
-        """The fewest and most content tokens of the language chapter's sentences: its results in this build, else
-        the published ones of this profile (this chapter runs before the language chapter); None without either."""
+        """The fewest and most content tokens of the language chapter's sentences: the last run of this profile in
+        the results folder (this chapter runs before the language chapter, so in a build that runs both, the
+        previous build's run), else the published one; None without either."""
+        from pathlib import Path
+
         from ..store.paths import published_dir, results_dir
         from .results_loading import token_range
 
-        for folder in (results_dir(), published_dir()):
+        own = Path(self.p.results_dir) if self.p.results_dir is not None else results_dir()
+        for folder in (own, published_dir()):
             if folder is not None and (folder / "language" / "manifest.json").is_file():
                 got = token_range(folder, "language", "content", self.p.profile)
                 if got is not None:

@@ -473,7 +473,7 @@ def reference_sizes_text(p: pd.Series, sentence_tokens: "tuple | None" = None) -
             if sentence_tokens is None:
                 return who, None
             lo, hi = (int(x) for x in sentence_tokens)
-            return f"the sentences ($n={lo}$–${hi}$ content tokens, as measured)", (lo, hi)
+            return f"the sentences ($n={lo}$–${hi}$ content tokens, as the language chapter measured them)", (lo, hi)
         return who, ns
 
     content = [f"{who} with {v}" for who, ns, rng in (entry(w, ns) + (r,) for w, ns, r in REFERENCE_CONTENT)
