@@ -203,7 +203,7 @@ def _child(c: dict) -> dict:
     bare(x1)
     cfg = MeasureConfig(weights=("untrained",) if c.get("untrained") or c["kind"] == "tabular" else ("pretrained",),
                         batch_size=c["batch"], image_size=c["size"] or 224, max_length=c["size"] or 128,
-                        device=dev.type, progress=False, force=True, recheck_unavailable=False)
+                        device=str(dev), progress=False, force=True, recheck_unavailable=False)
 
     def measure(n):
         with tempfile.TemporaryDirectory() as tmp:
