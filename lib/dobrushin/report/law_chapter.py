@@ -168,10 +168,9 @@ class LawChapter(RandomMatrixChapter):
 
         own = Path(self.p.results_dir) if self.p.results_dir is not None else results_dir()
         for folder in (own, published_dir()):
-            if folder is not None and (folder / "language" / "manifest.json").is_file():
-                got = token_range(folder, "language", "content", self.p.profile)
-                if got is not None:
-                    return got
+            got = None if folder is None else token_range(folder, "language", "content", self.p.profile)
+            if got is not None:
+                return got
         return None
 
     def reference(self):

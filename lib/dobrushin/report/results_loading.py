@@ -108,7 +108,7 @@ def token_range(results_dir, notebook: str, variant: str = "content",
     """``(fewest, most)`` tokens of ``variant`` over the inputs of ``notebook``'s latest run in ``results_dir``
     (every model, primary resolution), or None when that notebook has no table there."""
     t, _ = load_family_runs(results_dir, profile, notebooks=(notebook,)).primary()
-    if t is None or t.empty or "n_tokens" not in t:
+    if t.empty or "n_tokens" not in t:
         return None
     t = t[t["variant"] == variant] if "variant" in t else t
     return (int(t["n_tokens"].min()), int(t["n_tokens"].max())) if len(t) else None
