@@ -133,6 +133,22 @@ def test_stage_findings_are_computed_from_the_rows(tmp_path):
     assert list(tab["peak device memory"]) == ["2.00 GiB", "—"]
 
 
+def test_the_device_column_says_which_row_ran_on_cuda(tmp_path):
+    """A record with the ``device`` column is read by it, not by the labels (which need not say CUDA); one
+    without it (older records) by the labels."""
+    st = _stage_rows()
+    st["config"] = ["DINOv2-S 518 px, untrained (device 1)", "DINOv2-S 518 px, untrained (host)"]
+    st["device"] = ["cuda:1", "cpu"]
+    text = G.gpu_findings(G.gpu_record(_record(tmp_path / "a", stages=st)))
+    assert f"took {st.iloc[0]['forward']:.3f} s on the device against {st.iloc[1]['forward']:.2f} s" in text
+    st["device"] = ["cpu", "cuda"]  # the column decides, whatever the labels say
+    text = G.gpu_findings(G.gpu_record(_record(tmp_path / "b", stages=st)))
+    assert f"took {st.iloc[1]['forward']:.3f} s on the device against {st.iloc[0]['forward']:.2f} s" in text
+    old = _stage_rows().drop(columns=["device"])  # no column: the labels, "(CUDA)"
+    text = G.gpu_findings(G.gpu_record(_record(tmp_path / "c", stages=old)))
+    assert f"took {old.iloc[0]['forward']:.3f} s on the device against {old.iloc[1]['forward']:.2f} s" in text
+
+
 def test_a_stage_row_not_measured_is_reported(tmp_path):
     st = _stage_rows()
     st.loc[0, "note"] = "not measured: RuntimeError: CUDA out of memory"

@@ -227,4 +227,5 @@ def test_a_configuration_that_fails_is_a_note_in_its_row():
     row = stage_row(c, timeout=300)
     assert row["note"].startswith("not measured: ValueError: bogus")
     assert (row["config"], row["batch"], row["inputs"], row["target"]) == ("bogus", 1, 1, 1.3)
+    assert row["device"] == "cpu"  # the device the row was (to be) measured on, recorded even for a note
     assert "ratio" not in row and "forward" not in row

@@ -60,10 +60,16 @@ from dobrushin.store.bench import STAGE_COLUMNS  # the schema of stages.csv
 #: same run), so that a stage's cost per further input is ``(stage − stage_1) / (forward − forward_1)``; then
 #: ``prepare`` and ``prepare_1``, loading and preparing the inputs of the batch and of the one input (timed
 #: apart from ``capture`` since; older tables lack them); last ``peak_cuda_mb``, the device memory torch allocated at
-#: most on a CUDA row (after the warm-up pass; empty on the CPU rows)
+#: most on a CUDA row (after the warm-up pass; empty on the CPU rows); then ``device``, the torch device the row
+#: measured on (``cpu``, ``cuda``, ``cuda:1``; older tables lack it)
 STAGE_EXTRA = ["forward_1", "measure_1_s", "ratio_per_input", "ratio_per_input_without_heads",
                "ratio_per_input_runs", "capture_1", "restrict_1", "test_1", "rollout_1", "heads_1", "write_1",
-               "prepare", "prepare_1", "peak_cuda_mb"]
+               "prepare", "prepare_1", "peak_cuda_mb", "device"]
+
+#: seconds :func:`stage_table` waits for one configuration before it gives the row up as a note (a hung child
+#: would otherwise hold ``make bench`` and the end of ``make reproduce`` for ever); the slowest row here, the
+#: untrained DINOv2-L at 518 px, takes about five minutes on 2 cores
+STAGE_TABLE_TIMEOUT_S = 3600
 
 
 def configs(profile: str) -> List[dict]:
@@ -277,6 +283,7 @@ def stage_row(c: dict, timeout: Optional[float] = None) -> dict:
 
     row = {k: c.get(k) for k in ("config", "model", "batch", "target")}
     row["inputs"] = c["batch"]
+    row["device"] = str(c.get("device", "cpu"))
     pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
     try:
         r = pool.submit(_child, c).result(timeout=timeout)
@@ -297,12 +304,13 @@ def stage_row(c: dict, timeout: Optional[float] = None) -> dict:
     return row
 
 
-def stage_table(profile: str = "full", log=print) -> pd.DataFrame:
-    """One row per configuration (:data:`STAGE_COLUMNS`), each measured by :func:`stage_row`."""
+def stage_table(profile: str = "full", log=print, timeout: Optional[float] = STAGE_TABLE_TIMEOUT_S) -> pd.DataFrame:
+    """One row per configuration (:data:`STAGE_COLUMNS`), each measured by :func:`stage_row` and given up after
+    ``timeout`` seconds (None: no limit)."""
     rows = []
     for c in configs(profile):
         log(f"== stages: {c['config']}")
-        rows.append(stage_row(c))
+        rows.append(stage_row(c, timeout))
     return pd.DataFrame(rows).reindex(columns=STAGE_COLUMNS + STAGE_EXTRA)
 
 
@@ -330,5 +338,5 @@ def format_stage_table(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["STAGE_COLUMNS", "STAGE_EXTRA", "configs", "format_stage_table", "median_run", "stage_row",
+__all__ = ["STAGE_COLUMNS", "STAGE_EXTRA", "STAGE_TABLE_TIMEOUT_S", "configs", "format_stage_table", "median_run", "stage_row",
            "stage_table"]

@@ -128,8 +128,14 @@ def gpu_stage_table(df: Optional[pd.DataFrame]) -> pd.DataFrame:
     return out
 
 
-def _is_cuda(config: str) -> bool:
-    return "(CUDA" in str(config)
+def _cuda_rows(st: pd.DataFrame) -> pd.Series:
+    """Which stage rows were measured on a CUDA device: their ``device`` column (``cuda``, ``cuda:1``) where the
+    record has one, else (records written before it) the configuration's label, "… (CUDA)"."""
+    label = st["config"].map(lambda c: "(CUDA" in str(c))
+    if "device" not in st:
+        return label
+    dev = st["device"].map(lambda d: str(d).startswith("cuda") if given(d) else None)
+    return dev.where(dev.notna(), label).astype(bool)
 
 
 def _noted(df: pd.DataFrame) -> pd.Series:
@@ -186,7 +192,8 @@ def _kernel_sentences(k: pd.DataFrame) -> list:
 def _stage_sentences(st: pd.DataFrame) -> list:
     out = []
     ok = st[~_noted(st)]
-    cuda, host = ok[ok["config"].map(_is_cuda)], ok[~ok["config"].map(_is_cuda)]
+    on_cuda = _cuda_rows(ok)
+    cuda, host = ok[on_cuda], ok[~on_cuda]
     if len(cuda) and len(host):
         c, h = cuda.iloc[0], host.iloc[0]
         beyond = {s: float(c[s]) for s in MEASURE_STAGES if given(c.get(s)) and float(c[s]) > 0}
