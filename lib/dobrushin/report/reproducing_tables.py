@@ -316,6 +316,16 @@ def _per_input_shares(r: dict) -> Optional[dict]:
     return {s: (float(r[s]) - float(r[f"{s}_1"])) / d for s in stages}
 
 
+def huge_pages_text(df: pd.DataFrame) -> str:
+    """``", torch's huge-page allocation on (kernel: madvise)"`` from the stage table's ``huge_pages`` column (the
+    first row that has it; the rows of one run share it), for the sentence that says how the table was
+    measured; "" for an older table without the column."""
+    if "huge_pages" not in df:
+        return ""
+    vals = [v for v in df["huge_pages"] if given(v) and str(v)]
+    return f", torch's huge-page allocation {vals[0]}" if vals else ""
+
+
 def stage_misses(df: pd.DataFrame) -> str:
     """Where the time goes in each configuration of the stage table whose target is missed: its three
     largest stages, and what the forward pass, the rollout and the test (the float64 matrix products and the

@@ -323,8 +323,9 @@ class SummaryChapter(SummaryInsights):
             cpu = (f" on {int(st['cpus'].iloc[0])} cores ({st['cpu'].iloc[0]})"
                    if {"cpu", "cpus"} <= set(st) and st["cpu"].notna().iloc[0] and st["cpus"].notna().iloc[0] else "")
             where = ", recorded with the published paper-scale results (published/paper/bench/)" if published else ""
-            _glue("stage_status", plain_text(f"measured on {day}{cpu}" + (f", load average {load}" if load is not None
-                                                                            else "") + where))
+            loaded = f", load average {load}" if load is not None else ""
+            _glue("stage_status", plain_text(f"measured on {day}{cpu}{loaded}"
+                                             + reproducing_tables.huge_pages_text(st) + where))
         else:
             _glue("stage_table", summary.html_table(pd.DataFrame({"stage table": ["not run in this build (make bench)"]})))
             _glue("stage_status", plain_text("not run in this build"))
