@@ -14,6 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tools.bench_stages import thp_mode
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
@@ -41,15 +43,6 @@ json.dump({"huge_kb": int(m.group(1)) if m else None}, open(f"{out}/huge.json", 
 """
 
 
-def _thp_mode() -> str:
-    """The kernel's transparent-huge-page mode (``always``, ``madvise``, ``never``), "" where unknown."""
-    try:
-        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
-    except OSError:
-        return ""
-    return text[text.find("[") + 1:text.find("]")] if "[" in text else ""
-
-
 def _run(setting: str, out: Path) -> dict:
     out.mkdir()
     env = dict(os.environ, THP_MEM_ALLOC_ENABLE=setting, PYTHONPATH=str(ROOT / "lib"))
@@ -66,6 +59,6 @@ def test_huge_page_allocation_changes_no_number(tmp_path):
         a, b = pd.read_parquet(tmp_path / "off" / f"{name}.parquet"), pd.read_parquet(tmp_path / "on" / f"{name}.parquet")
         assert len(a) > 0
         pd.testing.assert_frame_equal(a, b, check_exact=True)
-    if _thp_mode() == "madvise":  # torch's madvise is what gives huge pages here: the comparison was not vacuous
+    if thp_mode() == "madvise":  # torch's madvise is what gives huge pages here: the comparison was not vacuous
         # (other libraries may madvise a few megabytes of their own: the 64 MB tensor makes the difference)
         assert on["huge_kb"] - off["huge_kb"] >= 32 * 1024, (on, off)

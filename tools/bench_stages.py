@@ -97,12 +97,17 @@ def huge_pages() -> str:
     madvise)"`` when not, with the kernel's transparent-huge-page mode (``always`` gives huge pages without
     asking, ``never`` none at all)."""
     on = os.environ.get("THP_MEM_ALLOC_ENABLE") == "1"
+    return f"{'on' if on else 'off'} (kernel: {thp_mode()})"
+
+
+def thp_mode() -> str:
+    """The kernel's transparent-huge-page mode (``always``, ``madvise`` or ``never``), ``"unknown"`` where it
+    cannot be read (another system)."""
     try:
         text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
-        mode = text[text.find("[") + 1:text.find("]")] if "[" in text else "unknown"
     except OSError:
-        mode = "unknown"
-    return f"{'on' if on else 'off'} (kernel: {mode})"
+        return "unknown"
+    return text[text.find("[") + 1:text.find("]")] if "[" in text else "unknown"
 
 
 def _peak_mb() -> Optional[float]:
@@ -321,13 +326,17 @@ def stage_row(c: dict, timeout: Optional[float] = None) -> dict:
     return row
 
 
-def stage_table(profile: str = "full", log=print, timeout: Optional[float] = STAGE_TABLE_TIMEOUT_S) -> pd.DataFrame:
-    """One row per configuration (:data:`STAGE_COLUMNS`), each measured by :func:`stage_row` and given up after
-    ``timeout`` seconds (None: no limit)."""
+def stage_table(profile: str = "full", log=print, timeout: Optional[float] = STAGE_TABLE_TIMEOUT_S,
+                cfgs: Optional[List[dict]] = None, on_row=None) -> pd.DataFrame:
+    """One row per configuration (:data:`STAGE_COLUMNS` then :data:`STAGE_EXTRA`), each measured by
+    :func:`stage_row` and given up after ``timeout`` seconds (None: no limit).  ``cfgs``: the configurations
+    (default :func:`configs` of ``profile``); ``on_row(df)``: called with the table so far after each row."""
     rows = []
-    for c in configs(profile):
+    for c in configs(profile) if cfgs is None else cfgs:
         log(f"== stages: {c['config']}")
         rows.append(stage_row(c, timeout))
+        if on_row is not None:
+            on_row(pd.DataFrame(rows).reindex(columns=STAGE_COLUMNS + STAGE_EXTRA))
     return pd.DataFrame(rows).reindex(columns=STAGE_COLUMNS + STAGE_EXTRA)
 
 
@@ -355,5 +364,5 @@ def format_stage_table(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["STAGE_COLUMNS", "STAGE_EXTRA", "STAGE_TABLE_TIMEOUT_S", "configs", "format_stage_table", "median_run", "stage_row",
-           "stage_table"]
+__all__ = ["STAGE_COLUMNS", "STAGE_EXTRA", "STAGE_TABLE_TIMEOUT_S", "configs", "format_stage_table", "huge_pages", "median_run",
+           "stage_row", "stage_table", "thp_mode"]

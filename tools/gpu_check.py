@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dobrushin.report.gpu_tables import GPU_FILES
 from dobrushin.store.results import atomic_write_csv, atomic_write_json, atomic_write_text
 from tools.bench import _best_of, _cpu_name
 
@@ -192,20 +193,18 @@ def stage_configs(weights: str, device: str = "cuda", reps: int = 5) -> list:
 
 
 def stage_rows(weights: str, log, device: str = "cuda", reps: int = 5, on_row=None) -> pd.DataFrame:
-    """The stage rows of :func:`stage_configs` (``tools.bench_stages.stage_row``, each given up after
+    """The stage rows of :func:`stage_configs` (``tools.bench_stages.stage_table``, each row given up after
     :data:`STAGE_TIMEOUT_S`); ``on_row(df)`` after each row."""
-    from tools.bench_stages import STAGE_COLUMNS, STAGE_EXTRA, stage_row
+    from tools.bench_stages import stage_table
 
-    rows = []
-    for c in stage_configs(weights, device, reps):
-        log(f"stages: {c['config']}")
-        rows.append(stage_row(c, STAGE_TIMEOUT_S))
-        r = rows[-1]
+    def done(df):
+        r = df.iloc[-1]
         log("  " + (r["note"] or f"forward {r['forward']:.3f} s, measurement {r['measure_s']:.2f} s, per input "
                                  f"{r['ratio_per_input']}, peak RSS {r['peak_rss_mb']:.0f} MiB"))
         if on_row is not None:
-            on_row(pd.DataFrame(rows).reindex(columns=STAGE_COLUMNS + STAGE_EXTRA))
-    return pd.DataFrame(rows).reindex(columns=STAGE_COLUMNS + STAGE_EXTRA)
+            on_row(df)
+
+    return stage_table(log=log, timeout=STAGE_TIMEOUT_S, cfgs=stage_configs(weights, device, reps), on_row=done)
 
 
 def choose_weights(asked: str) -> tuple:
@@ -249,7 +248,7 @@ def main(argv=None) -> int:
     if _is_cuda(a.device) and not torch.cuda.is_available():
         log("no CUDA device: nothing timed (run this where torch.cuda.is_available() is true)")
         return 0
-    for name in ("gpu_env.json", "gpu_tests.txt", "gpu_kernel.csv", "gpu_stages.csv"):  # one run's record only
+    for name in GPU_FILES:  # one run's record only
         (out / name).unlink(missing_ok=True)
     parts = {p.strip() for p in a.parts.split(",") if p.strip()}
     env = environment(a.commit, a.device)
