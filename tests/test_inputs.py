@@ -26,10 +26,16 @@ SHARED = Path(os.environ.get("DOBRUSHIN_TEST_DATA", "/work/shared/data"))
 
 
 @pytest.fixture(autouse=True)
-def _no_data_env(monkeypatch):
-    # each test decides about DOBRUSHIN_DATA itself; never touch the hub
+def _no_data_env(monkeypatch, tmp_path):
+    # each test decides about DOBRUSHIN_DATA itself; never touch the hub, GitHub or GLUE (a closed local port
+    # refuses the canonical downloads at once; tests/test_canonical_inputs.py serves them locally)
+    import dobrushin.data.canonical as C
+
     monkeypatch.delenv("DOBRUSHIN_DATA", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("DOBRUSHIN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(C, "IMAGENET_SAMPLES_URL", "http://127.0.0.1:9/{file}")
+    monkeypatch.setattr(C, "SST2_URL", "http://127.0.0.1:9/SST-2.zip")
 
 
 def _folder(tmp_path: Path, k: int = 7, grey: bool = True) -> Path:
@@ -115,13 +121,19 @@ def test_bad_sources(tmp_path):
 
 
 def test_dobrushin_data_imagenet_folder_is_used(tmp_path, monkeypatch):
+    import dobrushin.data.canonical as C
+
     root = tmp_path / "data"
     (root / "imagenet_samples").mkdir(parents=True)
     for name in ("n01_a.JPEG", "n02_b.JPEG"):
         Image.fromarray(np.full((8, 8, 3), 7, np.uint8)).save(root / "imagenet_samples" / name, format="JPEG")
+    monkeypatch.setattr(C, "IMAGENET_SAMPLES_SHA256", {  # these two stand in for the canonical photos
+        name: hashlib.sha256((root / "imagenet_samples" / name).read_bytes()).hexdigest()
+        for name in ("n01_a.JPEG", "n02_b.JPEG")})
     monkeypatch.setenv("DOBRUSHIN_DATA", str(root))
     s = load_images()
-    assert sorted(s.ids) == ["n01_a.JPEG", "n02_b.JPEG"] and "DOBRUSHIN_DATA" in s.source
+    assert sorted(s.ids) == ["n01_a.JPEG", "n02_b.JPEG"] and "DOBRUSHIN_DATA" in s.notes
+    assert s.source == C.IMAGENET_SAMPLES_SOURCE
     # a data folder without images is an explicit failure, not a silent substitution
     (root / "imagenet_samples" / "n01_a.JPEG").unlink()
     (root / "imagenet_samples" / "n02_b.JPEG").unlink()
@@ -131,8 +143,9 @@ def test_dobrushin_data_imagenet_folder_is_used(tmp_path, monkeypatch):
 
 
 def test_embedded_images_without_data(monkeypatch):
-    s = load_images(n=3)
+    s = load_images(n=3)  # no data folder and the download refused: the embedded photos, saying why
     assert "scikit-image" in s.source and s.available == len(embedded_image_names()) >= 20
+    assert s.notes.startswith("The canonical ImageNet sample photos were not used: downloading http://127.0.0.1:9/")
     for img in s.items():
         assert img.mode == "RGB" and min(img.size) >= 100
     e = load_images("embedded")
@@ -181,11 +194,15 @@ def test_sst2_tsv_reading_keeps_quotes_and_row_ids(tmp_path):
 
 
 def test_sst2_from_dobrushin_data(tmp_path, monkeypatch):
+    import dobrushin.data.canonical as C
+
     (tmp_path / "sst2").mkdir()
     (tmp_path / "sst2" / "dev.tsv").write_text("sentence\tlabel\none .\t1\ntwo .\t0\nthree .\t1\n")
+    monkeypatch.setattr(C, "SST2_DEV_SHA256", hashlib.sha256((tmp_path / "sst2" / "dev.tsv").read_bytes()).hexdigest())
     monkeypatch.setenv("DOBRUSHIN_DATA", str(tmp_path))
     s = load_texts()
-    assert sorted(s.items()) == ["one .", "three .", "two ."] and "DOBRUSHIN_DATA" in s.source
+    assert sorted(s.items()) == ["one .", "three .", "two ."] and "DOBRUSHIN_DATA" in s.notes
+    assert s.source == C.SST2_SOURCE
 
 
 def test_embedded_sentences_are_real_sentences_and_the_offline_fallback():

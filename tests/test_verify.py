@@ -377,7 +377,7 @@ def test_digest_status_says_whether_the_published_results_are_reused(tmp_path, c
     assert "not reused" in capsys.readouterr().out
 
 
-def test_digest_status_warns_when_the_published_inputs_came_from_an_unset_data_folder(tmp_path, monkeypatch):
+def test_digest_status_says_how_the_published_inputs_are_had_without_a_data_folder(tmp_path, monkeypatch):
     from dobrushin.store.code import code_digest
 
     pub = tmp_path / "published" / "paper"
@@ -393,4 +393,17 @@ def test_digest_status_warns_when_the_published_inputs_came_from_an_unset_data_f
     monkeypatch.delenv("DOBRUSHIN_DATA")
     entry["params"]["inputs"]["source"] = "embedded photos"
     (pub / "dinov2" / "manifest.json").write_text(json.dumps({"entries": {"m": entry}}))
-    assert "WARNING" not in V.digest_status(pub)[1]
+    assert "WARNING" not in V.digest_status(pub)[1] and "DOBRUSHIN_DATA" not in V.digest_status(pub)[1]
+    # the canonical inputs: reused once downloaded and checked, which the line says (no warning)
+    from dobrushin.data.canonical import IMAGENET_SAMPLES_SOURCE, SST2_SOURCE
+
+    entry["params"]["inputs"]["source"] = IMAGENET_SAMPLES_SOURCE
+    (pub / "dinov2" / "manifest.json").write_text(json.dumps({"entries": {"m": entry}}))
+    (pub / "language").mkdir()
+    text = {"params": {"inputs": {"kind": "text", "source": SST2_SOURCE}}}
+    (pub / "language" / "manifest.json").write_text(json.dumps({"entries": {"t": text}}))
+    ok, line = V.digest_status(pub)
+    assert ok and "WARNING" not in line
+    assert "DOBRUSHIN_DATA is not set: the published results of dinov2, language are reused once their inputs" in line
+    monkeypatch.setenv("DOBRUSHIN_DATA", str(tmp_path))
+    assert "DOBRUSHIN_DATA is not set" not in V.digest_status(pub)[1]

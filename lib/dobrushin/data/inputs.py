@@ -13,8 +13,11 @@ subset of the pretrained model's inputs).  ``n=None`` or ``n`` larger than what 
 everything; :attr:`InputSet.available` records how much there was.
 
 Images (:func:`load_images`)
-    ``source=None`` (auto): ``$DOBRUSHIN_DATA/imagenet_samples/`` when ``DOBRUSHIN_DATA`` is set (the
-    100 ImageNet photos of the offline data folder), else the embedded set.
+    ``source=None`` (auto): the 100 canonical ImageNet sample photos (:mod:`dobrushin.data.canonical`),
+    read from ``$DOBRUSHIN_DATA/imagenet_samples/`` when ``DOBRUSHIN_DATA`` is set, else downloaded once into
+    the cache folder, each checked against its SHA-256 (the source line is the same either way, so is the
+    cache key); a data folder that lacks or alters one is :class:`DataUnavailable`; without a data folder,
+    when the download fails, the embedded set, with the reason in ``notes``.
     A folder path: every ``.jpg/.jpeg/.png/.bmp/.webp/.tif`` file in it (not recursive).
     ``"embedded"``: the photographs bundled with scikit-image (``skimage.data``) and scikit-learn
     (``load_sample_images``); nothing is downloaded.
@@ -24,9 +27,12 @@ Images (:func:`load_images`)
     Every image is returned as an RGB ``PIL.Image`` (greyscale, palette and RGBA images converted).
 
 Text (:func:`load_texts`)
-    ``source=None`` (auto): ``$DOBRUSHIN_DATA/sst2/dev.tsv`` when ``DOBRUSHIN_DATA`` is set; else the
-    GLUE SST-2 validation split from the hub; when that cannot be obtained (offline, ``datasets`` not
-    installed, network error), the embedded sentences, with the reason recorded in ``source``.
+    ``source=None`` (auto): GLUE's SST-2 ``dev.tsv`` (:mod:`dobrushin.data.canonical`), read from
+    ``$DOBRUSHIN_DATA/sst2/dev.tsv`` when ``DOBRUSHIN_DATA`` is set, else downloaded once from GLUE into the
+    cache folder, checked against its SHA-256 either way (one source line, one cache key); a data folder
+    that lacks or alters it is :class:`DataUnavailable`; without a data folder, when the download fails, the
+    GLUE SST-2 validation split from the hub; when that cannot be obtained either (offline, ``datasets`` not
+    installed, network error), the embedded sentences, with the reasons recorded in ``notes``.
     A ``.tsv`` path: a GLUE-style file with a header and a ``sentence`` column (read with
     ``quoting=3``, i.e. no quote processing).  ``"glue"``: the hub only.  ``"embedded"``: real
     English sentences from the Python documentation shipped with the interpreter
@@ -46,8 +52,7 @@ import numpy as np
 from ..math.validation import check_integer
 from ..store.paths import data_dir
 from .availability import DataUnavailable, hub_offline
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
+from .canonical import IMAGE_SUFFIXES, IMAGENET_SAMPLES_SOURCE, SST2_SOURCE, photo_folder, sst2_file
 
 #: photographs bundled with scikit-image 0.2x (no download needed); names of ``skimage.data`` functions
 SKIMAGE_PHOTOS = (
@@ -251,13 +256,13 @@ def text_digests(texts: Sequence[str]) -> Callable[[int], str]:
     return lambda i: hashlib.sha256(texts[i].encode("utf-8")).hexdigest()
 
 
-def _folder_images(folder, n, seed, label: Optional[str] = None) -> InputSet:
+def _folder_images(folder, n, seed, label: Optional[str] = None, notes: str = "") -> InputSet:
     files = image_files(folder)
     ids = [f.name for f in files]
     idx = select(ids, n, seed)
     chosen = [files[i] for i in idx]
     return InputSet("image", [f.name for f in chosen], label or f"image folder {Path(folder)}",
-                    len(files), seed, lambda i: _open_image(chosen[i]), _digest=file_digests(chosen))
+                    len(files), seed, lambda i: _open_image(chosen[i]), notes, _digest=file_digests(chosen))
 
 
 def embedded_image_names() -> List[str]:
@@ -281,7 +286,7 @@ def _embedded_image(name: str):
     return to_rgb(data.images[names.index(what)])
 
 
-def _embedded_images(n, seed) -> InputSet:
+def _embedded_images(n, seed, notes: str = "") -> InputSet:
     ids = embedded_image_names()
     idx = select(ids, n, seed)
     chosen = [ids[i] for i in idx]
@@ -290,7 +295,7 @@ def _embedded_images(n, seed) -> InputSet:
 
     src = (f"the photographs bundled with scikit-image {skimage.__version__} (skimage.data) and "
            f"scikit-learn {sklearn.__version__} (load_sample_images)")
-    return InputSet("image", chosen, src, len(ids), seed, lambda i: _embedded_image(chosen[i]))
+    return InputSet("image", chosen, src, len(ids), seed, lambda i: _embedded_image(chosen[i]), notes)
 
 
 def _hf_rows(dataset: str, split: str, n: Optional[int], config: Optional[str] = None):
@@ -357,13 +362,13 @@ def load_images(source: Optional[str] = None, n: Optional[int] = None, *, seed: 
     """Select ``n`` images (see the module docstring for ``source``)."""
     n, seed = check_integer("the number of inputs", n, 1, optional=True), check_integer("seed", seed, 0)
     if source is None or source == "auto":
-        d = data_dir()
-        if d is not None:
-            folder = d / "imagenet_samples"
-            if not folder.is_dir():
-                raise DataUnavailable(f"DOBRUSHIN_DATA={str(d)!r} has no imagenet_samples/ folder")
-            return _folder_images(folder, n, seed, "ImageNet sample photos ($DOBRUSHIN_DATA/imagenet_samples)")
-        return _embedded_images(n, seed)
+        try:
+            folder, where = photo_folder()
+        except DataUnavailable as e:
+            if data_dir() is not None:  # a data folder that lacks or alters a photo is an error, not a substitution
+                raise
+            return _embedded_images(n, seed, notes=f"The canonical ImageNet sample photos were not used: {e.reason}")
+        return _folder_images(folder, n, seed, IMAGENET_SAMPLES_SOURCE, notes=f"Photos {where}")
     if not isinstance(source, (str, os.PathLike)):
         raise ValueError(f"image source must be a folder, 'embedded', 'hf:<dataset id>' or None, got {source!r}")
     source = os.fspath(source)
@@ -446,10 +451,10 @@ def read_sst2_tsv(path) -> List[str]:
     return sents
 
 
-def _sst2_file(path, n, seed, label=None) -> InputSet:
+def _sst2_file(path, n, seed, label=None, notes: str = "") -> InputSet:
     sents = read_sst2_tsv(path)
     return _text_set(sents, _row_ids("sst2-dev", len(sents)), n, seed,
-                     label or f"SST-2 validation file {Path(path)}")
+                     label or f"SST-2 validation file {Path(path)}", notes)
 
 
 def _glue_sst2(n, seed) -> InputSet:
@@ -472,16 +477,16 @@ def load_texts(source: Optional[str] = None, n: Optional[int] = None, *, seed: i
     """Select ``n`` sentences (see the module docstring for ``source``)."""
     n, seed = check_integer("the number of inputs", n, 1, optional=True), check_integer("seed", seed, 0)
     if source is None or source == "auto":
-        d = data_dir()
-        if d is not None:
-            f = d / "sst2" / "dev.tsv"
-            if not f.is_file():
-                raise DataUnavailable(f"DOBRUSHIN_DATA={str(d)!r} has no sst2/dev.tsv")
-            return _sst2_file(f, n, seed, "SST-2 validation sentences ($DOBRUSHIN_DATA/sst2/dev.tsv)")
         try:
-            return _glue_sst2(n, seed)
+            f, where = sst2_file()
         except DataUnavailable as e:
-            return _embedded_texts(n, seed, notes=f"SST-2 was not used: {e.reason}")
+            if data_dir() is not None:  # a data folder that lacks or alters dev.tsv is an error, not a substitution
+                raise
+            try:
+                return _glue_sst2(n, seed)
+            except DataUnavailable as e2:
+                return _embedded_texts(n, seed, notes=f"SST-2 was not used: {e.reason}; {e2.reason}")
+        return _sst2_file(f, n, seed, SST2_SOURCE, notes=f"The file was {where}")
     if not isinstance(source, (str, os.PathLike)):
         raise ValueError(f"text source must be a .tsv path, 'glue', 'embedded' or None, got {source!r}")
     source = os.fspath(source)
