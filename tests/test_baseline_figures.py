@@ -192,6 +192,9 @@ def test_model_tokens_sentence_and_reference_sizes():
     assert {t["california"], t["adult"], t["breast_cancer"], t["vit_patches"], t["dinov2_patches"]} == content
     special = {t["vit_patches"] + 1, t["dinov2_patches"] + 1, t["dinov2_patches"] + 1 + t["dinov2_registers"]}
     assert {n for _, n in LF.REFERENCE_SPECIAL} == special
+    # the law chapter's short reference table shows exactly the counts its sentence compares
+    assert LF.reference_picks() == sorted(content | special)
+    assert LF.reference_picks((11, 52)) == sorted(content | special | {11, 52})
     # the default of the notebook's parameters cell (no profile overrides it)
     root = Path(__file__).resolve().parents[1]
     ref = set(eval(notebook_defaults(root / "notebooks" / "baseline_law.ipynb")["reference_ns"][0]))  # noqa: S307 (the repository's own notebook)

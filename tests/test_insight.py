@@ -176,8 +176,17 @@ def test_models_rows_pair_trained_and_control_and_carry_the_paper_band():
     a, b = rows.iloc[0], rows.iloc[1]
     assert (a["trained"], a["untrained"], a["low"], a["high"]) == (0.9, 0.3, ea.low, ea.high)
     assert np.isnan(b["trained"]) and b["status"].startswith("not run") and b["low"] == ea.low
+    assert (a["t_lo"], a["t_hi"]) == (0.8, 0.95)  # no clustered interval in these rows: Wilson's
     fig, _ = models_figure(t)
     assert [x.get_text() for x in fig.axes[0].get_yticklabels()] == ["a · content", "b · content"]
+    from matplotlib.collections import PolyCollection
+
+    # the paper's band is drawn on the measured line only, never beside a "not run" line's untrained control
+    assert len([c for c in fig.axes[0].collections if isinstance(c, PolyCollection)]) == 1
+    # the interval drawn is the one the verdicts use: clustered by input where the row has it
+    t2 = t.assign(cl_low=[0.6, 0.1, np.nan, np.nan], cl_high=[0.97, 0.5, np.nan, np.nan])
+    a2 = models_rows(t2).iloc[0]
+    assert (a2["t_lo"], a2["t_hi"], a2["u_lo"], a2["u_hi"]) == (0.6, 0.97, 0.1, 0.5)
     rs = row_sources("quick")
     assert rs.loc[rs["key"] == "dinov2_s", "command"].item() == 'make notebooks PROFILE=quick NOTEBOOKS="dinov2 summary"'
     assert rs.loc[rs["key"] == "dinov2_s", "computed in"].item() == "{ref}`dinov2 <sec-dinov2-fractions>`"
@@ -238,3 +247,36 @@ def test_the_ablation_sentence_follows_the_counts():
                   for k1 in range(193)]
         assert levels == sorted(levels), k0
         assert levels[-1] == 2  # every pair holding after: the cause
+
+
+def test_tabular_uniformity_says_what_kappa_implies(monkeypatch):
+    """The tabular chapter's κ(A) section: per benchmark (seeds pooled) and weights, the range of the per-layer
+    median κ(A) (checked against pandas on the same rows), the random κ at the same n, and the clause that the
+    fraction says little when the rows are nearly alike in every layer."""
+    import types
+
+    import dobrushin.report.tabular_chapter as TC
+    from dobrushin.experiments.structure import random_kappa
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in (0, 1):
+        for w, scale in (("pretrained", 0.05), ("untrained", 0.5)):
+            for i in range(6):
+                for layer in range(3):
+                    rows.append({"model": f"FT-Transformer/Adult seed {seed}", "weights": w, "variant": "content",
+                                 "layer": layer, "n_tokens": 14, "kappa": scale * (0.4 + 0.3 * layer) * rng.uniform(0.9, 1.1),
+                                 "holds": bool(rng.random() < 0.3)})
+    table = pd.DataFrame(rows)
+    said = []
+    monkeypatch.setattr(TC, "_markdown", said.append)
+    TC.TabularChapter.uniformity(types.SimpleNamespace(table=table), count=16)
+    text = said[0]
+    for w, label in (("pretrained", "trained"), ("untrained", "untrained")):
+        g = table[table["weights"] == w]
+        per = g.groupby("layer")["kappa"].median()
+        line = next(x for x in text.splitlines() if "FT-Transformer on Adult" in x and f", {label}" in x)
+        assert f"median κ(A) per layer {per.min():.2f}–{per.max():.2f}" in line and "(2 seeds pooled)" in line
+        assert f"random matrices of n = 14: {np.median(random_kappa(14, count=16, seed=0)):.2f}" in line
+        assert f"holds on {100 * g['holds'].mean():.1f}%" in line
+        assert ("the fraction says little here" in line) == (per.max() < 0.1)

@@ -189,7 +189,7 @@ def test_proxy_of_another_model_is_not_evidence(results):
     assert "MPNet" not in rob["evidence"] and "MiniLM" not in rob["evidence"]
     assert "untrained control (roberta-base)" in rob["note"] and "not evidence" in rob["note"]
     assert rob["note"].startswith("FacebookAI/roberta-base: weights unavailable: not in the local cache")
-    assert rob["evidence"] == "— (untrained control only)"
+    assert rob["evidence"] == "none (only an untrained control, not evidence)"
     dist = _row(card, "distilbert")  # not among the notebook's models at all
     assert dist["verdict"].startswith("not run: no model")
     rel = _row(card, "related_text")
@@ -331,6 +331,11 @@ def test_timings_of_both_profiles_in_book_order(tmp_path):
     assert list(tt["quick profile"]) == ["7 s", "48 s", "3 min 05 s", "4 min 00 s"]
     assert list(tt["paper profile"]) == [summary.PAPER_NOT_RUN, "1 h 02 min", summary.PAPER_NOT_RUN,
                                          "1 h 02 min (incomplete)"]
+    # the notebook that shows the table is timed only after it: its own cell says so, in its own profile only
+    got = got[got["notebook"] != "tabular"]
+    tt = summary.timings_table(got, ["theory", "baseline", "tabular"], rendering=("tabular", "paper"))
+    assert list(tt["paper profile"])[2] == "timed after this page is made"
+    assert list(tt["quick profile"])[2] == "not recorded"
 
 
 def test_timing_in_the_wrong_folder_is_an_error(tmp_path):
@@ -396,8 +401,9 @@ def test_depth_figure_one_panel_per_family_in_the_book_colours(results):
     assert fams == ["DINOv2", "RoBERTa", "MiniLM", "MPNet", "DeiT", "FT-Transformer"]
     fig = summary.plot_depth_profiles(table, pd.DataFrame({"n": [4, 64], "p": [0.29, 0.27]}))
     axes = [a for a in fig.axes if a.get_visible()]
-    assert [a.get_title() for a in axes] == ["DINOv2", "RoBERTa (untrained only)", "MiniLM", "MPNet", "DeiT",
-                                             "FT-Transformer"]
+    # a panel whose one trained line is a packaged proxy says so (the line has no legend to say it)
+    assert [a.get_title() for a in axes] == ["DINOv2 (trained: proxy)", "RoBERTa (untrained only)", "MiniLM", "MPNet",
+                                             "DeiT", "FT-Transformer"]
     allowed = {matplotlib.colors.to_hex(COLORS[k]) for k in ("trained", "untrained", "random")}
     for ax in axes:
         data_lines = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 0]
@@ -545,7 +551,9 @@ def test_published_text_names_the_digest_and_the_verify_result(tmp_path):
     entries = {("language", "m"): {"model": "m", "published_from": str(pub / "language")},
                ("language", "n"): {"model": "n"},
                ("language", "h"): {"model": "h", "status": "weights unavailable: not cached"}}
-    assert published_text(tmp_path, tmp_path / "results", {("language", "n"): {}}) == ""
+    assert published_text(tmp_path, tmp_path / "results", {}) == ""
+    assert published_text(tmp_path, tmp_path / "results", {("language", "n"): {}}) == (
+        "Every model result of this build was measured in it; none was taken from the published results.")
     txt = published_text(tmp_path, tmp_path / "results", entries)
     assert "1 of the 3 model results are the published ones (code digest abcd1234abcd1234" in txt
     assert "One other model result (n) was computed in this build." in txt  # h was not measured: not named
@@ -559,8 +567,11 @@ def test_published_text_names_the_digest_and_the_verify_result(tmp_path):
     rep = {"current_digest": "99", "passed": True, "finished": "now", "wall_s": 268.4,
            "comparisons": [{"rows": 72}, {"rows": 1000}]}
     (tmp_path / "results" / "verify" / "report.json").write_text(json.dumps(rep))
-    assert ("a sample (2 groups, 1,072 rows) from scratch with the current code (digest 99) on now in 268 s: passed"
-            in published_text(tmp_path, tmp_path / "results", entries))
+    assert ("a sample of the published results (2 groups, 1,072 rows) from scratch with the current code (digest "
+            "99) on now in 268 s: passed" in published_text(tmp_path, tmp_path / "results", entries))
+    assert published_text(tmp_path, tmp_path / "results", {("language", "n"): {}}).endswith(
+        "none was taken from the published results. make verify re-measured a sample of the published results "
+        "(2 groups, 1,072 rows) from scratch with the current code (digest 99) on now in 268 s: passed.")
     assert "started from" not in txt
     meta = json.loads((pub / "PUBLISHED.json").read_text())
     meta["seeded_from"] = {"published": "2026-11-30T10:00:00Z", "commit": "a98d7e2" + "0" * 33,

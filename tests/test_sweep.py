@@ -263,8 +263,15 @@ def test_bench_comparison_and_the_chapter_table(tmp_path, monkeypatch):
     (tmp_path / "bench-sweep" / "sweep_env.json").write_text(json.dumps(
         {"cpus": 2, "loadavg_start": 1.5, "loadavg_end": 2.0,
          "sweep": {"models": [MINILM], "weights": ["pretrained"], "n": 64, "inputs": "embedded", "shard_size": 16}}))
-    chapter._sweep_bench()
+    from dobrushin.report.names import mark_proxies
+
+    mark_proxies([MINILM])  # as the summary does when the results say its weights are the packaged proxy
+    try:
+        chapter._sweep_bench()
+    finally:
+        mark_proxies(())
     s = glued["sweep_bench_status"].text
-    assert s.startswith(f"{MINILM}, measured on ") and "64 inputs (embedded) in shards of 16; 2 CPUs" in s
+    assert s.startswith("all-MiniLM-L6-v2 (packaged proxy), measured on ")
+    assert "64 inputs (embedded) in shards of 16; 2 CPUs" in s
     html = glued["sweep_bench_table"].html
     assert "1.50×" in html and "differ: max |Δκ| 1e-17" in html

@@ -237,7 +237,8 @@ class InsightSections:
             random=[f"{pct(a)} / {pct(b)}" for a, b in zip(df["random MSD"], df["random holds"])])
         _display(F.table(shown, name=f"tab-{self.notebook}-structure",
                          formats={"MSD pairs": pct, "holds": pct, "excess (sd)": "+.2f"},
-                         caption=f"The diagonal of the attention on the first {len(items)} inputs (content tokens, rows "
+                         caption=f"The diagonal of the attention on the first "
+                                 f"{'input' if len(items) == 1 else f'{len(items)} inputs'} (content tokens, rows "
                                  "renormalised, mean over layers). self ×n: the mean $A_{ii}$ times n (1 = uniform); "
                                  "excess (sd): how far the diagonal lies above the off-diagonal entries, in standard "
                                  "deviations of the off-diagonal entries; MSD pairs: the share of all token pairs "
@@ -297,9 +298,11 @@ class InsightSections:
                 f"every tensor: {next(iter(k for k, v in groups.items() if v == g))[:12]}… for each). "
                 + (f"Their tables on content tokens are identical, row for row ({counts}): they see the photos "
                    "prepared the same way too; " if alike else
-                   f"Their tables on content tokens ({counts}) are not identical row for row, so something else "
-                   "differs between the two runs (the inputs, their preprocessing, the batches or the machine); ")
-                + "they are one control, not two.")
+                   f"Their tables on content tokens ({counts}) are not identical row for row, so what the network "
+                   "is given differs between the two runs (each model's own image processor prepares the photos, "
+                   "so the pixels may differ; or the inputs, the batches or the machine); ")
+                + ("they are one control, not two." if alike else
+                   "they are one untrained network seen through two preprocessings, not two independent controls."))
 
     # ------------------------------------------------------------------ §2 the failure atlas
     def atlas(self, n_random: int = 1):

@@ -187,10 +187,13 @@ class LawChapter(RandomMatrixChapter):
             "p_direct": ref["p"], "direct_ci_low": ref["ci_low"], "direct_ci_high": ref["ci_high"],
         })
         E.write_table(reference_df, self.out_dir / "reference.csv", self.params)
-        picks = [n for n in (9, 10, 12, 15, 30, 60, 196, 197, 198, 256, 257, 261) if n in set(p.reference_ns)]
+        sentences = self.sentence_tokens()
+        picks = [n for n in LF.reference_picks(sentences) if n in set(p.reference_ns)]
         _display(F.table(reference_df.loc[reference_df["n"].isin(picks), ["n", "ensemble", "p", "ci_low", "ci_high", "matrices", "estimator"]],
                          drop_constant=True, digits=4, name="tab-law-reference",
-                         caption=f"The baseline at {len(picks)} of the {len(set(p.reference_ns))} token counts of the reference table (those of the models measured in this book); the full table is in the collapsed block below and in `results/baseline/reference.csv`."))
+                         caption=f"The baseline at {len(picks)} of the {len(set(p.reference_ns))} token counts of the reference table: those the sentence below compares (the models' content tokens, "
+                                 + ("the fewest and most content tokens of the measured sentences, " if sentences is not None else "")
+                                 + "and the vision models with their special tokens); the full table is in the collapsed block below and in `results/baseline/reference.csv`."))
         _display(F.details(f"All {len(reference_df)} rows of the reference table", F.table(reference_df, drop_constant=True, digits=4)))
         rd = reference_df[reference_df["ensemble"] == "dirichlet(1)"].set_index("n")
 
@@ -198,7 +201,7 @@ class LawChapter(RandomMatrixChapter):
         n_in = int(((reference_df["p"] >= band_lo) & (reference_df["p"] <= band_hi)).sum())
         half_max = ((reference_df["ci_high"] - reference_df["ci_low"]) / 2).max()
         _markdown(
-            LF.reference_sizes_text(rd["p"], self.sentence_tokens())
+            LF.reference_sizes_text(rd["p"], sentences)
             + f"{n_in} of the {len(reference_df)} "
             f"reference values lie inside the paper's {LF.pct(band_lo, 0)}–{LF.pct(band_hi, 0)} band; the band is "
             f"{(band_hi - band_lo) / (2 * half_max):.0f} times wider than the largest 95% interval of a reference value "

@@ -370,6 +370,17 @@ REFERENCE_CONTENT = (("the tabular benchmarks ($n=8$ and $14$ features)", (8, 14
 REFERENCE_SPECIAL = (("ViT-B/16 and DeiT-B", 197), ("DINOv2", 257), ("DINOv2 with registers", 261))
 
 
+def reference_picks(sentence_tokens=None) -> list:
+    """The token counts the reference sentence compares (:func:`reference_sizes_text`): those of
+    :data:`REFERENCE_CONTENT` and :data:`REFERENCE_SPECIAL` and, given ``(fewest, most)`` content tokens of the
+    measured sentences, those two; sorted."""
+    ns = {n for _, counts, rng in REFERENCE_CONTENT if not rng for n in counts}
+    ns |= {n for _, n in REFERENCE_SPECIAL}
+    if sentence_tokens is not None:
+        ns |= {int(sentence_tokens[0]), int(sentence_tokens[1])}
+    return sorted(ns)
+
+
 def chapter_image_sizes(profile: str, root=None) -> dict:
     """The image sizes the vision chapters measure at in ``profile``: ``{"vit": supervised_vit's image_size,
     "dinov2": dinov2's image_size, "dinov2_extra": its extra_image_size or None}``, each the profile's value
@@ -491,5 +502,5 @@ def reference_sizes_text(p: pd.Series, sentence_tokens: "tuple | None" = None) -
 
 __all__ = ["ENSEMBLE_PALETTE", "REFERENCE_CONTENT", "REFERENCE_SPECIAL", "approach_table", "approach_text",
            "bound_text", "bounds_table", "chapter_image_sizes", "curve_figure", "curve_text", "ensemble_colors",
-           "labels", "mixed_figure", "mixed_text", "model_tokens", "pct", "rate_figure", "rate_table", "rate_text",
+           "labels", "mixed_figure", "mixed_text", "model_tokens", "pct", "reference_picks", "rate_figure", "rate_table", "rate_text",
            "reference_sizes_text", "small_n_text", "token_counts_text", "typical_table", "typical_text"]

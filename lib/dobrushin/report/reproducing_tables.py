@@ -112,10 +112,17 @@ def format_duration(seconds: float) -> str:
 PAPER_NOT_RUN = "not run end to end in this build"
 
 
-def timings_table(timings: pd.DataFrame, order=(), profiles=("quick", "paper")) -> pd.DataFrame:
+#: what the timings table says for the notebook that renders it, in the profile it runs in, before its own record
+SELF_NOT_YET = "timed after this page is made"
+
+
+def timings_table(timings: pd.DataFrame, order=(), profiles=("quick", "paper"),
+                  rendering: tuple = ()) -> pd.DataFrame:
     """One row per notebook in ``order`` (then any other timed notebook), one column per profile: the
     measured wall time, or "not run end to end in this build"; a last row with the totals (a profile's
-    total only when every notebook was timed in it)."""
+    total only when every notebook was timed in it).  ``rendering``: ``(notebook, profile)`` of the notebook
+    that shows the table, whose own time is recorded only after it has run: its cell says so
+    (:data:`SELF_NOT_YET`) instead of "not recorded"."""
     nbs = list(order) + sorted(set(timings["notebook"]) - set(order)) if len(timings) else list(order)
     rows, totals = [], {p: 0.0 for p in profiles}
     complete = {p: True for p in profiles}
@@ -128,7 +135,8 @@ def timings_table(timings: pd.DataFrame, order=(), profiles=("quick", "paper")) 
                 row[f"{prof} profile"] = format_duration(sec)
                 totals[prof] += sec
             else:
-                row[f"{prof} profile"] = PAPER_NOT_RUN if prof != "quick" else "not recorded"
+                row[f"{prof} profile"] = (SELF_NOT_YET if tuple(rendering) == (nb, prof) else
+                                          PAPER_NOT_RUN if prof != "quick" else "not recorded")
                 complete[prof] = False
         rows.append(row)
     if rows:

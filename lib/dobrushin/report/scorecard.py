@@ -168,11 +168,12 @@ def _baseline(summary: pd.DataFrame, row: ScorecardRow, law: Optional[pd.DataFra
     measured = (f"{interval_text(_k(lo_r), int(lo_r['n_pairs']))} to "
                 f"{interval_text(_k(hi_r), int(hi_r['n_pairs']))}")
     verdict = combine(verdicts)
-    off = [f"n = {n} {v}" for n, v in zip(b["n_tok"], verdicts) if v != "reproduced"]
+    off = [f"{v} at n = {n}" for n, v in zip(b["n_tok"], verdicts) if v != "reproduced"]
     note = (f"{len(b)} sizes ({', '.join(map(str, b['n_tok']))}), {int(b['n_pairs'].min()):,}–"
             f"{int(b['n_pairs'].max()):,} matrices each (independent draws: the clustered interval is Wilson's); "
             f"lowest at n = {lo_r['n_tok']}, highest at n = {hi_r['n_tok']}"
-            + (f"; not reproduced at {', '.join(off)}" if off else f"; every size reproduces {claim.paper_value}")
+            + (f"; every size reproduces {claim.paper_value}" if not off else
+               f"; {', '.join(off)}" + (", reproduced at the other sizes" if len(off) < len(b) else ""))
             + _law_note(law, b["n_tok"], claim))
     return _result(row, evidence=f"Dirichlet(1) random matrices, {span}", weights="random matrices",
                    measured=measured, wilson="as clustered (independent matrices)", verdict=verdict, note=note,
@@ -246,7 +247,7 @@ def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
             verdict = "not run: no model of this claim in this build's notebooks"
         notes = [n for n in (not_run[0] if not_run else "", untrained) if n]
         return _result(row, verdict=verdict, note="; ".join(notes),
-                       evidence="— (untrained control only)" if untrained else "—")
+                       evidence="none (only an untrained control, not evidence)" if untrained else "—")
     groups = _groups(ev)
     glist = list(groups.items())
     text, wtext, verdict, overlap_only, _ = _judge(glist, claim)

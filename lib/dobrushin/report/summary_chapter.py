@@ -238,7 +238,8 @@ class SummaryChapter(SummaryInsights):
                           "slack is 0 up to the test's tolerance, which a log axis cannot show). Failing pairs / all "
                           "pairs" + _once_clause(t[t["variant"] == "content"]) + ": "
                           + "; ".join(f"{fam} " + ", ".join(
-                              f"{'trained' if r.weights == 'pretrained' else 'untrained'} {r.failing}/{r.pairs}"
+                              f"{('trained (proxy)' if r.proxy else 'trained') if r.weights == 'pretrained' else 'untrained'}"
+                              f" {r.failing}/{r.pairs}"
                               for r in ss[ss["family"] == fam].itertuples()) for fam in dict.fromkeys(ss["family"]))
                           + "." + (" Median slack of the failing pairs with trained weights: "
                                    + "; ".join(f"{r.family} {F.format_number(r.slack_median)}"
@@ -269,7 +270,8 @@ class SummaryChapter(SummaryInsights):
                 pt = pt.assign(profile=pt["profile"] + " (published run)")
                 timings = pd.concat([timings, pt], ignore_index=True)
                 profiles = (*profiles, *dict.fromkeys(pt["profile"]))
-        tt = summary.timings_table(timings, summary.notebook_order(self.root), profiles)
+        tt = summary.timings_table(timings, summary.notebook_order(self.root), profiles,
+                                   rendering=(NOTEBOOK, self.profile))
         _glue("timings_table", summary.html_table(tt))
         _display(F.table(tt, name="tab-summary-timings",
                          caption="Wall time of each notebook as `make notebooks` measured it, per profile "
@@ -366,7 +368,7 @@ class SummaryChapter(SummaryInsights):
         except (OSError, ValueError):
             env = {}
         sw = env.get("sweep", {})
-        what = and_join(list(sw["models"])) if sw.get("models") else ""
+        what = and_join([names.display_name(m) for m in sw["models"]]) if sw.get("models") else ""
         day = time.strftime("%Y-%m-%d", time.gmtime(csv.stat().st_mtime))
         words = [f"measured on {day} by make bench-sweep"]
         if sw:
@@ -396,12 +398,16 @@ class SummaryChapter(SummaryInsights):
 def published_text(root, results_dir, entries: dict) -> str:
     """Where the numbers of this build come from: how many entries were reused from the published results
     (``published/<profile>/PUBLISHED.json``: code digest, commit, machine) and what the last ``make verify``
-    found (``results/verify/report.json``); empty when nothing was published."""
+    found (``results/verify/report.json``); when no entry was reused, that every result was measured in this
+    build, and what the last ``make verify`` found where it ran; empty without entries."""
     import json
 
     reused = [e for e in entries.values() if e.get("published_from")]
     if not reused:
-        return ""
+        if not entries:
+            return ""
+        return ("Every model result of this build was measured in it; none was taken from the published results."
+                + _verify_text(Path(results_dir)))
     pub_dir = Path(str(reused[0]["published_from"])).parent
     meta = {}
     if (pub_dir / "PUBLISHED.json").exists():
@@ -426,19 +432,25 @@ def published_text(root, results_dir, entries: dict) -> str:
                if all(m.startswith("FT-Transformer/") for m in fresh) else "")
         out += (f" {'One other model result' if len(fresh) == 1 else f'The {len(fresh)} other measured model results'}"
                 f" ({', '.join(fresh)}) {'was' if len(fresh) == 1 else 'were'} computed in this build{why}.")
-    rep_path = Path(results_dir) / "verify" / "report.json"
-    if rep_path.exists():
-        rep = json.loads(rep_path.read_text())
-        comps = rep.get("comparisons") or []
-        rows = sum(int(c.get("rows") or 0) for c in comps)
-        took = f" in {rep['wall_s']:.0f} s" if isinstance(rep.get("wall_s"), (int, float)) else ""
-        out += (f" make verify re-measured a sample ({len(comps)} groups, {rows:,} rows) from scratch with the "
-                f"current code (digest {rep.get('current_digest')}) on {rep.get('finished', '?')}{took}: "
-                f"{'passed' if rep.get('passed') else 'FAILED'}.")
-    else:
-        out += (" make verify has not been run against them in this build (it re-measures a seeded sample of them "
-                "from scratch and compares: minutes, not hours).")
-    return out
+    verified = _verify_text(Path(results_dir))
+    return out + (verified or " make verify has not been run against them in this build (it re-measures a seeded "
+                               "sample of them from scratch and compares: minutes, not hours).")
+
+
+def _verify_text(results_dir: Path) -> str:
+    """What the last ``make verify`` (``results/verify/report.json``) found, as a sentence; "" when it has not run."""
+    import json
+
+    rep_path = results_dir / "verify" / "report.json"
+    if not rep_path.exists():
+        return ""
+    rep = json.loads(rep_path.read_text())
+    comps = rep.get("comparisons") or []
+    rows = sum(int(c.get("rows") or 0) for c in comps)
+    took = f" in {rep['wall_s']:.0f} s" if isinstance(rep.get("wall_s"), (int, float)) else ""
+    return (f" make verify re-measured a sample of the published results ({len(comps)} groups, {rows:,} rows) from "
+            f"scratch with the current code (digest {rep.get('current_digest')}) on {rep.get('finished', '?')}{took}: "
+            f"{'passed' if rep.get('passed') else 'FAILED'}.")
 
 
 def per_model_table(table: pd.DataFrame) -> pd.DataFrame:

@@ -127,7 +127,8 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
         ref = baseline_at(baseline_grid, float(sub["n_tokens"].median()))
         if np.isfinite(ref):
             ax.axhline(ref, color=COLORS["random"], ls=":", lw=1.4, zorder=1)
-        ax.set_title(fam + ("" if labels else " (untrained only)"), fontsize=10)
+        proxy = len(labels) == 1 and "proxy" in labels[0]  # a lone trained line has no legend: the title says it
+        ax.set_title(fam + ("" if labels else " (untrained only)") + (" (trained: proxy)" if proxy else ""), fontsize=10)
         if len(labels) > 1:  # which line style is which trained model
             ax.legend(handles=[Line2D([], [], color=COLORS["trained"], ls=_STYLES[i % len(_STYLES)],
                                       marker=_MARKERS[i % len(_MARKERS)], ms=3, label=lab)
@@ -161,9 +162,11 @@ def slack_summary(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame
                 continue
             s = g.loc[~g["holds"], "slack"].to_numpy(float)
             q = np.quantile(s, [0.25, 0.5, 0.75]) if len(s) else [np.nan] * 3
+            proxy = w == "pretrained" and all("proxy" in display_name(m) for m in g["model"].unique())
             rows.append({"family": fam, "weights": w, "pairs": len(g), "failing": len(s),
-                         "slack_q1": q[0], "slack_median": q[1], "slack_q3": q[2]})
-    return pd.DataFrame(rows, columns=["family", "weights", "pairs", "failing", "slack_q1", "slack_median", "slack_q3"])
+                         "slack_q1": q[0], "slack_median": q[1], "slack_q3": q[2], "proxy": proxy})
+    return pd.DataFrame(rows, columns=["family", "weights", "pairs", "failing", "slack_q1", "slack_median", "slack_q3",
+                                       "proxy"])
 
 
 def plot_slack_by_family(table: pd.DataFrame, variant: str = "content"):

@@ -65,6 +65,15 @@ def _variant_base(v: str) -> str:
     return v
 
 
+def _interval(r) -> tuple:
+    """The 95% interval a summary row's verdict uses: clustered by input (``cl_low``, ``cl_high``) where it has
+    one, else the Wilson interval (independent matrices, whose clustered interval is Wilson's)."""
+    lo, hi = getattr(r, "cl_low", np.nan), getattr(r, "cl_high", np.nan)
+    if lo == lo and hi == hi:  # not NaN
+        return float(lo), float(hi)
+    return r.ci_low, r.ci_high
+
+
 def models_rows(table: pd.DataFrame) -> pd.DataFrame:
     """One line per (model, variant) of ``summary.csv`` for :func:`models_figure`: the trained (or random-matrix)
     row — measured, or "not run" — and the untrained control's row of the same model and variant side by side,
@@ -78,10 +87,11 @@ def models_rows(table: pd.DataFrame) -> pd.DataFrame:
         d = out.setdefault(key, {"model": r.model, "variant": key[1], "trained": np.nan, "t_lo": np.nan,
                                  "t_hi": np.nan, "status": "", "untrained": np.nan, "u_lo": np.nan, "u_hi": np.nan,
                                  "low": np.nan, "high": np.nan, "random": False})
+        lo, hi = _interval(r)
         if r.weights_source == "untrained":
-            d.update(untrained=r.measured, u_lo=r.ci_low, u_hi=r.ci_high)
+            d.update(untrained=r.measured, u_lo=lo, u_hi=hi)
         else:
-            d.update(trained=r.measured, t_lo=r.ci_low, t_hi=r.ci_high, status=str(r.status),
+            d.update(trained=r.measured, t_lo=lo, t_hi=hi, status=str(r.status),
                      random=r.weights_source == "random matrices")
             c = by_text.get(r.claim)
             if c is not None:
@@ -97,18 +107,19 @@ def models_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 def models_figure(table: pd.DataFrame):
     """Every model and variant of ``summary.csv`` on one axis of fraction holding: trained weights (blue) or random
-    matrices (grey) with the Wilson 95% interval, "not run" where the weights were unavailable, the untrained
-    control of the same model (orange) just below, and the paper's range as a grey band.  Returns
-    ``(figure, rows)`` (:func:`models_rows`)."""
+    matrices (grey) with the 95% interval the verdicts use (clustered by input; Wilson for random matrices), "not
+    run" where the weights were unavailable, the untrained control of the same model (orange) just below, and the
+    paper's range as a grey band where a measured line is compared with it (not on "not run" lines: an untrained
+    control is never compared with the paper).  Returns ``(figure, rows)`` (:func:`models_rows`)."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     rows = models_rows(table)
-    fig, ax = plt.subplots(figsize=(9.4, 0.25 * len(rows) + 1.2), layout="constrained")
+    fig, ax = plt.subplots(figsize=(9.4, 0.28 * len(rows) + 1.2), layout="constrained")
     labels = []
     for y, r in enumerate(rows.itertuples()):
-        if not np.isnan(r.low):
+        if not np.isnan(r.low) and not np.isnan(r.trained):
             ax.fill_betweenx([y - 0.45, y + 0.45], r.low, max(r.high, r.low + 0.004), color="#BBBBBB", lw=0)
         col = F.COLORS["random" if r.random else "trained"]
         if not np.isnan(r.trained):
@@ -120,11 +131,13 @@ def models_figure(table: pd.DataFrame):
             ax.plot([r.u_lo, r.u_hi], [y + 0.18] * 2, color=F.COLORS["untrained"], lw=1.2)
             ax.plot([r.untrained], [y + 0.18], marker="s", color=F.COLORS["untrained"], ms=3.5)
         name = "random" + str(r.model).split("rows")[-1] if r.random else display_name(str(r.model))
-        labels.append(textwrap.shorten(f"{name} · {r.variant}", 58, placeholder="…"))
-    ax.set_yticks(range(len(rows)), labels, fontsize=7.5)
+        if str(r.model).startswith("FT-Transformer/") and not name.startswith("FT-Transformer"):
+            name = "FT-Transformer, " + name
+        labels.append(textwrap.shorten(f"{name} · {r.variant}", 64, placeholder="…"))
+    ax.set_yticks(range(len(rows)), labels, fontsize=8.5)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(-0.01, 1.01)
-    ax.set_xlabel("fraction of (input, layer) pairs where the condition holds (95% interval)")
+    ax.set_xlabel("fraction of (input, layer) pairs where the condition holds (95% interval clustered by input)")
     ax.grid(axis="x", alpha=0.3)
     fig.legend(handles=[Line2D([], [], color=F.COLORS["trained"], marker="o", label="trained"),
                         Line2D([], [], color=F.COLORS["untrained"], marker="s", label="untrained control"),
@@ -153,11 +166,13 @@ class SummaryInsights:
         measured = int((t["trained"].notna() & ~t["random"].astype(bool)).sum())
         notrun = int(t["status"].str.startswith("not run").sum())
         caption = (f"Every model and variant of results/summary.csv ({len(t)} lines): the fraction of (input, layer) "
-                   "pairs where the equality condition holds, point and Wilson 95% interval; trained weights blue "
+                   "pairs where the equality condition holds, point and the 95% interval the verdicts use (clustered "
+                   "by input; for random matrices, independent draws, Wilson's); trained weights blue "
                    f"({measured} lines, random matrices dark grey), 'not run' where the weights were unavailable "
                    f"({notrun} lines), and the untrained control of the same model just below in orange. The grey band "
-                   "is the paper's value for the claim the line is evidence for (none for models the paper does not "
-                   "report; the claim that failures lie late in depth is not a fraction and is not drawn).")
+                   "is the paper's value for the claim a measured line is evidence for (none for models the paper "
+                   "does not report, and none on 'not run' lines, whose untrained control is not evidence; the claim "
+                   "that failures lie late in depth is not a fraction and is not drawn).")
         alt = ("Horizontal interval plot of the fraction holding per model and variant: trained in blue, untrained "
                "controls in orange, not-run lines marked, grey bands for the paper's values.")
         F.figure(fig, notebook=NOTEBOOK, name="models", width="full", caption=caption, alt=alt,
@@ -195,8 +210,10 @@ class SummaryInsights:
                     f"{d['bias0']:.1f} (against {d['bias_minus1']:.2f} and {d['bias_plus1']:.2f} at distance ±1), so "
                     f"its tokens give themselves almost no attention; setting that one value to the mean of its "
                     f"neighbours makes the condition hold on {k1} of {n1} pairs of the first {d['sentences']} "
-                    f"sentences ({pct(k1 / n1)}, against {k0} before) while the sentence embeddings keep a median "
-                    f"cosine of {d['cosine_median']:.3f} to the original.")
+                    f"sentences ({pct(k1 / n1)}, against {k0} before), and the sentence embeddings move "
+                    + ("little" if d.get("cosine_min", 1.0) >= 0.9 else "noticeably")
+                    + f": cosine to the original median {d['cosine_median']:.3f}"
+                    + (f", lowest {d['cosine_min']:.3f}." if "cosine_min" in d else "."))
         _glue("mpnet_line", _text(line))
         _md(line)
 
