@@ -211,3 +211,44 @@ def test_the_recorded_checksums_are_the_data_folders(monkeypatch):
     assert C.sst2_file()[0] == SHARED / "sst2" / "dev.tsv"
     s = load_images()
     assert len(s) == 100 and s.source == C.IMAGENET_SAMPLES_SOURCE
+
+
+def test_a_stray_photo_in_the_download_cache_is_refused(server, tmp_path, monkeypatch):
+    """Only the canonical photos may lie in the download cache: another one would join the selection under the
+    canonical source line."""
+    served, base, _ = server
+    sums = _photos(served, 3)
+    monkeypatch.setattr(C, "IMAGENET_SAMPLES_SHA256", sums)
+    monkeypatch.setattr(C, "IMAGENET_SAMPLES_URL", base + "/{file}")
+    assert len(load_images()) == 3
+    cached = tmp_path / "cache" / "data" / "imagenet_samples"
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(cached / "zz_extra.png")
+    with pytest.raises(DataUnavailable, match="zz_extra.png is not one of the 3 canonical photos"):
+        C.photo_folder()
+    s = load_images()  # the embedded photos, saying why, never the stray one under the canonical line
+    assert s.source != C.IMAGENET_SAMPLES_SOURCE and "zz_extra.png" in s.notes
+
+
+def test_a_cache_that_cannot_be_written_is_data_unavailable(server, monkeypatch):
+    served, base, _ = server
+    sums = _photos(served, 2)
+    monkeypatch.setattr(C, "IMAGENET_SAMPLES_SHA256", sums)
+    monkeypatch.setattr(C, "IMAGENET_SAMPLES_URL", base + "/{file}")
+
+    def refuse(path, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(C, "atomic_write_bytes", refuse)
+    with pytest.raises(DataUnavailable, match="cannot write the download to .*No space left on device"):
+        C.photo_folder()
+    assert "No space left on device" in load_images(n=2).notes  # the chapter falls back and says why
+
+
+def test_the_hub_fallback_for_sst2_says_why_the_file_was_not_used(monkeypatch):
+    import dobrushin.data.inputs as I
+
+    rows = [{"sentence": f"sentence number {i} . "} for i in range(5)]
+    monkeypatch.setattr(I, "_hf_rows", lambda *a, **k: (rows, None))  # a hub that answers
+    s = load_texts(n=3)
+    assert s.source.startswith("GLUE SST-2 validation split (Hugging Face hub")
+    assert s.notes.startswith("GLUE's dev.tsv was not used: downloading http://127.0.0.1:9/SST-2.zip failed")

@@ -49,9 +49,6 @@ MAPPED = {
                   "cheapest notebook, through the same papermill loop of the Makefile"),
     "make book PROFILE=paper": (f"{MAKE} notebooks NOTEBOOKS=theory PROFILE=paper",
                                 "the profile switch, on the cheapest notebook (the paper profile takes hours)"),
-    "make book PROFILE=quick": (f"{MAKE} notebooks NOTEBOOKS=theory PROFILE=quick",
-                                "the quick profile's whole book takes many minutes (CI runs it: .ci/run); the same "
-                                "target and profile on the cheapest notebook"),
     "make test": (f"{MAKE} -n test", "running the test suite from inside itself would recurse; the dry run "
                                      "checks the target runs pytest"),
     "make html": (f"{MAKE} -n html", "jupyter-book needs every chapter executed (minutes); CI runs it; the dry "

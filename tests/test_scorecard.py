@@ -245,6 +245,16 @@ def test_baseline_row_spans_the_sizes(results):
     assert b["measured"].startswith(f"26.2% [{100 * lo.low:.1f}–{100 * lo.high:.1f}%] to 29.0%")
     assert "lowest at n = 8, highest at n = 4" in b["note"]
     assert b["n_inputs"] == b["n"] == 2000
+    assert "every size reproduces 24–30%" in b["note"]
+    # one size whose estimate lies above the range while its interval reaches into it: named as consistent
+    t, _ = _build(results)
+    base = t["claim"] == CLAIMS["baseline"].text
+    at4 = base & t["model"].str.contains(r"n = 4\b")
+    t.loc[at4, ["measured", "ci_low", "ci_high"]] = [0.305, 0.29, 0.32]
+    _, entries = summary.load_family_results(results)
+    b = _row(S.build_scorecard(t, entries, summary.load_theorem_check(results)), "baseline")
+    assert b["verdict"] == "consistent"
+    assert "consistent at n = 4, reproduced at the other sizes" in b["note"] and "every size" not in b["note"]
 
 
 def test_headline_is_generated_from_the_verdicts(results):
@@ -552,6 +562,9 @@ def test_published_text_names_the_digest_and_the_verify_result(tmp_path):
                ("language", "n"): {"model": "n"},
                ("language", "h"): {"model": "h", "status": "weights unavailable: not cached"}}
     assert published_text(tmp_path, tmp_path / "results", {}) == ""
+    # nothing measured and nothing reused (every model's weights unavailable): no claim that anything was measured
+    assert published_text(tmp_path, tmp_path / "results",
+                          {("language", "h"): {"model": "h", "status": "weights unavailable: x"}}) == ""
     assert published_text(tmp_path, tmp_path / "results", {("language", "n"): {}}) == (
         "Every model result of this build was measured in it; none was taken from the published results.")
     txt = published_text(tmp_path, tmp_path / "results", entries)

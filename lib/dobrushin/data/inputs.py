@@ -457,11 +457,11 @@ def _sst2_file(path, n, seed, label=None, notes: str = "") -> InputSet:
                      label or f"SST-2 validation file {Path(path)}", notes)
 
 
-def _glue_sst2(n, seed) -> InputSet:
+def _glue_sst2(n, seed, notes: str = "") -> InputSet:
     rows, _ = _hf_rows("nyu-mll/glue", "validation", None, config="sst2")
     sents = [r["sentence"].strip() for r in rows]
     return _text_set(sents, _row_ids("sst2-dev", len(sents)), n, seed,
-                     "GLUE SST-2 validation split (Hugging Face hub, nyu-mll/glue)")
+                     "GLUE SST-2 validation split (Hugging Face hub, nyu-mll/glue)", notes)
 
 
 def _embedded_texts(n, seed, notes="") -> InputSet:
@@ -483,7 +483,7 @@ def load_texts(source: Optional[str] = None, n: Optional[int] = None, *, seed: i
             if data_dir() is not None:  # a data folder that lacks or alters dev.tsv is an error, not a substitution
                 raise
             try:
-                return _glue_sst2(n, seed)
+                return _glue_sst2(n, seed, notes=f"GLUE's dev.tsv was not used: {e.reason}")
             except DataUnavailable as e2:
                 return _embedded_texts(n, seed, notes=f"SST-2 was not used: {e.reason}; {e2.reason}")
         return _sst2_file(f, n, seed, SST2_SOURCE, notes=f"The file was {where}")

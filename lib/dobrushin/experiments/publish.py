@@ -167,8 +167,8 @@ def publish(src, dest, profile: str, repo=None, cache=None, allow_losses: bool =
     if (dest / "PUBLISHED.json").is_file() and not allow_losses:
         lost = losses(json.loads((dest / "PUBLISHED.json").read_text()).get("notebooks") or {}, notebooks)
         if lost:
-            raise ValueError(f"{src} would publish less than {dest} holds ({len(lost)} entries; is DOBRUSHIN_DATA "
-                             "set, are the weights cached?): " + "; ".join(lost[:6]) + ("; …" if len(lost) > 6 else "")
+            raise ValueError(f"{src} would publish less than {dest} holds ({len(lost)} entries; were the canonical "
+                             "inputs had, from DOBRUSHIN_DATA or the download, and are the weights cached?): " + "; ".join(lost[:6]) + ("; …" if len(lost) > 6 else "")
                              + ". Nothing was published; --allow-losses publishes it anyway.")
     files = sorted({f for pat in PATTERNS for f in src.glob(pat) if f.is_file()})
     optional = _tabular_entry_files(src)  # FT-Transformer tables: recomputed from a checkpoint in a minute

@@ -216,8 +216,11 @@ def _subset(inputs, ids: Sequence[str]):
     if missing:
         import os
 
-        hint = ("" if os.environ.get("DOBRUSHIN_DATA") else
-                "; DOBRUSHIN_DATA is not set and the canonical inputs could not be downloaded"
+        from ..data.canonical import IMAGENET_SAMPLES_SOURCE, SST2_SOURCE
+
+        fell_back = inputs.source not in (IMAGENET_SAMPLES_SOURCE, SST2_SOURCE)
+        hint = ("" if os.environ.get("DOBRUSHIN_DATA") or not fell_back else
+                "; DOBRUSHIN_DATA is not set and the canonical inputs were not had"
                 + (f" ({inputs.notes})" if inputs.notes else "")
                 + ", so the inputs came from elsewhere than the published run's (set DOBRUSHIN_DATA to a data "
                 "folder holding them, e.g. ../shared/data)")
@@ -521,8 +524,8 @@ def data_dir_note(root) -> str:
     lines = []
     if canonical:
         lines.append(f"=== DOBRUSHIN_DATA is not set: the published results of {', '.join(sorted(canonical))} are "
-                     "reused once their inputs (the ImageNet sample photos, about 10 MB from GitHub; SST-2's "
-                     "dev.tsv from GLUE) are downloaded and match their checksums; where that fails, those "
+                     "reused once their inputs (the 100 ImageNet sample photos from GitHub; SST-2's dev.tsv from "
+                     "GLUE) are downloaded and match their checksums; where that fails, those "
                      "chapters measure other inputs again (hours at paper scale): set DOBRUSHIN_DATA to the "
                      "data folder (README: Data and model weights)")
     if folder:

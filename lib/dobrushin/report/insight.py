@@ -299,10 +299,13 @@ class InsightSections:
                 + (f"Their tables on content tokens are identical, row for row ({counts}): they see the photos "
                    "prepared the same way too; " if alike else
                    f"Their tables on content tokens ({counts}) are not identical row for row, so what the network "
-                   "is given differs between the two runs (each model's own image processor prepares the photos, "
-                   "so the pixels may differ; or the inputs, the batches or the machine); ")
+                   "is given differs between the two runs ("
+                   + ("each model's own image processor prepares the photos, so the pixels may differ"
+                      if getattr(self, "kind", "image") == "image" else
+                      "each model's own tokenizer prepares the sentences, so the tokens may differ")
+                   + "; or the inputs, the batches or the machine); ")
                 + ("they are one control, not two." if alike else
-                   "they are one untrained network seen through two preprocessings, not two independent controls."))
+                   "they are one untrained network, not two independent controls."))
 
     # ------------------------------------------------------------------ §2 the failure atlas
     def atlas(self, n_random: int = 1):
