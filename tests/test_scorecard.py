@@ -553,6 +553,7 @@ def test_rule_text_states_the_constants():
 
 def test_published_text_names_the_digest_and_the_verify_result(tmp_path):
     from dobrushin.report.summary_chapter import published_text
+    from dobrushin.store.code import code_digest
 
     pub = tmp_path / "published" / "paper"
     (pub / "language").mkdir(parents=True)
@@ -580,11 +581,16 @@ def test_published_text_names_the_digest_and_the_verify_result(tmp_path):
     rep = {"current_digest": "99", "passed": True, "finished": "now", "wall_s": 268.4,
            "comparisons": [{"rows": 72}, {"rows": 1000}]}
     (tmp_path / "results" / "verify" / "report.json").write_text(json.dumps(rep))
-    assert ("a sample of the published results (2 groups, 1,072 rows) from scratch with the current code (digest "
-            "99) on now in 268 s: passed" in published_text(tmp_path, tmp_path / "results", entries))
+    assert ("a sample of the published results (2 groups, 1,072 rows) from scratch with earlier code (digest "
+            "99;" in published_text(tmp_path, tmp_path / "results", entries))
     assert published_text(tmp_path, tmp_path / "results", {("language", "n"): {}}).endswith(
         "none was taken from the published results. make verify re-measured a sample of the published results "
-        "(2 groups, 1,072 rows) from scratch with the current code (digest 99) on now in 268 s: passed.")
+        "(2 groups, 1,072 rows) from scratch with earlier code (digest 99; the code here has digest "
+        f"{code_digest()}, so this says nothing about it: run make verify again) on now in 268 s: passed.")
+    rep["current_digest"] = code_digest()  # a report of the code here: "the current code"
+    (tmp_path / "results" / "verify" / "report.json").write_text(json.dumps(rep))
+    assert (f"from scratch with the current code (digest {code_digest()}) on now"
+            in published_text(tmp_path, tmp_path / "results", entries))
     assert "started from" not in txt
     meta = json.loads((pub / "PUBLISHED.json").read_text())
     meta["seeded_from"] = {"published": "2026-11-30T10:00:00Z", "commit": "a98d7e2" + "0" * 33,

@@ -445,13 +445,18 @@ def _verify_text(results_dir: Path) -> str:
     rep_path = results_dir / "verify" / "report.json"
     if not rep_path.exists():
         return ""
+    from ..store.code import code_digest
+
     rep = json.loads(rep_path.read_text())
     comps = rep.get("comparisons") or []
     rows = sum(int(c.get("rows") or 0) for c in comps)
     took = f" in {rep['wall_s']:.0f} s" if isinstance(rep.get("wall_s"), (int, float)) else ""
+    then, now = str(rep.get("current_digest")), code_digest()
+    code = (f"the current code (digest {then})" if then == now else
+            f"earlier code (digest {then}; the code here has digest {now}, so this says nothing about it: run make "
+            "verify again)")
     return (f" make verify re-measured a sample of the published results ({len(comps)} groups, {rows:,} rows) from "
-            f"scratch with the current code (digest {rep.get('current_digest')}) on {rep.get('finished', '?')}{took}: "
-            f"{'passed' if rep.get('passed') else 'FAILED'}.")
+            f"scratch with {code} on {rep.get('finished', '?')}{took}: {'passed' if rep.get('passed') else 'FAILED'}.")
 
 
 def per_model_table(table: pd.DataFrame) -> pd.DataFrame:
