@@ -42,7 +42,8 @@ def _md(text: str):
     _display(Markdown(text))
 
 
-def _rng(x) -> str:
+def value_range(x) -> str:
+    """``min–max`` of ``x`` with two decimals each (``0.05–0.07``; one value when they agree)."""
     lo, hi = float(np.min(x)), float(np.max(x))
     return f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}"
 
@@ -122,7 +123,7 @@ def ablation_verdict(k0: int, n0: int, k1: int, n1: int, bias: float) -> Tuple[s
 
 class InsightSections:
     """Mixin for :class:`dobrushin.report.chapter.FamilyChapter` (uses its ``table``, ``roll``, ``runs``,
-    ``featured``, ``input_set``, ``config``, ``results``, ``store``, ``notebook``, ``title``, ``_fig``)."""
+    ``featured``, ``input_set``, ``config``, ``results``, ``store``, ``notebook``, ``kind``, ``title``, ``_fig``)."""
 
     # ------------------------------------------------------------------ §1 κ(A) per layer
     def _random_kappa(self, models, count: int = 32):
@@ -169,7 +170,7 @@ class InsightSections:
             for w, g in c[c["model"] == m].groupby("weights", sort=False):
                 per = g.groupby("layer")["kappa"].median()
                 fr = float(g["holds"].mean())
-                s = (f"- {display_name(m)}, {weights_label(w)}: median κ(A) per layer {_rng(per)} "
+                s = (f"- {display_name(m)}, {weights_label(w)}: median κ(A) per layer {value_range(per)} "
                      f"(random matrices of n = {ns[m]}: {np.median(rk[m]):.2f}); the condition holds on {pct(fr)}")
                 s += uniformity_clause(per, fr)
                 gg = gap[(gap["model"] == m) & (gap["weights"] == w) & (gap["variant"] == "content")] if len(gap) else gap
@@ -262,11 +263,11 @@ class InsightSections:
             flat = u.drop(index=ex.index)
             s = (f"Random matrices first: with exchangeable entries, each of $A_{{ii}} \\ge A_{{ji}}$ and "
                  f"$A_{{jj}} \\ge A_{{ij}}$ is a coin flip, so about a quarter of all pairs are mutually self-dominant "
-                 f"({_prng(u['random MSD'])} here; diagonal excess {_rng(u['random excess'])} sd), and a "
+                 f"({_prng(u['random MSD'])} here; diagonal excess {value_range(u['random excess'])} sd), and a "
                  f"κ-attaining pair about as often (the random baseline at these n: {_prng(u['random holds'])}). ")
             if len(ex):
                 s += (f"The untrained attention of {', '.join(ex['model'])} is nearly uniform (self ×n "
-                      f"{_rng(ex['self ×n'])}), but its diagonal stands {_rng(ex['excess (sd)'])} standard deviations "
+                      f"{value_range(ex['self ×n'])}), but its diagonal stands {value_range(ex['excess (sd)'])} standard deviations "
                       f"of the off-diagonal entries above them: the score of a token with itself is a quadratic form "
                       f"$x_i^\\top W_q^\\top W_k x_i$ of one vector, and its size relative to the scores with other tokens "
                       f"depends on the random weights, so controls of different shapes need not agree. That makes "
@@ -278,7 +279,7 @@ class InsightSections:
                       f"self-dominant. ")
             if len(flat):
                 s += (f"In {', '.join(flat['model'])} untrained the diagonal does not stand out (excess "
-                      f"{_rng(flat['excess (sd)'])} sd) and {_prng(flat['MSD pairs'])} of all pairs are mutually "
+                      f"{value_range(flat['excess (sd)'])} sd) and {_prng(flat['MSD pairs'])} of all pairs are mutually "
                       f"self-dominant; the condition holds on {_prng(flat['holds'])} of the chapter's pairs, "
                       f"against {_prng(flat['random holds'])} for random matrices of the same n.")
             _md(s)
@@ -301,7 +302,7 @@ class InsightSections:
                    f"Their tables on content tokens ({counts}) are not identical row for row, so what the network "
                    "is given differs between the two runs ("
                    + ("each model's own image processor prepares the photos, so the pixels may differ"
-                      if getattr(self, "kind", "image") == "image" else
+                      if self.kind == "image" else
                       "each model's own tokenizer prepares the sentences, so the tokens may differ")
                    + "; or the inputs, the batches or the machine); ")
                 + ("they are one control, not two." if alike else
@@ -616,4 +617,4 @@ def _project_root():
 
 
 __all__ = ["InsightSections", "MPNET", "download_links", "fingerprint", "rollout_gap", "show_downloads", "tabular_atlas",
-           "uniformity_clause"]
+           "uniformity_clause", "value_range"]

@@ -339,11 +339,7 @@ class TabularChapter:
         import numpy as np
 
         from ..experiments.structure import random_kappa
-        from .insight import uniformity_clause
-
-        def _rng(x) -> str:  # "0.05–0.07", one value when they agree to two decimals
-            lo, hi = f"{float(np.min(x)):.2f}", f"{float(np.max(x)):.2f}"
-            return lo if lo == hi else f"{lo}–{hi}"
+        from .insight import uniformity_clause, value_range
 
         table = self.table
         if not len(table):
@@ -363,7 +359,7 @@ class TabularChapter:
                 name = name if name.startswith("FT-Transformer") else f"FT-Transformer on {name}"
                 lines.append(f"- {name}, {WEIGHTS.get(w, w)}"
                              + (f" ({seeds} seeds pooled)" if seeds > 1 else "")
-                             + f": median κ(A) per layer {_rng(per)} (random matrices of n = {n}: {rk:.2f}); the "
+                             + f": median κ(A) per layer {value_range(per)} (random matrices of n = {n}: {rk:.2f}); the "
                              f"condition holds on {pct(fr)}" + uniformity_clause(per, fr) + ".")
         _markdown("**What κ(A) says.** κ(A) is half the largest L1 distance between two rows of the attention: near 0 "
                   "every test row's tokens attend in nearly the same way (near-uniform attention), where the layer "
