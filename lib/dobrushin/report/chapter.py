@@ -36,7 +36,7 @@ from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, WEIGHTS_LABELS, weights
 from .plots import display_name
 from .tables import fractions, head_summary, rollout_summary, status_table
 from .names import pct  # noqa: E402,F401  (re-exported: chapters format fractions with it)
-from .insight import InsightSections
+from .insight import InsightSections, near_tie_text
 from .results_loading import baseline_for
 
 
@@ -312,8 +312,10 @@ class FamilyChapter(InsightSections):
         missing = [r for r in self.runs if r.status != "ok"]
         if missing:
             by_reason = {}
-            for r in missing:  # one line per reason, the model ids taken out of it
-                by_reason.setdefault(r.status.replace(r.model_id, "the checkpoint"), []).append(r.model_id)
+            for r in missing:  # one line per reason, the model ids taken out of it (and the sentence's own words)
+                reason = r.status.replace(r.model_id, "the checkpoint")
+                reason = reason[len("weights unavailable: "):] if reason.startswith("weights unavailable: ") else reason
+                by_reason.setdefault(reason, []).append(r.model_id)
             body = "; ".join(f"{', '.join(ms)}: {reason}" for reason, ms in by_reason.items())
             u_ok = [r.model_id for r in missing if r.runs.get("untrained", {}).get("status") == "ok"]
             where = "at the end of the chapter" if self.others else "in every section below"
@@ -387,7 +389,8 @@ class FamilyChapter(InsightSections):
             parts = [f"{VARIANT_LABELS.get(r['variant'], r['variant'])} **{pct(r['fraction'])}** of {r['n']} pairs "
                      f"(95% CI {pct(r['ci_low'])}–{pct(r['ci_high'])})" for _, r in g.iterrows()]
             lines.append(f"- {display_name(m)}, {weights_label(w)}: " + "; ".join(parts) + ".")
-        _md("\n".join(lines))
+        ties = near_tie_text(self.table[self.table["model"].isin(self.featured)])
+        _md("\n".join(lines) + (f"\n\n{ties}" if ties else ""))
 
     def _depth_figure(self, table: pd.DataFrame, models: list, name: str, what: str):
         base = baseline_for(table, self.results)
@@ -429,8 +432,9 @@ class FamilyChapter(InsightSections):
         c = t[t["variant"] == "content"]
         zero = [f"{display_name(m)}, {weights_label(w)}" for m in self.featured
                 for w in plots.zero_series(c[c["model"] == m])]
-        ztxt = (f" The slack is 0 in every (input, layer) pair for {'; '.join(zero)}: the panel says “all zero” "
-                "where its boxes would lie flat on the axis." if zero else "")
+        ztxt = (f" The slack is 0 in every (input, layer) pair for {'; '.join(zero)}: its panel says “all zero” "
+                "(in its title, beside the other weights' boxes) where its boxes would lie flat on the axis."
+                if zero else "")
         self._fig(fig, "slack", f"{self.title}: distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) of the "
                                 f"layer bound per layer (content tokens; {plots.series_caption(c)}). The axis is "
                                 f"symmetric-logarithmic, linear below {plots.SLACK_LINTHRESH:g}: slack 0 is the "

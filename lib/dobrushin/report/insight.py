@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..store.results import atomic_write_csv, atomic_write_json
 from . import page as F
-from .names import pct, weights_label
+from .names import VARIANT_LABELS, pct, weights_label
 from .plots import display_name
 
 MPNET = "sentence-transformers/all-mpnet-base-v2"
@@ -82,9 +82,39 @@ def rollout_gap(roll: pd.DataFrame) -> pd.DataFrame:
             .reset_index())
 
 
+def near_tie_text(table: pd.DataFrame, name=None) -> str:
+    """A paragraph on the decisions a rounding could turn: of the (input, layer, variant) rows of ``table``, those
+    whose decision margin (the smallest of the κ gap and the two self-margins: how far the κ-attaining pair is from
+    another pair, and each token's self-attention from the other's attention to it) is below
+    :data:`dobrushin.experiments.verify.FLOAT_ERROR`, the size of float32 rounding in the captured attention,
+    and how far counting all of them the other way could move a fraction (per model, weights and variant).
+    ``name``: how a model id is shown.  "" when the table has no margin columns."""
+    from ..experiments.verify import FLOAT_ERROR, margin_of_rows
+
+    if not len(table) or not all(c in table.columns for c in ("kappa_gap", "self_margin_i", "self_margin_j")):
+        return ""
+    name = name or display_name
+    m = margin_of_rows(table).to_numpy(float)
+    tie = np.isfinite(m) & (m < FLOAT_ERROR)
+    n_tie = int(tie.sum())
+    if not n_tie:
+        return (f"**Near-ties.** None of the {len(table):,} decisions above has a margin below {FLOAT_ERROR:g} (the "
+                "smallest of κ's lead over the best non-attaining pair and the deciding pair's two self-margins), "
+                "far above the float32 rounding of the captured attention: no decision here rests on a near-tie.")
+    t = table.assign(_tie=tie)
+    share = t.groupby(["model", "weights", "variant"], observed=True, sort=False)["_tie"].mean()
+    (mm, w, v), top = share.idxmax(), float(share.max())
+    return (f"**Near-ties.** {n_tie:,} of the {len(table):,} (input, layer, variant) decisions above "
+            f"({pct(n_tie / len(table))}) have a margin below {FLOAT_ERROR:g} (the smallest of κ's lead over the best "
+            "non-attaining pair and the deciding pair's two self-margins): there float32 rounding of the captured attention could decide either "
+            "way, and another machine may. Counting every one of them the other way would move no fraction by more "
+            f"than {100 * top:.1f} points (the most: {name(mm)}, {weights_label(w)}, "
+            f"{VARIANT_LABELS.get(v, v)}). `make verify` excuses a differing decision only below this margin.")
+
+
 def uniformity_clause(kappa_per_layer, fraction: float) -> str:
     """What the per-layer median κ(A) says about the test's fraction ``fraction`` (a clause starting ". ",
-    or "" when κ is neither high nor low in every layer)."""
+    or "" when κ is neither high in every layer nor low in any)."""
     k = np.asarray(kappa_per_layer, dtype=float)
     if float(k.min()) >= 0.3 and fraction == 0:
         return ". The attention is far from uniform in every layer, and the layer bound is tight in none of them"
@@ -96,6 +126,11 @@ def uniformity_clause(kappa_per_layer, fraction: float) -> str:
                 "the same way, as in near-uniform attention or attention all on one token); since κ(½(I+A)) ≥ ½(1−κ(A)), the "
                 "slack is at most κ(A), so the layer bound is nearly tight in value whether the condition "
                 "holds or not: the fraction says little here")
+    low = int((k < 0.1).sum())
+    if low:
+        return (f". In {low} of {k.size} layers the median κ(A) is below 0.1: there the rows are nearly alike, the "
+                "slack is at most κ(A), and the layer bound is nearly tight in value whether the condition holds or "
+                "not, so the fraction says little about those layers")
     return ""
 
 
@@ -157,14 +192,14 @@ class InsightSections:
                   + ", against κ of Dirichlet(1) random matrices of the model's median number of content tokens ("
                   + (f"n = {next(iter(ns.values()))}" if len(set(ns.values())) == 1 else
                      ", ".join(f"{display_name(m)} n = {ns[m]}" for m in models))
-                  + f"; {len(next(iter(rk.values()), []))} matrices, "
-                  "dotted line and grey band). Panel titles: the median over inputs of κ(R)/bound for the whole "
+                  + f"; {len(next(iter(rk.values()), []))} matrices: median dotted, interquartile range as a grey "
+                  "band, which at these sizes is often thinner than the line). Panel titles: the median over inputs of κ(R)/bound for the whole "
                   "rollout. κ near 0 means every row is nearly alike (every token attends in nearly the same way, as in "
                   "near-uniform attention), where the layer bound is nearly tight in value for any matrix; κ near 1 "
                   "means two tokens attend to nearly disjoint sets.",
                   f"Line plots of kappa of the attention against layer, one panel per model ({', '.join(map(display_name, models))}), "
                   "trained in blue, untrained in orange, random matrices as a dotted grey line.", len(models))
-        lines = []
+        lines, explained = [], False
         gap = rollout_gap(self.roll[self.roll["model"].isin(models)]) if len(self.roll) else pd.DataFrame()
         for m in models:
             for w, g in c[c["model"] == m].groupby("weights", sort=False):
@@ -180,10 +215,12 @@ class InsightSections:
                           f"∏κ(F_ℓ)/bound {r['layers']:.2f} (median {int(r['tight'])} of {int(r['L'])} layers tight)")
                     if r["layers"] > 0.95 and r["ratio"] < 0.8:
                         s += (f"; the per-layer bounds lose almost nothing, so the {1 / r['ratio']:.1f}-fold gap is "
-                              "the slack of submultiplicativity, κ(F_L⋯F_1) < ∏κ(F_ℓ): the product bound assumes that "
-                              "each factor contracts the row differences left by the factors before it as little as it "
-                              "contracts its own worst pair, and the worst pairs of successive layers are not "
-                              "aligned that way")
+                              "the slack of submultiplicativity, κ(F_L⋯F_1) < ∏κ(F_ℓ)")
+                        if not explained:  # why, once per paragraph
+                            s += (": the product bound assumes that each factor contracts the row differences left "
+                                  "by the factors before it as little as it contracts its own worst pair, and the "
+                                  "worst pairs of successive layers are not aligned that way")
+                            explained = True
                 lines.append(s + ".")
         _md("**What κ(A) says.**\n\n" + "\n".join(lines))
 

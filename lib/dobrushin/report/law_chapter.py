@@ -192,9 +192,13 @@ class LawChapter(RandomMatrixChapter):
         _display(F.table(reference_df.loc[reference_df["n"].isin(picks), ["n", "ensemble", "p", "ci_low", "ci_high", "matrices", "estimator"]],
                          drop_constant=True, digits=4, name="tab-law-reference",
                          caption=f"The baseline at {len(picks)} of the {len(set(p.reference_ns))} token counts of the reference table: those the sentence below compares (the models' content tokens, "
-                                 + ("the fewest and most content tokens of the measured sentences, " if sentences is not None else "")
+                                 + ("the fewest and most content tokens of the measured sentences where the table has them, " if sentences is not None else "")
                                  + "and the vision models with their special tokens); the full table is in the collapsed block below and in `results/baseline/reference.csv`."))
-        _display(F.details(f"All {len(reference_df)} rows of the reference table", F.table(reference_df, drop_constant=True, digits=4)))
+        _display(F.details(f"All {len(reference_df)} rows of the reference table", F.table(
+            reference_df, drop_constant=True, digits=4,
+            caption="Every row of the reference table: per token count n and ensemble, the column-averaged estimate "
+                    "p with its Student-t 95% interval (ci_low, ci_high) and the direct count over the same "
+                    "matrices (p_direct, with its 95% interval)")))
         rd = reference_df[reference_df["ensemble"] == "dirichlet(1)"].set_index("n")
 
         band_lo, band_hi = band("baseline")  # the paper's range (dobrushin.report.claims)

@@ -487,7 +487,16 @@ def reference_sizes_text(p: pd.Series, sentence_tokens: "tuple | None" = None) -
             return f"the sentences ($n={lo}$–${hi}$ content tokens, as the language chapter measured them)", (lo, hi)
         return who, ns
 
-    content = [f"{who} with {v}" for who, ns, rng in (entry(w, ns) + (r,) for w, ns, r in REFERENCE_CONTENT)
+    def below(ns, rng) -> str:
+        """What a range reaching below the smallest tabulated n misses: the exact ½ and ⅓ of n = 2 and 3."""
+        if not rng or ns is None or not len(p) or int(ns[0]) >= int(p.index.min()):
+            return ""
+        lo, first = int(ns[0]), int(p.index.min())
+        exact = [t for n, t in ((2, "exactly ½ at $n=2$"), (3, "⅓ at $n=3$")) if lo <= n < first]
+        return (f" for $n\\ge {first}$ (the table starts there; shorter sentences have a higher baseline"
+                + (f": {' and '.join(exact)}, for every normalised-weight ensemble" if exact else "") + ")")
+
+    content = [f"{who} with {v}{below(ns, rng)}" for who, ns, rng in (entry(w, ns) + (r,) for w, ns, r in REFERENCE_CONTENT)
                if (v := values(ns, rng)) is not None]
     special = [f"{who} ({n} tokens) with {v}" for who, n in REFERENCE_SPECIAL if (v := values((n,), False)) is not None]
     if not content and not special:

@@ -191,6 +191,7 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
     """Distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) per layer (box plots; trained and
     untrained side by side) on a symlog axis, linear below :data:`SLACK_LINTHRESH`.  Slack 0 is the equality case."""
     require_columns(table, ["model", "weights", "variant", "layer", "slack"], "the table")
+    fig_title = title
     df = table[table["variant"] == variant]
     models = _models(df, models)
     fig, axes = panel_grid(len(models), ncols)
@@ -213,11 +214,12 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
                 box.set_alpha(0.6)
             ax.plot([], [], color=WEIGHT_STYLE[w]["color"], lw=6, alpha=0.6, label=WEIGHT_STYLE[w]["label"])
         zero = zero_series(sub)
-        if zero:  # a box plot of zeros is a flat line on the axis: say what it means instead
-            lines = [f"{WEIGHT_STYLE[w]['label']}: all zero" for w in zero]
-            if len(zero) == len(ws):
-                lines = ["all zero: slack 0 (equality)", "in every (input, layer) pair"] if len(ws) == 1 else \
-                    ["all zero: slack 0 (equality) in every", "(input, layer) pair, both weights"]
+        title = display_name(m)
+        if zero and len(zero) < len(ws):  # the other weights' boxes fill the panel: the title says it
+            title += "\n" + "; ".join(f"{WEIGHT_STYLE[w]['label']}: all zero (on the axis)" for w in zero)
+        elif zero:  # a box plot of zeros is a flat line on the axis: say what it means instead, in the empty panel
+            lines = ["all zero: slack 0 (equality)", "in every (input, layer) pair"] if len(ws) == 1 else \
+                ["all zero: slack 0 (equality) in every", "(input, layer) pair, both weights"]
             ax.text(0.5, 0.55, "\n".join(lines), transform=ax.transAxes, ha="center", va="center", fontsize=9,
                     color="k",
                     bbox={"boxstyle": "round,pad=0.4", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.9})
@@ -228,10 +230,10 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
         # the panels share their y axis: the limit covers every panel's largest slack (a panel's own limit,
         # set last, clipped the others' boxes)
         ax.set_ylim(-SLACK_LINTHRESH / 2, max(top, SLACK_LINTHRESH * 10) * 3)  # the slack is never negative
-        ax.set_title(display_name(m), fontsize=10)
+        ax.set_title(title, fontsize=10)
         ax.set_xlabel("layer")
         ax.grid(alpha=0.3, axis="y")
-    return _finish_grid(fig, axes, ncols, SLACK_LABEL, title)
+    return _finish_grid(fig, axes, ncols, SLACK_LABEL, fig_title)
 
 
 def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,

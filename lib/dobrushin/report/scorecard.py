@@ -122,9 +122,10 @@ def _untrained_note(cands: pd.DataFrame, variant: str) -> str:
     un = un[un["n_pairs"] > 0]
     if not len(un):
         return ""
-    k, n = sum(_k(r) for _, r in un.iterrows()), int(un["n_pairs"].sum())
+    sums = add_sums(*(row_sums(r) for _, r in un.iterrows()))
     models = ", ".join(dict.fromkeys(_label(m) for m in un["model"]))
-    return f"untrained control ({models}): {interval_text(k, n)}, not evidence"
+    # clustered by input, as every interval of the scorecard's measured column
+    return f"untrained control ({models}): {clustered_text(sums)} (clustered), not evidence"
 
 
 def _result(row: ScorecardRow, **kw) -> dict:
@@ -216,6 +217,22 @@ def _judge(groups: list, claim) -> tuple:
     return "; ".join(parts), "; ".join(wparts), combine(verdicts), overlap_only, verdicts
 
 
+def _seed_spread(ev: pd.DataFrame) -> str:
+    """Per benchmark that pools several seeds, each seed's fraction: the pooled interval counts every seed's
+    pairs and says nothing of how much the trained networks differ from one another, which this does."""
+    per = {}
+    for _, r in ev.iterrows():
+        m = re.search(r" seed (\d+)$", str(r["model"]))
+        if m and np.isfinite(float(r["measured"])):
+            per.setdefault(_label(r["model"]), []).append((int(m.group(1)), float(r["measured"])))
+    parts = [f"{lab} " + ", ".join(f"{pct(f)} (seed {sd})" for sd, f in sorted(v))
+             for lab, v in per.items() if len(v) > 1]
+    if not parts:
+        return ""
+    return ("per seed: " + "; ".join(parts) + " (each benchmark's interval pools its seeds' pairs, the same test "
+            "rows once per seed: it does not include the spread between the trained networks)")
+
+
 def _groups(ev: pd.DataFrame) -> dict:
     """Evidence rows grouped by their label (FT-Transformer seeds of one benchmark pooled): label → sums."""
     groups = {}
@@ -266,6 +283,9 @@ def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
         notes.append("trained in this build" + (f" ({', '.join(map(str, ep))} epoch{'s' if ep != [1] else ''}" if ep else "")
                      + (f", seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}" if seeds else "")
                      + (")" if ep else ""))
+        spread = _seed_spread(ev)
+        if spread:
+            notes.append(spread)
     if not_run and weights != "original":
         notes.append(f"not run: {not_run[0]}")
     if overlap_only:

@@ -15,6 +15,7 @@ page tables are :func:`dobrushin.report.page.table` and figures :func:`dobrushin
 from __future__ import annotations
 
 import platform
+import re
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -425,6 +426,12 @@ def published_text(root, results_dir, entries: dict) -> str:
                 " FT-Transformer checkpoints, "
                 "reused where their keys (parameters and the digest of the code that made them) still matched, "
                 "with everything else computed again (make reproduce SEED=1).")
+    left = [re.sub(r"-[0-9a-f]{8,}\.pt$", "", str(c)) for c in meta.get("checkpoints_left_out") or []]
+    if left:
+        names = and_join(_checkpoint_name(c) for c in left)
+        out += (f" The published folder leaves the checkpoint{'s' if len(left) > 1 else ''} of {names} out for size: "
+                f"a build without {'it' if len(left) == 1 else 'them'} trains {'that network' if len(left) == 1 else 'those networks'} "
+                "again (on another CPU, possibly another network).")
     fresh = sorted(str(e.get("model") or "?") for e in entries.values()
                    if not e.get("published_from") and str(e.get("status", "ok")) == "ok")
     if fresh:
@@ -524,6 +531,14 @@ def _once_clause(content: pd.DataFrame) -> str:
     return "".join(f", each untrained network once (the control of `{a}`, a packaged proxy, is the same network as "
                    f"that of `{b}`, the checkpoint it stands in for: same architecture, same seed)"
                    for a, b in summary.control_twins(content))
+
+
+def _checkpoint_name(stem: str) -> str:
+    """``"breast_cancer-seed2"`` → ``"FT-Transformer/Breast cancer seed 2"`` (as the summary names the model)."""
+    from ..data.tabular_data import TITLES
+
+    data, _, seed = stem.partition("-seed")
+    return f"FT-Transformer/{TITLES.get(data, data)} seed {seed}" if seed else stem
 
 
 def _model_name(model: str) -> str:

@@ -69,12 +69,15 @@ def _short_label(model: str) -> str:
 
 def pooled_profile(t: pd.DataFrame) -> pd.DataFrame:
     """Fraction holding against relative depth pooled over the models of ``t`` (e.g. every untrained
-    control of a family): relative depths are put on the grid of the deepest model (``L`` points)
-    and the (input, layer) pairs of each grid point are pooled. Columns ``rel, fraction, n``."""
+    control of a family): relative depths are put on the grid of the shallowest model (``L`` points; a
+    deeper model's layers share its grid points) and the (input, layer) pairs of each grid point are
+    pooled, so that every point pools every model (on the deepest model's grid, a 12-layer model would
+    reach only every other point of a 24-layer one, and the line would zigzag between the two networks).
+    Columns ``rel, fraction, n``."""
     if not len(t):
         return pd.DataFrame(columns=["rel", "fraction", "n"])
     rel = relative_depth(t)
-    L = int(t.groupby("model")["layer"].max().max()) + 1
+    L = int(t.groupby("model")["layer"].max().min()) + 1
     grid = np.round(rel.to_numpy(float) * max(L - 1, 1)) / max(L - 1, 1)
     g = t.assign(rel=grid).groupby("rel")["holds"]
     return pd.concat([g.mean().rename("fraction"), g.size().rename("n")], axis=1).reset_index()

@@ -136,7 +136,7 @@ def models_figure(table: pd.DataFrame):
         labels.append(textwrap.shorten(f"{name} · {r.variant}", 64, placeholder="…"))
     ax.set_yticks(range(len(rows)), labels, fontsize=8.5)
     ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_xlim(-0.01, 1.01)
+    ax.set_xlim(-0.015, 1.025)  # a dot at 0 or 1 drawn whole
     ax.set_xlabel("fraction of (input, layer) pairs where the condition holds\n(95% interval, clustered by input)")
     ax.grid(axis="x", alpha=0.3)
     fig.legend(handles=[Line2D([], [], color=F.COLORS["trained"], marker="o", label="trained"),

@@ -60,6 +60,22 @@ def independent_sums(k: int, n: int) -> dict:
     return {"clusters": int(n), "k": int(k), "n": int(n), "kk": int(k), "kn": int(k), "nn": int(n)}
 
 
+def _baseline_detail(reference, n_tokens: pd.Series) -> str:
+    """The random baseline a model's pairs are compared with: at their token count, or, where the inputs differ
+    in length (sentences), the mean over the pairs of the baseline at each one's count (the baseline is far
+    from linear at small n: ½ at n = 2, about 27% at n = 8), with the range and median of the counts."""
+    counts = n_tokens.astype(int).value_counts()
+    refs = {int(n): baseline_at(reference, float(n)) for n in counts.index}
+    if not all(np.isfinite(v) for v in refs.values()):
+        return ""
+    if len(counts) == 1:
+        n = int(counts.index[0])
+        return f"random baseline at the token count, n = {n}: {100 * refs[n]:.1f}%"
+    ref = float(sum(refs[n] * c for n, c in counts.items()) / counts.sum())
+    return (f"random baseline averaged over the pairs' token counts (n = {int(counts.index.min())}–"
+            f"{int(counts.index.max())}, median {float(n_tokens.median()):g}): {100 * ref:.1f}%")
+
+
 def row_sums(row) -> dict:
     """The cluster sums recorded in a summary row (as :func:`input_sums` returns them)."""
     n = int(row["n_pairs"])
@@ -209,10 +225,7 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
             if not len(part) and claim is None:
                 continue  # nothing measured, nothing to compare with: listed with its reason, not as a row
             if len(part):
-                n_tok = float(part["n_tokens"].median())
-                ref = baseline_at(reference, n_tok)
-                detail = (f"random baseline at the median token count, n = {n_tok:g}: {100 * ref:.1f}%"
-                          if np.isfinite(ref) else "")
+                detail = _baseline_detail(reference, part["n_tokens"])
                 if e.get("inputs"):
                     detail = f"{detail}; inputs: {e['inputs']}" if detail else f"inputs: {e['inputs']}"
                 rows.append(_row(claim, model, variant, int(part["holds"].sum()), len(part), detail=detail,

@@ -16,6 +16,7 @@ from . import page as F
 from . import plots
 from .chapter import TABLE_VARIANTS, baseline_for, below_control_and_baseline, pct
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
+from .insight import near_tie_text
 from .names import WEIGHTS_LABELS
 from .tables import fractions, rollout_summary
 
@@ -298,7 +299,9 @@ class TabularChapter:
             verdict = ("Neither benchmark of the paper (California Housing, Adult) was measured in this build, so the "
                        f"paper's {claim.paper_value} is not compared here (see the status section).")
         below = below_control_and_baseline(summ, table, self.results_dir)
-        _markdown("Content tokens:\n\n" + "\n".join(lines) + "\n\n" + verdict + ("\n\n" + "\n\n".join(below) if below else ""))
+        ties = near_tie_text(table, name=plots.display_name)
+        _markdown("Content tokens:\n\n" + "\n".join(lines) + "\n\n" + verdict + ("\n\n" + "\n\n".join(below) if below else "")
+                  + (f"\n\n{ties}" if ties else ""))
 
     def layers(self):
         table = self.table
