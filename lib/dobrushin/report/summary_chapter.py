@@ -245,7 +245,9 @@ class SummaryChapter(SummaryInsights):
                           + "." + (" Median slack of the failing pairs with trained weights: "
                                    + "; ".join(f"{r.family} {F.format_number(r.slack_median)}"
                                                for r in tr.itertuples() if r.failing) + "."
-                                   if len(tr) and tr["failing"].sum() else "")),
+                                   if len(tr) and tr["failing"].sum() else "")
+                          + " “(proxy)” under a family: its trained weights are a packaged proxy; “no failing pair”: "
+                            "measured, and the condition holds on every pair."),
                  alt="Box plots of the slack on a log axis per model family, trained and untrained side by side.")
 
     # ------------------------------------------------------------------ glue for the introduction
