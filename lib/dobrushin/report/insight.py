@@ -319,6 +319,11 @@ class InsightSections:
                       f"{value_range(flat['excess (sd)'])} sd) and {_prng(flat['MSD pairs'])} of all pairs are mutually "
                       f"self-dominant; the condition holds on {_prng(flat['holds'])} of the chapter's pairs, "
                       f"against {_prng(flat['random holds'])} for random matrices of the same n.")
+                high = flat[flat["holds"] > flat["random holds"] + 0.05]
+                if len(high):  # said, not explained away: the averages here do not account for it
+                    s += (f" For {', '.join(high['model'])} that is well above the random baseline although the "
+                          "average diagonal does not stand out: the averages measured here (over the first inputs "
+                          "and every layer) do not explain it, and this chapter leaves it open.")
             _md(s)
         groups = {}
         for m, fp in prints.items():
@@ -338,12 +343,12 @@ class InsightSections:
                    "prepared the same way too; " if alike else
                    f"Their tables on content tokens ({counts}) are not identical row for row, so what the network "
                    "is given differs between the two runs ("
-                   + ("each model's own image processor prepares the photos, so the pixels may differ"
+                   + ("each model's own image processor prepares the photos, so the network sees different pixels"
                       if self.kind == "image" else
                       "each model's own tokenizer prepares the sentences, so the tokens may differ")
-                   + "; or the inputs, the batches or the machine); ")
+                   + "); ")
                 + ("they are one control, not two." if alike else
-                   "they are one untrained network, not two independent controls."))
+                   "they are one untrained network seen through two preprocessings, not two independent controls."))
 
     # ------------------------------------------------------------------ §2 the failure atlas
     def atlas(self, n_random: int = 1):
