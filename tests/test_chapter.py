@@ -58,9 +58,10 @@ def test_below_control_and_baseline_only_when_the_numbers_say_so(tmp_path):
                    _table("FT/b", "pretrained", mid, 8), _table("FT/b", "untrained", low, 8)], ignore_index=True)
     summ = fractions(t, ("model", "weights", "variant"))
     out = chapter.below_control_and_baseline(summ, t, tmp_path)
-    assert len(out) == 1 and out[0].startswith("a: trained **5.0%**")
+    assert len(out) == 1 and "- a: trained **5.0%**" in out[0] and "- b:" not in out[0]
     hi = wilson(10, 200)[-1]
     assert f"{100 * hi:.1f}%" in out[0] and "n = 8" in out[0] and "27.0%" in out[0]
+    assert out[0].count("less* often") == 1 and "this model's" in out[0]  # the meaning said once
 
 
 def test_layer_profile_draws_the_baseline_line():

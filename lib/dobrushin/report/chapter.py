@@ -121,13 +121,14 @@ def _count_text(counts, noun: str) -> str:
 
 
 def below_control_and_baseline(summ: pd.DataFrame, table: pd.DataFrame, results_dir) -> list:
-    """Sentences, one per model whose trained content-token fraction lies below *both* its untrained
-    control's and the random baseline at its token count (intervals not overlapping the trained one's
-    upper end are required for each); ``summ``: :func:`dobrushin.report.tables.fractions` by model,
-    weights, variant (weights ``pretrained``/``untrained``).  Empty when the numbers do not say so."""
+    """One paragraph (a one-element list; empty when the numbers do not say so) on the models whose trained
+    content-token fraction lies below *both* its untrained control's and the random baseline at its token
+    count (intervals not overlapping the trained one's upper end are required for each): a line per model
+    with its numbers, then what they mean, once.  ``summ``: :func:`dobrushin.report.tables.fractions` by
+    model, weights, variant (weights ``pretrained``/``untrained``)."""
     base = baseline_for(table, results_dir)
     c = summ[summ["variant"] == "content"]
-    out = []
+    lines = []
     for m, g in c.groupby("model", sort=False):
         t, u = g[g["weights"] == "pretrained"], g[g["weights"] == "untrained"]
         if not len(t) or not len(u) or m not in base:
@@ -135,13 +136,18 @@ def below_control_and_baseline(summ: pd.DataFrame, table: pd.DataFrame, results_
         t, u, b = t.iloc[0], u.iloc[0], base[m]
         if t["ci_high"] < u["ci_low"] and t["ci_high"] < b:
             n_tok = int(table.loc[(table["model"] == m) & (table["variant"] == "content"), "n_tokens"].median())
-            out.append(f"{display_name(m)}: trained **{pct(t['fraction'])}** (95% CI {pct(t['ci_low'])}–"
-                       f"{pct(t['ci_high'])}) lies below both its untrained control ({pct(u['fraction'])}, "
-                       f"95% CI {pct(u['ci_low'])}–{pct(u['ci_high'])}) and the random baseline at its n = {n_tok} "
-                       f"content tokens ({pct(b)}): after training, this model's κ-attaining pairs are mutually "
-                       "self-dominant *less* often than at its initialisation or at random (a difference in "
-                       "these measurements, not by itself a mechanism).")
-    return out
+            lines.append(f"- {display_name(m)}: trained **{pct(t['fraction'])}** (95% CI {pct(t['ci_low'])}–"
+                         f"{pct(t['ci_high'])}); untrained control {pct(u['fraction'])} (95% CI {pct(u['ci_low'])}–"
+                         f"{pct(u['ci_high'])}); random baseline at its n = {n_tok} content tokens {pct(b)}.")
+    if not lines:
+        return []
+    one = len(lines) == 1
+    whose = "this model's" if one else "these models'"
+    return [("Below both its untrained control and the random baseline" if one else
+             f"Below both their untrained control and the random baseline ({len(lines)} models)") + ":\n\n"
+            + "\n".join(lines) + "\n\n"
+            + f"After training, {whose} κ-attaining pairs are mutually self-dominant *less* often than at "
+              "initialisation or at random (a difference in these measurements, not by itself a mechanism)."]
 
 
 class FamilyChapter(InsightSections):
