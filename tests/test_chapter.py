@@ -217,8 +217,13 @@ def test_uniformity_clause_follows_kappa_and_the_fraction():
     alike = uniformity_clause([0.01, 0.05], 0.0)  # κ near 0: rows alike, not necessarily uniform
     assert "nearly alike" in alike and "close to uniform" not in alike
     some = uniformity_clause([0.05, 0.5, 0.2], 0.3)  # near 0 in some layers only: those layers named by count
-    assert "In 1 of 3 layers the median κ(A) is below 0.1" in some and "says little about those layers" in some
+    assert "In 1 of 3 layers the median κ(A) is below 0.1" in some and "says little about that layer" in some
     assert uniformity_clause([0.15, 0.5], 0.3) == ""
+    # with the per-layer fractions: the near-uniform layer named (1-based) and the fraction without it
+    per = pd.Series([0.001, 0.3, 0.4], index=[0, 1, 2])
+    named = uniformity_clause(per, 0.2, pd.Series([0.56, 0.03, 0.01], index=[0, 1, 2]))
+    assert "In layer 1 (of 3) the median κ(A) is below 0.1" in named and "about that layer" in named
+    assert "holds on 56.0% of the pairs of that layer and on 2.0% of the pairs of the other layers" in named
 
 
 def test_count_text_names_the_number_or_the_range():

@@ -232,7 +232,7 @@ def test_tabular_pools_seeds_per_benchmark_and_ignores_extra_data_sets(results):
     assert f"California Housing: 10.0% [{100 * lo:.1f}–{100 * hi:.1f}%] (20 inputs, 60 pairs)" in tab["measured"]
     assert tab["n_inputs"] == 30 and tab["n"] == 90
     assert tab["verdict"] == "inconclusive" and "too wide" in tab["note"]
-    assert "5 epochs" in tab["note"] and "seeds 0, 1" in tab["note"]
+    assert "epochs to early stopping: Adult 5 (seed 0); California Housing 5 (seed 0), 5 (seed 1)" in tab["note"]
 
 
 def test_baseline_row_spans_the_sizes(results):

@@ -438,9 +438,9 @@ class FamilyChapter(InsightSections):
         c = t[t["variant"] == "content"]
         zero = [f"{display_name(m)}, {weights_label(w)}" for m in self.featured
                 for w in plots.zero_series(c[c["model"] == m])]
-        ztxt = (f" The slack is 0 in every (input, layer) pair for {'; '.join(zero)}: its panel says “all zero” "
-                "(in its title, beside the other weights' boxes) where its boxes would lie flat on the axis."
-                if zero else "")
+        ztxt = (f" The slack is 0 in every (input, layer) pair for {names.and_join(zero)}; {'its panel says' if len(zero) == 1 else 'their panels say'} "
+                "“all zero” (in the title, when the other weights' boxes are drawn), as those boxes lie flat on the "
+                "zero line." if zero else "")
         self._fig(fig, "slack", f"{self.title}: distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) of the "
                                 f"layer bound per layer (content tokens; {plots.series_caption(c)}). The axis is "
                                 f"symmetric-logarithmic, linear below {plots.SLACK_LINTHRESH:g}: slack 0 is the "

@@ -105,16 +105,18 @@ def near_tie_text(table: pd.DataFrame, name=None) -> str:
     share = t.groupby(["model", "weights", "variant"], observed=True, sort=False)["_tie"].mean()
     (mm, w, v), top = share.idxmax(), float(share.max())
     return (f"**Near-ties.** {n_tie:,} of the {len(table):,} (input, layer, variant) decisions above "
-            f"({pct(n_tie / len(table))}) have a margin below {FLOAT_ERROR:g} (the smallest of κ's lead over the best "
+            f"({pct(n_tie / len(table), 2 if n_tie / len(table) < 0.001 else 1)}) have a margin below {FLOAT_ERROR:g} (the smallest of κ's lead over the best "
             "non-attaining pair and the deciding pair's two self-margins): there float32 rounding of the captured attention could decide either "
             "way, and another machine may. Counting every one of them the other way would move no fraction by more "
             f"than {100 * top:.1f} points (the most: {name(mm)}, {weights_label(w)}, "
             f"{VARIANT_LABELS.get(v, v)}). `make verify` excuses a differing decision only below this margin.")
 
 
-def uniformity_clause(kappa_per_layer, fraction: float) -> str:
+def uniformity_clause(kappa_per_layer, fraction: float, holds_per_layer=None) -> str:
     """What the per-layer median κ(A) says about the test's fraction ``fraction`` (a clause starting ". ",
-    or "" when κ is neither high in every layer nor low in any)."""
+    or "" when κ is neither high in every layer nor low in any).  ``holds_per_layer``: the fraction holding per
+    layer (indexed like ``kappa_per_layer``, by 0-based layer, each layer with the same number of pairs); with it,
+    layers near uniform among others are named (1-based) with the fraction there and in the other layers."""
     k = np.asarray(kappa_per_layer, dtype=float)
     if float(k.min()) >= 0.3 and fraction == 0:
         return ". The attention is far from uniform in every layer, and the layer bound is tight in none of them"
@@ -127,11 +129,22 @@ def uniformity_clause(kappa_per_layer, fraction: float) -> str:
                 "slack is at most κ(A), so the layer bound is nearly tight in value whether the condition "
                 "holds or not: the fraction says little here")
     low = int((k < 0.1).sum())
-    if low:
-        return (f". In {low} of {k.size} layers the median κ(A) is below 0.1: there the rows are nearly alike, the "
-                "slack is at most κ(A), and the layer bound is nearly tight in value whether the condition holds or "
-                "not, so the fraction says little about those layers")
-    return ""
+    if not low:
+        return ""
+    one = low == 1
+    those = "that layer" if one else "those layers"
+    what = ("the rows are nearly alike, the slack is at most κ(A), and the layer bound is nearly tight in value "
+            f"whether the condition holds or not, so the fraction says little about {those}")
+    if holds_per_layer is None or not hasattr(kappa_per_layer, "index"):
+        return f". In {low} of {k.size} layers the median κ(A) is below 0.1: there {what}"
+    idx = list(kappa_per_layer.index)
+    near = [i for i, v in zip(idx, k) if v < 0.1]
+    h = pd.Series(holds_per_layer).reindex(idx).astype(float)
+    names = ", ".join(str(int(i) + 1) for i in near)
+    rest = h.drop(index=near)
+    return (f". In layer{'' if one else 's'} {names} (of {k.size}) the median κ(A) is below 0.1: there {what}. "
+            f"The condition holds on {pct(float(h.loc[near].mean()))} of the pairs of {those} and on "
+            f"{pct(float(rest.mean()))} of the pairs of the other layer{'' if k.size - low == 1 else 's'}")
 
 
 def ablation_verdict(k0: int, n0: int, k1: int, n1: int, bias: float) -> Tuple[str, bool]:
@@ -207,7 +220,7 @@ class InsightSections:
                 fr = float(g["holds"].mean())
                 s = (f"- {display_name(m)}, {weights_label(w)}: median κ(A) per layer {value_range(per)} "
                      f"(random matrices of n = {ns[m]}: {np.median(rk[m]):.2f}); the condition holds on {pct(fr)}")
-                s += uniformity_clause(per, fr)
+                s += uniformity_clause(per, fr, g.groupby("layer")["holds"].mean())
                 gg = gap[(gap["model"] == m) & (gap["weights"] == w) & (gap["variant"] == "content")] if len(gap) else gap
                 if len(gg):
                     r = gg.iloc[0]
@@ -343,7 +356,7 @@ class InsightSections:
                    "prepared the same way too; " if alike else
                    f"Their tables on content tokens ({counts}) are not identical row for row, so what the network "
                    "is given differs between the two runs ("
-                   + ("each model's own image processor prepares the photos, so the network sees different pixels"
+                   + ("each model's own image processor prepares the photos: the network sees different pixels"
                       if self.kind == "image" else
                       "each model's own tokenizer prepares the sentences, so the tokens may differ")
                    + "); ")

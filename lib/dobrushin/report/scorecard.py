@@ -278,11 +278,14 @@ def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
             target = prov.get("proxy_for")
             notes.append(f"weights as shipped in {pkg}" + (f", a proxy for {target}, not that checkpoint" if target else ""))
     if weights == "trained here":
-        ep = sorted({e.get("epochs") for (_, m), e in entries.items() if m in set(ev["model"]) and e.get("epochs")})
-        seeds = sorted({e.get("seed") for (_, m), e in entries.items() if m in set(ev["model"]) and e.get("seed") is not None})
-        notes.append("trained in this build" + (f" ({', '.join(map(str, ep))} epoch{'s' if ep != [1] else ''}" if ep else "")
-                     + (f", seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}" if seeds else "")
-                     + (")" if ep else ""))
+        per = {}  # benchmark -> [(seed, epochs)]
+        for (_, m), e in entries.items():
+            if m in set(ev["model"]) and e.get("epochs"):
+                per.setdefault(_label(m), []).append((e.get("seed"), int(e["epochs"])))
+        ep = "; ".join(f"{lab} " + ", ".join(f"{n} (seed {sd})" if sd is not None else str(n) for sd, n in
+                                             sorted(v, key=lambda t: (t[0] is None, t[0])))
+                       for lab, v in per.items())
+        notes.append("trained in this build" + (f" (epochs to early stopping: {ep})" if ep else ""))
         spread = _seed_spread(ev)
         if spread:
             notes.append(spread)

@@ -213,10 +213,11 @@ class SummaryChapter(SummaryInsights):
         F.figure(fig, notebook=NOTEBOOK, name="depth", width="full",
                  caption=("Fraction of inputs for which the equality condition holds on content tokens, against "
                           "relative depth $\\ell/(L-1)$, one panel per family. "
-                          + ("Blue: trained weights; orange" if trained else "Orange") + ": the "
-                          "untrained control of the same architecture; dotted grey: the random baseline "
-                          "(Dirichlet(1) rows) at the family's median token count. The untrained controls of a "
-                          "family are pooled into one line" + twins
+                          + ("Blue: trained weights; orange" if trained else "Orange") + ": the family's "
+                          "untrained controls (same architectures, seeded random initialisation), pooled into one "
+                          "line on the layer grid of the family's shallowest network (a deeper network's layers "
+                          "share its points)" + twins + "; dotted grey: the random baseline "
+                          "(Dirichlet(1) rows) at the family's median token count"
                           + ("; line styles tell trained models of one family apart" if trained else "")
                           + (" (the seeds of one FT-Transformer benchmark pooled into one line)" if ft else "") + ". "
                           + (f"Trained weights: {and_join(named)}; " if trained else
@@ -431,9 +432,10 @@ def published_text(root, results_dir, entries: dict) -> str:
     left = [re.sub(r"-[0-9a-f]{8,}\.pt$", "", str(c)) for c in meta.get("checkpoints_left_out") or []]
     if left:
         names = and_join(_checkpoint_name(c) for c in left)
-        out += (f" The published folder leaves the checkpoint{'s' if len(left) > 1 else ''} of {names} out for size: "
-                f"a build without {'it' if len(left) == 1 else 'them'} trains {'that network' if len(left) == 1 else 'those networks'} "
-                "again (on another CPU, possibly another network).")
+        out += (f" The checkpoint{'s' if len(left) > 1 else ''} of {names} did not fit under the published folder's "
+                f"size limit and {'was' if len(left) == 1 else 'were'} left out: {'its' if len(left) == 1 else 'their'} published tables are reused as they "
+                f"are, but a build that needs {'that network' if len(left) == 1 else 'those networks'} again (another "
+                "parameter, or its tables recomputed) trains it again, on another CPU possibly into another network.")
     fresh = sorted(str(e.get("model") or "?") for e in entries.values()
                    if not e.get("published_from") and str(e.get("status", "ok")) == "ok")
     if fresh:

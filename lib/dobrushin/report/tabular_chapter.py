@@ -363,7 +363,7 @@ class TabularChapter:
                 lines.append(f"- {name}, {WEIGHTS.get(w, w)}"
                              + (f" ({seeds} seeds pooled)" if seeds > 1 else "")
                              + f": median κ(A) per layer {value_range(per)} (random matrices of n = {n}: {rk:.2f}); the "
-                             f"condition holds on {pct(fr)}" + uniformity_clause(per, fr) + ".")
+                             f"condition holds on {pct(fr)}" + uniformity_clause(per, fr, gw.groupby("layer")["holds"].mean()) + ".")
         _markdown("**What κ(A) says.** κ(A) is half the largest L1 distance between two rows of the attention: near 0 "
                   "every test row's tokens attend in nearly the same way (near-uniform attention), where the layer "
                   "bound is nearly tight in value for any matrix and the test is decided by small differences; near "
