@@ -224,6 +224,8 @@ def test_uniformity_clause_follows_kappa_and_the_fraction():
     named = uniformity_clause(per, 0.2, pd.Series([0.56, 0.03, 0.01], index=[0, 1, 2]))
     assert "In layer 1 (of 3) the median κ(A) is below 0.1" in named and "about that layer" in named
     assert "holds on 56.0% of the pairs of that layer and on 2.0% of the pairs of the other layers" in named
+    many = uniformity_clause(pd.Series([0.5, 0.01, 0.02, 0.03, 0.6, 0.05]), 0.2, pd.Series([0.0] * 6))
+    assert "In layers 2–4, 6 (of 6)" in many and "about those layers" in many and "other layers" in many
 
 
 def test_count_text_names_the_number_or_the_range():

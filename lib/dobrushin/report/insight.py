@@ -112,6 +112,17 @@ def near_tie_text(table: pd.DataFrame, name=None) -> str:
             f"{VARIANT_LABELS.get(v, v)}). `make verify` excuses a differing decision only below this margin.")
 
 
+def _runs(nums) -> str:
+    """``[2, 3, 4, 7]`` → ``"2–4, 7"``: sorted integers with consecutive runs as ranges."""
+    out, nums = [], sorted(nums)
+    for x in nums:
+        if out and x == out[-1][1] + 1:
+            out[-1][1] = x
+        else:
+            out.append([x, x])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in out)
+
+
 def uniformity_clause(kappa_per_layer, fraction: float, holds_per_layer=None) -> str:
     """What the per-layer median κ(A) says about the test's fraction ``fraction`` (a clause starting ". ",
     or "" when κ is neither high in every layer nor low in any).  ``holds_per_layer``: the fraction holding per
@@ -140,7 +151,7 @@ def uniformity_clause(kappa_per_layer, fraction: float, holds_per_layer=None) ->
     idx = list(kappa_per_layer.index)
     near = [i for i, v in zip(idx, k) if v < 0.1]
     h = pd.Series(holds_per_layer).reindex(idx).astype(float)
-    names = ", ".join(str(int(i) + 1) for i in near)
+    names = _runs([int(i) + 1 for i in near])
     rest = h.drop(index=near)
     return (f". In layer{'' if one else 's'} {names} (of {k.size}) the median κ(A) is below 0.1: there {what}. "
             f"The condition holds on {pct(float(h.loc[near].mean()))} of the pairs of {those} and on "
