@@ -346,8 +346,9 @@ class InsightSections:
                 high = flat[flat["holds"] > flat["random holds"] + 0.05]
                 if len(high):  # said, not explained away: the averages here do not account for it
                     s += (f" For {', '.join(high['model'])} that is well above the random baseline although the "
-                          "average diagonal does not stand out: the averages measured here (over the first inputs "
-                          "and every layer) do not explain it, and this chapter leaves it open.")
+                          f"average diagonal does not stand out: the averages measured here (over the first "
+                          f"{len(items)} input{'' if len(items) == 1 else 's'} and every layer) do not explain it, "
+                          "and this chapter leaves it open.")
             _md(s)
         groups = {}
         for m, fp in prints.items():
