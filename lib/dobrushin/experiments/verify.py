@@ -512,10 +512,9 @@ def data_dir_note(root) -> str:
         return ""
     canonical, folder = [], []
     for nb in FAMILY_KINDS:
-        man = Path(root) / nb / "manifest.json"
-        if not man.exists():
+        entries = _published_entries(root, nb)
+        if not entries:
             continue
-        entries = (json.loads(man.read_text()).get("entries") or {}).values()
         sources = {str(((e.get("params") or {}).get("inputs") or {}).get("source", "")) for e in entries}
         if sources & {IMAGENET_SAMPLES_SOURCE, SST2_SOURCE}:
             canonical.append(nb)
@@ -546,20 +545,16 @@ _DOWNLOADED_TABULAR = {"california": "California Housing (by scikit-learn's fetc
                        "adult": "UCI Adult (from the UCI repository, checked against its SHA-256)"}
 
 
+def _published_entries(root, notebook: str) -> list:
+    """The entries of ``root``'s manifest of ``notebook`` (empty when it has none)."""
+    man = Path(root) / notebook / "manifest.json"
+    return list((json.loads(man.read_text()).get("entries") or {}).values()) if man.exists() else []
+
+
 def _published_tabular(root) -> list:
     """The downloaded tabular benchmarks (their display names) that ``root`` holds published results of."""
-    man = Path(root) / "tabular" / "manifest.json"
-    if not man.exists():
-        return []
-    names = {str(k).split("-seed")[0] for k in (json.loads(man.read_text()).get("entries") or {})}
+    names = {str(e.get("dataset")) for e in _published_entries(root, "tabular")}
     return [label for key, label in _DOWNLOADED_TABULAR.items() if key in names]
-
-
-def _hub_offline() -> bool:
-    """``HF_HUB_OFFLINE`` as huggingface_hub reads it (1, ON, YES or TRUE, any case)."""
-    import os
-
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
 
 
 def hub_note(root) -> str:
@@ -568,16 +563,12 @@ def hub_note(root) -> str:
     the weights' provenance, and with it the model's cache key, differ from the published ones, so
     ``make book`` measures those models (trained weights and untrained control) at paper scale instead of
     reusing their published tables; ``HF_HUB_OFFLINE=1 make book`` reuses them as they are."""
-    if _hub_offline():
+    from ..data.availability import hub_offline
+
+    if hub_offline():  # as the loaders decide it
         return ""
-    missing = []
-    for nb in FAMILY_KINDS:
-        man = Path(root) / nb / "manifest.json"
-        if not man.exists():
-            continue
-        for e in (json.loads(man.read_text()).get("entries") or {}).values():
-            if ((e.get("provenance") or {}).get("pretrained") or {}).get("source") == "unavailable":
-                missing.append(str(e.get("model") or e.get("display")))
+    missing = [str(e.get("model") or e.get("display")) for nb in FAMILY_KINDS for e in _published_entries(root, nb)
+               if ((e.get("provenance") or {}).get("pretrained") or {}).get("source") == "unavailable"]
     if not missing:
         return ""
     shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")

@@ -89,9 +89,9 @@ def near_tie_text(table: pd.DataFrame, name=None) -> str:
     :data:`dobrushin.experiments.verify.FLOAT_ERROR`, the size of float32 rounding in the captured attention,
     and how far counting all of them the other way could move a fraction (per model, weights and variant).
     ``name``: how a model id is shown.  "" when the table has no margin columns."""
-    from ..experiments.verify import FLOAT_ERROR, margin_of_rows
+    from ..experiments.verify import FLOAT_ERROR, MARGIN_COLUMNS, margin_of_rows
 
-    if not len(table) or not all(c in table.columns for c in ("kappa_gap", "self_margin_i", "self_margin_j")):
+    if not len(table) or not set(MARGIN_COLUMNS) <= set(table.columns):
         return ""
     name = name or display_name
     m = margin_of_rows(table).to_numpy(float)
@@ -104,8 +104,9 @@ def near_tie_text(table: pd.DataFrame, name=None) -> str:
     t = table.assign(_tie=tie)
     share = t.groupby(["model", "weights", "variant"], observed=True, sort=False)["_tie"].mean()
     (mm, w, v), top = share.idxmax(), float(share.max())
+    overall = n_tie / len(table)
     return (f"**Near-ties.** {n_tie:,} of the {len(table):,} (input, layer, variant) decisions above "
-            f"({pct(n_tie / len(table), 2 if n_tie / len(table) < 0.001 else 1)}) have a margin below {FLOAT_ERROR:g} (the smallest of κ's lead over the best "
+            f"({pct(overall, 2 if overall < 0.001 else 1)}) have a margin below {FLOAT_ERROR:g} (the smallest of κ's lead over the best "
             "non-attaining pair and the deciding pair's two self-margins): there float32 rounding of the captured attention could decide either "
             "way, and another machine may. Counting every one of them the other way would move no fraction by more "
             f"than {100 * top:.1f} points (the most: {name(mm)}, {weights_label(w)}, "

@@ -62,6 +62,14 @@ def is_proxy(model_id: str) -> bool:
     return base_id(str(model_id)) in _PROXIES or "proxy" in _display_name(model_id)
 
 
+def ft_model_name(dataset: str, seed) -> str:
+    """The model id the report gives an FT-Transformer trained here: ``"FT-Transformer/Adult seed 0"`` (hub-like:
+    figures show the part after the slash)."""
+    from ..data.tabular_data import TITLES
+
+    return f"FT-Transformer/{TITLES.get(dataset, dataset)} seed {seed}"
+
+
 def family_label(model: str, notebook: str = "") -> str:
     """The family of a model id as the report names it (``"DINOv2"``, ``"MiniLM"``, ...); ``notebook``
     (or ``"other"``) when the id names no known family."""
@@ -83,7 +91,7 @@ def and_join(items: Iterable[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-__all__ = ["FAMILY_LABELS", "and_join", "PROXY_MARK", "VARIANT_LABELS", "VARIANT_TABLE_LABELS", "WEIGHTS_LABELS", "display_name", "is_proxy",
+__all__ = ["FAMILY_LABELS", "and_join", "PROXY_MARK", "VARIANT_LABELS", "VARIANT_TABLE_LABELS", "WEIGHTS_LABELS", "display_name", "ft_model_name", "is_proxy",
            "family_label", "mark_proxies", "proxy_name", "weights_label"]
 
 

@@ -191,7 +191,6 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
     """Distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) per layer (box plots; trained and
     untrained side by side) on a symlog axis, linear below :data:`SLACK_LINTHRESH`.  Slack 0 is the equality case."""
     require_columns(table, ["model", "weights", "variant", "layer", "slack"], "the table")
-    fig_title = title
     df = table[table["variant"] == variant]
     models = _models(df, models)
     fig, axes = panel_grid(len(models), ncols)
@@ -214,9 +213,9 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
                 box.set_alpha(0.6)
             ax.plot([], [], color=WEIGHT_STYLE[w]["color"], lw=6, alpha=0.6, label=WEIGHT_STYLE[w]["label"])
         zero = zero_series(sub)
-        title = display_name(m)
+        panel_title = display_name(m)
         if zero and len(zero) < len(ws):  # the other weights' boxes fill the panel: the title says it
-            title += "\n" + "; ".join(f"{WEIGHT_STYLE[w]['label']}: all zero (on the axis)" for w in zero)
+            panel_title += "\n" + "; ".join(f"{WEIGHT_STYLE[w]['label']}: all zero (on the axis)" for w in zero)
         elif zero:  # a box plot of zeros is a flat line on the axis: say what it means instead, in the empty panel
             lines = ["all zero: slack 0 (equality)", "in every (input, layer) pair"] if len(ws) == 1 else \
                 ["all zero: slack 0 (equality) in every", "(input, layer) pair, both weights"]
@@ -230,10 +229,10 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
         # the panels share their y axis: the limit covers every panel's largest slack (a panel's own limit,
         # set last, clipped the others' boxes)
         ax.set_ylim(-SLACK_LINTHRESH / 2, max(top, SLACK_LINTHRESH * 10) * 3)  # the slack is never negative
-        ax.set_title(title, fontsize=10)
+        ax.set_title(panel_title, fontsize=10)
         ax.set_xlabel("layer")
         ax.grid(alpha=0.3, axis="y")
-    return _finish_grid(fig, axes, ncols, SLACK_LABEL, fig_title)
+    return _finish_grid(fig, axes, ncols, SLACK_LABEL, title)
 
 
 def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,

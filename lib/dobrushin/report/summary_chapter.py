@@ -26,7 +26,7 @@ import pandas as pd
 from ..store import paths
 from ..store.results import atomic_write_csv
 from . import names
-from .names import and_join, is_proxy
+from .names import and_join, ft_model_name, is_proxy
 from . import page as F
 from .display import html_block, plain_text
 from . import reproducing_tables
@@ -538,11 +538,9 @@ def _once_clause(content: pd.DataFrame) -> str:
 
 
 def _checkpoint_name(stem: str) -> str:
-    """``"breast_cancer-seed2"`` → ``"FT-Transformer/Breast cancer seed 2"`` (as the summary names the model)."""
-    from ..data.tabular_data import TITLES
-
+    """``"breast_cancer-seed2"`` (a checkpoint's file name, its key taken off) → the model's name in the report."""
     data, _, seed = stem.partition("-seed")
-    return f"FT-Transformer/{TITLES.get(data, data)} seed {seed}" if seed else stem
+    return ft_model_name(data, seed) if seed else stem
 
 
 def _model_name(model: str) -> str:

@@ -17,7 +17,7 @@ from . import plots
 from .chapter import TABLE_VARIANTS, baseline_for, below_control_and_baseline, pct
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
 from .insight import near_tie_text
-from .names import WEIGHTS_LABELS
+from .names import WEIGHTS_LABELS, ft_model_name
 from .tables import fractions, rollout_summary
 
 #: one word for the trained models, everywhere
@@ -234,14 +234,13 @@ class TabularChapter:
 
     def measure(self):
         """Measure every trained model and its untrained initialisation; record the unavailable data sets."""
-        from ..data import tabular_data
         from ..experiments.tabular import TABULAR_CONFIG, measure_tabular
         from ..models import ft_transformer as ft_model
 
         p, store = self.p, self.store
         for (name, seed), (d, r) in self.trained.items():
             slug = f"{name}-seed{seed}"
-            model_name = f"FT-Transformer/{tabular_data.TITLES[name]} seed {seed}"  # hub-like id: figures show the part after the slash
+            model_name = ft_model_name(name, seed)
             rows_ = ft_model.select_rows(d.size("test"), p.attention_rows, seed=p.split_seed)
             untrained = ft_model.make_model(d, seed)
             m = [x for x in self.metric_rows if x["dataset"] == name and x["seed"] == seed][0]
@@ -256,7 +255,7 @@ class TabularChapter:
         for name, status in self.unavailable.items():
             for seed in p.seeds:
                 store.record(f"{name}-seed{seed}", {"dataset": name, "seed": seed, "profile": p.profile}, status=status,
-                             model=f"FT-Transformer/{tabular_data.TITLES[name]} seed {seed}", family="ft-transformer",
+                             model=ft_model_name(name, seed), family="ft-transformer",
                              dataset=name, seed=seed, paper_benchmark=name in PUBLISHED_FT_TRANSFORMER)
 
     # ---------------------------------------------------------------- results
