@@ -130,7 +130,8 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
         ref = baseline_at(baseline_grid, float(sub["n_tokens"].median()))
         if np.isfinite(ref):
             ax.axhline(ref, color=COLORS["random"], ls=":", lw=1.4, zorder=1)
-        proxy = len(labels) == 1 and "proxy" in labels[0]  # a lone trained line has no legend: the title says it
+        # a lone trained line has no legend: the title says it
+        proxy = len(labels) == 1 and all(is_proxy(m) for m in pre["model"].unique())
         ax.set_title(fam + ("" if labels else " (untrained only)") + (" (trained: proxy)" if proxy else ""), fontsize=10)
         if len(labels) > 1:  # which line style is which trained model
             ax.legend(handles=[Line2D([], [], color=COLORS["trained"], ls=_STYLES[i % len(_STYLES)],
