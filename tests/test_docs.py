@@ -89,6 +89,10 @@ MAPPED = {
                                                              "cells and checkpoints (half an hour); the dry run checks "
                                                              "it seeds the fresh folder, then runs and publishes "
                                                              "(tests/test_seed_reproduce.py tests the seed)"),
+    "python -m dobrushin.experiments.verify --digest-only published/paper": (
+        "python -m dobrushin.experiments.verify --digest-only published/paper",
+        "as documented; the sandbox has no publication, so it says so and exits 0 (tests/test_verify.py and "
+        "tests/test_code_digest.py test exits 0 and 3 on published folders)"),
     "make verify": (f"{MAKE} verify", "as documented (-o keeps make from reinstalling); the sandbox has no "
                                       "published results, so it must say so and exit 0"),
     "python -m dobrushin.experiments.publish": ("python -m dobrushin.experiments.publish --help",
@@ -283,7 +287,11 @@ class Sandbox:
         return r
 
     def results(self, results_dir=None) -> Path:
-        return Path(results_dir or self.env["DOBRUSHIN_RESULTS"]) / "supervised_vit"
+        """The supervised-ViT folder of the newest run with other parameters than the book's (they go to
+        ``<results>/runs/supervised_vit-<key>/``), else the book's."""
+        base = Path(results_dir or self.env["DOBRUSHIN_RESULTS"])
+        runs = sorted(base.glob("runs/supervised_vit-*/run.json"), key=lambda f: f.stat().st_mtime)
+        return (runs[-1].parent if runs else base) / "supervised_vit"
 
 
 @pytest.fixture(scope="module")
@@ -366,7 +374,7 @@ def test_adding_a_model_measures_the_hf_and_the_timm_id(sandbox, adding_a_model)
     for doc, cmd, models in adding_a_model:
         assert "-p models '[" in cmd, f"{doc}: the -p value is a JSON list, as users type it"
         ids.update(models)
-        nb = nbformat.read(sandbox.root / "executed" / "supervised_vit.ipynb", as_version=4)
+        nb = nbformat.read(sandbox.root / words(cmd)[4], as_version=4)  # papermill's output notebook
         assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert {HF_ID, TIMM_ID} <= ids, "the documented command adds a Hugging Face id and a timm id"
     quick = {"n_inputs": 16, "n_untrained": 6}  # params/quick/supervised_vit.yml
@@ -491,6 +499,7 @@ def test_make_targets_and_the_profile_switch(sandbox):
         nb = nbformat.read(sandbox.root / "executed" / "theory.ipynb", as_version=4)
         injected = next(c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", []))
         assert f'profile = "{profile}"' in injected.source
+        assert f'results_dir = "{sandbox.root}/results"' in injected.source  # the book's folder, given by make
         # the chapter's "How this chapter was run" block shows the profile it ran with
         shown = "".join(o.get("data", {}).get("text/plain", "") for c in nb.cells if c.cell_type == "code"
                         for o in c.outputs)

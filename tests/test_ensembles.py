@@ -300,7 +300,7 @@ def test_run_grid_caches_cells(tmp_path):
     assert list(a.columns) == list(b.columns)  # a table lists its columns alike, computed or read back
     # a changed parameter is a different cell; a corrupt file is recomputed
     assert not E.run_grid([("dirichlet(1)", 5, 301)], seed=1, cache=tmp_path)["cached"].any()
-    E._cell_path(tmp_path, E.cell_params("dirichlet(1)", 5, 300, 1, True)).write_text("{not json")
+    E.cell_path(tmp_path, E.cell_params("dirichlet(1)", 5, 300, 1, True)).write_text("{not json")
     assert not E.run_grid(cells[:1], seed=1, cache=tmp_path)["cached"].any()
     files = list(tmp_path.glob("*.json"))
     # keyed by the digest of the code that computes a cell (not a hand-bumped version)

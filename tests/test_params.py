@@ -32,6 +32,51 @@ def cell_defaults(nb) -> dict:
     return out
 
 
+@pytest.fixture(autouse=True)
+def _results_elsewhere(tmp_path, monkeypatch):
+    """A run with other parameters than the book's writes under the results folder: a temporary one here."""
+    monkeypatch.setenv("DOBRUSHIN_RESULTS", str(tmp_path / "results"))
+
+
+def test_a_run_by_hand_gets_a_folder_of_its_own(tmp_path, capsys):
+    """A run without results_dir (by hand; make book gives it) never writes into the book's folders: its results
+    go to results/runs/<notebook>-<key>/, named by its parameters, which links the book's other chapters."""
+    base = tmp_path / "results"
+    (base / "baseline").mkdir(parents=True)
+    (base / "baseline" / "reference.csv").write_text("n,p\n")
+    (base / "language").mkdir()
+    (base / "figures").mkdir()
+    values = {**cell_defaults("language"), **yaml.safe_load((ROOT / "params" / "quick" / "language.yml").read_text()),
+              "n_inputs": 4}
+    p = P.resolve(dict(values), "language")
+    folder = Path(p["results_dir"])
+    assert folder.parent == base / "runs" and folder.name.startswith("language-")
+    assert f"this run's results go to {folder}" in capsys.readouterr().out
+    assert (folder / "baseline").resolve() == (base / "baseline").resolve()  # the other chapters, linked
+    assert not (folder / "language").exists() and not (folder / "figures").exists()  # its own, written apart
+    run = json.loads((folder / "run.json").read_text())
+    assert run["notebook"] == "language" and run["parameters"]["n_inputs"] == 4 and "results_dir" not in run["parameters"]
+    assert P.resolve(dict(values), "language")["results_dir"] == str(folder)  # the same parameters, the same folder
+    assert P.resolve(dict(values, force=True, device="cpu"), "language")["results_dir"] == str(folder)
+    assert P.resolve(dict(values, n_inputs=5), "language")["results_dir"] != str(folder)
+    mine = str(tmp_path / "mine")
+    assert P.resolve(dict(values, results_dir=mine), "language")["results_dir"] == mine  # given: used as is
+
+
+def test_only_the_newest_run_folders_are_kept(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setattr(P, "RUNS_KEPT", 3)
+    (tmp_path / "results" / "baseline").mkdir(parents=True)
+    values = {**cell_defaults("language"), **yaml.safe_load((ROOT / "params" / "quick" / "language.yml").read_text())}
+    made = []
+    for i, n in enumerate(range(2, 7)):
+        made.append(Path(P.resolve(dict(values, n_inputs=n), "language")["results_dir"]))
+        os.utime(made[-1] / "run.json", (1000 + i, 1000 + i))  # made one after another
+    assert sorted(p.name for p in (tmp_path / "results" / "runs").iterdir()) == sorted(p.name for p in made[-3:])
+    assert (tmp_path / "results" / "baseline").is_dir()  # the linked book folders are untouched
+
+
 def rule(nb, name):
     """The type of parameter ``name`` as notebook ``nb`` declares it."""
     return P.declared(nb)[name]
@@ -259,9 +304,10 @@ def test_resolve_converts_in_place_and_returns_in_declaration_order():
 
 def test_resolve_takes_a_name_a_path_or_a_model(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # the notebook is not needed, only its name
-    assert dict(P.resolve(ns_for("theory"), "theory")) == {"profile": "quick", "results_dir": None}
-    assert dict(P.resolve(ns_for("theory"), P.NOTEBOOKS["theory"])) == {"profile": "quick", "results_dir": None}
-    assert dict(P.resolve(ns_for("theory"), "elsewhere/theory.ipynb")) == {"profile": "quick", "results_dir": None}
+    own = str(P.results_folder(P.NOTEBOOKS["theory"].parse({"profile": "quick", "results_dir": None})))
+    assert dict(P.resolve(ns_for("theory"), "theory")) == {"profile": "quick", "results_dir": own}
+    assert dict(P.resolve(ns_for("theory"), P.NOTEBOOKS["theory"])) == {"profile": "quick", "results_dir": own}
+    assert dict(P.resolve(ns_for("theory"), "elsewhere/theory.ipynb")) == {"profile": "quick", "results_dir": own}
 
 
 def test_unknown_name_in_a_plain_namespace():

@@ -112,3 +112,45 @@ def test_products_of_other_code_are_left_out_with_their_wall_times(tmp_path):
     rec3 = S.seed(stale_ckpt, tmp_path / "run3")
     assert rec3["skipped_other_code"]["FT-Transformer checkpoints"] == 1
     assert not (tmp_path / "run3" / ".cache").exists() and "tabular" not in rec3["chapters"]
+
+
+def test_attested_products_are_rekeyed_and_found_by_their_caches(tmp_path, monkeypatch):
+    """Cells and checkpoints made by code an accepted attestation carries over to today's are copied under the
+    key today's code gives them, so the caches' own look-ups find them (and nothing of other code is)."""
+    from dobrushin.models.ft_transformer import CHECKPOINT_FORMAT
+    from dobrushin.random import ensembles as E
+    from dobrushin.store import attest as A
+    from dobrushin.store.results import params_key
+
+    monkeypatch.delenv("DOBRUSHIN_PUBLISHED", raising=False)
+    today = S._current_digests()
+    old_cells, old_training = "c" * 64, "d" * 64
+    pub = tmp_path / "published" / "paper"
+    cells = pub / "baseline" / "cells"
+    cells.mkdir(parents=True)
+    params = {**E.cell_params("dirichlet(1)", 5, 40, 7, True), "code_digest": old_cells}
+    (cells / "old.json").write_text(json.dumps({"counts": {"holds": 11}, "params": params}))
+    ck = pub / "checkpoints" / "tabular"
+    ck.mkdir(parents=True)
+    rec = {"dataset": "adult", "seed": 1, "data_checksum": "ab" * 32, "config": {"d_block": 8}, "epochs": 2,
+           "settings": {"lr": 1e-4}, "code_digest": old_training, "key": "0123"}
+    (ck / "adult-seed1-0123.json").write_text(json.dumps(rec))
+    (ck / "adult-seed1-0123.pt").write_bytes(b"weights")
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": "e" * 64, "commit": "abc"}))
+    assert S._attested(pub, today) == {}
+    assert S.seed(pub, tmp_path / "run0")["skipped_other_code"] == {"baseline cells": 1, "FT-Transformer checkpoints": 1}
+    A.write(pub, {"cells": {"published": old_cells, "now": today["cells"], "evidence": "re-simulated"},
+                  "training": {"published": old_training, "now": today["training"], "evidence": "byte-identical"}},
+            {"comparisons": []})
+    run = tmp_path / "run"
+    got = S.seed(pub, run)
+    assert got["rekeyed_under_attestation"] == {"baseline cells": 1, "FT-Transformer checkpoints": 1}
+    new_params = E.cell_params("dirichlet(1)", 5, 40, 7, True)  # today's key, computed by the cache itself
+    assert new_params["code_digest"] == today["cells"]
+    found = json.loads(E.cell_path(run / "baseline" / "cells", new_params).read_text())
+    assert found["params"] == new_params and found["counts"] == {"holds": 11}
+    key = params_key({"format": CHECKPOINT_FORMAT, "data": rec["data_checksum"], "config": rec["config"],
+                      "train": rec["settings"], "seed": 1, "code_digest": today["training"]})
+    assert (run / ".cache" / "tabular" / f"adult-seed1-{key}.pt").read_bytes() == b"weights"
+    moved = json.loads((run / ".cache" / "tabular" / f"adult-seed1-{key}.json").read_text())
+    assert moved["key"] == key and moved["code_digest"] == today["training"] and moved["epochs"] == 2

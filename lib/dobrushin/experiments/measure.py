@@ -33,10 +33,6 @@ from ..math.coefficient import DEFAULT_TOL, analyse, kappa
 from ..math.validation import check_stochastic
 from ..store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, VARIANTS, conform, frame
 
-#: kept importable (extend-only API); no longer decides cache reuse: the cache key holds the digest of
-#: this file among the others (:func:`dobrushin.store.code.code_digest`)
-MEASURE_VERSION = 3
-
 #: bytes of float64 restricted attention processed at a time (a layer at least)
 CHUNK_BYTES = 64 * 2**20
 
@@ -578,5 +574,5 @@ class HeadSink:
         return table
 
 
-__all__ = ["CHUNK_BYTES", "MEASURE_VERSION", "BatchMeasure", "HeadSink", "Scratch", "check_captured", "head_rows",
+__all__ = ["CHUNK_BYTES", "BatchMeasure", "HeadSink", "Scratch", "check_captured", "head_rows",
            "keep_slice", "measure", "measure_batch", "restrict_checked", "rollout_rows", "thread_scratch"]

@@ -216,6 +216,8 @@ def _main(args) -> int:
     if not args.model_id.strip():
         raise CliError("MODEL_ID is empty")
     # inputs that cannot exist are reported before the model is loaded
+    if args.text is not None and args.text.is_dir():
+        raise CliError(f"cannot load inputs: --text {args.text} is a folder (--text takes a file; --inputs takes a folder of images)")
     if args.text is not None and not args.text.is_file():
         raise CliError(f"cannot load inputs: --text {args.text}: no such file")
     if args.inputs is not None and args.inputs not in ("embedded", "auto", "glue") \

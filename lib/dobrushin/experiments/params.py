@@ -49,6 +49,7 @@ import difflib
 import json
 import os
 import re
+import shutil
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -577,5 +578,45 @@ def resolve(ns: MutableMapping[str, Any], notebook: Union[str, os.PathLike, type
     known = list(cls.model_fields)
     extra = unknown_names(ns, known) if check_unknown else []
     params = cls.parse({**{n: ns[n] for n in known if n in ns}, **{n: ns.get(n) for n in extra}})
+    if params.get("results_dir", "") is None:
+        params = cls.parse({**params.as_dict(), "results_dir": str(results_folder(params))})
     ns.update(params.as_dict())
     return params
+
+
+# ------------------------------------------------------------------------------------------------
+# where a run's results go
+
+#: parameters that say how a run goes, not what it measures: left out of a run's key
+RUN_ONLY = ("results_dir", "force", "device")
+#: run folders kept under ``results/runs/``: the oldest beyond these are removed when a new one is made
+RUNS_KEPT = 20
+
+
+def results_folder(params: "Parameters") -> Path:
+    """Where a run writes its results when ``results_dir`` is not given (``make book`` gives it: the results
+    folder the book's pages are made from): ``<results>/runs/<notebook>-<key>/`` (its key: the hash of the
+    parameters but :data:`RUN_ONLY`), so a run by hand, with any parameters, never overwrites the book's
+    results, and a second run with the same parameters finds its own.  That folder gets a link to each of
+    the book's other chapter folders (a model chapter reads the random baseline; its own tables and figures
+    are written in the folder itself) and ``run.json`` (the parameters); one line says where the results go.
+    Only the newest :data:`RUNS_KEPT` run folders are kept."""
+    from ..store.paths import results_dir
+    from ..store.results import atomic_write_json, params_key
+
+    notebook = type(params).notebook
+    mine = params.as_dict(exclude=RUN_ONLY)
+    base = results_dir()
+    folder = base / "runs" / f"{notebook}-{params_key(mine)[:8]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in NOTEBOOKS:  # the other chapters' folders only: figures and this chapter's tables stay apart
+        other, link = base / name, folder / name
+        if name != notebook and other.is_dir() and not link.exists() and not link.is_symlink():
+            link.symlink_to(other.resolve(), target_is_directory=True)
+    atomic_write_json(folder / "run.json", {"notebook": notebook, "parameters": mine})
+    runs = sorted((f.parent for f in (base / "runs").glob("*/run.json")), key=lambda d: (d / "run.json").stat().st_mtime)
+    for old in [d for d in runs if d != folder][:max(0, len(runs) - RUNS_KEPT)]:
+        shutil.rmtree(old, ignore_errors=True)  # links inside are removed, not followed
+    print(f"results_dir not given: this run's results go to {folder} (named by its parameters), apart from the "
+          "book's (make book writes those)")
+    return folder

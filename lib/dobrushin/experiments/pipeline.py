@@ -74,10 +74,6 @@ from ..store.progress import Progress
 from .measure import BatchMeasure, HeadSink, head_rows, measure_batch
 from .partial import PAUSE_ENV, PartialBatches, pause_point
 
-#: kept importable (extend-only API) but no longer part of the cache key: the key holds
-#: :func:`dobrushin.store.code.code_digest` of the source the numbers depend on, computed from the files
-PIPELINE_VERSION = 2
-
 
 @dataclass(frozen=True)
 class MeasureConfig:
@@ -447,9 +443,9 @@ def _inputs_key(inputs) -> dict:
 def cache_params(model_id: str, inputs, config: MeasureConfig, device: torch.device,
                  provenance: Mapping[str, dict], extra: Optional[Mapping[str, Any]] = None) -> dict:
     """The parameter mapping whose hash keys the cache (everything that affects the numbers, and
-    where each weights setting comes from, and ``code_digest``: the digest of the source files of
-    :data:`dobrushin.store.code.NUMBERS_PACKAGES`, so an edit to the code that computes the numbers
-    recomputes them); ``extra`` adds caller fields (e.g. a checkpoint key)."""
+    where each weights setting comes from, and ``code_digest``: the digest of the code that makes the tables,
+    :func:`dobrushin.store.code.code_digest`, so an edit to it recomputes them unless attested); ``extra`` adds
+    caller fields (e.g. a checkpoint key)."""
     return {
         "code_digest": code_digest(), "model_id": model_id,
         "inputs": _inputs_key(inputs), "n_inputs": len(inputs), **config.key(), "device_type": device.type,
@@ -605,7 +601,7 @@ def measure_models(model_ids: Sequence[str], inputs, *, store: ResultStore, conf
 
 
 __all__ = [
-    "MeasureConfig", "ModelRun", "PIPELINE_VERSION", "cache_params", "describe_device", "measure_model",
+    "MeasureConfig", "ModelRun", "cache_params", "describe_device", "measure_model",
     "measure_models", "resolve_device", "run_weights", "versions", "KEY_PACKAGES", "key_versions",
     "MMAP_THRESHOLD", "PAUSE_ENV", "PartialBatches", "steady_heap",
 ]

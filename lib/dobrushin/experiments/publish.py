@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..store.code import code_digest  # the digest that keys the caches: which code produced the numbers
+from ..store.code import PRODUCTS, product_digest  # the digests of the code that made each product
 
 #: the published folder's size limit (the repository carries it)
 MAX_BYTES = 40 * 2**20
@@ -190,7 +190,8 @@ def publish(src, dest, profile: str, repo=None, cache=None, allow_losses: bool =
         r = json.loads(f.read_text())
         timings[f"{f.parent.name}/{r['notebook']}"] = r.get("seconds")
     seeded = src / "SEEDED.json"  # a run started from an earlier run's keyed products (tools/seed_reproduce.py)
-    meta = {"profile": profile, "code_digest": code_digest(), "commit": _commit(Path(repo or Path.cwd())),
+    digests = {p: product_digest(p) for p in PRODUCTS}
+    meta = {"profile": profile, "code_digest": digests["tables"], "digests": digests, "commit": _commit(Path(repo or Path.cwd())),
             **({"seeded_from": json.loads(seeded.read_text())} if seeded.is_file() else {}),
             "machine": machine(), "published": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "wall_times_s": timings, "notebooks": notebooks, "files": len(files) + len(extra),

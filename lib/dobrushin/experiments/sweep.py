@@ -158,13 +158,13 @@ def source_fingerprint(spec: SweepSpec) -> dict:
 
 def task_params(task: ShardTask, fingerprint: dict, provenance: dict) -> dict:
     """The parameters that key a shard's entry (a re-run with the same ones skips the shard)."""
-    from .measure import MEASURE_VERSION
-    from .pipeline import PIPELINE_VERSION, MeasureConfig
+    from ..store.code import code_digest
+    from .pipeline import MeasureConfig
 
     spec = task.spec
     cfg = MeasureConfig(weights=(task.weights,), batch_size=spec.batch_size, seed=spec.seed,
                         image_size=spec.image_size, max_length=spec.max_length, head_inputs=0)
-    return {"sweep_version": SWEEP_VERSION, "pipeline_version": PIPELINE_VERSION, "measure_version": MEASURE_VERSION,
+    return {"sweep_version": SWEEP_VERSION, "code_digest": code_digest(),
             "model": task.model, "weights": task.weights, "shard": task.index, "start": task.start,
             "stop": task.stop, "n": spec.n, "source": fingerprint, "device": spec.device,
             "config": cfg.key(), "provenance": provenance}

@@ -1,28 +1,34 @@
-"""``make verify``: re-measure a seeded random sample of the published results with the current code and
-compare it with the published rows.
+"""``make verify``: re-measure a seeded random sample of the published results with the current code, compare
+it with the published rows, and attest a changed code when every decision agrees.
 
 The published results (``published/<profile>/``, written by ``make reproduce`` through
 :mod:`dobrushin.experiments.publish`) are laid out like ``results/``.  The sample (seed :data:`SEED`):
 
-* at least :data:`PER_GROUP` inputs of every model, weights setting and resolution of the family notebooks
-  (a model measured at a second resolution is stored as ``<id>@<size>px``, so it is its own group);
+* of every model, weights setting and resolution of the family notebooks (a model measured at a second
+  resolution is stored as ``<id>@<size>px``, so it is its own group): :data:`PER_GROUP` seeded inputs, the input
+  with the most tokens and every input with a published near-tie (:func:`focus_inputs`); their main table,
+  their rollout rows, and the per-head rows of one seeded input of the per-head table;
 * the random baseline (Dirichlet(1)) at :data:`BASELINE_SIZES` sizes, re-simulated whole (its counts are
   integers and the matrices depend only on the seed, the ensemble, n and the index: they must be equal);
-* one FT-Transformer checkpoint on :data:`TABULAR_ROWS` test rows (the published folder carries the
-  checkpoints of its FT-Transformer entries, ``checkpoints/tabular/``).
+* one FT-Transformer checkpoint on :data:`TABULAR_ROWS` test rows and its near-ties (the published folder
+  carries the checkpoints of its FT-Transformer entries, ``checkpoints/tabular/``).
 
 It **passes** when
 
-* every re-measured decision (``holds``) equals the published one, except rows whose recorded decision
-  margin is below :data:`FLOAT_ERROR` (they are listed: there a rounding may decide either way).  The
-  margin is ``min(kappa_gap, |self_margin_i|, |self_margin_j|)`` from the tidy table's columns when it
-  has them, else it is recomputed from the re-measured attention matrices (:func:`decision_margin`);
-* κ(A), κ(½(I+A)) and the slack agree within :data:`KAPPA_TOL` (absolute);
+* every re-measured decision (``holds``; a rollout's count of holding layers) equals the published one,
+  except where the recorded decision margin is below :data:`FLOAT_ERROR` (they are listed: there a rounding
+  may decide either way).  The margin is ``min(kappa_gap, |self_margin_i|, |self_margin_j|)`` from the tidy
+  table's columns when it has them, else it is recomputed from the re-measured attention matrices
+  (:func:`decision_margin`);
+* κ(A), κ(½(I+A)), the slack and the rollout's numbers agree within :data:`KAPPA_TOL` (absolute);
 * the baseline's counts are identical.
 
-When the published folder does not exist, verify says so loudly (``no published results to verify``) and
-exits 0: CI stays green until the paper-scale results are committed; any other failure exits 1.  The
-report goes to ``results/verify/report.json`` (the book shows it).
+When it passes and the code that makes a product changed since the publication, it writes the attestation that
+carries the published results over to the code here (:func:`attest`, :mod:`dobrushin.store.attest`); ``make
+verify``'s exit status is 1 when a changed product cannot be attested.  ``--digest-only`` only says whether the
+published results are valid for the code here (exit 0) or not (exit 3).  When the published folder does not
+exist, verify says so loudly (``no published results to verify``) and exits 0.  The report goes to
+``results/verify/report.json`` (the book shows it).
 """
 from __future__ import annotations
 
@@ -38,6 +44,10 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+# the tolerances (on κ and the slack; the decision margin below which a flip is float32 rounding) are
+# defined with the attestations that record them
+from ..store.attest import FLOAT_ERROR, KAPPA_TOL
+
 #: seed of the sample
 SEED = 19
 #: inputs re-measured per model, weights setting and resolution
@@ -46,12 +56,6 @@ PER_GROUP = 3
 BASELINE_SIZES = 3
 #: test rows of the FT-Transformer checkpoint re-measured
 TABULAR_ROWS = 64
-#: absolute tolerance on κ(A), κ(½(I+A)) and the slack: the attention is captured in float32 (unit
-#: roundoff 6e-8); head averaging and a softmax over up to 1 370 tokens move an entry by at most a few
-#: hundred of those on another machine or thread count, and κ is a sum of at most n of them, halved
-KAPPA_TOL = 1e-5
-#: a decision whose margin is below this may flip under float32 rounding (a few ulps of an entry ≤ 1)
-FLOAT_ERROR = 1e-6
 #: the per-row margin columns of the tidy table, when it has them
 MARGIN_COLUMNS = ("kappa_gap", "self_margin_i", "self_margin_j")
 #: elements of one block of pair distances in :func:`decision_margin` (float64: 64 MiB, twice that with
@@ -78,6 +82,15 @@ class Comparison:
     def passed(self) -> bool:
         return (not self.error and not self.decision_mismatches and not self.number_failures
                 and not self.missing and self.rows > 0)
+
+    def absorb(self, other: "Comparison", table: str) -> None:
+        """Add the comparison of another table of the same group (``table``: ``"heads"``, ``"rollout"``)."""
+        self.rows += other.rows
+        self.decision_mismatches += [{"table": table, **r} for r in other.decision_mismatches]
+        self.excused += [{"table": table, **r} for r in other.excused]
+        self.max_abs_diff = max(self.max_abs_diff, other.max_abs_diff)
+        self.number_failures += other.number_failures
+        self.missing += other.missing
 
     def as_dict(self) -> dict:
         return {"group": self.group, "rows": self.rows, "passed": self.passed,
@@ -127,32 +140,60 @@ def decision_margin(A: np.ndarray) -> float:
 
 
 # ------------------------------------------------------------------------------------ comparison
+#: the key, numbers and decision of the secondary tables: per head, and the whole rollout (its decision is
+#: how many layers hold)
+HEAD_KEY, HEAD_NUMBERS = KEY + ["head"], ("kappa", "slack")
+ROLLOUT_KEY, ROLLOUT_NUMBERS = ["input_id", "variant", "weights"], ("kappa_rollout", "factor_product", "bound")
+
+
 def compare(published: pd.DataFrame, remeasured: pd.DataFrame, group: str,
-            margins: Optional[pd.Series] = None) -> Comparison:
-    """Compare re-measured rows with the published ones on :data:`KEY`.  ``margins``: decision margins
-    of the re-measured rows (index aligned with ``remeasured``), used where the published rows carry none."""
+            margins: Optional[pd.Series] = None, key: Sequence[str] = KEY, numbers: Sequence[str] = NUMBERS,
+            decision: str = "holds", published_margins: Optional[pd.Series] = None) -> Comparison:
+    """Compare re-measured rows with the published ones on ``key``: ``decision`` equal, ``numbers`` within
+    :data:`KAPPA_TOL`.  ``margins``: decision margins of the re-measured rows (index aligned with
+    ``remeasured``), used where the published rows carry none; ``published_margins``: those of the published
+    rows, instead of their margin columns."""
     c = Comparison(group)
-    pub = published.assign(_margin=margin_of_rows(published).to_numpy())
+    key, numbers = list(key), tuple(numbers)
+    pm = margin_of_rows(published) if published_margins is None else published_margins
+    pub = published.assign(_margin=np.asarray(pm, dtype=float))
     rem = remeasured.assign(_rmargin=(margins.to_numpy() if margins is not None else np.nan))
-    for col in KEY:
+    for col in key:
         pub[col], rem[col] = pub[col].astype(str), rem[col].astype(str)
-    m = pub.merge(rem, on=KEY, how="left", suffixes=("", "_new"), indicator=True)
+    m = pub.merge(rem, on=key, how="left", suffixes=("", "_new"), indicator=True)
     c.missing = int((m["_merge"] == "left_only").sum())
     m = m[m["_merge"] == "both"]
     c.rows = len(m)
     if not c.rows:
         return c
-    diffs = np.column_stack([np.abs(m[x].astype(float) - m[f"{x}_new"].astype(float)) for x in NUMBERS])
+    diffs = np.column_stack([np.abs(m[x].astype(float) - m[f"{x}_new"].astype(float)) for x in numbers])
     c.max_abs_diff = float(np.nanmax(diffs)) if diffs.size else 0.0
-    flip = m["holds"].astype(bool).to_numpy() != m["holds_new"].astype(bool).to_numpy()
+    flip = np.array([_plain(a) != _plain(b) for a, b in zip(m[decision], m[f"{decision}_new"])], dtype=bool)
     # a flipped decision also moves the slack across 0 by its margin: the number check covers agreeing rows
     c.number_failures = int(((diffs > KAPPA_TOL).any(axis=1) & ~flip).sum())
     for _, r in m[flip].iterrows():
         margin = r["_margin"] if np.isfinite(r["_margin"]) else r["_rmargin"]
-        rec = {k: r[k] for k in KEY} | {"published": bool(r["holds"]), "now": bool(r["holds_new"]),
+        rec = {k: r[k] for k in key} | {"published": _plain(r[decision]), "now": _plain(r[f"{decision}_new"]),
                                          "margin": None if not np.isfinite(margin) else float(margin)}
         (c.excused if np.isfinite(margin) and margin < FLOAT_ERROR else c.decision_mismatches).append(rec)
     return c
+
+
+def _plain(v):
+    """A table cell as a plain Python value (numpy scalars to their Python type)."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def focus_inputs(rows: pd.DataFrame) -> List[str]:
+    """The inputs of one group re-measured beside the seeded sample: the one with the most tokens (the
+    first by id among equals) and every input with a published near-tie (a decision margin below
+    :data:`FLOAT_ERROR`)."""
+    if rows.empty:
+        return []
+    ids = rows["input_id"].astype(str)
+    top = rows.assign(_id=ids).sort_values(["n_tokens", "_id"], ascending=[False, True])["_id"].iloc[0]
+    ties = set(ids[(margin_of_rows(rows) < FLOAT_ERROR).to_numpy()])
+    return sorted(ties | {top})
 
 
 def sample_inputs(table: pd.DataFrame, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
@@ -250,6 +291,7 @@ def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_gro
         table = store.read(e, "table") if e.get("file") else None
         if table is None:
             continue
+        heads, rollout = store.read(e, "heads"), store.read(e, "rollout")
         for (model, weights), ids in sample_inputs(table, seed, per_group).items():
             c = Comparison(f"{notebook}: {model} ({weights})")
             try:
@@ -259,16 +301,38 @@ def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_gro
                     kind = FAMILY_KINDS[notebook]
                     inputs = load_inputs(kind, params.get(f"{kind}_source"), params.get("n_inputs"),
                                          seed=int(params.get("seed", 0)))
+                rows = table[(table["model"] == model) & (table["weights"] == weights)]
+                mine = lambda t: t[(t["model"] == model) & (t["weights"] == weights)]  # noqa: E731
+                # one seeded input of the per-head table first (the heads are measured on a prefix)
+                head_ids = sorted(set(mine(heads)["input_id"].astype(str))) if heads is not None else []
+                head_pick = ([str(np.random.default_rng([seed, zlib.crc32(f"{model}|{weights}|heads".encode())])
+                                  .choice(head_ids))] if head_ids else [])
+                order = head_pick + [i for i in sorted(set(ids) | set(focus_inputs(rows))) if i not in head_pick]
                 p = e.get("params") or {}
                 fields = {k: p[k] for k in ("batch_size", "seed", "image_size", "max_length", "tol", "atol",
-                                            "variants") if k in p}
-                config = MeasureConfig(**fields, weights=(weights,), head_inputs=0, progress=False,
+                                            "variants", "head_variants") if k in p}
+                config = MeasureConfig(**fields, weights=(weights,), head_inputs=len(head_pick), progress=False,
                                        n_untrained=None)
                 base = str(p.get("model_id") or model).split("@")[0]
-                now = measure(base, _subset(inputs, ids), config)
-                pub = table[(table["model"] == model) & (table["weights"] == weights)
-                            & table["input_id"].astype(str).isin(ids)]
-                c = compare(pub, now, c.group, margins=now["_margin"] if "_margin" in now.columns else None)
+                now = measure(base, _subset(inputs, order), config)
+                now = now if isinstance(now, dict) else {"table": now}
+                t = now["table"]
+                pub = rows[rows["input_id"].astype(str).isin(order)]
+                c = compare(pub, t, c.group, margins=t["_margin"] if "_margin" in t.columns else None)
+                if head_pick and now.get("heads") is not None:
+                    hp = mine(heads)
+                    c.absorb(compare(hp[hp["input_id"].astype(str).isin(head_pick)], now["heads"], c.group,
+                                     key=HEAD_KEY, numbers=HEAD_NUMBERS), "heads")
+                if rollout is not None and now.get("rollout") is not None:
+                    rp = mine(rollout)
+                    rp = rp[rp["input_id"].astype(str).isin(order)]
+                    # a rollout's count of holding layers may differ only where a layer of it is a near-tie
+                    near = (pub.assign(_m=margin_of_rows(pub).to_numpy()).astype({"input_id": str})
+                            .groupby(["input_id", "variant"])["_m"].min())
+                    pm = [near.get((str(i), str(v)), np.nan) for i, v in zip(rp["input_id"], rp["variant"])]
+                    c.absorb(compare(rp, now["rollout"], c.group, key=ROLLOUT_KEY, numbers=ROLLOUT_NUMBERS,
+                                     decision="layers_holding", published_margins=pd.Series(pm, index=rp.index)),
+                             "rollout")
             except Exception as exc:  # noqa: BLE001 - a sample that cannot be re-measured fails, with why
                 c.error = f"{type(exc).__name__}: {exc}"
             out.append(c)
@@ -316,11 +380,13 @@ def _measure_fresh(model_id: str, inputs, config):
         with tempfile.TemporaryDirectory() as tmp:
             kw = {"extractor": extractor} if extractor is not None else {}
             return measure_model(model_id, inputs, store=ResultStore(tmp, "verify"),
-                                 config=config.replace(force=True), **kw).table
+                                 config=config.replace(force=True), **kw)
 
-    table = measured()
+    run = measured()
+    table = run.table
     if set(MARGIN_COLUMNS) <= set(table.columns):
-        return table.assign(_margin=margin_of_rows(table).to_numpy())
+        return {"table": table.assign(_margin=margin_of_rows(table).to_numpy()), "heads": run.heads,
+                "rollout": run.rollout}
     records = []  # the head-averaged attention as captured
 
     def extractor(model, x, average_heads=True):
@@ -329,10 +395,12 @@ def _measure_fresh(model_id: str, inputs, config):
             records.append((ex.attention.detach().to("cpu").numpy().copy(), [list(r) for r in ex.roles]))
         return ex
 
-    table = measured(extractor)
+    run = measured(extractor)
+    table = run.table
     margins = margins_from_attention(records, inputs.ids, config.variants, config.atol)
     keys = zip(table["input_id"].astype(str), table["layer"].astype(int), table["variant"].astype(str))
-    return table.assign(_margin=[margins.get(k, np.nan) for k in keys])
+    return {"table": table.assign(_margin=[margins.get(k, np.nan) for k in keys]), "heads": run.heads,
+            "rollout": run.rollout}
 
 
 def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_ROWS,
@@ -377,7 +445,8 @@ def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_R
         table = store.read(e, "table")
         pub = table[table["weights"] == "pretrained"]
         ids = sorted(set(pub["input_id"].astype(str)))
-        pick = sorted(np.random.default_rng([seed, 2]).choice(ids, size=min(rows, len(ids)), replace=False).tolist())
+        pick = sorted(set(np.random.default_rng([seed, 2]).choice(ids, size=min(rows, len(ids)), replace=False).tolist())
+                      | set(focus_inputs(pub)))
         now = (measure or _measure_tabular_fresh)(e, ck[0], pick)
         c = compare(pub[pub["input_id"].astype(str).isin(pick)], now, c.group,
                     margins=now["_margin"] if "_margin" in now.columns else None)
@@ -419,7 +488,7 @@ def _measure_tabular_fresh(entry: dict, checkpoint: Path, ids: Sequence[str]):
 # ------------------------------------------------------------------------------------ report
 def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
     """Every comparison of :func:`verify_baseline`, :func:`verify_family` and :func:`verify_tabular`."""
-    from ..store.code import code_digest
+    from ..store.code import product_digest
 
     root = Path(published_root)
     t0 = _START[0] = time.perf_counter()
@@ -434,7 +503,7 @@ def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
     meta = {}
     if (root / "PUBLISHED.json").exists():
         meta = json.loads((root / "PUBLISHED.json").read_text())
-    return {"published": str(root), "published_digest": meta.get("code_digest"), "current_digest": code_digest(),
+    return {"published": str(root), "published_digest": meta.get("code_digest"), "current_digest": product_digest("tables"),
             "seed": seed, "per_group": per_group, "kappa_tol": KAPPA_TOL, "float_error": FLOAT_ERROR,
             "passed": bool(comps) and all(c.passed for c in comps), "comparisons": [c.as_dict() for c in comps],
             "wall_s": round(time.perf_counter() - t0, 1),
@@ -466,24 +535,43 @@ def _published_versions(root: Path) -> Optional[dict]:
     return None
 
 
+#: what each product (:data:`dobrushin.store.code.PRODUCTS`) is, in words
+PRODUCT_NAMES = {"tables": "model tables", "cells": "random-baseline cells", "training": "FT-Transformer checkpoints"}
+
+
+def carry_over(root) -> dict:
+    """``{product: {"published", "now", "how"}}`` for each product the publication in ``root`` records: the
+    digest of the code that made it, of the code here, and ``how`` they relate: ``"same"``, ``"attested"`` (an
+    accepted attestation carries today's code over, :mod:`dobrushin.store.attest`) or ``"changed"``."""
+    from ..store.attest import published_digests, resolve
+    from ..store.code import PRODUCTS, product_digest
+
+    out = {}
+    for product, published in published_digests(root).items():
+        if product not in PRODUCTS:
+            continue
+        now = product_digest(product)
+        how = "same" if now == published else ("attested" if resolve(product, now, root) == published else "changed")
+        out[product] = {"published": published, "now": now, "how": how}
+    return out
+
+
 def digest_status(root) -> "tuple[bool, str]":
-    """Whether the published results in ``root`` can be reused here, as far as the code and the packages
-    decide, and one line that says so: the code that measures now must be the code that made them
-    (``PUBLISHED.json``'s ``code_digest``) and the installed versions of the key packages
-    (:func:`~dobrushin.experiments.pipeline.key_versions`) those in their cache keys.  When either differs,
-    the published tables are not reused: a build recomputes them, at paper scale for hours, until
-    ``make reproduce`` publishes again.  (The other key fields, the parameters, the weights and the device
-    type, are decided entry by entry.)"""
-    from ..store.code import code_digest
+    """Whether the published results in ``root`` are valid for the code and packages here, and one line that
+    says so: every product's code must be the code that made it or be attested to it (:func:`carry_over`), and
+    the installed versions of the key packages (:func:`~dobrushin.experiments.pipeline.key_versions`) those in
+    the published cache keys.  (The parameters, the weights and the device type are decided entry by entry.)"""
     from .pipeline import key_versions
 
     meta = json.loads((Path(root) / "PUBLISHED.json").read_text())
-    pub, now = str(meta.get("code_digest")), code_digest()
-    if pub != now:
-        return False, (f"=== WARNING: the published results ({root}) were made by other measuring code (digest "
-                       f"{pub[:12]}, commit {str(meta.get('commit', '?'))[:12]}) than the code here (digest "
-                       f"{now[:12]}): they are not reused, so this build recomputes the paper profile (hours); "
-                       "make reproduce publishes results of the current code")
+    co = carry_over(root)
+    changed = [PRODUCT_NAMES[p] for p, v in co.items() if v["how"] == "changed"]
+    if changed:
+        return False, (f"=== WARNING: the code that makes the {' and the '.join(changed)} changed since the publication "
+                       f"in {root} (commit {str(meta.get('commit', '?'))[:12]}) and no attestation carries it over: "
+                       "they are not reused, so this build recomputes them (hours at paper scale); make verify "
+                       "re-measures a sample and, when every decision agrees, writes the attestation to commit; "
+                       "make reproduce publishes afresh")
     want, have = _published_versions(root), key_versions()
     diff = {} if want is None else {k: (want.get(k), have.get(k)) for k in sorted(set(want) | set(have))
                                     if want.get(k) != have.get(k)}
@@ -492,10 +580,44 @@ def digest_status(root) -> "tuple[bool, str]":
                        + ", ".join(f"{k} {a} here {b}" for k, (a, b) in diff.items())
                        + "): they are not reused, so this build recomputes the paper profile (hours); make install "
                        "pins the published versions (constraints.txt)")
-    line = (f"=== the published results ({root}) were made by the measuring code here (digest {now[:12]}) with "
-            "the installed package versions: each is reused where its parameters, weights and device match")
+    attested = [PRODUCT_NAMES[p] for p, v in co.items() if v["how"] == "attested"]
+    line = (f"=== the published results ({root}, commit {str(meta.get('commit', '?'))[:12]}) are valid for the code "
+            "here" + (f" (the {' and the '.join(attested)} by attestation)" if attested else "")
+            + " and the installed package versions: each is reused where its parameters, weights and device match")
     notes = [n for n in (data_dir_note(root), hub_note(root)) if n]
     return True, "\n".join([line, *notes])
+
+
+def attest(root, rep: dict) -> dict:
+    """After a passing :func:`run`, write the attestation (:func:`dobrushin.store.attest.write`) for each
+    product whose code changed, with its evidence: the model tables by the re-measured sample (families and
+    the FT-Transformer checkpoint), the cells by the baseline re-simulated with identical counts, any product
+    whose files are byte for byte those that made the publication (its digest before the normalized source).
+    Returns ``{product: evidence or "" (none: not attested)}`` for the changed products."""
+    from ..store import attest as A
+    from ..store.code import PRODUCTS, code_digest
+
+    changed = {p: v for p, v in carry_over(root).items() if v["how"] == "changed"}
+    if not changed or not rep.get("passed"):
+        return {p: "" for p in changed}
+    groups = [c for c in rep["comparisons"] if c["passed"]]
+    measured = [c for c in groups if c["group"] != "random baseline"]
+    evidence = {}
+    for p, v in changed.items():
+        if p != "tables" and code_digest(PRODUCTS[p][0], normalize=False) == v["published"]:
+            evidence[p] = "byte-identical source (the digest changed from raw bytes to normalized source)"
+        elif p == "tables" and measured:
+            evidence[p] = (f"re-measured: {len(measured)} groups, {sum(c['rows'] for c in measured)} rows, every "
+                           "decision agreed (near-ties below the float error excepted) and κ within tolerance")
+        elif p == "cells" and any(c["group"] == "random baseline" for c in groups):
+            evidence[p] = "re-simulated: the sampled baseline cells gave identical counts"
+        else:
+            evidence[p] = ""
+    attested = {p: {"published": changed[p]["published"], "now": changed[p]["now"], "evidence": e}
+                for p, e in evidence.items() if e}
+    if attested:
+        rep["attestation"] = str(A.write(root, attested, rep))
+    return evidence
 
 
 def data_dir_note(root) -> str:
@@ -558,24 +680,28 @@ def _published_tabular(root) -> list:
 
 
 def hub_note(root) -> str:
-    """A line when the Hugging Face hub may be reached here (``HF_HUB_OFFLINE`` not set) and the published run
-    could not obtain some models' trained weights (their provenance: ``unavailable``): where the hub answers,
-    the weights' provenance, and with it the model's cache key, differ from the published ones, so
-    ``make book`` measures those models (trained weights and untrained control) at paper scale instead of
-    reusing their published tables; ``HF_HUB_OFFLINE=1 make book`` reuses them as they are."""
+    """One line naming the models whose trained weights the published run could not obtain (their provenance:
+    ``unavailable``; their chapters show untrained controls only), and how to measure them with their trained
+    weights: ``make book HUB=1`` lets the loaders reach the Hugging Face hub (``make book`` alone keeps it off, so
+    the published results are reused whether or not the hub answers), with an estimate of the time from the
+    published wall times (a model whose weights change is measured again, trained weights and control)."""
     from ..data.availability import hub_offline
 
-    if hub_offline():  # as the loaders decide it
-        return ""
-    missing = [str(e.get("model") or e.get("display")) for nb in FAMILY_KINDS for e in _published_entries(root, nb)
+    missing = [e for nb in FAMILY_KINDS for e in _published_entries(root, nb)
                if ((e.get("provenance") or {}).get("pretrained") or {}).get("source") == "unavailable"]
     if not missing:
         return ""
-    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
-    return (f"=== HF_HUB_OFFLINE is not set: the published run could not obtain the trained weights of "
-            f"{len(missing)} model{'s' if len(missing) > 1 else ''} ({shown}); where this machine reaches the Hugging Face hub, make book measures those models "
-            "with their trained weights, and their untrained controls again, at paper scale (hours) instead of "
-            "reusing their published tables; HF_HUB_OFFLINE=1 make book reuses the published results as they are")
+    names = [str(e.get("model") or e.get("display")) for e in missing]
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    hours = 2 * sum(float(e.get("wall_s") or 0) for e in missing) / 3600
+    if hub_offline():
+        return (f"=== the published run could not obtain the trained weights of {len(names)} model"
+                f"{'s' if len(names) > 1 else ''} ({shown}): their chapters show untrained controls; make book HUB=1 "
+                f"measures them with their trained weights where the hub answers (about {max(hours, 0.1):.1f} h on "
+                "the published machine's 2 cores; a GPU is used when present)")
+    return (f"=== HUB=1: where the hub answers, the {len(names)} model{'s' if len(names) > 1 else ''} whose trained "
+            f"weights the published run could not obtain ({shown}) are measured with them, and their untrained "
+            f"controls again, instead of reusing their published tables (about {max(hours, 0.1):.1f} h on 2 cores)")
 
 
 def main(argv=None) -> int:
@@ -588,8 +714,8 @@ def main(argv=None) -> int:
     ap.add_argument("--per-group", type=int, default=PER_GROUP)
     ap.add_argument("--report", default=None, help="where to write the JSON report (default results/verify/report.json)")
     ap.add_argument("--digest-only", action="store_true",
-                    help="only say whether the published results were made by the current measuring code (exit 0 "
-                         "either way; make book prints it)")
+                    help="only say whether the published results are valid for the code here (made by it, or "
+                         "attested to it): exit 0 when they are, 3 when they are not")
     a = ap.parse_args(argv)
     root = Path(a.published) if a.published else (paths.project_root() or Path.cwd()) / "published" / "paper"
     if not (root / "PUBLISHED.json").exists():
@@ -597,12 +723,19 @@ def main(argv=None) -> int:
               "the paper profile there); nothing compared, exit 0 ===")
         return 0
     if a.digest_only:
-        print(digest_status(root)[1])
-        return 0
+        ok, line = digest_status(root)
+        print(line)
+        return 0 if ok else 3
     rep = run(root, a.seed, a.per_group)
+    evidence = attest(root, rep)
+    rep["carry_over"] = carry_over(root)
     print_report(rep)
+    for p, e in evidence.items():
+        print(f"attested: the {PRODUCT_NAMES[p]} ({e}); commit {rep['attestation']}" if e else
+              f"NOT attested: the code that makes the {PRODUCT_NAMES[p]} changed and this check cannot attest it "
+              "(make reproduce publishes afresh)")
     atomic_write_json(Path(a.report) if a.report else paths.results_dir() / "verify" / "report.json", rep)
-    return 0 if rep["passed"] else 1
+    return 0 if rep["passed"] and all(evidence.values()) else 1
 
 
 if __name__ == "__main__":

@@ -132,10 +132,6 @@ def _as_torch64(T) -> torch.Tensor:
     return t.detach().to(torch.float64)
 
 
-def _device(T) -> torch.device:
-    return T.device if isinstance(T, torch.Tensor) else torch.device("cpu")
-
-
 # ---------------------------------------------------------------------------------------------- torch
 
 

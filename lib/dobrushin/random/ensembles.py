@@ -413,14 +413,14 @@ def cell_params(ensemble, n: int, trials: int, seed: int, check: bool) -> dict:
     }
 
 
-def _cell_path(cache: Path, params: Mapping[str, Any]) -> Path:
+def cell_path(cache: Path, params: Mapping[str, Any]) -> Path:
     slug = re.sub(r"[^A-Za-z0-9.]+", "-", params["ensemble"]).strip("-")
     return cache / f"{slug}_n{params['n']}_{params_key(params)}.json"
 
 
 def load_cell(cache: Path, params: Mapping[str, Any]) -> dict | None:
     """The cached cell for ``params`` if present and intact, else None."""
-    p = _cell_path(Path(cache), params)
+    p = cell_path(Path(cache), params)
     try:
         rec = json.loads(p.read_text())
     except (FileNotFoundError, ValueError):
@@ -451,7 +451,7 @@ def run_cell(ensemble, n: int, trials: int, seed: int, *, check: bool, cache: "P
             pub = published_counterpart(Path(cache) / "x")
             rec = load_cell(pub.parent, params) if pub is not None else None
             if rec is not None:
-                atomic_write_json(_cell_path(Path(cache), params), rec)
+                atomic_write_json(cell_path(Path(cache), params), rec)
         if rec is not None:
             return {**rec, "cached": True}
     t0, c0 = time.perf_counter(), time.process_time()
@@ -459,7 +459,7 @@ def run_cell(ensemble, n: int, trials: int, seed: int, *, check: bool, cache: "P
     rec = {"params": params, "counts": counts, "wall_s": time.perf_counter() - t0,
            "cpu_s": time.process_time() - c0}
     if cache is not None:
-        atomic_write_json(_cell_path(Path(cache), params), rec)
+        atomic_write_json(cell_path(Path(cache), params), rec)
     return {**rec, "cached": False}
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 from ..math.stats import wilson
 from ..store.paths import results_dir as default_results
 from ..store.results import atomic_write, slugify
-from ..models.configs import RESOLUTION_SEP, base_id, resolution_id, variant_id  # noqa: F401  (re-exported for the chapters)
+from ..models.configs import RESOLUTION_SEP, base_id, resolution_id  # noqa: F401  (re-exported for the chapters)
 from .names import VARIANT_LABELS, WEIGHTS_LABELS, display_name
 from .style import COLOR_NAMES, COLORS, LINESTYLES
 
@@ -387,4 +387,4 @@ def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
 
 __all__ = ["SLACK_LINTHRESH", "base_id", "display_name", "head_heatmap", "layer_fractions",
            "layer_profile", "photo_label", "rollout_map_figure", "rollout_scatter", "save_figure", "series_caption",
-           "slack_by_layer", "resolution_id", "variant_id", "zero_series"]
+           "slack_by_layer", "resolution_id", "zero_series"]

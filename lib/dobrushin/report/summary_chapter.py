@@ -342,11 +342,11 @@ class SummaryChapter(SummaryInsights):
     def _gpu_bench(self):
         """Glue ``gpu_status``, ``gpu_findings``, ``gpu_kernel_table`` and ``gpu_stage_table``: the record of
         ``make bench-gpu`` (this build's, else the one committed in ``published/gpu/``), or that there is none."""
-        from ..store.code import code_digest
+        from ..store.code import product_digest
         from . import gpu_tables as G
 
         rec = G.find_gpu_record(self.results, self.root)
-        _glue("gpu_status", plain_text(G.gpu_status(rec, code_digest())))
+        _glue("gpu_status", plain_text(G.gpu_status(rec, product_digest("tables"))))
         _glue("gpu_findings", plain_text(G.gpu_findings(rec)))
         if rec is None:  # the status says so; no empty tables
             for key in ("gpu_kernel_table", "gpu_stage_table"):
@@ -420,6 +420,7 @@ def published_text(root, results_dir, entries: dict) -> str:
     out = (f"{len(reused)} of the {len(entries)} model results are the published ones (code digest "
            f"{meta.get('code_digest', 'unknown')}, commit {str(meta.get('commit', 'unknown'))[:12]}, published "
            f"{meta.get('published', '?')}).")
+    out += _attested_text(pub_dir)
     seed = meta.get("seeded_from")
     if isinstance(seed, dict):
         copied = seed.get("copied") or {}
@@ -449,6 +450,25 @@ def published_text(root, results_dir, entries: dict) -> str:
                                "sample of them from scratch and compares: minutes, not hours).")
 
 
+def _attested_text(pub_dir: Path) -> str:
+    """Which attestations carry the published results over to the code here (:mod:`dobrushin.store.attest`), as
+    a sentence; "" when the code here made them."""
+    from ..experiments.verify import PRODUCT_NAMES, carry_over
+    from ..store.attest import attestations
+
+    co = {p: v for p, v in carry_over(pub_dir).items() if v["how"] != "same"}
+    if not co:
+        return ""
+    recs = {v["products"][p]["now"]: v for v in attestations(pub_dir) for p in v["products"]}
+    parts = []
+    for p, v in co.items():
+        rec = recs.get(v["now"]) if v["how"] == "attested" else None
+        parts.append(f"the {PRODUCT_NAMES[p]} by code of digest {v['now'][:12]}, "
+                     + (f"attested on {rec['date'][:10]} ({rec['products'][p]['evidence']})" if rec else
+                        "not attested: they are not reused"))
+    return " The code here differs from the code that made them: " + "; ".join(parts) + "."
+
+
 def _verify_text(results_dir: Path) -> str:
     """What the last ``make verify`` (``results/verify/report.json``) found, as a sentence; "" when it has not run."""
     import json
@@ -456,13 +476,13 @@ def _verify_text(results_dir: Path) -> str:
     rep_path = results_dir / "verify" / "report.json"
     if not rep_path.exists():
         return ""
-    from ..store.code import code_digest
+    from ..store.code import product_digest
 
     rep = json.loads(rep_path.read_text())
     comps = rep.get("comparisons") or []
     rows = sum(int(c.get("rows") or 0) for c in comps)
     took = f" in {rep['wall_s']:.0f} s" if isinstance(rep.get("wall_s"), (int, float)) else ""
-    then, now = str(rep.get("current_digest")), code_digest()
+    then, now = str(rep.get("current_digest")), product_digest("tables")
     code = (f"the current code (digest {then})" if then == now else
             f"earlier code (digest {then}; the code here has digest {now}, so this says nothing about it: run make "
             "verify again)")

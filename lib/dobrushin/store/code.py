@@ -1,21 +1,14 @@
-"""The digest of the source code that computes the numbers: what keys the caches instead of hand-bumped
-version integers.
+"""The digest of the source code that makes each cached product: what keys the caches instead of
+hand-bumped version integers.
 
-:func:`code_digest` hashes, at run time, the bytes of every ``.py`` file of the named subpackages of
-``dobrushin`` (or of single files named by their path inside the package), in sorted order of their
-paths.  Any edit to those files — one added line in ``capture/hooks.py`` — gives another digest, so a
-cached table or checkpoint computed by other code is never served; an edit elsewhere (``report/``, the
-presentation, is not in :data:`NUMBERS_PACKAGES`) leaves the digest, and the cache, as they are.
-Whitespace and comments count too: the digest cannot tell a harmless edit from one that changes numbers,
-so it errs on recomputing.
-
-The default digest (:func:`code_digest` with no ``packages``) covers the *measuring* modules: every module
-of :data:`NUMBERS_PACKAGES` except the :data:`ORCHESTRATION` modules (parameter parsing, the command line,
-the sweep's scheduling, publishing and verification), together with everything those measuring modules
-import from ``dobrushin``, found by reading their ``import`` statements (:func:`import_closure`).  The
-orchestration modules never compute a number (what they pass on, the resolved parameters, is in the cache
-key itself), so an edit to them keeps the published paper-scale results valid; should a measuring module
-ever import one of them, the closure puts it back in the digest.
+Each product (:data:`PRODUCTS`: the model tables, the random baseline's cells, the FT-Transformer
+checkpoints) is keyed by :func:`product_digest`: a SHA-256 over the files of the code that makes it (the
+model tables: the producing modules closed under their ``dobrushin`` imports, :func:`import_closure`), each
+file hashed as its **normalized source** (:func:`normalized_source`: the syntax tree without docstrings), so
+an edit to a comment, a docstring or the formatting keeps every cached and published result valid, and any
+edit to what runs gives another digest.  The modules that only name the products (this one and
+:mod:`dobrushin.store.attest`) are in no closure.  When the code changes, an attestation written by
+``make verify`` can carry the published results over (:func:`code_digest`, :mod:`dobrushin.store.attest`).
 """
 from __future__ import annotations
 
@@ -28,18 +21,7 @@ from typing import Iterable, List, Optional, Sequence, Set
 #: the root of the ``dobrushin`` package whose files are hashed
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
-#: the subpackages the measured numbers depend on (``report/`` and ``tools/`` are presentation and tooling)
-NUMBERS_PACKAGES = ("math", "capture", "models", "data", "experiments", "random", "store")
-
-#: modules of :data:`NUMBERS_PACKAGES` that only parse, dispatch, schedule, publish or verify (they call the
-#: measuring code and never compute a number themselves): outside the default digest unless imported by a
-#: measuring module
-ORCHESTRATION = ("experiments/params.py", "experiments/measure_cli.py", "experiments/sweep.py",
-                 "experiments/sweep_dask.py", "experiments/model_cache.py", "experiments/publish.py",
-                 "experiments/verify.py")
-
-
-def code_files(packages: Sequence[str] = NUMBERS_PACKAGES, root: "Path | None" = None) -> List[Path]:
+def code_files(packages: Sequence[str], root: "Path | None" = None) -> List[Path]:
     """The ``.py`` files behind ``packages`` (subpackage names such as ``"math"`` or file paths such as
     ``"models/ft_transformer.py"``, relative to the package root), sorted by path, without duplicates."""
     root = Path(root) if root is not None else PACKAGE_ROOT
@@ -121,28 +103,123 @@ def import_closure(files: Iterable[Path], root: "Path | None" = None) -> List[Pa
     return sorted(seen, key=lambda f: f.relative_to(root).as_posix())
 
 
-def measuring_files(root: "Path | None" = None) -> List[Path]:
-    """The files the default :func:`code_digest` covers: :data:`NUMBERS_PACKAGES` without
-    :data:`ORCHESTRATION`, closed under imports (so an orchestration module a measuring one imports is in)."""
-    root = Path(root) if root is not None else PACKAGE_ROOT
-    skip = {root / o for o in ORCHESTRATION}
-    return import_closure([f for f in code_files(NUMBERS_PACKAGES, root) if f not in skip], root)
+_NORMALIZED_MEMO: dict = {}
 
 
-def code_digest(packages: Optional[Sequence[str]] = None, root: "Path | None" = None) -> str:
-    """SHA-256 (hex) of the named subpackages' / files' sources (default: :func:`measuring_files`): each
-    file's path relative to the package root and its bytes, in sorted path order (so a renamed or moved
-    file changes it too)."""
-    root = Path(root) if root is not None else PACKAGE_ROOT
+def normalized_source(data: bytes, filename: str = "<source>") -> bytes:
+    """What a digest hashes of one file: its syntax tree without docstrings (any statement that is a bare
+    string), written out field by field.  Comments, blank lines, formatting and docstrings do not count; names,
+    values and structure do.  Fields that are ``None`` or empty are left out, so the text is the same on
+    Python versions that add such fields (3.12's ``type_params``) or stop printing them (3.13)."""
+    memo_key = hashlib.sha256(data).digest()
+    if memo_key in _NORMALIZED_MEMO:
+        return _NORMALIZED_MEMO[memo_key]
+    with _PARSE_LOCK:
+        tree = ast.parse(data, filename=filename)
+    out: List[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, ast.AST):
+            out.append(type(node).__name__ + "(")
+            for name, value in ast.iter_fields(node):
+                if isinstance(value, list) and name in ("body", "orelse", "finalbody"):
+                    value = [s for s in value if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                                                      and isinstance(s.value.value, str))]
+                if value is None or (isinstance(value, list) and not value):
+                    continue
+                out.append(name + "=")
+                walk(value)
+                out.append(",")
+            out.append(")")
+        elif isinstance(node, list):
+            out.append("[")
+            for v in node:
+                walk(v)
+                out.append(",")
+            out.append("]")
+        else:
+            out.append(repr(node))
+
+    walk(tree)
+    _NORMALIZED_MEMO[memo_key] = "".join(out).encode()
+    return _NORMALIZED_MEMO[memo_key]
+
+
+def _digest(files: Sequence[Path], root: Path, normalize: bool = True) -> str:
     h = hashlib.sha256()
-    files = measuring_files(root) if packages is None else code_files(packages, root)
     for f in files:
         data = f.read_bytes()
+        if normalize:
+            data = normalized_source(data, str(f))
         h.update(f.relative_to(root).as_posix().encode())
         h.update(b"\0%d\0" % len(data))
         h.update(data)
     return h.hexdigest()
 
 
-__all__ = ["NUMBERS_PACKAGES", "ORCHESTRATION", "PACKAGE_ROOT", "code_digest", "code_files", "import_closure",
-           "measuring_files"]
+#: each cached product and the code that makes it, relative to the package root: the model tables (main, heads
+#: and rollout, of every family and of the FT-Transformer: the producing modules and every ``dobrushin`` file
+#: they import, :func:`import_closure`), the random baseline's cells (the packages ``math``, ``random`` and
+#: ``store``) and the trained FT-Transformer checkpoints (the training code and the data preparation)
+PRODUCTS = {
+    "tables": (("experiments/pipeline.py", "experiments/tabular.py"), True),
+    "cells": (("math", "random", "store"), False),
+    "training": (("models/ft_transformer.py", "data/tabular_data.py"), False),
+}
+#: the modules that name the products (this digest and the attestations): they compute no number, so they
+#: are left out of every import closure
+KEYING = ("store/code.py", "store/attest.py")
+
+
+def product_files(product: str, root: "Path | None" = None) -> List[Path]:
+    """The files behind ``product`` (:data:`PRODUCTS`)."""
+    root = Path(root) if root is not None else PACKAGE_ROOT
+    if product not in PRODUCTS:
+        raise ValueError(f"unknown product {product!r}; expected one of {', '.join(PRODUCTS)}")
+    spec, closed = PRODUCTS[product]
+    files = import_closure([root / f for f in spec], root) if closed else code_files(spec, root)
+    keying = {root / k for k in KEYING}
+    return [f for f in files if f not in keying]
+
+
+def product_digest(product: str, root: "Path | None" = None) -> str:
+    """SHA-256 (hex) of the normalized source (:func:`normalized_source`) of :func:`product_files`, each
+    with its path relative to the package root, in sorted path order (a renamed file changes it too): the
+    digest of the code that makes ``product`` now."""
+    root = Path(root) if root is not None else PACKAGE_ROOT
+    return _digest(product_files(product, root), root)
+
+
+def code_digest(packages: Optional[Sequence[str]] = None, root: "Path | None" = None,
+                normalize: bool = True) -> str:
+    """The digest that keys a cached product.  No ``packages``: the model tables; ``packages`` naming a
+    product's code (:data:`PRODUCTS`, e.g. ``("models/ft_transformer.py", "data/tabular_data.py")``): that
+    product; any other subpackages / files (:func:`code_files`): their plain digest.  For a product, it is
+    :func:`product_digest`, or, when a published folder is in use (``DOBRUSHIN_PUBLISHED``) and an accepted
+    attestation there carries today's code over to the publication's (:mod:`dobrushin.store.attest`), the
+    published digest, so the published entries are reused.  ``normalize=False`` hashes the raw bytes of
+    ``packages`` instead, as the digests were before the normalized source (kept to attest that change)."""
+    root = Path(root) if root is not None else PACKAGE_ROOT
+    if isinstance(packages, str):
+        raise TypeError("packages must be a sequence of names, e.g. ('math', 'capture'), not a string")
+    if not normalize:
+        if packages is None:
+            raise ValueError("normalize=False needs packages")
+        return _digest(code_files(packages, root), root, False)
+    product = "tables" if packages is None else next(
+        (p for p, (spec, _) in PRODUCTS.items() if tuple(packages) == spec), None)
+    if product is None:
+        return _digest(code_files(packages, root), root)
+    digest = product_digest(product, root)
+    from .paths import published_dir
+
+    pub = published_dir()
+    if pub is None or root.resolve() != PACKAGE_ROOT.resolve():
+        return digest
+    from .attest import resolve
+
+    return resolve(product, digest, pub)
+
+
+__all__ = ["KEYING", "PACKAGE_ROOT", "PRODUCTS", "code_digest", "code_files", "import_closure", "normalized_source",
+           "product_digest", "product_files"]

@@ -21,8 +21,8 @@ def project_root(start: Optional[Path] = None) -> Optional[Path]:
     for q in (p, *p.parents):
         if (q / "_config.yml").exists() and (q / "lib" / "dobrushin").is_dir():
             return q
-    here = Path(__file__).resolve().parents[2]
-    return here if (here / "_config.yml").exists() else None
+    here = Path(__file__).resolve().parents[3]  # lib/dobrushin/store/paths.py in a checkout
+    return here if (here / "_config.yml").exists() and (here / "lib" / "dobrushin").is_dir() else None
 
 
 def results_dir() -> Path:

@@ -1,0 +1,127 @@
+"""Attested carry-over: published results stay valid for changed measuring code once ``make verify`` has
+re-measured a sample with the new code and every decision agreed.
+
+Each cached product (:data:`dobrushin.store.code.PRODUCTS`: the model tables, the baseline's cells, the
+FT-Transformer checkpoints) is keyed by the digest of the code that makes it.  A publication records those
+digests (``PUBLISHED.json``: ``digests``; a publication older than that field is read through
+:func:`published_digests`).  When the code changes, ``make verify`` compares its re-measured sample with the
+published rows and, when it passes, writes ``<published>/attestations/<tables digest>.json``:
+
+``{"products": {product: {"published": digest, "now": digest, "evidence": why}}, "schema", "kappa_tol",
+"float_error", "rows_compared", "max_abs_diff", "groups", "machine", "date"}``
+
+A product's attestation is accepted (:func:`resolve`) only for the publication it names, under the same
+results schema and tolerances, and while the publication holds at most :data:`MAX_ATTESTATIONS` of them;
+beyond that, or after a schema or tolerance change, ``make reproduce`` publishes afresh.  An accepted
+attestation makes the cache key use the published digest (:func:`dobrushin.store.code.code_digest`), so the
+published entries are reused as they are.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Dict, Optional
+
+#: version of the results schema (columns and their meaning); an attestation made under another is refused
+SCHEMA_VERSION = 1
+#: absolute tolerance on κ(A), κ(½(I+A)) and the slack: the attention is captured in float32 (unit
+#: roundoff 6e-8); head averaging and a softmax over up to 1 370 tokens move an entry by at most a few
+#: hundred of those on another machine or thread count, and κ is a sum of at most n of them, halved
+KAPPA_TOL = 1e-5
+#: a decision whose margin is below this may flip under float32 rounding (a few ulps of an entry ≤ 1)
+FLOAT_ERROR = 1e-6
+#: attestations one publication carries at most; the next code change needs ``make reproduce``
+MAX_ATTESTATIONS = 5
+
+
+def _read_json(path: Path) -> Optional[dict]:
+    try:
+        d = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def published_digests(root) -> Dict[str, str]:
+    """``{product: digest}`` of the code that made the publication in ``root``: ``PUBLISHED.json``'s
+    ``digests``; for a publication older than that field, ``code_digest`` for the tables, the digest in the
+    published cells' keys and in the checkpoints' records (empty when ``root`` holds no publication)."""
+    root = Path(root)
+    meta = _read_json(root / "PUBLISHED.json")
+    if meta is None:
+        return {}
+    if isinstance(meta.get("digests"), dict):
+        return {str(k): str(v) for k, v in meta["digests"].items()}
+    out = {"tables": str(meta.get("code_digest"))}
+    for product, files, field in (("cells", sorted((root / "baseline" / "cells").glob("*.json")), "params"),
+                                  ("training", sorted((root / "checkpoints" / "tabular").glob("*.json")), None)):
+        for f in files:
+            rec = _read_json(f) or {}
+            d = (rec.get(field) or {}).get("code_digest") if field else rec.get("code_digest")
+            if d:
+                out[product] = str(d)
+                break
+    return out
+
+
+def attestations(root) -> list:
+    """The attestations stored with the publication in ``root`` (oldest first; unreadable files skipped)."""
+    folder = Path(root) / "attestations"
+    recs = [r for r in (_read_json(f) for f in sorted(folder.glob("*.json"))) if r and "products" in r]
+    return sorted(recs, key=lambda r: str(r.get("date", "")))
+
+
+def refusal(rec: dict, root) -> str:
+    """Why the attestation ``rec`` is not accepted for the publication in ``root`` ("" when it is)."""
+    pub = published_digests(root)
+    if rec.get("schema") != SCHEMA_VERSION:
+        return f"made under results schema {rec.get('schema')}, not {SCHEMA_VERSION}"
+    if rec.get("kappa_tol") != KAPPA_TOL or rec.get("float_error") != FLOAT_ERROR:
+        return "made under other tolerances"
+    if any(v.get("published") != pub.get(p) for p, v in rec["products"].items()):
+        return "made for another publication"
+    if len(attestations(root)) > MAX_ATTESTATIONS:
+        return f"the publication carries more than {MAX_ATTESTATIONS} attestations"
+    return ""
+
+
+def resolve(product: str, digest: str, root) -> str:
+    """The digest that keys ``product`` made by code of ``digest``: the published one when an accepted
+    attestation in ``root`` carries ``digest`` over to it, else ``digest`` itself."""
+    for rec in attestations(root):
+        v = rec["products"].get(product) or {}
+        if v.get("now") == digest and not refusal(rec, root):
+            return str(v["published"])
+    return digest
+
+
+def write(root, products: Dict[str, dict], report: dict) -> Path:
+    """Write the attestation of ``products`` (``{product: {"published", "now", "evidence"}}``) with the figures
+    of verify's ``report`` into ``root/attestations/``; ValueError when the publication already carries
+    :data:`MAX_ATTESTATIONS`."""
+    root = Path(root)
+    if len(attestations(root)) >= MAX_ATTESTATIONS:
+        raise ValueError(f"the publication in {root} already carries {MAX_ATTESTATIONS} attestations: "
+                         "make reproduce publishes results of the current code")
+    comps = report.get("comparisons") or []
+    rec = {"products": products, "schema": SCHEMA_VERSION, "kappa_tol": KAPPA_TOL, "float_error": FLOAT_ERROR,
+           "groups": len(comps), "rows_compared": int(sum(c.get("rows", 0) for c in comps)),
+           "max_abs_diff": float(max([c.get("max_abs_diff", 0.0) for c in comps] or [0.0])),
+           "excused_near_ties": int(sum(len(c.get("excused") or ()) for c in comps)),
+           "sample": {k: report.get(k) for k in ("seed", "per_group")},
+           "machine": {"node": platform.node(), "processor": platform.processor() or platform.machine(),
+                       "cpus": os.cpu_count(), "python": platform.python_version()},
+           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    path = root / "attestations" / f"{products.get('tables', {}).get('now') or next(iter(products.values()))['now']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # written beside it, then renamed: never half a file
+    tmp.write_text(json.dumps(rec, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+__all__ = ["FLOAT_ERROR", "KAPPA_TOL", "MAX_ATTESTATIONS", "SCHEMA_VERSION", "attestations", "published_digests",
+           "refusal", "resolve", "write"]
