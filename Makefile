@@ -98,6 +98,7 @@ html: $(STAMP)
 	@echo "book: $(CURDIR)/_build/html/index.html"
 
 test: $(STAMP) proofs
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 
 # Compile the Coq/MathComp proofs in proofs/ and check that no main theorem rests on an assumption

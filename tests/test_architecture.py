@@ -1,5 +1,5 @@
-"""The package's layering, checked from the source: every subpackage imports only those before it in
-README's list (imports inside functions count), no import cycles, no private names imported across
+"""The package's layering, checked from the source: the import-linter layers contract (pyproject.toml; make test
+runs lint-imports) names every subpackage and catches an upward import, no import cycles, no private names imported across
 modules, capture without pandas, the store on the standard library, numpy and pandas only, models
 reaching capture only through its registry."""
 from __future__ import annotations
@@ -104,51 +104,42 @@ def test_layers():
             assert {n for s, n, _ in rows if s == "dobrushin.capture"} <= {"prepare_for_capture"}, m
 
 
-def readme_layer_order() -> list:
-    """The subpackages in the order README's Layout section lists them ("each depends only on those above
-    it in this list")."""
-    text = (LIB.parent / "README.md").read_text()
-    layout = text[text.index("## Layout"):]
-    layout = layout[:layout.index("\n## ", 1)]
-    assert "each depends only on those" in layout
-    return re.findall(r"^  - `(\w+)/`", layout, re.M)
+def contract_layers() -> list:
+    """The layers of the import-linter contract in pyproject.toml, top first."""
+    import tomllib
+
+    conf = tomllib.loads((LIB.parent / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c["layers"] for c in conf["contracts"] if c["type"] == "layers"]
+    return layers
 
 
-def test_readme_lists_every_subpackage():
-    pkgs = sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").is_file())
-    assert sorted(readme_layer_order()) == pkgs
+def test_the_layers_contract_names_every_subpackage():
+    pkgs = sorted(f"dobrushin.{p.name}" for p in PKG.iterdir() if (p / "__init__.py").is_file())
+    assert sorted(contract_layers()) == pkgs
 
 
-def test_every_subpackage_imports_only_those_before_it_in_readme():
-    """README: each subpackage depends only on those above it in the list; imports inside functions
-    count, and so do the package __init__ files (the top-level dobrushin package and the command line
-    may import every layer)."""
-    order = readme_layer_order()
-    rank = {p: i for i, p in enumerate(order)}
-    mods = _modules()
-    bad = []
-    for m, rows in _imports(mods).items():
-        parts = m.split(".")
-        if len(parts) < 2 or parts[1] not in rank:
-            continue  # dobrushin/__init__.py, dobrushin/__main__.py
-        for src, name, line in rows:
-            t = _target(mods, src, name)
-            other = t.split(".")[1] if t and t.startswith("dobrushin.") else None
-            if other in rank and rank[other] > rank[parts[1]]:
-                bad.append(f"{m}:{line} imports {t} ({other} comes after {parts[1]} in README)")
-    assert bad == []
+def test_the_layers_contract_catches_an_upward_import(tmp_path):
+    """lint-imports (make test runs it) is not vacuous: in a copy of the package, a math module importing the
+    report layer inside a function breaks the contract; the package as it is keeps it."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    if not lint.exists():
+        pytest.skip("import-linter is not installed (make install installs it)")
+    import shutil
 
+    lib = tmp_path / "lib"
+    shutil.copytree(LIB, lib, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy2(LIB.parent / "pyproject.toml", tmp_path / "pyproject.toml")
+    env = {"PYTHONPATH": str(lib), "PATH": str(Path(sys.executable).parent)}
 
-def test_the_order_check_sees_a_violation(tmp_path, monkeypatch):
-    """The check above is not vacuous: a math module importing the report layer is caught."""
-    pkg = PKG.name
-    low, high = f"{pkg}.math.fake_low", f"{pkg}.report.fake_high"  # modules that do not exist
-    fake = {low: (tmp_path / "x.py", False), high: (tmp_path / "y.py", False)}
-    (tmp_path / "x.py").write_text("def f():\n    from ..report import fake_high\n")
-    (tmp_path / "y.py").write_text("")
-    monkeypatch.setattr(sys.modules[__name__], "_modules", lambda: fake)
-    with pytest.raises(AssertionError, match=f"{low}:2 imports {high}"):
-        test_every_subpackage_imports_only_those_before_it_in_readme()
+    def run():
+        return subprocess.run([str(lint), "--no-cache"], cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    kept = run()
+    assert kept.returncode == 0, kept.stdout[-2000:] + kept.stderr[-2000:]
+    (lib / "dobrushin" / "math" / "fake_low.py").write_text("def f():\n    from ..report import names\n")
+    broken = run()
+    fake = f"{PKG.name}.math.fake_low"  # a module of the copy only
+    assert broken.returncode != 0 and f"{fake} -> {PKG.name}.report.names" in broken.stdout
 
 
 def test_capture_imports_no_pandas():

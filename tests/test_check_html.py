@@ -548,3 +548,13 @@ def test_built_book_passes_in_browser(tmp_path):
     for p in report.pages:
         if p.redirect and ch._wants_screenshot(p.path):
             assert any(s.endswith(p.redirect.split("#")[0]) for s in shot), p
+
+
+def test_zero_width_spaces_are_a_problem(tmp_path):
+    from tools.check_html import zero_width_problem
+
+    page = tmp_path / "p.html"
+    page.write_text("<p>sentence-<wbr>transformers/<wbr>all-MiniLM-L6-v2</p>", encoding="utf-8")
+    assert zero_width_problem(page) == ""
+    page.write_text("<p>sentence-\u200btransformers/\u200ball</p>", encoding="utf-8")
+    assert zero_width_problem(page) == "2 zero-width spaces (U+200B) in the page"

@@ -220,7 +220,7 @@ def test_every_documented_command_is_handled():
     # the parser sees the commands a reader sees
     readme = dict(documented())["README.md"]
     assert any(key(c).startswith(".venv/bin/papermill --cwd notebooks") for _, c in readme)
-    assert any(key(c) == "make book PROFILE=paper" for _, c in readme)
+    assert any(key(c) == "make book" for _, c in readme)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -581,12 +581,13 @@ def test_command_line_examples(sandbox):
 
 
 def test_measuring_many_models(sandbox):
-    """README's "Measuring many models" block, verbatim (a 2-process LocalCluster, MiniLM from its PyPI
-    package and the tiny ViT saved under the DeiT-S id), then the sweep once more: nothing runs again."""
+    """The reproducibility chapter's "Measuring many models" block, verbatim (a 2-process LocalCluster, MiniLM
+    from its PyPI package and the tiny ViT saved under the DeiT-S id), then the sweep once more: nothing runs
+    again."""
     from dobrushin.report.names import display_name
     from dobrushin.store.results import slugify
 
-    block = next(b for b in fenced_blocks((ROOT / "README.md").read_text())
+    block = next(b for b in fenced_blocks((ROOT / "book" / "reproducing.md").read_text())
                  if any(words(c)[3:4] == ["sweep"] for c in b if words(c)[:3] == ["python", "-m", "dobrushin"]))
     sweep = next(c for c in block if words(c)[3] == "sweep")
     w = words(sweep)

@@ -63,7 +63,7 @@ def test_format_number_round_trips_within_digits():
 def _cells(md: str) -> list:
     """Rows of the pipe table in ``md``, cells un-escaped (CommonMark backslash escapes) and without the
     zero-width spaces that let long words wrap (:func:`dobrushin.report.page.breakable`)."""
-    rows = [ln.replace("\u200b", "") for ln in md.splitlines() if ln.startswith("|")]
+    rows = [ln.replace("<wbr>", "") for ln in md.splitlines() if ln.startswith("|")]
     return [[re.sub(r"\\(.)", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", r)[1:-1]] for r in rows]
 
 
@@ -158,7 +158,8 @@ def test_table_width_estimate():
         "sentence-", "transformers/", "all-", "mpnet-", "base-", "v2 x"]
     assert F.breakable("kappa_factor float64") == "kappa_factor float64"
     md = F.table(pd.DataFrame({"sha256": [digest], "n": [12345678901234567]}))._repr_markdown_()
-    assert "\u200b".join(digest[i:i + 16] for i in range(0, 64, 16)) in md and "12345678901234567" in md
+    assert "<wbr>".join(digest[i:i + 16] for i in range(0, 64, 16)) in md and "12345678901234567" in md
+    assert "\u200b" not in md  # break opportunities are <wbr>: an id copied from the page is the id
     assert F.column_min_px("ci_low / ci_high", [], True) == 4 * F.CHAR_PX + F.CELL_PAD_PX  # "high"
     assert F.header_text("ci_low / x") == "ci_\u200blow / x"
     assert F.header_text("holds/pairs") == "holds/\u200bpairs"

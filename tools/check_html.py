@@ -518,6 +518,13 @@ _LAYOUT_JS = r"""
 """
 
 
+def zero_width_problem(path) -> str:
+    """How many zero-width spaces (U+200B) the page at ``path`` holds, as a problem ("" when none): they break
+    copying and searching an id; the book's long words wrap at ``<wbr>`` instead."""
+    n = Path(path).read_text(encoding="utf-8", errors="replace").count("\u200b")
+    return f"{n} zero-width space{'s' if n > 1 else ''} (U+200B) in the page" if n else ""
+
+
 def _first_few(problems: list, found: list, what: str, k: int = 5) -> None:
     """Report the first ``k`` places of ``found`` one by one as ``"<what>, <place>"``, then how many more."""
     problems.extend(f"{what}, {t}" for t in found[:k])
@@ -727,6 +734,9 @@ def check_site(
                     results.append(res)
                     _log(log, res)
                     continue
+                zw = zero_width_problem(root / rel)
+                if zw:
+                    res.problems.append(zw)
                 try:
                     page.goto("about:blank")  # leave the previous page completely
                     for k in state:

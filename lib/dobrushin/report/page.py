@@ -227,8 +227,8 @@ _WORD_BREAK = re.compile(r"[\s\u200b]+")
 
 
 def header_text(name) -> str:
-    """A header as shown: a break opportunity (zero-width space) after ``_`` and ``/``, so that names
-    such as ``ci_low`` or ``holds / pairs`` may wrap there like words."""
+    """A header as laid out: a break opportunity (a zero-width space here, ``<wbr>`` on the page: :func:`wbr`)
+    after ``_`` and ``/``, so that names such as ``ci_low`` or ``holds / pairs`` may wrap there like words."""
     return re.sub(r"([_/])(?=\S)", "\\1\u200b", str(name))
 
 
@@ -355,10 +355,16 @@ def fitted_caption(caption: Optional[str], parts, layout: str) -> str:
     return cap
 
 
+def wbr(text: str) -> str:
+    """Text as the page shows it: each break opportunity (:func:`breakable`, :func:`header_text`) an HTML
+    ``<wbr>``, which adds no character, so an id copied from the page is the id."""
+    return str(text).replace("\u200b", "<wbr>")
+
+
 def _pipe_table(frame, numeric: dict) -> list:
-    head = "| " + " | ".join(_md_escape(header_text(c)) if str(c) else " " for c in frame.columns) + " |"
+    head = "| " + " | ".join(wbr(_md_escape(header_text(c))) if str(c) else " " for c in frame.columns) + " |"
     rule = "|" + "|".join("---:" if numeric.get(c) else ":---" for c in frame.columns) + "|"
-    body = ["| " + " | ".join((_md_escape(v if numeric.get(c) else breakable(v)) if v != "" else " ")
+    body = ["| " + " | ".join((wbr(_md_escape(v if numeric.get(c) else breakable(v))) if v != "" else " ")
                               for c, v in zip(frame.columns, row)) + " |"
             for row in frame.itertuples(index=False)]
     return [head, rule, *body]
@@ -549,5 +555,5 @@ def html_escape(s: str) -> str:
 
 
 __all__ = ["COLORS", "LINESTYLES", "SavedFigure", "TABLE_WIDTHS_PX", "TABLE_WIDTH_PX", "Table", "WIDTHS_IN", "banner", "color_for",
-           "breakable", "column_min_px", "details", "figure", "figure_label", "figure_markdown", "fit_table", "fitted_caption", "format_number",
+           "breakable", "wbr", "column_min_px", "details", "figure", "figure_label", "figure_markdown", "fit_table", "fitted_caption", "format_number",
            "header_text", "html_escape", "provenance", "scrub_paths", "table", "table_min_px"]

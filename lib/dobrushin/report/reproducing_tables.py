@@ -157,12 +157,14 @@ def _cell_html(text: str, code: bool) -> str:
     import re
 
     global _PLACEHOLDER_RX
+    from .page import wbr
+
     esc = html.escape(str(text))
     if code:
-        return f"<code>{esc}</code>" if esc else ""
+        return f"<code>{wbr(esc)}</code>" if esc else ""
     if _PLACEHOLDER_RX is None:
-        _PLACEHOLDER_RX = re.compile(r"[\w:./-]*&lt;/?[A-Za-z][^&<>]{0,60}&gt;[\w:./-]*")
-    return _PLACEHOLDER_RX.sub(lambda m: f"<code>{m.group(0)}</code>", esc)
+        _PLACEHOLDER_RX = re.compile(r"[\w:./\u200b-]*&lt;/?[A-Za-z][^&<>]{0,60}&gt;[\w:./\u200b-]*")
+    return wbr(_PLACEHOLDER_RX.sub(lambda m: f"<code>{m.group(0)}</code>", esc))
 
 
 def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(), **kwargs) -> Display:
@@ -178,7 +180,7 @@ def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(),
     out = []
     for i, (part, numeric) in enumerate(t.parts):  # fitted to the text column, as page.table does
         cls = lambda c: ' class="text-right"' if numeric.get(c) else ""  # noqa: E731
-        head = "".join(f"<th{cls(c)}>{html.escape(page.header_text(c))}</th>" for c in part.columns)
+        head = "".join(f"<th{cls(c)}>{page.wbr(html.escape(page.header_text(c)))}</th>" for c in part.columns)
         body = "".join("<tr>" + "".join(f"<td{cls(c)}>{_cell_html(v if numeric.get(c) else page.breakable(v), c in code_columns)}</td>"
                                         for c, v in zip(part.columns, row))
                        + "</tr>" for row in part.itertuples(index=False))
