@@ -5,7 +5,6 @@ reaching capture only through its registry."""
 from __future__ import annotations
 
 import ast
-import re
 import subprocess
 import sys
 from pathlib import Path
