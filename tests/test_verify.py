@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,8 @@ import pytest
 from dobrushin.store.results import ResultStore
 from dobrushin.experiments import publish as P
 from dobrushin.experiments import verify as V
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _rows(n_inputs=4, layers=3, weights="pretrained", model="m", margins=False):
@@ -501,3 +504,61 @@ def test_digest_status_warns_of_hub_models_and_downloaded_tabular_data(tmp_path,
     monkeypatch.delenv("DOBRUSHIN_DATA")
     line = V.digest_status(pub)[1]
     assert "the tabular chapter downloads UCI Adult (from the UCI repository" in line and "California" not in line
+
+
+def test_make_book_keeps_the_hub_off_only_when_it_reuses_published_results():
+    """make book from the published results runs the notebooks with HF_HUB_OFFLINE=1 unless HUB=1; a build from
+    scratch (the quick profile, make reproduce's runs with no published folder) reaches the hub as before."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None or not (ROOT / "published" / "paper" / "PUBLISHED.json").exists():
+        pytest.skip("needs make and the published folder")
+
+    def dry(*args) -> str:
+        return subprocess.run(["make", "-n", "-o", ".venv/.installed", "notebooks", "NOTEBOOKS=theory", *args],
+                              cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+    assert "HF_HUB_OFFLINE=1 DOBRUSHIN_RESULTS=" in dry("PROFILE=paper")
+    assert "HF_HUB_OFFLINE=1" not in dry("PROFILE=paper", "HUB=1")
+    assert "HF_HUB_OFFLINE=1" not in dry("PROFILE=quick")
+    assert "HF_HUB_OFFLINE=1" not in dry("PROFILE=paper", "PUBLISHED_DIR=")  # as make reproduce runs them
+
+
+def test_a_nan_on_one_side_is_a_number_failure():
+    pub = _rows()
+    now = pub.copy()
+    now.loc[2, "kappa"] = float("nan")
+    c = V.compare(pub, now, "g")
+    assert not c.passed and c.number_failures == 1 and c.max_abs_diff == float("inf")
+    both = pub.copy()
+    both.loc[2, "kappa"] = float("nan")
+    assert V.compare(both, both.copy(), "g").passed  # NaN on both sides: the same
+
+
+def test_only_the_oldest_attestations_count_and_code_edited_during_a_run_is_not_attested(tmp_path):
+    from dobrushin.store import attest as A
+    from dobrushin.store.code import product_digest
+
+    pub = tmp_path / "pub"
+    pub.mkdir()
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": "0" * 64, "commit": "abc"}))
+    rep = {"comparisons": []}
+    for i in range(A.MAX_ATTESTATIONS):
+        A.write(pub, {"tables": {"published": "0" * 64, "now": f"{i}" * 64, "evidence": "x"}}, rep)
+    # a sixth one (a merge of two branches, say) is never counted, the first five still are
+    extra = pub / "attestations" / ("9" * 64 + ".json")
+    extra.write_text(json.dumps({**json.loads((pub / "attestations" / ("0" * 64 + ".json")).read_text()),
+                                 "products": {"tables": {"published": "0" * 64, "now": "9" * 64, "evidence": "x"}},
+                                 "date": "9999-01-01T00:00:00Z"}))
+    assert A.resolve("tables", "9" * 64, pub) == "9" * 64 and A.resolve("tables", "1" * 64, pub) == "0" * 64
+    # writing again the attestation of a digest already attested replaces it, within the limit
+    A.write(pub, {"tables": {"published": "0" * 64, "now": "1" * 64, "evidence": "again"}}, rep)
+    # verify never attests code other than the code it measured
+    passed = {"passed": True, "digests": {"tables": "e" * 64},
+              "comparisons": [{"group": "language: m (pretrained)", "rows": 3, "passed": True}]}
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "PUBLISHED.json").write_text(json.dumps({"code_digest": "0" * 64, "commit": "abc"}))
+    assert V.attest(fresh, passed) == {"tables": ""} and not (fresh / "attestations").exists()
+    assert V.attest(fresh, dict(passed, digests={"tables": product_digest("tables")}))["tables"].startswith("re-measured")

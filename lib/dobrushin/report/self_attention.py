@@ -91,8 +91,9 @@ def _labelled(model_id: str, lm) -> str:
     """The display name, with "(packaged proxy)" for packaged weights standing in for a hub checkpoint."""
     from .names import display_name, proxy_name
 
-    prov = dict(getattr(lm, "provenance", None) or {})
-    proxy = prov.get("source") == "package" and bool(prov.get("proxy_for"))
+    from ..models.provenance import is_proxy
+
+    proxy = is_proxy(getattr(lm, "provenance", None))
     # marked once, whether or not the chapter has marked the model already (names.mark_proxies)
     return proxy_name(display_name(model_id), "proxy" if proxy else "")
 

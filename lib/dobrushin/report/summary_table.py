@@ -89,7 +89,8 @@ def weights_source(entry: Optional[dict]) -> str:
 
     * ``"original"`` — the paper's checkpoint itself (hub or local Hugging Face / timm cache);
     * ``"proxy"`` — weights from a package (``source == "package"``) or with ``proxy_for`` set: a copy
-      or a conversion standing in for the checkpoint, not the checkpoint;
+      or a conversion standing in for the checkpoint, not the checkpoint (a package holding the checkpoint
+      bit for bit, :func:`dobrushin.models.provenance.original_from_package`, is ``"original"``);
     * ``"trained here"`` — trained by this build (FT-Transformer);
     * ``"none"`` — no trained weights could be loaded (``source == "unavailable"`` or the run failed);
     * ``"unrecorded"`` — measured, but the manifest predates provenance records.
@@ -106,6 +107,10 @@ def weights_source(entry: Optional[dict]) -> str:
     source = str(prov.get("source", ""))
     if source in ("unavailable", "untrained") or failed:
         return "none"
+    from ..models.provenance import original_from_package
+
+    if original_from_package(prov):
+        return "original"
     if prov.get("proxy_for") or source == "package":
         return "proxy"
     if source == "trained in this build":

@@ -148,7 +148,7 @@ def report(folder, out=None, err=None) -> int:
     print_table(mt, out)
     proxies = {}
     for e in m.get("entries", {}).values():
-        if e.get("status") == "ok" and e.get("weights") == "pretrained" and weights_kind(e.get("provenance")) == "proxy":
+        if e.get("status") == "ok" and e.get("weights") == "pretrained" and (e.get("provenance") or {}).get("source") == "package":
             proxies.setdefault(e.get("model"), proxy_label(e.get("model"), e.get("provenance")))
     for model, text in proxies.items():
         print(f"{display_name(model)}: {text}", file=out)

@@ -11,8 +11,8 @@ published rows and, when it passes, writes ``<published>/attestations/<tables di
 "float_error", "rows_compared", "max_abs_diff", "groups", "machine", "date"}``
 
 A product's attestation is accepted (:func:`resolve`) only for the publication it names, under the same
-results schema and tolerances, and while the publication holds at most :data:`MAX_ATTESTATIONS` of them;
-beyond that, or after a schema or tolerance change, ``make reproduce`` publishes afresh.  An accepted
+results schema and tolerances, and only among the publication's oldest :data:`MAX_ATTESTATIONS`; beyond that,
+or after a schema or tolerance change, ``make reproduce`` publishes afresh.  An accepted
 attestation makes the cache key use the published digest (:func:`dobrushin.store.code.code_digest`), so the
 published entries are reused as they are.
 """
@@ -83,15 +83,13 @@ def refusal(rec: dict, root) -> str:
         return "made under other tolerances"
     if any(v.get("published") != pub.get(p) for p, v in rec["products"].items()):
         return "made for another publication"
-    if len(attestations(root)) > MAX_ATTESTATIONS:
-        return f"the publication carries more than {MAX_ATTESTATIONS} attestations"
     return ""
 
 
 def resolve(product: str, digest: str, root) -> str:
     """The digest that keys ``product`` made by code of ``digest``: the published one when an accepted
     attestation in ``root`` carries ``digest`` over to it, else ``digest`` itself."""
-    for rec in attestations(root):
+    for rec in attestations(root)[:MAX_ATTESTATIONS]:  # the oldest ones: a later one beyond the limit never counts
         v = rec["products"].get(product) or {}
         if v.get("now") == digest and not refusal(rec, root):
             return str(v["published"])
@@ -103,7 +101,8 @@ def write(root, products: Dict[str, dict], report: dict) -> Path:
     of verify's ``report`` into ``root/attestations/``; ValueError when the publication already carries
     :data:`MAX_ATTESTATIONS`."""
     root = Path(root)
-    if len(attestations(root)) >= MAX_ATTESTATIONS:
+    path = root / "attestations" / f"{products.get('tables', {}).get('now') or next(iter(products.values()))['now']}.json"
+    if len(attestations(root)) >= MAX_ATTESTATIONS and not path.exists():
         raise ValueError(f"the publication in {root} already carries {MAX_ATTESTATIONS} attestations: "
                          "make reproduce publishes results of the current code")
     comps = report.get("comparisons") or []
@@ -115,7 +114,6 @@ def write(root, products: Dict[str, dict], report: dict) -> Path:
            "machine": {"node": platform.node(), "processor": platform.processor() or platform.machine(),
                        "cpus": os.cpu_count(), "python": platform.python_version()},
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    path = root / "attestations" / f"{products.get('tables', {}).get('now') or next(iter(products.values()))['now']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # written beside it, then renamed: never half a file
     tmp.write_text(json.dumps(rec, indent=2, sort_keys=True) + "\n")

@@ -107,21 +107,29 @@ _NORMALIZED_MEMO: dict = {}
 
 
 def normalized_source(data: bytes, filename: str = "<source>") -> bytes:
-    """What a digest hashes of one file: its syntax tree without docstrings (any statement that is a bare
-    string), written out field by field.  Comments, blank lines, formatting and docstrings do not count; names,
-    values and structure do.  Fields that are ``None`` or empty are left out, so the text is the same on
-    Python versions that add such fields (3.12's ``type_params``) or stop printing them (3.13)."""
+    """What a digest hashes of one file: :func:`normalized_tree` of its syntax tree.  Comments, blank lines,
+    formatting and docstrings do not count; names, values and structure do."""
     memo_key = hashlib.sha256(data).digest()
-    if memo_key in _NORMALIZED_MEMO:
-        return _NORMALIZED_MEMO[memo_key]
-    with _PARSE_LOCK:
-        tree = ast.parse(data, filename=filename)
+    if memo_key not in _NORMALIZED_MEMO:
+        with _PARSE_LOCK:
+            tree = ast.parse(data, filename=filename)
+        _NORMALIZED_MEMO[memo_key] = normalized_tree(tree)
+    return _NORMALIZED_MEMO[memo_key]
+
+
+def normalized_tree(tree: ast.AST) -> bytes:
+    """A syntax tree written out field by field, without docstrings (any statement that is a bare string).
+    Fields that are ``None`` or empty are left out, and so are the empty strings of an f-string, so the text is
+    the same on Python versions that add such fields (3.12's ``type_params``; 3.12's empty string in a nested
+    format spec) or stop printing them (3.13)."""
     out: List[str] = []
 
     def walk(node) -> None:
         if isinstance(node, ast.AST):
             out.append(type(node).__name__ + "(")
             for name, value in ast.iter_fields(node):
+                if isinstance(node, ast.JoinedStr) and name == "values":
+                    value = [v for v in value if not (isinstance(v, ast.Constant) and v.value == "")]
                 if isinstance(value, list) and name in ("body", "orelse", "finalbody"):
                     value = [s for s in value if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
                                                       and isinstance(s.value.value, str))]
@@ -141,8 +149,7 @@ def normalized_source(data: bytes, filename: str = "<source>") -> bytes:
             out.append(repr(node))
 
     walk(tree)
-    _NORMALIZED_MEMO[memo_key] = "".join(out).encode()
-    return _NORMALIZED_MEMO[memo_key]
+    return "".join(out).encode()
 
 
 def _digest(files: Sequence[Path], root: Path, normalize: bool = True) -> str:
@@ -222,4 +229,4 @@ def code_digest(packages: Optional[Sequence[str]] = None, root: "Path | None" = 
 
 
 __all__ = ["KEYING", "PACKAGE_ROOT", "PRODUCTS", "code_digest", "code_files", "import_closure", "normalized_source",
-           "product_digest", "product_files"]
+           "normalized_tree", "product_digest", "product_files"]
