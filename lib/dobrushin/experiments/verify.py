@@ -47,6 +47,7 @@ import pandas as pd
 # the tolerances (on κ and the slack; the decision margin below which a flip is float32 rounding) are
 # defined with the attestations that record them
 from ..store.attest import FLOAT_ERROR, KAPPA_TOL
+from .families import TRANSFORMER_INPUTS
 
 #: seed of the sample
 SEED = 19
@@ -63,7 +64,7 @@ MARGIN_COLUMNS = ("kappa_gap", "self_margin_i", "self_margin_j")
 MARGIN_BLOCK_ELEMENTS = 1 << 23
 KEY = ["input_id", "layer", "variant", "weights"]
 NUMBERS = ("kappa", "kappa_factor", "slack")
-FAMILY_KINDS = {"dinov2": "image", "supervised_vit": "image", "language": "text"}
+FAMILY_KINDS = TRANSFORMER_INPUTS  # the transformer family chapters and their inputs (experiments.families)
 
 
 @dataclass

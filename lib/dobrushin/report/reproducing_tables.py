@@ -66,7 +66,9 @@ def paper_scale(params_dir, profile: str = "paper") -> dict:
     def load(nb):
         return profile_params(params_dir, profile, nb)
 
-    inputs = [load(nb).get("n_inputs") for nb in ("dinov2", "language", "supervised_vit")]
+    from ..experiments.families import TRANSFORMER_INPUTS
+
+    inputs = [load(nb).get("n_inputs") for nb in TRANSFORMER_INPUTS]
     inputs = [v for v in inputs if isinstance(v, int)]
     seeds = load("tabular").get("seeds")
     base = load("baseline")
