@@ -221,18 +221,24 @@ def test_tabular_pools_seeds_per_benchmark_and_ignores_extra_data_sets(results):
     from dobrushin.math.stats import clustered
 
     t, card = _build(results)
-    tab = _row(card, "tabular")
-    assert tab["weights"] == "trained here" and "Breast cancer" not in tab["evidence"]
-    assert set(tab["evidence"].split(", ")) == {"California Housing", "Adult"}
-    # California: 2 + 4 of 60 pairs (two seeds, 10 inputs each: 20 clusters), Adult 9 of 30
-    cal = t[t["model"].str.startswith("FT-Transformer/California") & (t["variant"] == "content")]
-    sums = {"clusters": int(cal["n_inputs"].sum()), "k": 6, "n": 60, "kk": int(cal["sum_kk"].sum()),
-            "kn": int(cal["sum_kn"].sum()), "nn": int(cal["sum_nn"].sum())}
+    assert "tabular" not in set(card["key"])  # one row per benchmark, none pooled over both
+    cal, adult = _row(card, "tabular_california"), _row(card, "tabular_adult")
+    assert "Breast cancer" not in cal["evidence"] + adult["evidence"]
+    assert cal["evidence"] == "California Housing" and adult["evidence"] == "Adult"
+    assert cal["weights"] == adult["weights"] == "trained here"
+    assert "this build's two benchmarks; the paper names none" in cal["claim"]
+    # California: 2 + 4 of 60 pairs (two seeds, 10 inputs each: 20 clusters), its seeds pooled
+    rows = t[t["model"].str.startswith("FT-Transformer/California") & (t["variant"] == "content")]
+    sums = {"clusters": int(rows["n_inputs"].sum()), "k": 6, "n": 60, "kk": int(rows["sum_kk"].sum()),
+            "kn": int(rows["sum_kn"].sum()), "nn": int(rows["sum_nn"].sum())}
     p, lo, hi = clustered(sums)
-    assert f"California Housing: 10.0% [{100 * lo:.1f}–{100 * hi:.1f}%] (20 inputs, 60 pairs)" in tab["measured"]
-    assert tab["n_inputs"] == 30 and tab["n"] == 90
-    assert tab["verdict"] == "inconclusive" and "too wide" in tab["note"]
-    assert "epochs to early stopping: Adult 5 (seed 0); California Housing 5 (seed 0), 5 (seed 1)" in tab["note"]
+    assert cal["measured"].startswith(f"10.0% [{100 * lo:.1f}–{100 * hi:.1f}%]")
+    assert cal["n_inputs"] == 20 and cal["n"] == 60 and adult["n_inputs"] == 10 and adult["n"] == 30
+    # each judged on its own: the judge applied to its own interval
+    from dobrushin.report.claims import CLAIMS, judge
+
+    assert cal["verdict"].split(" (")[0] == judge(p, lo, hi, CLAIMS["tabular"], 60)
+    assert "epochs to early stopping: California Housing 5 (seed 0), 5 (seed 1)" in cal["note"]
 
 
 def test_baseline_row_spans_the_sizes(results):
@@ -538,7 +544,7 @@ def test_a_second_resolution_is_in_the_scale_and_the_notes_but_not_pooled(result
     want = f"at 518 px (the same inputs measured again, not pooled into the verdict): {S.clustered_text(summary.input_sums(part))} (10 inputs, 120 pairs)"
     assert noted.loc["dinov2_s", "note"].endswith(want)
     assert "at 518 px" in noted.loc["special_dinov2_s", "note"] and "100.0%" in noted.loc["special_dinov2_s", "note"]
-    for key in ("dinov2_b", "roberta", "tabular", "special"):
+    for key in ("dinov2_b", "roberta", "tabular_adult", "special"):
         assert noted.loc[key, "note"] == card.set_index("key").loc[key, "note"]
 
 
@@ -685,3 +691,17 @@ def test_pooled_depth_profile_pools_every_network_at_every_point():
     assert len(prof) == 12 and prof["rel"].is_monotonic_increasing
     assert prof["n"].tolist() == [4] * 12  # each point: two pairs of each network
     assert np.allclose(prof["fraction"], 0.5)
+
+
+def test_a_rounded_point_claim_is_reproduced_when_the_interval_holds_it_within_five_points():
+    from dobrushin.report.claims import CLAIMS, judge
+
+    deit = CLAIMS["deit"]  # "91%"
+    assert judge(0.92, 0.88, 0.95, deit, 500) == "reproduced"  # holds 0.91, reaches 4 and 3 points
+    assert judge(0.93, 0.90, 0.96, deit, 500) == "reproduced"
+    assert judge(0.92, 0.912, 0.928, deit, 500) == "consistent"  # within the rounding band, misses 0.91 itself
+    assert judge(0.90, 0.83, 0.95, deit, 500) == "inconclusive"  # holds 0.91 but reaches 7 points below
+    assert judge(0.80, 0.78, 0.82, deit, 500) == "differs"
+    assert judge(0.91, 0.905, 0.915, deit, 0) == "not run: no measurement"
+    # ranges keep their rule
+    assert judge(0.15, 0.14, 0.16, CLAIMS["tabular"], 100) == "reproduced"

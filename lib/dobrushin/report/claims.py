@@ -13,14 +13,15 @@ class Claim:
     paper_value: str  # as the paper states it
     low: float
     high: float
+    point: Optional[float] = None  # a value the paper states as one rounded number (91%): [low, high] rounds to it
 
 
 CLAIMS = {
     "baseline": Claim("baseline", "uniformly random stochastic matrices satisfy the condition", "24–30%", 0.24, 0.30),
     "essentially_all": Claim("essentially_all", "holds for essentially every input and layer (content tokens)",
                              "≈100%", 0.99, 1.0),
-    "deit": Claim("deit", "DeiT-B: fraction of input-layer pairs (content tokens)", "91%", 0.905, 0.915),
-    "vit": Claim("vit", "ViT-B/16: fraction of input-layer pairs (content tokens)", "64%", 0.635, 0.645),
+    "deit": Claim("deit", "DeiT-B: fraction of input-layer pairs (content tokens)", "91%", 0.905, 0.915, 0.91),
+    "vit": Claim("vit", "ViT-B/16: fraction of input-layer pairs (content tokens)", "64%", 0.635, 0.645, 0.64),
     "late": Claim("late", "supervised ViTs: all failures occur late in depth", "all failures late", 1.0, 1.0),
     "tabular": Claim("tabular", "FT-Transformer on tabular benchmarks (content tokens)", "11–44%", 0.11, 0.44),
     "special": Claim("special", "with special tokens included (DINOv2 and language models)", "82–97%", 0.82, 0.97),
@@ -81,13 +82,22 @@ def judge(estimate: float, ci_low: float, ci_high: float, claim: "Claim", n: int
     * ``differs`` — the interval excludes the range;
     * ``inconclusive`` — the interval overlaps the range but is too wide (:data:`TOO_WIDE`);
     * ``reproduced`` — the estimate lies within the range (for "essentially every": ≥ 99%) and the
-      interval is narrow enough to decide;
-    * ``consistent`` — the interval overlaps the range and is narrow enough, but the estimate lies outside.
+      interval is narrow enough to decide; for a value stated as one rounded number (``claim.point``,
+      "91%"), the interval contains that value and reaches at most :data:`TOO_WIDE` from the estimate
+      either way (a rounded point read as ±0.5 points could almost never be reproduced otherwise);
+    * ``consistent`` — the interval overlaps the range and is narrow enough, but the estimate lies outside
+      (for a point, the interval misses the value itself).
     """
     import math
 
     if n <= 0 or not (math.isfinite(ci_low) and math.isfinite(ci_high) and math.isfinite(estimate)):
         return "not run: no measurement"
+    if claim.point is not None:
+        if ci_high < claim.low or ci_low > claim.high:
+            return "differs"
+        if estimate - ci_low > TOO_WIDE or ci_high - estimate > TOO_WIDE:
+            return "inconclusive"
+        return "reproduced" if ci_low <= claim.point <= ci_high else "consistent"
     if ci_high < claim.low or ci_low > claim.high:
         return "differs"
     if ci_low < claim.low - TOO_WIDE or ci_high > claim.high + TOO_WIDE:
@@ -150,8 +160,12 @@ SCORECARD = (
                  families=("vit",)),
     ScorecardRow("late", "failures late in depth", "DeiT-B and ViT-B/16: all failures late in depth",
                  "late", families=("deit", "deit-distilled", "vit"), kind="late"),
-    ScorecardRow("tabular", "FT-Transformer", "FT-Transformer on two tabular benchmarks",
-                 "tabular", families=("ft-transformer",)),
+    # the paper names no benchmark ("two standard tabular benchmarks"): these two are this build's choice, each
+    # judged on its own (its seeds pooled)
+    *(ScorecardRow(f"tabular_{k}", f"FT-Transformer on {name}",
+                   f"FT-Transformer on {name} (one of this build's two benchmarks; the paper names none)",
+                   "tabular", families=("ft-transformer",), models=(k,))
+      for k, name in (("adult", "Adult"), ("california", "California Housing"))),
     ScorecardRow("special", "with special tokens",
                  "DINOv2, RoBERTa, DistilBERT with special tokens (one range over all of them)", "special",
                  families=("dinov2", "roberta", "distilbert"), variant="with_special", kind="pooled"),

@@ -29,7 +29,8 @@ ROW_SOURCES = {
     "deit": (("supervised_vit",), ("sec-supervised-vit-controls",)),
     "vit": (("supervised_vit",), ("sec-supervised-vit-controls",)),
     "late": (("supervised_vit",), ("sec-supervised-vit-controls",)),
-    "tabular": (("tabular",), ("sec-tabular-results",)),
+    "tabular_adult": (("tabular",), ("sec-tabular-results",)),
+    "tabular_california": (("tabular",), ("sec-tabular-results",)),
     "special": (("dinov2", "language"), ("sec-dinov2-fractions", "sec-language-fractions")),
     "related_text": (("language",), ("sec-language-fractions",)),
 }
