@@ -2,8 +2,8 @@
 (it measures nothing), builds the per-model table (``results/summary.csv``) and the scorecard
 (``results/scorecard.csv``), shows them, and glues what the Markdown chapters paste:
 
-* into the introduction (``book/intro.md``): ``headline`` (the sentence generated from the scorecard),
-  ``interval_rule`` (what the interval rule decided, computed) and ``scorecard_html`` (the scorecard);
+* into the introduction (``book/intro.md``): ``headline`` (the sentence generated from the scorecard, in the
+  answer box), ``scorecard_html`` (the scorecard), ``scale_short`` (the scale in one line) and ``answer``;
 * into the reproducibility chapter (``book/reproducing.md``): ``timings_table`` (quick and paper
   profile per notebook), ``parameter_blocks``, ``schema_table``, ``summary_columns``,
   ``bench_table`` / ``bench_status``, ``sweep_bench_table`` / ``sweep_bench_status`` (serial vs Dask).
@@ -256,8 +256,7 @@ class SummaryChapter(SummaryInsights):
         """Glue the headline sentence, the interval-rule paragraph and the scorecard for book/intro.md."""
         _glue("headline", plain_text(S.headline(self.card)))
         _glue("answer", plain_text(S.answer(self.table)))
-        _glue("scale_line", plain_text(self.scale_text()))
-        _glue("scale_html", self.scale_html())
+        _glue("scale_short", plain_text(summary.scale_line(self.scale, self.profile)))
         _glue("interval_rule", plain_text(S.interval_explanation(self.table)))
         card = summary.html_table(S.shown(self.card, S.COMPACT), width="full")
         _glue("scorecard_html", html_block(f'<div class="full-width">{card.html}</div>', card.text))
