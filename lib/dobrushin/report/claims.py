@@ -83,26 +83,22 @@ def judge(estimate: float, ci_low: float, ci_high: float, claim: "Claim", n: int
     * ``inconclusive`` — the interval overlaps the range but is too wide (:data:`TOO_WIDE`);
     * ``reproduced`` — the estimate lies within the range (for "essentially every": ≥ 99%) and the
       interval is narrow enough to decide; for a value stated as one rounded number (``claim.point``,
-      "91%"), the interval contains that value and reaches at most :data:`TOO_WIDE` from the estimate
-      either way (a rounded point read as ±0.5 points could almost never be reproduced otherwise);
+      "91%"), also when the interval contains that value (a rounded point read as ±0.5 points could almost
+      never be reproduced otherwise);
     * ``consistent`` — the interval overlaps the range and is narrow enough, but the estimate lies outside
-      (for a point, the interval misses the value itself).
+      (and, for a point, the interval misses the value itself).
     """
     import math
 
     if n <= 0 or not (math.isfinite(ci_low) and math.isfinite(ci_high) and math.isfinite(estimate)):
         return "not run: no measurement"
-    if claim.point is not None:
-        if ci_high < claim.low or ci_low > claim.high:
-            return "differs"
-        if estimate - ci_low > TOO_WIDE or ci_high - estimate > TOO_WIDE:
-            return "inconclusive"
-        return "reproduced" if ci_low <= claim.point <= ci_high else "consistent"
     if ci_high < claim.low or ci_low > claim.high:
         return "differs"
     if ci_low < claim.low - TOO_WIDE or ci_high > claim.high + TOO_WIDE:
         return "inconclusive"
-    return "reproduced" if claim.low <= estimate <= claim.high else "consistent"
+    if claim.low <= estimate <= claim.high:
+        return "reproduced"
+    return "reproduced" if claim.point is not None and ci_low <= claim.point <= ci_high else "consistent"
 
 
 def combine(verdicts) -> str:

@@ -492,7 +492,8 @@ def headline(card: pd.DataFrame) -> str:
 
     rep, con, dif, inc, nr = (judged[kinds == k] for k in ("reproduced", "consistent", "differs", "inconclusive",
                                                             "not run"))
-    out = [f"Of the paper's {count(len(judged))} claims, this build reproduces {count(len(rep))}"
+    out = [f"Of the {count(len(judged))} claims the scorecard judges (the paper's, with FT-Transformer one per "
+           f"benchmark), this build reproduces {count(len(rep))}"
            + (f": {names(rep)}." if len(rep) else ".")]
     if len(con):
         out.append(f"{count(len(con)).capitalize()} {'is' if len(con) == 1 else 'are'} consistent with the paper (the "
@@ -528,8 +529,8 @@ def rule_text() -> str:
         f"**differs** when the interval excludes the range; **inconclusive** when the interval overlaps the "
         f"range but reaches more than {w} points beyond it (too wide to decide: the data also allow values the "
         "paper's statement excludes); **not run**, with the reason, when nothing could be measured. A rounded "
-        f"percentage is **reproduced** when the interval contains the stated value itself and reaches at most {w} "
-        "points from the measured fraction either way, **consistent** when it overlaps the rounding range only. "
+        "percentage is also **reproduced** when the measured fraction lies outside the values that round to it "
+        "but the interval, narrow enough to decide, contains the stated value itself. "
         "A range the paper states once for several models (with special tokens) is judged on their pooled "
         "inputs, with each model's row beneath it. Each FT-Transformer benchmark is its own row (its seeds "
         "pooled). A claim measured on several models or sizes judged one by one (the random baseline's matrix "
@@ -606,7 +607,8 @@ def interval_explanation(summary: pd.DataFrame) -> str:
            + (f" and {len(model)} are model rows ({'; '.join(names)})" if len(model) else " and none is a model row")
            + "; " + ", ".join(f"{v} {'say' if v != 1 else 'says'} \"{k}\"" for k, v in counts.items()) + "."]
     out.append("A verdict uses the 95% interval clustered by input (the layers of one input are not independent "
-               "draws): \"reproduced\" needs the measured fraction itself inside the paper's range and an interval "
+               "draws): \"reproduced\" needs the measured fraction itself inside the paper's range (or, for a rounded "
+               "percentage, an interval holding the stated value) and an interval "
                f"that reaches at most {100 * TOO_WIDE:g} percentage points beyond the range; a wider interval that "
                "still overlaps the range is \"inconclusive\".")
 

@@ -3,7 +3,8 @@
 (``results/scorecard.csv``), shows them, and glues what the Markdown chapters paste:
 
 * into the introduction (``book/intro.md``): ``headline`` (the sentence generated from the scorecard, in the
-  answer box), ``scorecard_html`` (the scorecard), ``scale_short`` (the scale in one line) and ``answer``;
+  answer box), ``scorecard_html`` (the scorecard), ``scale_short`` (the scale in one line, with how many results
+  are the published ones) and ``answer``;
 * into the reproducibility chapter (``book/reproducing.md``): ``timings_table`` (quick and paper
   profile per notebook), ``parameter_blocks``, ``schema_table``, ``summary_columns``,
   ``bench_table`` / ``bench_status``, ``sweep_bench_table`` / ``sweep_bench_status`` (serial vs Dask).
@@ -105,6 +106,15 @@ class SummaryChapter(SummaryInsights):
                        f"(they need the hub or a local cache): {', '.join(hub)}.")
         out.append(published_text(self.root, self.results, self.every_entry))
         return " ".join(x for x in out if x)
+
+    def scale_short(self) -> str:
+        """The scale in one line, and how many of the model results are the published ones (the introduction's:
+        which code made them is in this chapter)."""
+        entries = list(self.every_entry.values())
+        reused = sum(1 for e in entries if e.get("published_from"))
+        return summary.scale_line(self.scale, self.profile) + (
+            f" {reused} of the {len(entries)} model results are the published paper-scale ones, reused as made by "
+            "make reproduce." if reused else "")
 
     def scale_markdown(self) -> str:
         """**Scale.**, a line per measured model, then :meth:`scale_after` (Markdown)."""
@@ -253,11 +263,10 @@ class SummaryChapter(SummaryInsights):
 
     # ------------------------------------------------------------------ glue for the introduction
     def for_introduction(self):
-        """Glue the headline sentence, the interval-rule paragraph and the scorecard for book/intro.md."""
+        """Glue the headline sentence, the answer, the scale in one line and the scorecard for book/intro.md."""
         _glue("headline", plain_text(S.headline(self.card)))
         _glue("answer", plain_text(S.answer(self.table)))
-        _glue("scale_short", plain_text(summary.scale_line(self.scale, self.profile)))
-        _glue("interval_rule", plain_text(S.interval_explanation(self.table)))
+        _glue("scale_short", plain_text(self.scale_short()))
         card = summary.html_table(S.shown(self.card, S.COMPACT), width="full")
         _glue("scorecard_html", html_block(f'<div class="full-width">{card.html}</div>', card.text))
         _md(f"{S.interval_explanation(self.table)}")
