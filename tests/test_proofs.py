@@ -191,7 +191,8 @@ def test_every_result_shown_as_checked_is_checked_by_make_proofs():
     for name in names:
         assert P.coq_statement(name).split()[1] == name
     text = P.statements_text()
-    assert text.count("```coq") == len(P.CHECKED) and "{download}`" in text
+    assert all(f"`{name}`" in text and f"{{prf:ref}}`{label}`" in text for name, label in P.CHECKED)
+    assert text.count("{download}`") == len({label for _, label in P.CHECKED})
     with pytest.raises(KeyError, match="nonesuch"):
         P.coq_statement("nonesuch")
 

@@ -283,15 +283,14 @@ TYPES: Dict[str, Any] = {
     "train_rows": optional(_COUNT),
     "attention_rows": optional(_COUNT),
     "torch_threads": _COUNT,
-    "ns": _SIZES, "ensemble_ns": _SIZES, "typical_ns": _SIZES, "reference_ns": _SIZES, "baseline_ns": _SIZES,
-    "trials_small": _COUNT, "ensemble_trials_small": _COUNT, "small_trials": _COUNT, "typical_matrices": _COUNT,
+    "ns": _SIZES, "ensemble_ns": _SIZES, "reference_ns": _SIZES, "baseline_ns": _SIZES,
+    "trials_small": _COUNT, "ensemble_trials_small": _COUNT, "small_trials": _COUNT,
     "check_max_n": integer(ge=0),
     "trials_large": _TRIALS, "ensemble_trials_large": _TRIALS, "trials": _TRIALS, "large_ns": _TRIALS,
     "reference_trials": _TRIALS,
     "alphas": list_of(number(gt=0)), "temperatures": list_of(number(gt=0)),
     "ensembles": list_of(text(), nonempty=True, unique=True), "large_ensembles": list_of(text(), unique=True),
     "reference_ensembles": list_of(text(), nonempty=True, unique=True),
-    "target_halfwidth": number(gt=0),
 }
 
 
@@ -477,8 +476,7 @@ declare("summary", "profile results_dir baseline_ns")
 declare("baseline", "profile results_dir seed ns trials_small trials_large alphas temperatures ensemble_ns "
                     "ensemble_trials_small ensemble_trials_large check_theorem")
 declare("baseline_law", "profile results_dir seed ensembles small_trials ns trials large_ns large_ensembles "
-                        "check_max_n reference_ns reference_ensembles reference_trials target_halfwidth typical_ns "
-                        "typical_matrices")
+                        "check_max_n reference_ns reference_ensembles reference_trials")
 declare("tabular", "profile results_dir datasets seeds split_seed max_epochs patience batch_size train_rows "
                    "attention_rows head_inputs torch_threads force")
 for _f in FAMILIES:  # the transformer families of the registry: the common names, their own, the run's

@@ -4,8 +4,9 @@
 (:func:`dobrushin.experiments.params.resolve`); each method computes (or reads from the cache under
 ``<results>/baseline/cells``) what its section shows and displays it: the uniform-row curve
 (:meth:`uniform`, :meth:`uniform_figure`, :meth:`uniform_numbers`), the attention-like ensembles (:meth:`ensembles`,
-:meth:`ensembles_figure`, :meth:`ensembles_numbers`), the theorem checked on every matrix
-(:meth:`theorem_table`, :meth:`theorem_check`), the download links and the provenance block.
+:meth:`ensembles_figure`, :meth:`ensembles_numbers`), what the appendix's bound says about the paper's band
+(:meth:`law_bound`), the theorem checked on every matrix (:meth:`theorem_check`), the download links and the
+provenance block.
 """
 from __future__ import annotations
 
@@ -50,9 +51,10 @@ class RandomMatrixChapter:
         self.params = params.as_dict(exclude=("results_dir",))  # what the result files record
 
     def downloads(self):
+        """The download links of ``results/baseline/``, which both chapters write, and of the summary's files."""
         from .insight import show_downloads
 
-        show_downloads(self.notebook, self.results_dir)
+        show_downloads("baseline", self.results_dir)
 
     def _provenance(self, versions: dict, timings: dict):
         import platform
@@ -131,19 +133,16 @@ class BaselineChapter(RandomMatrixChapter):
                         alt="Six small line plots, one per ensemble (Dirichlet with alpha 1, 0.1 and 10, softmax of Gaussian logits at temperatures 0.3, 1 and 3), each showing the fraction that holds against matrix size with error bars.")
 
     def ensembles_numbers(self):
-        from IPython.display import Markdown, display
+        from IPython.display import Markdown
 
-        allres, order = self.allres, self.order
-        common = [n for n in self.p.ensemble_ns if n in set(self.p.ns)]
-        wide = allres[allres["n"].isin(common)].pivot(index="n", columns="ensemble", values="p")[order]
-        wide.columns = [self.labels[e] for e in wide.columns]
-        display(Markdown(BF.ensembles_text(allres[allres["ensemble"].isin(order)], self.labels)))
-        return F.details("The numbers behind the panels", F.table(wide.reset_index(), caption="Fraction of matrices for which the condition holds, by ensemble (columns) and size (rows).", name="tab-baseline-ensembles"))
+        return Markdown(BF.ensembles_text(self.allres[self.allres["ensemble"].isin(self.order)], self.labels))
 
-    # ---------------------------------------------------------------- the theorem on every matrix
-    def theorem_table(self):
-        by_ens = self.allres.groupby("ensemble")[["trials", "float_mismatches", "disagreements", "ties"]].sum()
-        return F.table(by_ens, caption="The theorem checked on every sampled matrix, by ensemble.", name="tab-baseline-check")
+    # ---------------------------------------------------------------- the law and the theorem on every matrix
+    def law_bound(self):
+        """What the appendix's universal upper bound says about the paper's band."""
+        from IPython.display import Markdown
+
+        return Markdown(BF.bound_text(band("baseline")))
 
     def theorem_check(self):
         """Show the check's sentence; with ``check_theorem``, fail unless every matrix was checked and agreed."""

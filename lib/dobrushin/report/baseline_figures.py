@@ -6,11 +6,14 @@ Drawn from the tidy grid of :func:`dobrushin.random.ensembles.run_grid` (columns
 """
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from ..random import ensembles as E
+from ..random import law
 from .style import COLORS
 from .names import and_join, pct
 from .plots import log2_axis, require_columns
@@ -30,7 +33,7 @@ def uniform_figure(uni: pd.DataFrame, band: tuple, band_label: str, exact2: floa
     ax.errorbar(uni["n"], uni["p"], yerr=err, fmt="o-", ms=3.5, lw=1.2, capsize=2, color=COLORS["random"],
                 label="Dirichlet(1) rows, Wilson 95%")
     ax.plot([2], [exact2], marker="*", ms=12, color=COLORS["special"], ls="none", label="exact value ½ at n = 2")
-    ax.axhline(0.25, color="0.4", ls=":", lw=1, label="¼ (limit, next chapter)")
+    ax.axhline(0.25, color="0.4", ls=":", lw=1, label="¼ (limit)")
     log2_axis(ax)
     ax.set_xlabel("matrix size n (tokens)")
     ax.set_ylabel("P(equality condition holds)")
@@ -120,7 +123,7 @@ def uniform_text(uni: pd.DataFrame, band: tuple) -> str:
     in8 = "inside" if lo <= r8["p"] <= hi else "outside"
     return (
         f"At $n=2$ the estimate is {r2['p']:.4f} (95% interval {r2['ci_low']:.4f}–{r2['ci_high']:.4f}, "
-        f"{int(r2['trials'])} matrices) against the exact value $\\tfrac12$ proved in the next chapter. "
+        f"{int(r2['trials'])} matrices) against the exact value $\\tfrac12$. "
         f"At $n=8$ it is {pct(r8['p'])} ({pct(r8['ci_low'])}–{pct(r8['ci_high'])}), {in8} the paper's band "
         f"{pct(lo, 0)}–{pct(hi, 0)}. Over the grid, the point estimate lies inside the band at "
         f"{size_ranges(inside, grid)}; the 95% interval overlaps the band at {size_ranges(overlap, grid)}"
@@ -128,7 +131,7 @@ def uniform_text(uni: pd.DataFrame, band: tuple) -> str:
         + (f", and lies entirely above it at {size_ranges(above, grid)}" if above else "")
         + f". The largest size, $n={nmax}$, gives {pct(_row(uni, nmax)['p'])}. The band describes moderate $n$: "
         "at the smallest sizes the baseline is higher (it starts at $\\tfrac12$) and at large $n$ it approaches "
-        "$\\tfrac14$, near the lower end of the band (next chapter)."
+        "$\\tfrac14$, near the lower end of the band."
     )
 
 
@@ -148,15 +151,32 @@ def ensembles_text(res: pd.DataFrame, labels: dict) -> str:
         ex = sm["n"].map({2: 0.5, 3: 1 / 3})
         z = float(((sm["p"] - ex).abs() / np.sqrt(ex * (1 - ex) / sm["trials"])).max())
         out.append(f"At $n=2$ and $n=3$ the {sm['ensemble'].nunique()} ensembles' estimates differ from "
-                   f"$\\tfrac12$ and $\\tfrac13$ by at most {z:.1f} standard errors (the next chapter proves these "
-                   "values for all of them).")
+                   f"$\\tfrac12$ and $\\tfrac13$ by at most {z:.1f} standard errors.")
     big = max(common)
     atbig = res[res["n"] == big]
     out.append(f"At $n={big}$ all estimates lie between {pct(atbig['ci_low'].min())} and "
-               f"{pct(atbig['ci_high'].max())} (lowest and highest ends of the 95% intervals). The next chapter "
-               "proves that every one of these curves tends to $\\tfrac14$; the ensemble changes how fast, and "
-               "from which side, not where they go.")
+               f"{pct(atbig['ci_high'].max())} (lowest and highest ends of the 95% intervals).")
     return " ".join(out)
+
+
+def bound_text(paper_band: tuple, n_ref: int = 8) -> str:
+    """What the universal upper bound of the appendix says about the paper's band: its value at ``n_ref`` and
+    the sizes from which values above it, and above the band's top, are impossible."""
+    lo_b, hi_b = paper_band
+    ub = E.holds_bounds(n_ref)[1]
+    n_ub = law.upper_bound_from(ub)
+    top = Fraction(repr(float(hi_b)))
+    n_top = law.upper_bound_from(top) if top > Fraction(1, 4) else None
+    s = (f"The universal upper bound is ${ub.numerator}/{ub.denominator}\\approx {float(ub):.4f}$ at $n={n_ref}$, and "
+         f"since it does not increase with $n$, no normalised-weight ensemble can have $P(\\text{{holds}})$ above "
+         f"${ub.numerator}/{ub.denominator}$ at any $n\\ge{n_ub}$.")
+    if n_top:
+        eq = [n for n in range(2, n_ub + 1) if E.holds_bounds(n)[1] == top]
+        s += (f" Values above the top of the paper's {pct(lo_b, 0)}–{pct(hi_b, 0)} band are impossible for every "
+              f"$n\\ge{n_top}$" + (f" (the bound is exactly {pct(hi_b, 0)} at $n=" + "$ and $n=".join(map(str, eq)) + "$)"
+                                   if eq else "")
+              + f", so the upper part of the band, {pct(float(ub))}–{pct(hi_b, 0)}, can only be reached at $n<{n_ub}$.")
+    return s
 
 
 def theorem_check_text(allres: pd.DataFrame) -> str:
@@ -175,5 +195,5 @@ def theorem_check_text(allres: pd.DataFrame) -> str:
     )
 
 
-__all__ = ["ensembles_facets", "ensembles_text", "pct", "size_ranges", "theorem_check_text", "uniform_figure",
+__all__ = ["bound_text", "ensembles_facets", "ensembles_text", "pct", "size_ranges", "theorem_check_text", "uniform_figure",
            "uniform_text"]

@@ -1,6 +1,6 @@
 """The machine-checked proofs in ``proofs/`` (Coq 8.16 + MathComp 1.15): which results of the theory
-chapter they cover, and their Coq statements read from the ``.v`` file (so a statement shown in the book is
-never typed twice).
+chapter they cover (the chapter's table), and their Coq statements and definitions read from the ``.v`` files
+(which ``tests/test_proofs.py`` restates in exact arithmetic).
 
 ``make proofs`` (``proofs/check.sh``) compiles ``proofs/Dobrushin.v`` (the layer bound and its equality case) and
 ``proofs/Rollout.v`` (submultiplicativity and the rollout bounds) and checks that each theorem named in a
@@ -14,28 +14,12 @@ from typing import Optional
 
 from ..store.paths import project_root
 
-#: (Coq name, label of the prose result in the theory chapter, what the Coq theorem states); the file holding
-#: each is found by :func:`coq_statement`
+#: (Coq name, label of the prose result in the theory chapter); the file holding each is found by :func:`coq_statement`
 CHECKED = (
-    ("pair_identity", "lem-pair",
-     "the pair identity, in the form the prose proof reaches before its last step: "
-     r"$D_{ij}(B)=\tfrac14\bigl(2+x+y+\sum_{k\ne i,j}|A_{ik}-A_{jk}|\bigr)$ for $i\ne j$"),
-    ("pair_bound", "lem-pair", r"its consequence $D_{ij}(B)\le\tfrac12(1+D_{ij}(A))$, for every pair"),
-    ("pair_eq", "lem-pair",
-     r"equality in that bound holds iff $(i,j)$ is mutually self-dominant ($x\ge0$ and $y\ge0$), for $i\ne j$"),
-    ("layer_bound", "thm-layer-bound", r"the layer bound $\kappa(B)\le\tfrac12(1+\kappa(A))$"),
-    ("layer_bound_eq", "thm-equality",
-     r"the equality characterisation; the Coq statement needs no $n\ge2$: for $n\le1$ both sides are false"),
-    ("kappa_mul", "lem-submult",
-     r"submultiplicativity $\kappa(PQ)\le\kappa(P)\,\kappa(Q)$; only $P$ needs to be stochastic"),
-    ("rollout_bound_factors", "cor-rollout",
-     r"the corollary's first inequality $\kappa(B_L\cdots B_1)\le\prod_\ell\kappa(B_\ell)$; `rollout` multiplies "
-     r"the factors of the list `[:: A_1; ...; A_L]` as $B_L\cdots B_1$"),
-    ("rollout_bound", "cor-rollout",
-     r"and its second, $\kappa(B_L\cdots B_1)\le\prod_\ell\tfrac12(1+\kappa(A_\ell))$"),
+    ("pair_identity", "lem-pair"), ("pair_bound", "lem-pair"), ("pair_eq", "lem-pair"),
+    ("layer_bound", "thm-layer-bound"), ("layer_bound_eq", "thm-equality"), ("kappa_mul", "lem-submult"),
+    ("rollout_bound_factors", "cor-rollout"), ("rollout_bound", "cor-rollout"),
 )
-#: Coq definitions the statements use, in the order the chapter shows them
-DEFINITIONS = ("stochastic", "dist", "kappa", "layer", "self_dominant", "rollout")
 #: the Coq files, in the order make proofs compiles them (Assumptions.v, compiled last, only prints)
 SOURCES = ("Dobrushin.v", "Rollout.v")
 
@@ -86,24 +70,21 @@ def checked_names(path: Optional[Path] = None) -> list:
     return re.findall(r"^Print Assumptions (\w+)\.\s*$", p.read_text(encoding="utf-8"), re.M)
 
 
-def _block(code: str) -> str:
-    return f"```coq\n{code}\n```"
-
-
-def definitions_text(path: Optional[Path] = None) -> str:
-    """The Coq definitions as one code block, for the chapter."""
-    return _block("\n".join(coq_definition(d, path) for d in DEFINITIONS))
-
-
 def statements_text(link: str = "../proofs") -> str:
-    """Markdown: each machine-checked result, the prose result it corresponds to, its Coq statement and
-    a download link to its file (``link``: the proofs folder relative to the page, executed/ in the book)."""
+    """Markdown table: each prose result, the machine-checked Coq theorems that prove it and their files, as
+    download links (``link``: the proofs folder relative to the page, executed/ in the book)."""
     checked = set(checked_names())
-    parts = []
-    for name, label, what in CHECKED:
+    rows = {}
+    for name, label in CHECKED:
         if name not in checked:
             raise ValueError(f"{name} is shown as machine-checked but proofs/Assumptions.v does not check it")
         f = source_of(name)
-        parts.append(f"**`{name}`** ({{prf:ref}}`{label}`; in {{download}}`{f} <{link}/{f}>`): {what}.\n\n"
-                     f"{_block(coq_statement(name))}")
-    return "\n\n".join(parts)
+        names, files = rows.setdefault(label, ([], []))
+        names.append(f"`{name}`")
+        if f not in files:
+            files.append(f)
+    lines = ["| result | Coq theorems | file |", "|:---|:---|:---|"]
+    for label, (names, files) in rows.items():
+        lines.append(f"| {{prf:ref}}`{label}` | {', '.join(names)} | "
+                     + ", ".join(f"{{download}}`{f} <{link}/{f}>`" for f in files) + " |")
+    return "\n".join(lines)
