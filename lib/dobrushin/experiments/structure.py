@@ -76,19 +76,4 @@ def random_kappa(n: int, *, count: int = 64, seed: int = 0, ensemble: str = "dir
     return np.asarray(kappa(torch.from_numpy(X), validate=False).numpy(), dtype=np.float64)
 
 
-def same_weights(model_a, model_b) -> dict:
-    """Whether two models have the same parameters: ``{"same_shapes", "identical", "n_tensors", "n_params",
-    "max_abs_diff"}`` (names and shapes compared in order; values compared exactly, as the same seed on the
-    same shapes reproduces them bit for bit)."""
-    pa, pb = list(model_a.state_dict().items()), list(model_b.state_dict().items())
-    shapes = [(k, tuple(v.shape)) for k, v in pa] == [(k, tuple(v.shape)) for k, v in pb]
-    if not shapes:
-        return {"same_shapes": False, "identical": False, "n_tensors": len(pa), "n_params": None, "max_abs_diff": None}
-    diff = max((float((a.double() - b.double()).abs().max()) if a.numel() else 0.0)
-               for (_, a), (_, b) in zip(pa, pb) if a.is_floating_point())
-    return {"same_shapes": True, "identical": diff == 0.0, "n_tensors": len(pa),
-            "n_params": int(sum(v.numel() for _, v in pa)), "max_abs_diff": diff}
-
-
-__all__ = ["STRUCTURE_COLUMNS", "diagonal_structure", "matrix_structure", "random_kappa", "random_structure",
-           "same_weights"]
+__all__ = ["STRUCTURE_COLUMNS", "diagonal_structure", "matrix_structure", "random_kappa", "random_structure"]

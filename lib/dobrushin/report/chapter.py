@@ -23,7 +23,6 @@ import warnings
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import pandas as pd
 
 from ..data.availability import DataUnavailable
@@ -163,29 +162,19 @@ class FamilyChapter(InsightSections):
     :class:`~dobrushin.experiments.params.FamilyParameters`, which knows its notebook and the kind of
     input, ``"image"`` or ``"text"``), then one call per section (:meth:`inputs`, :meth:`measure`,
     :meth:`status`, :meth:`fractions`, :meth:`depth`, :meth:`slack`, :meth:`heads`, :meth:`rollout`,
-    :meth:`rollout_maps` (images), :meth:`special_drop`, :meth:`self_attention`, :meth:`controls`,
-    :meth:`finish`).  The parameters are kept as they are (``self.params``) and the measurement config
+    :meth:`controls`, :meth:`finish`).  The parameters are kept as they are (``self.params``) and the measurement config
     is built from them (``self.config``).  Nothing is printed: every output is a table, figure or
-    sentence of the page.
+    sentence of the page."""
 
-    The earlier form ``FamilyChapter(notebook, title, kind, **values)`` still works: the values are
-    validated by that notebook's parameters model first."""
-
-    def __init__(self, params, title: str, kind: Optional[str] = None, *, ncols: int = 3, **values):
-        from ..experiments.params import FamilyParameters, parameters_for
+    def __init__(self, params, title: str, *, ncols: int = 3):
+        from ..experiments.params import FamilyParameters
         from ..experiments.pipeline import resolve_device
 
-        if isinstance(params, str):  # FamilyChapter(notebook, title, kind, **values)
-            params = parameters_for(params).parse(values)
-        elif values:
-            raise TypeError(f"FamilyChapter(params, title): unexpected keyword arguments {sorted(values)}")
         if not isinstance(params, FamilyParameters):
             raise TypeError("params must be a family chapter's parameters (dobrushin.experiments.params.resolve), "
                             f"got {type(params).__name__}")
         if params.kind not in ("image", "text"):
             raise ValueError(f"kind must be 'image' or 'text', got {params.kind!r}")
-        if kind is not None and kind != params.kind:
-            raise ValueError(f"kind {kind!r} differs from the {params.notebook} parameters' kind {params.kind!r}")
         unknown = [m for m in self._extra_models(params) if m not in params.models]
         if unknown:
             raise ValueError(f"extra_size_models {unknown} are not in models {list(params.models)}")
@@ -519,114 +508,25 @@ class FamilyChapter(InsightSections):
             f"and weights, and the median bound itself from {c['median_bound'].min():.3g} to "
             f"{c['median_bound'].max():.3g}.")
 
-    def rollout_maps(self, n: int = 4):
-        """For the first ``n`` photos: the rollout map of the first featured trained vision model over
-        the photo, next to the per-layer slack of that photo (computed now, not cached: ``n`` forward passes)."""
-        from ..experiments.rollout_map import rollout_maps
-        from ..models.loading import load_model
-
-        trained = [r for r in self.runs if self._trained_ok(r) and plots.RESOLUTION_SEP not in r.model_id]
-        if self.kind != "image" or not trained or self.input_set is None:
-            _md("No trained vision model was measured in this build, so there is no rollout map to draw.")
-            return
-        m = trained[0].model_id
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            lm = load_model(m, pretrained=True, seed=self.params.seed, image_size=self.params.image_size)
-            rm = rollout_maps(lm, self.input_set, n)
-        self.timings[f"rollout maps ({len(rm.ids)} photos)"] = round(time.perf_counter() - t0, 1)
-        fig = plots.rollout_map_figure(rm)
-        k, L = rm.slack.shape
-        held = int(rm.holds.sum())
-        flat = rm.maps.reshape(k, -1)
-        top_share = float(np.median(flat.max(1) / flat.sum(1)))
-        self._fig(fig, "rollout-maps",
-                  f"{display_name(m)} ({proxy_label(m, rm.provenance) or 'trained weights'}), {k} photos at "
-                  f"{self.params.image_size} px. Top: the photo with the CLS row of the attention rollout "
-                  "R = F_L⋯F_1, F_ℓ = ½(I+A_ℓ), over all tokens and layers (head-averaged), restricted to the "
-                  f"patches, reshaped to the patch grid and upsampled (bright and opaque = more rollout mass; each map's colour "
-                  f"scale is clipped at its 98th percentile, because the single largest patch holds a median "
-                  f"{pct(top_share)} of the map's mass over these photos, against {pct(1 / flat.shape[1])} for a "
-                  f"uniform map). Bottom: the "
-                  f"per-layer slack ½(1+κ(Ã)) − κ(½(I+Ã)) of the same photo on content tokens (symlog axis); "
-                  f"filled markers where the equality condition holds ({held} of {k * L} layers here).",
-                  f"{k} photos with a heat map of the CLS attention rollout over each, and below each photo a "
-                  "line plot of the slack of the layer bound against layer.", 2)
-
-    def special_drop(self):
-        """For each featured trained model: where the with-special-tokens fraction drops, and what the
-        content tokens do at that layer (sentences generated from the table)."""
-        t = self._sub(self.table)
-        t = t[t["weights"] == "pretrained"] if len(t) else t
-        if not len(t):
-            return
-        fr = plots.layer_fractions(t)
-        lines = []
-        for m, g in fr.groupby("model", sort=False):
-            ws = g[g["variant"] == "with_special"].set_index("layer")["fraction"]
-            ct = g[g["variant"] == "content"].set_index("layer")["fraction"]
-            if len(ws) < 2:
-                continue
-            L = int(ws.index.max())
-            last, before = float(ws.loc[L]), float(ws.drop(index=L).median())
-            low = int(ws.idxmin())
-            if not last < before:
-                lines.append(f"- {display_name(m)}: no drop at the last layer ({L + 1}): with the special tokens kept the "
-                             f"condition holds in {pct(last)} of inputs there, against a median of {pct(before)} over "
-                             f"layers 1–{L}.")
-                continue
-            s = (f"- {display_name(m)}: with the special tokens kept the condition holds in {pct(last)} of inputs at "
-                 f"the last layer ({L + 1}), against a median of {pct(before)} over layers 1–{L}; on content tokens "
-                 f"at that layer it holds in {pct(float(ct.loc[L]))}.")
-            if low != L and float(ws.loc[low]) < last:
-                s += f" The lowest with-special-tokens fraction is at layer {low + 1} ({pct(float(ws.loc[low]))})."
-            if float(ct.loc[L]) > last:
-                s += (" The content-token test holds more often at that layer: the additional last-layer failures "
-                      "come with keeping the special tokens.")
-            lines.append(s)
-        if lines:
-            _md("\n".join(lines))
-
-    def self_attention(self, subject: str = "sentence-transformers/all-mpnet-base-v2",
-                       reference: str = "sentence-transformers/all-MiniLM-L6-v2"):
-        """When ``subject``'s trained fraction is low: its self-attention (diagonal ``A_ii`` per layer, relative
-        position bias at distance 0) against ``reference``'s, on the first ``head_inputs`` inputs
-        (:func:`dobrushin.report.self_attention.self_attention_note`); nothing otherwise."""
-        from .self_attention import self_attention_note
-
-        if not len(self.table) or self.input_set is None or subject not in self.featured:
-            return
-        summ = fractions(self.table, ("model", "weights", "variant"))
-        texts = self.input_set.items(0, max(1, int(self.config.head_inputs)))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            text, table = self_attention_note(summ, texts, subject=subject,
-                                              reference=reference if reference in self.featured else None,
-                                              max_length=self.config.max_length)
-        if text is None:
-            return
-        _md(text)
-        _display(F.table(table, caption=f"Head-averaged attention of a content token to itself (self: $A_{{ii}}$) and to "
-                                        f"the next token (next: $A_{{i,i+1}}$), mean over the first {len(texts)} "
-                                        "sentences, per layer (trained weights; content tokens, rows renormalised).",
-                         name=f"tab-{self.notebook}-self-attention",
-                         formats={c: (lambda v: "–" if pd.isna(v) else f"{v:.4f}") for c in ("self", "next")}))
-
     def controls(self):
-        """The models whose trained weights were not reachable: their untrained controls together."""
+        """*Not run here*: the models whose trained weights were not reachable, with the reason and their untrained
+        controls' fractions (one table; the banner above names them too)."""
         others = self.others
         if not others:
-            if self.runs and not any(self._trained_ok(r) for r in self.runs):
-                _md("No trained weights were measured in this build, so the sections above already show only the "
-                    "untrained controls (see the banner above).")
+            _md("No trained weights were measured in this build: the sections above show the untrained controls."
+                if self.runs and not any(self._trained_ok(r) for r in self.runs) else
+                "None: every model named in the parameters was measured with its trained weights.")
             return
         t = self.table[self.table["model"].isin(others)]
         summ = fractions(t, ("model", "weights", "variant"))
-        self._fractions_table(summ, "Untrained controls of the models whose trained weights were not reachable "
-                                    "(see the banner above): fraction of (input, layer) pairs where the "
-                                    "condition holds.", f"tab-{self.notebook}-controls")
-        self._depth_figure(t, others, "controls", "Untrained controls")
+        wide = summ.pivot_table(index="model", columns="variant", values="fraction", sort=False).reset_index()
+        shown = pd.DataFrame({"model": wide["model"].map(display_name),
+                              **{f"untrained control, {VARIANT_LABELS.get(v, v)}": wide[v].map(pct)
+                                 for v in ("content", "with_special") if v in wide}})
+        _display(F.table(shown, name=f"tab-{self.notebook}-not-run",
+                         caption="Not run here: models whose trained weights this build could not obtain (reasons "
+                                 "in the banner above), and the fraction holding for their untrained controls "
+                                 "(`make book HUB=1` measures the trained weights where the hub answers)."))
 
     def finish(self):
         """The collapsed "How this chapter was run" block: parameters, versions, device, timings."""

@@ -3,9 +3,6 @@
 
 * :meth:`~InsightSections.kappa_profile` — κ(A) per layer (trained, untrained control, random matrices of the
   same n) beside κ(R)/bound, and the split of the whole-rollout gap into its two factors;
-* :meth:`~InsightSections.structure` — the diagonal of the attention on a few inputs against random matrices
-  (why untrained controls hold more often than random matrices), and whether two untrained controls are the
-  same network;
 * :meth:`~InsightSections.atlas` — the failure atlas: failing and holding cases drawn on the photo or sentence;
 * :meth:`~InsightSections.mpnet_ablation` — the MPNet distance-0 bias ablation (language chapter);
 * :meth:`~InsightSections.downloads` — links to the chapter's result files.
@@ -14,10 +11,9 @@ Every number in the sentences is computed from the result tables or measured her
 """
 from __future__ import annotations
 
-import hashlib
 import warnings
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Tuple
 
 import numpy as np
 import pandas as pd
@@ -52,22 +48,6 @@ def _srng(x) -> str:
     """``min–max`` with two significant digits each (small values are not rounded to 0.00)."""
     lo, hi = f"{float(np.min(x)):.2g}", f"{float(np.max(x)):.2g}"
     return lo if lo == hi else f"{lo}–{hi}"
-
-
-def _prng(x) -> str:
-    """A range of fractions as percentages with one decimal (``29.5–29.7%``; one value when they agree)."""
-    lo, hi = pct(float(np.min(x))), pct(float(np.max(x)))
-    return lo if lo == hi else f"{lo[:-1]}–{hi}"
-
-
-def fingerprint(model) -> str:
-    """SHA-256 over the names, shapes and bytes of every tensor of ``model``'s state dict."""
-    h = hashlib.sha256()
-    for k, v in model.state_dict().items():
-        h.update(k.encode())
-        h.update(str(tuple(v.shape)).encode())
-        h.update(v.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
 
 
 def rollout_gap(roll: pd.DataFrame) -> pd.DataFrame:
@@ -124,41 +104,6 @@ def _runs(nums) -> str:
     return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in out)
 
 
-def uniformity_clause(kappa_per_layer, fraction: float, holds_per_layer=None) -> str:
-    """What the per-layer median κ(A) says about the test's fraction ``fraction`` (a clause starting ". ",
-    or "" when κ is neither high in every layer nor low in any).  ``holds_per_layer``: the fraction holding per
-    layer (indexed like ``kappa_per_layer``, by 0-based layer, each layer with the same number of pairs); with it,
-    layers near uniform among others are named (1-based) with the fraction there and in the other layers."""
-    k = np.asarray(kappa_per_layer, dtype=float)
-    if float(k.min()) >= 0.3 and fraction == 0:
-        return ". The attention is far from uniform in every layer, and the layer bound is tight in none of them"
-    if float(k.min()) >= 0.3:
-        return (". The attention is far from uniform in every layer, so where the bound is tight it is "
-                "tight for tokens that attend to clearly different sets, not because every row is alike")
-    if float(k.max()) < 0.1:
-        return (". The rows of the attention are nearly alike in every layer (every token attends in nearly "
-                "the same way, as in near-uniform attention or attention all on one token); since κ(½(I+A)) ≥ ½(1−κ(A)), the "
-                "slack is at most κ(A), so the layer bound is nearly tight in value whether the condition "
-                "holds or not: the fraction says little here")
-    low = int((k < 0.1).sum())
-    if not low:
-        return ""
-    one = low == 1
-    those = "that layer" if one else "those layers"
-    what = ("the rows are nearly alike, the slack is at most κ(A), and the layer bound is nearly tight in value "
-            f"whether the condition holds or not, so the fraction says little about {those}")
-    if holds_per_layer is None or not hasattr(kappa_per_layer, "index"):
-        return f". In {low} of {k.size} layers the median κ(A) is below 0.1: there {what}"
-    idx = list(kappa_per_layer.index)
-    near = [i for i, v in zip(idx, k) if v < 0.1]
-    h = pd.Series(holds_per_layer).reindex(idx).astype(float)
-    names = _runs([int(i) + 1 for i in near])
-    rest = h.drop(index=near)
-    return (f". In layer{'' if one else 's'} {names} (of {k.size}) the median κ(A) is below 0.1: there {what}. "
-            f"The condition holds on {pct(float(h.loc[near].mean()))} of the pairs of {those} and on "
-            f"{pct(float(rest.mean()))} of the pairs of the other layer{'' if k.size - low == 1 else 's'}")
-
-
 def ablation_verdict(k0: int, n0: int, k1: int, n1: int, bias: float) -> Tuple[str, bool]:
     """The conclusion of the MPNet ablation from its counts — the condition held on ``k0`` of ``n0`` pairs
     before and ``k1`` of ``n1`` after setting the distance-0 bias (mean ``bias`` before) to its neighbours'
@@ -181,6 +126,34 @@ def ablation_verdict(k0: int, n0: int, k1: int, n1: int, bias: float) -> Tuple[s
             "failing.", False)
 
 
+def near_uniform_layers(kappa_per_layer, threshold: float = 0.1) -> str:
+    """The 1-based layers whose median κ(A) is below ``threshold``, as runs (``"2–12"``), or ``"none"``."""
+    k = pd.Series(kappa_per_layer)
+    near = [int(i) + 1 for i, v in k.items() if v < threshold]
+    return _runs(near) if near else "none"
+
+
+def kappa_table(content: pd.DataFrame, roll: pd.DataFrame, random_kappa: dict, n_tokens: dict) -> pd.DataFrame:
+    """One row per (model, weights) of the content-token table ``content``: median κ(A) per layer (range over
+    layers), median κ of the random matrices ``random_kappa[model]`` of ``n_tokens[model]`` tokens, the fraction
+    holding, the near-uniform layers (:func:`near_uniform_layers`) and the rollout's median κ(R)/bound with its two
+    factors (:func:`rollout_gap`)."""
+    gap = rollout_gap(roll) if len(roll) else pd.DataFrame()
+    rows = []
+    for (m, w), g in content.groupby(["model", "weights"], sort=False):
+        per = g.groupby("layer")["kappa"].median()
+        row = {"model": display_name(m), "weights": weights_label(w), "κ(A) per layer": value_range(per),
+               "random κ": f"{np.median(random_kappa[m]):.2f} (n = {n_tokens[m]})",
+               "holds": pct(float(g["holds"].mean())), "near-uniform layers": near_uniform_layers(per)}
+        gg = gap[(gap["model"] == m) & (gap["weights"] == w) & (gap["variant"] == "content")] if len(gap) else gap
+        if len(gg):
+            r = gg.iloc[0]
+            row.update({"κ(R)/bound": f"{r['ratio']:.2f}", "κ(R)/∏κ(F)": f"{r['submult']:.2f}",
+                        "∏κ(F)/bound": f"{r['layers']:.2f}"})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 class InsightSections:
     """Mixin for :class:`dobrushin.report.chapter.FamilyChapter` (uses its ``table``, ``roll``, ``runs``,
     ``featured``, ``input_set``, ``config``, ``results``, ``store``, ``notebook``, ``kind``, ``title``, ``_fig``)."""
@@ -199,7 +172,7 @@ class InsightSections:
 
     def kappa_profile(self):
         """κ(A) per layer per model (trained, untrained control, random matrices of the same n), κ(R)/bound in the
-        panel titles, and what it implies, in computed sentences."""
+        panel titles, and the values behind the chapter's reading of it in one table (:func:`kappa_table`)."""
         if not len(self.table):
             return
         models = [m for m in self.featured if (self.table["model"] == m).any()]
@@ -210,176 +183,27 @@ class InsightSections:
             self.table, self.roll, models=models, random_kappa=rk, ncols=self.ncols)
         c = self.table[(self.table["variant"] == "content") & self.table["model"].isin(models)]
         ns = {m: int(c.loc[c["model"] == m, "n_tokens"].median()) for m in models}
-        self._fig(fig, "kappa", f"{self.title}: the Dobrushin coefficient κ(A) of the head-averaged attention per "
-                  "layer (content tokens; median over inputs, band: interquartile range), with the "
-                  + ("trained weights and the untrained control" if (c["weights"] == "pretrained").any()
-                     else "untrained control")
-                  + ", against κ of Dirichlet(1) random matrices of the model's median number of content tokens ("
-                  + (f"n = {next(iter(ns.values()))}" if len(set(ns.values())) == 1 else
-                     ", ".join(f"{display_name(m)} n = {ns[m]}" for m in models))
-                  + f"; {len(next(iter(rk.values()), []))} matrices: median dotted, interquartile range as a grey "
-                  "band, which at these sizes is often thinner than the line). Panel titles: the median over inputs of κ(R)/bound for the whole "
-                  "rollout. κ near 0 means every row is nearly alike (every token attends in nearly the same way, as in "
-                  "near-uniform attention), where the layer bound is nearly tight in value for any matrix; κ near 1 "
-                  "means two tokens attend to nearly disjoint sets.",
-                  f"Line plots of kappa of the attention against layer, one panel per model ({', '.join(map(display_name, models))}), "
-                  "trained in blue, untrained in orange, random matrices as a dotted grey line.", len(models))
-        lines, explained = [], False
-        gap = rollout_gap(self.roll[self.roll["model"].isin(models)]) if len(self.roll) else pd.DataFrame()
-        for m in models:
-            for w, g in c[c["model"] == m].groupby("weights", sort=False):
-                per = g.groupby("layer")["kappa"].median()
-                fr = float(g["holds"].mean())
-                s = (f"- {display_name(m)}, {weights_label(w)}: median κ(A) per layer {value_range(per)} "
-                     f"(random matrices of n = {ns[m]}: {np.median(rk[m]):.2f}); the condition holds on {pct(fr)}")
-                s += uniformity_clause(per, fr, g.groupby("layer")["holds"].mean())
-                gg = gap[(gap["model"] == m) & (gap["weights"] == w) & (gap["variant"] == "content")] if len(gap) else gap
-                if len(gg):
-                    r = gg.iloc[0]
-                    s += (f". Whole rollout: median κ(R)/bound {r['ratio']:.2f} = κ(R)/∏κ(F_ℓ) {r['submult']:.2f} × "
-                          f"∏κ(F_ℓ)/bound {r['layers']:.2f} (median {int(r['tight'])} of {int(r['L'])} layers tight)")
-                    if r["layers"] > 0.95 and r["ratio"] < 0.8:
-                        s += (f"; the per-layer bounds lose almost nothing, so the {1 / r['ratio']:.1f}-fold gap is "
-                              "the slack of submultiplicativity, κ(F_L⋯F_1) < ∏κ(F_ℓ)")
-                        if not explained:  # why, once per paragraph
-                            s += (": the product bound assumes that each factor contracts the row differences left "
-                                  "by the factors before it as little as it contracts its own worst pair, and the "
-                                  "worst pairs of successive layers are not aligned that way")
-                            explained = True
-                lines.append(s + ".")
-        _md("**What κ(A) says.**\n\n" + "\n".join(lines))
-
-    # ------------------------------------------------------------------ §1 diagonal structure
-    def structure(self, n_items: Optional[int] = None):
-        """Mean diagonal vs off-diagonal attention and the share of mutually self-dominant pairs, per model and
-        weights on ``n_items`` inputs, against random matrices of the same n; and which untrained controls are
-        the same network (same architecture and seed)."""
-        from ..experiments.structure import diagonal_structure, random_structure
-        from ..models.loading import load_model
-        from .results_loading import baseline_for
-
-        if not len(self.table) or self.input_set is None:
-            return
-        if n_items is None:  # sentences are short: more of them; photos at full size are costly in large models
-            n_items = 8 if self.kind == "text" else 2
-        items = self.input_set.items(0, max(1, int(n_items)))
-        base = baseline_for(self.table, self.results)
-        c = self.table[self.table["variant"] == "content"]
-        rows, prints = [], {}
-        for r in self.runs:
-            m = r.model_id
-            if plots_sep(m):
-                continue
-            for w, info in r.runs.items():
-                if info.get("status") != "ok":
-                    continue
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        lm = load_model(m, pretrained=(w == "pretrained"), seed=self.config.seed, image_size=self.config.image_size,
-                                        max_length=self.config.max_length)
-                        st = diagonal_structure(lm, items)
-                except Exception as e:  # noqa: BLE001 — a model that cannot be reloaded is named, not hidden
-                    _md(f"{display_name(m)}, {weights_label(w)}: not re-measured ({type(e).__name__}: {e}).")
-                    continue
-                if w == "untrained":
-                    prints[m] = fingerprint(lm.model)
-                del lm
-                n = int(st["n_tokens"].median())
-                rnd = random_structure(n, count=64, seed=self.config.seed)
-                rows.append({"model": display_name(m), "weights": "trained" if w == "pretrained" else "untrained",
-                             "n": n, "self ×n": float(st["diag_x_n"].mean()), "excess (sd)": float(st["excess_sd"].mean()),
-                             "MSD pairs": float(st["msd_all_pairs"].mean()),
-                             "holds": float(c.loc[(c["model"] == m) & (c["weights"] == w), "holds"].mean()),
-                             "random MSD": rnd["msd_all_pairs"], "random holds": base.get(m, rnd["holds"]),
-                             "random excess": rnd["excess_sd"]})
-        if not rows:
-            return
-        df = pd.DataFrame(rows)
-        shown = df.drop(columns=["random MSD", "random holds", "random excess"]).assign(
-            random=[f"{pct(a)} / {pct(b)}" for a, b in zip(df["random MSD"], df["random holds"])])
-        _display(F.table(shown, name=f"tab-{self.notebook}-structure",
-                         formats={"MSD pairs": pct, "holds": pct, "excess (sd)": "+.2f"},
-                         caption=f"The diagonal of the attention on the first "
-                                 f"{'input' if len(items) == 1 else f'{len(items)} inputs'} (content tokens, rows "
-                                 "renormalised, mean over layers). self ×n: the mean $A_{ii}$ times n (1 = uniform); "
-                                 "excess (sd): how far the diagonal lies above the off-diagonal entries, in standard "
-                                 "deviations of the off-diagonal entries; MSD pairs: the share of all token pairs "
-                                 "(i, j) that are mutually self-dominant (these three on the first inputs); holds: the "
-                                 "share of all the chapter's (input, layer) pairs where a κ-attaining pair is mutually "
-                                 "self-dominant (the condition holds); random: "
-                                 "the share of mutually self-dominant pairs in 64 Dirichlet(1) matrices of the same n, "
-                                 "and the random baseline of the condition at that n."))
-        tr = df[df["weights"] == "trained"]
-        if len(tr):
-            _md("With trained weights: " + "; ".join(
-                f"in {r['model']} a token gives itself {r['self ×n']:.2g} times the uniform share "
-                f"(diagonal excess {r['excess (sd)']:+.2f} sd) and {pct(r['MSD pairs'])} of all pairs are "
-                f"mutually self-dominant (random: {pct(r['random MSD'])}), so the κ-attaining pair is one in "
-                f"{pct(r['holds'])} of the chapter's pairs" for _, r in tr.iterrows())
-                + ". Where nearly every pair is mutually self-dominant, the condition holds whichever pair attains κ: "
-                  "tightness then follows from strong self-attention; where almost no pair is, it cannot hold.")
-        u = df[df["weights"] == "untrained"]
-        if len(u):
-            ex = u[u["excess (sd)"] > 0.1]  # random matrices: |excess| ≤ 0.05
-            flat = u.drop(index=ex.index)
-            s = (f"Random matrices first: with exchangeable entries, each of $A_{{ii}} \\ge A_{{ji}}$ and "
-                 f"$A_{{jj}} \\ge A_{{ij}}$ is a coin flip, so about a quarter of all pairs are mutually self-dominant "
-                 f"({_prng(u['random MSD'])} here; diagonal excess {value_range(u['random excess'])} sd), and a "
-                 f"κ-attaining pair about as often (the random baseline at these n: {_prng(u['random holds'])}). ")
-            if len(ex):
-                s += (f"The untrained attention of {', '.join(ex['model'])} is nearly uniform (self ×n "
-                      f"{value_range(ex['self ×n'])}), but its diagonal stands {value_range(ex['excess (sd)'])} standard deviations "
-                      f"of the off-diagonal entries above them: the score of a token with itself is a quadratic form "
-                      f"$x_i^\\top W_q^\\top W_k x_i$ of one vector, and its size relative to the scores with other tokens "
-                      f"depends on the random weights, so controls of different shapes need not agree. That makes "
-                      f"{_prng(ex['MSD pairs'])} of all pairs mutually self-dominant, and "
-                      + ("far more of the " if bool((ex["holds"] > ex["MSD pairs"] + 0.05).all()) else "about as many of the ")
-                      + f"κ-attaining pairs ({_prng(ex['holds'])} of the chapter's pairs): the attaining pair "
-                      f"is the pair of most different rows, and in near-uniform attention a diagonal entry above the "
-                      f"rest is what makes two rows differ, in exactly the direction that makes the pair "
-                      f"self-dominant. ")
-            if len(flat):
-                s += (f"In {', '.join(flat['model'])} untrained the diagonal does not stand out (excess "
-                      f"{value_range(flat['excess (sd)'])} sd) and {_prng(flat['MSD pairs'])} of all pairs are mutually "
-                      f"self-dominant; the condition holds on {_prng(flat['holds'])} of the chapter's pairs, "
-                      f"against {_prng(flat['random holds'])} for random matrices of the same n.")
-                high = flat[flat["holds"] > flat["random holds"] + 0.05]
-                if len(high):  # said, not explained away: the averages here do not account for it
-                    s += (f" For {', '.join(high['model'])} that is well above the random baseline although the "
-                          f"average diagonal does not stand out: the averages measured here (over the first "
-                          f"{len(items)} input{'' if len(items) == 1 else 's'} and every layer) do not explain it, "
-                          "and this chapter leaves it open.")
-            _md(s)
-        groups = {}
-        for m, fp in prints.items():
-            groups.setdefault(fp, []).append(m)
-        same = [g for g in groups.values() if len(g) > 1]
-        c = self.table[(self.table["variant"] == "content") & (self.table["weights"] == "untrained")]
-        for g in same:
-            counts = "; ".join(f"{display_name(m)} {int(c.loc[c['model'] == m, 'holds'].sum())}/"
-                               f"{int((c['model'] == m).sum())}" for m in g)
-            rows = [c[c["model"] == m].sort_values(["input_id", "layer"])[["input_id", "layer", "kappa", "holds"]]
-                    .reset_index(drop=True) for m in g]
-            alike = all(len(r) == len(rows[0]) and r.equals(rows[0]) for r in rows[1:])
-            _md(f"The untrained controls of {' and '.join(display_name(m) for m in g)} are **the same network**: the "
-                f"same architecture initialised with the same seed ({self.config.seed}) gives identical weights (SHA-256 of "
-                f"every tensor: {next(iter(k for k, v in groups.items() if v == g))[:12]}… for each). "
-                + (f"Their tables on content tokens are identical, row for row ({counts}): they see the photos "
-                   "prepared the same way too; " if alike else
-                   f"Their tables on content tokens ({counts}) are not identical row for row, so what the network "
-                   "is given differs between the two runs ("
-                   + ("each model's own image processor prepares the photos: the network sees different pixels"
-                      if self.kind == "image" else
-                      "each model's own tokenizer prepares the sentences, so the tokens may differ")
-                   + "); ")
-                + ("they are one control, not two." if alike else
-                   "they are one untrained network seen through two preprocessings, not two independent controls."))
+        self._fig(fig, "kappa", f"{self.title}: κ(A) of the head-averaged attention per layer (content tokens; "
+                  "median over inputs, band: interquartile range), trained and untrained, against Dirichlet(1) random "
+                  "matrices of the model's median number of content tokens (dotted). Panel titles: the median "
+                  "κ(R)/bound of the whole rollout.",
+                  f"Line plots of kappa of the attention against layer, one panel per model "
+                  f"({', '.join(map(display_name, models))}), trained in blue, untrained in orange, random matrices "
+                  "dotted grey.", len(models))
+        _display(F.table(kappa_table(c, self.roll[self.roll["model"].isin(models)] if len(self.roll) else self.roll,
+                                     rk, ns), name=f"tab-{self.notebook}-kappa",
+                         caption="Per model and weights (content tokens): the median κ(A) per layer (lowest–highest "
+                                 "over layers), κ of random matrices of the same n, the fraction holding, the layers "
+                                 "whose median κ(A) is below 0.1 (near-uniform: there the layer bound is nearly tight "
+                                 "in value whether the condition holds or not), and the whole rollout's median "
+                                 "κ(R)/bound split into submultiplicativity κ(R)/∏κ(F_ℓ) and the layer bounds "
+                                 "∏κ(F_ℓ)/bound."))
 
     # ------------------------------------------------------------------ §2 the failure atlas
     def atlas(self, n_random: int = 1):
-        """For each featured model and variant, failing cases (largest slack, then ``n_random`` seeded random
-        ones) and one holding case, drawn on the input with the κ-attaining pair and its margins."""
+        """For each featured model whose trained weights fail somewhere, per variant: failing cases (largest slack,
+        then ``n_random`` seeded random ones) and one holding case, drawn on the input with the κ-attaining pair and
+        its margins.  Nothing for a model that never fails."""
         from ..experiments.atlas import RULES, cases_frame, choose_cases, recompute
         from ..models.loading import load_model
         from .kappa_figures import atlas_figure
@@ -389,13 +213,13 @@ class InsightSections:
         all_cases = []
         for m in [x for x in self.featured if not plots_sep(x)]:
             run = next(r for r in self.runs if r.model_id == m)
-            ws = ["pretrained"] if self._trained_ok(run) else ["untrained"]
             t = self.table[self.table["model"] == m]
-            if ws == ["pretrained"] and not (~t.loc[t["weights"] == "pretrained", "holds"]).any() \
-                    and (t["weights"] == "untrained").any():
-                ws.append("untrained")  # no trained failure to draw: the control's failures for contrast
-            chosen = pd.concat([choose_cases(self.table, model=m, weights=w, variant=v, seed=self.config.seed,
-                                             n_random=n_random) for w in ws for v in ("content", "with_special")],
+            # only where the trained weights fail: a model that never fails has no atlas
+            if not self._trained_ok(run) or t.loc[t["weights"] == "pretrained", "holds"].all():
+                continue
+            ws = ["pretrained"]
+            chosen = pd.concat([choose_cases(self.table, model=m, weights="pretrained", variant=v, seed=self.config.seed,
+                                             n_random=n_random) for v in ("content", "with_special")],
                                ignore_index=True)
             if not len(chosen):
                 continue
@@ -425,13 +249,11 @@ class InsightSections:
                                f"{'content' if v == 'content' else 'with special'}: {k} failing of "
                                f"{int(((tw['weights'] == w) & (tw['variant'] == v)).sum())}"
                                for (w, v), k in nfail.items())
-            extra = (" The trained weights fail on no (input, layer) pair, so the untrained control's cases follow "
-                     "for contrast." if "untrained" in ws and ws[0] == "pretrained" else "")
             self._fig(fig, f"atlas-{_key(m)}",
                       f"Failure atlas of {display_name(m)}. Cases chosen by this rule, per weights and variant: the "
                       f"failing (input, layer) pair of largest slack, then {n_random} failing pair(s) drawn with "
                       f"numpy's default_rng({self.config.seed}), then one holding pair drawn with the same generator "
-                      f"(failing pairs available: {counts}).{extra} Each panel shows the {what}: token i vermillion, "
+                      f"(failing pairs available: {counts}). Each panel shows the {what}: token i vermillion, "
                       "token j green, the κ-attaining pair (among several attaining pairs, the mutually self-dominant "
                       "one when there is one, else the nearest miss). Margins: i = $A_{ii}-A_{ji}$, "
                       "j = $A_{jj}-A_{ij}$; the pair is mutually self-dominant exactly when both are ≥ 0"
@@ -440,6 +262,7 @@ class InsightSections:
                       f"Panels of the {'photos' if self.kind == 'image' else 'sentences'} of {display_name(m)} with "
                       "two tokens marked in each.", 3)
         if not all_cases:
+            _md("No trained model in this chapter fails on any (input, layer) pair: there is no atlas to draw.")
             return
         cf = cases_frame(all_cases)
         agree = int((cf["holds"] == cf["table_holds"]).sum())
@@ -558,8 +381,8 @@ class InsightSections:
     # ------------------------------------------------------------------ a chapter with no trained weights
     def overview(self):
         """A chapter whose trained weights may be missing (supervised ViTs): when none was measured, one table and
-        one figure of the untrained controls and what the controls are (:meth:`structure`); when some were, every
-        section in turn (fractions, depth, slack, heads, rollout, κ(A), structure, atlas, controls)."""
+        one figure of the untrained controls; when some were, every section in turn (fractions, depth, slack, heads,
+        rollout, κ(A), atlas, controls)."""
         from .tables import fractions
 
         if not len(self.table):
@@ -569,8 +392,7 @@ class InsightSections:
             for title, fn in (("How often the condition holds", self.fractions), ("Where in depth", self.depth),
                               ("The slack of the layer bound", self.slack), ("Individual heads", self.heads),
                               ("The whole rollout", self.rollout), ("κ(A) per layer", self.kappa_profile),
-                              ("The diagonal of the attention", self.structure), ("Failure atlas", self.atlas),
-                              ("Untrained controls", self.controls)):
+                              ("Failure atlas", self.atlas), ("Not run here", self.controls)):
                 _md(f"**{title}.**")
                 fn()
             return
@@ -581,7 +403,6 @@ class InsightSections:
                                     "special tokens.", f"tab-{self.notebook}-controls")
         self._depth_figure(self.table, [r.model_id for r in self.runs if len(r.table)], "controls",
                            "Untrained controls")
-        self.structure()
 
     # ------------------------------------------------------------------ §4 downloads
     def downloads(self):
@@ -592,47 +413,46 @@ class InsightSections:
 
 
 def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, results_dir=None, n_random: int = 1):
-    """The failure atlas of the tabular chapter: for each trained FT-Transformer (``runs`` and ``trained`` as the
-    notebook keeps them, keyed by (data set, seed)), the cases of :func:`dobrushin.experiments.atlas.choose_cases`
-    recomputed on those test rows and drawn as the row's tokens ([CLS] and one per feature, with the value the model
-    sees), the two features of the κ-attaining pair highlighted."""
+    """The failure atlas of the tabular chapter, one figure: for the first trained seed of each data set (``runs`` and
+    ``trained`` as the notebook keeps them, keyed by (data set, seed)), the content-token cases of
+    :func:`dobrushin.experiments.atlas.choose_cases` recomputed on those test rows, one row of panels per data set,
+    each drawn as the row's tokens ([CLS] and one per feature, with the value the model sees), the two features of
+    the κ-attaining pair highlighted."""
     from ..experiments.atlas import cases_frame, choose_cases, recompute
     from ..experiments.tabular import TabularInputs, TabularModel
     from ..models import ft_transformer as tb
     from .kappa_figures import atlas_figure
 
-    drawn = []
+    drawn, names, seen = [], [], set()
     for key, run in runs.items():
-        if key not in trained or not len(run.table):
+        if key not in trained or not len(run.table) or key[0] in seen:
             continue
         d, r = trained[key]
         rows = tb.select_rows(d.size("test"), attention_rows, seed=split_seed)
         inputs = TabularInputs(d, "test", rows)
         lm = TabularModel(r.model, inputs.preprocess, run.model_id, "pretrained", {})
-        chosen = pd.concat([choose_cases(run.table, model=run.model_id, weights="pretrained", variant=v,
-                                         seed=split_seed, n_random=n_random) for v in ("content", "with_special")],
-                           ignore_index=True)
+        chosen = choose_cases(run.table, model=run.model_id, weights="pretrained", variant="content",
+                              seed=split_seed, n_random=n_random)
         if not len(chosen):
             continue
-        cases = recompute(lm, inputs, chosen)
-        drawn += cases
-        name = display_name(run.model_id)
-        F.figure(atlas_figure(cases), notebook="tabular", name=f"atlas-{_key(name)}", width="full",
-                 results_dir=results_dir,
-                 caption=f"Failure atlas of {name} (trained here). Rows: content tokens (features), then with [CLS]. "
-                         "Cases chosen by this rule, per variant: the failing (test row, layer) pair of largest slack, "
-                         f"then {n_random} failing pair(s) drawn with numpy's default_rng({split_seed}), then one holding "
-                         "pair drawn with the same generator. Each panel shows the row as the model's tokens: [CLS], "
-                         "then each feature as name=value (numeric features quantile-normalised as the model sees "
-                         "them, categorical ones as their code); feature i vermillion, feature j green, the "
-                         "κ-attaining pair. Margins: i = $A_{ii}-A_{ji}$, j = $A_{jj}-A_{ij}$; the pair is mutually "
-                         "self-dominant exactly when both are ≥ 0.",
-                 alt=f"Panels of test rows of {name} as lists of features, two features highlighted in each.")
-    if drawn:
-        cf = cases_frame(drawn)
-        agree = int((cf["holds"] == cf["table_holds"]).sum())
-        _md(f"Recomputed for the atlas: {len(cf)} cases; the recomputed verdict agrees with the result table in "
-            f"{agree} of them.")
+        seen.add(key[0])
+        drawn += recompute(lm, inputs, chosen)
+        names.append(display_name(run.model_id))
+    if not drawn:
+        return
+    F.figure(atlas_figure(drawn, ncols=n_random + 2), notebook="tabular", name="atlas", width="full",
+             results_dir=results_dir,
+             caption=f"Failure atlas, one row per model ({', '.join(names)}), content tokens: the failing (test row, "
+                     f"layer) pair of largest slack, {n_random} failing pair(s) drawn with numpy's "
+                     f"default_rng({split_seed}) and one holding pair. Each panel shows the row as the model's tokens "
+                     "([CLS], then name=value per feature, as the model sees them); feature i vermillion, feature j "
+                     "green, the κ-attaining pair. Margins: i = $A_{ii}-A_{ji}$, j = $A_{jj}-A_{ij}$; the pair is "
+                     "mutually self-dominant exactly when both are ≥ 0.",
+             alt="Panels of test rows as lists of features, two features highlighted in each, one row per model.")
+    cf = cases_frame(drawn)
+    agree = int((cf["holds"] == cf["table_holds"]).sum())
+    _md(f"Recomputed for the atlas: {len(cf)} cases; the recomputed verdict agrees with the result table in "
+        f"{agree} of them.")
 
 
 def show_downloads(notebook: str, results_dir=None):
@@ -684,5 +504,5 @@ def _project_root():
     return project_root()
 
 
-__all__ = ["InsightSections", "MPNET", "download_links", "fingerprint", "rollout_gap", "show_downloads", "tabular_atlas",
-           "uniformity_clause", "value_range"]
+__all__ = ["InsightSections", "kappa_table", "near_uniform_layers", "MPNET", "download_links", "rollout_gap", "show_downloads", "tabular_atlas",
+           "value_range"]

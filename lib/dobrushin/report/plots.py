@@ -10,7 +10,6 @@ grey); line style: ``content`` solid, ``with_special`` dashed.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -305,73 +304,6 @@ def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", weights: Opti
     return fig
 
 
-def photo_label(input_id) -> str:
-    """``"n01698640_American_alligator.JPEG"`` → ``"American alligator"`` (a short title for a photo)."""
-    stem = Path(str(input_id)).stem
-    stem = re.sub(r"^n\d{8}_", "", stem)
-    return stem.replace("_", " ")[:30]
-
-
-def rollout_map_figure(rm, *, title: Optional[str] = None, cmap: str = "inferno", clip_quantile: float = 0.98):
-    """For each photo of ``rm`` (a :class:`dobrushin.experiments.rollout_map.RolloutMaps`): on top the
-    photo as the model saw it with the CLS-row rollout map upsampled (bilinear) over it (colour and
-    opacity rise with the map's value; the scale of each map is clipped at its ``clip_quantile``
-    quantile so that one dominant patch does not hide the rest); below, the per-layer slack of that
-    photo on content tokens (symlog axis; filled markers where the equality condition holds)."""
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import ListedColormap
-
-    base = plt.get_cmap(cmap)(np.linspace(0, 1, 256))
-    base[:, 3] = np.linspace(0.0, 0.8, 256)  # transparent where the map is low: the photo stays visible
-    overlay = ListedColormap(base)
-
-    k = len(rm.ids)
-    if k < 1:
-        raise ValueError("nothing to plot: no photos")
-    fig, axes = plt.subplots(2, k, figsize=(2.4 * k, 4.9), squeeze=False, layout="constrained",
-                             gridspec_kw={"height_ratios": [1.0, 0.8]})
-    L = rm.slack.shape[1]
-    hi = max(float(np.nanmax(rm.slack)), SLACK_LINTHRESH * 10)
-    for b in range(k):
-        ax = axes[0, b]
-        img = rm.images[b]
-        H, W = img.shape[:2]
-        m = np.asarray(rm.maps[b], dtype=float)
-        top = float(np.quantile(m, clip_quantile))
-        m = np.clip(m / top, 0, 1) if top > 0 else m
-        ax.imshow(img, extent=(0, W, H, 0))
-        ax.imshow(m, cmap=overlay, vmin=0, vmax=1, extent=(0, W, H, 0), interpolation="bilinear")
-        ax.set_axis_off()
-        ax.set_title(photo_label(rm.ids[b]), fontsize=9)
-        ax = axes[1, b]
-        x = np.arange(1, L + 1)
-        s = np.asarray(rm.slack[b], dtype=float)
-        h = np.asarray(rm.holds[b], dtype=bool)
-        ax.plot(x, s, color=COLORS["trained"], lw=1)
-        ax.scatter(x[h], s[h], color=COLORS["trained"], s=18, zorder=3, label="equality holds")
-        if (~h).any():
-            ax.scatter(x[~h], s[~h], facecolor="white", edgecolor=COLORS["trained"], s=18, zorder=3,
-                       label="equality fails")
-        if h.all() and np.nanmax(np.abs(s)) < SLACK_LINTHRESH:  # the line lies on the axis: say so
-            what = "all zero:" if np.all(s == 0) else "all zero to\nrounding (< 1e-9):"
-            ax.text(0.5, 0.55, f"{what}\nequality at\nevery layer", transform=ax.transAxes, ha="center",
-                    va="center", fontsize=9, bbox={"boxstyle": "round,pad=0.4", "facecolor": "white",
-                                                   "edgecolor": "0.7", "alpha": 0.9})
-        ax.set_yscale("symlog", linthresh=SLACK_LINTHRESH, linscale=0.5)
-        ax.set_ylim(-SLACK_LINTHRESH / 2, hi * 3)
-        ax.set_xlabel("layer")
-        ax.set_xticks(x[::max(1, L // 6)])
-        ax.grid(alpha=0.3)
-        if b == 0:
-            ax.set_ylabel(SLACK_LABEL)
-        else:
-            ax.tick_params(labelleft=False)
-    _legend(fig, axes[1])
-    if title:
-        fig.suptitle(title)
-    return fig
-
-
 def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
     """Write ``fig`` to ``<results_dir>/figures/<notebook>-<what>.png`` and ``.svg`` (atomically);
     returns the two paths."""
@@ -386,5 +318,5 @@ def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
 
 
 __all__ = ["SLACK_LINTHRESH", "base_id", "display_name", "head_heatmap", "layer_fractions",
-           "layer_profile", "photo_label", "rollout_map_figure", "rollout_scatter", "save_figure", "series_caption",
+           "layer_profile", "rollout_scatter", "save_figure", "series_caption",
            "slack_by_layer", "resolution_id", "zero_series"]

@@ -104,17 +104,6 @@ def load_family_results(results_dir, profile: Optional[str] = None,
 
 
 
-def token_range(results_dir, notebook: str, variant: str = "content",
-                profile: Optional[str] = None) -> Optional[tuple]:
-    """``(fewest, most)`` tokens of ``variant`` over the inputs of ``notebook``'s latest run in ``results_dir``
-    (every model, primary resolution), or None when that notebook has no table there."""
-    t, _ = load_family_runs(results_dir, profile, notebooks=(notebook,)).primary()
-    if t.empty or "n_tokens" not in t:
-        return None
-    t = t[t["variant"] == variant] if "variant" in t else t
-    return (int(t["n_tokens"].min()), int(t["n_tokens"].max())) if len(t) else None
-
-
 def _is_uniform(name: str) -> bool:
     """Is ``name`` a spelling of the Dirichlet(1) ensemble (rows uniform on the simplex)?"""
     try:

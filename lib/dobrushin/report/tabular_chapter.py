@@ -333,40 +333,29 @@ class TabularChapter:
                          caption="Slack of the layer bound over (test row, layer) pairs.", name="tab-tabular-slack"))
 
     def uniformity(self, count: int = 64):
-        """Is tightness informative here?  Per benchmark (its seeds pooled) and weights: the median κ(A) of the
-        content tokens per layer against Dirichlet(1) random matrices of the same n (``count`` of them), the
-        fraction holding, and what κ(A) implies for it (:func:`dobrushin.report.insight.uniformity_clause`)."""
+        """Is tightness informative here?  Per benchmark (its seeds pooled) and weights, one row of
+        :func:`dobrushin.report.insight.kappa_table`: the median κ(A) of the content tokens per layer against
+        Dirichlet(1) random matrices of the same n (``count`` of them), the fraction holding and the near-uniform
+        layers."""
         import re
 
-        import numpy as np
+        import pandas as pd
 
         from ..experiments.structure import random_kappa
-        from .insight import uniformity_clause, value_range
+        from .insight import kappa_table
 
         table = self.table
         if not len(table):
             return
         c = table[table["variant"] == "content"]
-        bench = c["model"].map(lambda m: re.sub(r" seed \d+$", "", str(m)))
-        lines = []
-        for b in dict.fromkeys(bench):
-            g = c[bench == b]
-            n = int(g["n_tokens"].median())
-            rk = float(np.median(random_kappa(n, count=count, seed=0)))
-            for w, gw in g.groupby("weights", sort=False):
-                per = gw.groupby("layer")["kappa"].median()
-                fr = float(gw["holds"].mean())
-                seeds = gw["model"].nunique()
-                name = plots.display_name(b)
-                name = name if name.startswith("FT-Transformer") else f"FT-Transformer on {name}"
-                lines.append(f"- {name}, {WEIGHTS.get(w, w)}"
-                             + (f" ({seeds} seeds pooled)" if seeds > 1 else "")
-                             + f": median κ(A) per layer {value_range(per)} (random matrices of n = {n}: {rk:.2f}); the "
-                             f"condition holds on {pct(fr)}" + uniformity_clause(per, fr, gw.groupby("layer")["holds"].mean()) + ".")
-        _markdown("**What κ(A) says.** κ(A) is half the largest L1 distance between two rows of the attention: near 0 "
-                  "every test row's tokens attend in nearly the same way (near-uniform attention), where the layer "
-                  "bound is nearly tight in value for any matrix and the test is decided by small differences; near "
-                  "1 two tokens attend to nearly disjoint sets.\n\n" + "\n".join(lines))
+        c = c.assign(model=c["model"].map(lambda m: re.sub(r" seed \d+$", "", str(m))))
+        ns = {b: int(g["n_tokens"].median()) for b, g in c.groupby("model", sort=False)}
+        rk = {b: random_kappa(n, count=count, seed=0) for b, n in ns.items()}
+        _display(F.table(kappa_table(c, pd.DataFrame(), rk, ns), name="tab-tabular-kappa",
+                         caption="Per benchmark (seeds pooled) and weights, content tokens: the median κ(A) per layer "
+                                 "(lowest–highest over layers), κ of random matrices of the same n, the fraction "
+                                 "holding, and the layers whose median κ(A) is below 0.1 (near-uniform: there the "
+                                 "layer bound is nearly tight in value whether the condition holds or not)."))
 
     def heads_rollout(self):
         import pandas as pd
