@@ -72,7 +72,7 @@ MAPPED = {
     "make bench-sweep": (f"{MAKE} -n bench-sweep", "serial vs a 2-worker LocalCluster takes minutes; CI runs it "
                                                    "and tests/test_sweep.py tests the sweep on a LocalCluster"),
     "make bench-gpu": (f"{MAKE} -n bench-gpu", "times the CUDA path on a machine with a CUDA device; without one it "
-                                               "times nothing (tests/test_gpu_tables.py runs that case and the "
+                                               "times nothing (tests/test_gpu_check.py runs that case and the "
                                                "script's kernel part on the CPU)"),
     "python -m tools.sweep_bench": ("python -m tools.sweep_bench --help",
                                     "the module behind make bench-sweep (minutes); its command line must start"),
@@ -584,7 +584,7 @@ def test_command_line_examples(sandbox):
 
 
 def test_measuring_many_models(sandbox):
-    """The reproducibility chapter's "Measuring many models" block, verbatim (a 2-process LocalCluster, MiniLM
+    """The reproducibility chapter's "Many models" block, verbatim (a 2-process LocalCluster, MiniLM
     from its PyPI package and the tiny ViT saved under the DeiT-S id), then the sweep once more: nothing runs
     again."""
     from dobrushin.report.names import display_name

@@ -1,5 +1,5 @@
 """The stage table of the reproducibility chapter and its sentence on the missed targets
-(dobrushin.report.reproducing_tables.stage_table / stage_misses), on a made-up table and on the published one."""
+(dobrushin.report.reproducing_tables.stage_table), on a made-up table and on the published one."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dobrushin.report.reproducing_tables import PER_INPUT, stage_misses, stage_table
+from dobrushin.report.reproducing_tables import PER_INPUT, stage_table
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "published" / "paper" / "bench" / "stages.csv"
 
@@ -20,49 +20,9 @@ def _row(config, forward, target, met, **stages):
     return base
 
 
-def test_missed_targets_name_their_largest_stages_and_the_floor():
-    df = pd.DataFrame([
-        _row("fast", 2.0, 1.3, True, test=0.2),
-        _row("slow", 4.0, 2.5, False, capture=0.4, restrict=0.2, test=2.0, rollout=3.0, heads=1.0, write=0.1),
-        _row("untargeted", 1.0, None, None, rollout=5.0),
-    ])
-    text = stage_misses(df)
-    assert "fast" not in text and "untargeted" not in text
-    # the three largest stages of "slow" in order, as multiples of its forward pass, and forward + rollout + test
-    assert "slow misses its target (≤ 2.5×): its largest stages are rollout 0.75×, test 0.50× and heads 0.25×" in text
-    assert f"come to {(4.0 + 3.0 + 2.0) / 4.0:.2f}×." in text
-
-
-def test_missed_targets_rank_the_stages_of_the_further_inputs_when_the_one_input_stages_are_there():
-    """With the one-input stages of the same run, the sentence ranks (stage − stage_1) / (forward − forward_1),
-    the basis of the per-input target: a fixed cost (``write`` the same for one input and for the batch)
-    drops out of the ranking although it is the largest share of the batch, the per-head table is marked as
-    made for the first inputs only, and the per-input figure without it is given."""
-    r = _row("slow", 4.0, 1.3, False, capture=0.6, restrict=0.1, test=0.65, rollout=0.92, heads=0.3, write=2.0)
-    r.update(forward_1=1.0, capture_1=0.15, restrict_1=0.025, test_1=0.05, rollout_1=0.15, heads_1=0.3,
-             write_1=2.0)
-    text = stage_misses(pd.DataFrame([r]))
-    # per further input: rollout 0.77/3 ≈ 0.257, test 0.6/3 = 0.2, capture 0.45/3 = 0.15, restrict 0.025, heads
-    # and write 0 (not ranked)
-    assert "the further inputs cost most in rollout 0.26×, test 0.20× and capture 0.15× their own forward pass" \
-        in text
-    assert "write" not in text and "heads" not in text
-    assert f"come to {1 + 0.77 / 3 + 0.6 / 3:.2f}×, and without the per-head table they come to 1.40×." in text
-    # heads among the largest: marked as the per-head table of the first inputs
-    r2 = {**r, "heads": 1.2}
-    assert "heads 0.30× (the per-head table, made for the first inputs of a batch only)" \
-        in stage_misses(pd.DataFrame([r2]))
-    # the batch's shares when a one-input stage is missing (a table written before these columns) ...
-    old = {k: v for k, v in r.items() if k != "heads_1"}
-    batch = "its largest stages are write 0.50×, rollout 0.23× and test 0.16× the forward pass"
-    assert batch in stage_misses(pd.DataFrame([old]))
-    # ... or when the batch's forward pass was no slower than one input's (no per-input basis)
-    assert batch in stage_misses(pd.DataFrame([{**r, "forward_1": 4.0}]))
-
-
 def test_preparing_the_inputs_is_a_stage_of_its_own_where_the_table_has_it():
     """A table with ``prepare``/``prepare_1`` (loading and preparing the inputs, timed apart from ``capture``)
-    shows it as a column and ranks it per further input like any stage; an older table has no such column
+    shows it as a column; an older table has no such column
     and its ``capture`` stands for both (the other tests' rows)."""
     r = _row("slow", 4.0, 1.3, False, prepare=0.5, capture=0.2, restrict=0.1, test=0.65, rollout=0.92, heads=0.3,
              write=2.0)
@@ -70,9 +30,6 @@ def test_preparing_the_inputs_is_a_stage_of_its_own_where_the_table_has_it():
              heads_1=0.3, write_1=2.0)
     table = stage_table(pd.DataFrame([r]))
     assert table["prepare"].iloc[0] == "0.50 s (0.12×)"  # 0.5 s of a 4 s forward pass
-    # per further input: rollout 0.77/3, test 0.6/3, prepare 0.42/3 = 0.14, capture 0.15/3 = 0.05
-    assert "the further inputs cost most in rollout 0.26×, test 0.20× and prepare 0.14× their own forward pass" \
-        in stage_misses(pd.DataFrame([r]))
     assert "prepare" not in stage_table(pd.DataFrame([_row("older", 2.0, 2.5, True)]))
 
 
@@ -85,13 +42,6 @@ def test_the_one_input_stage_columns_are_those_the_report_reads():
     assert "forward_1" in STAGE_EXTRA
 
 
-def test_stage_misses_when_nothing_is_missed():
-    met = pd.DataFrame([_row("a", 1.0, 1.3, True)])
-    assert stage_misses(met) == "Every target of the table is met."
-    none = pd.DataFrame([_row("a", 1.0, None, None), {**_row("b", 1.0, 2.5, False), "note": "not measured: offline"}])
-    assert stage_misses(none) == "No configuration of the table has a target."
-
-
 @pytest.mark.skipif(not PUBLISHED.exists(), reason="no published stage table")
 def test_the_published_stage_table_reads():
     st = pd.read_csv(PUBLISHED)
@@ -100,11 +50,6 @@ def test_the_published_stage_table_reads():
     for r, row in zip(st.to_dict("records"), table.to_dict("records")):
         if pd.notna(r.get("target")) and not (isinstance(r.get("note"), str) and r["note"]):
             assert ("met" if bool(r["met"]) else "missed") in row[PER_INPUT]
-    text = stage_misses(st)
-    missed = st[st["met"].eq(False)]["config"].tolist()
-    assert all(c in text for c in missed)
-    if missed and "heads_1" in st:  # a table with the one-input stages: ranked per further input
-        assert "the further inputs cost most in" in text
 
 
 def test_per_input_cell_lists_the_paired_runs_of_its_median():
@@ -229,8 +174,7 @@ def test_a_configuration_that_fails_is_a_note_in_its_row():
 
 def test_the_stage_rows_say_whether_torch_allocated_huge_pages(monkeypatch):
     """tools.bench_stages.huge_pages mirrors what torch reads (THP_MEM_ALLOC_ENABLE=1 and nothing else turns it
-    on), with the kernel's mode; the chapter's sentence names it, and says nothing for an older table."""
-    from dobrushin.report.reproducing_tables import huge_pages_text
+    on), with the kernel's mode."""
     from tools.bench_stages import huge_pages
 
     for value, on in (("1", True), ("0", False), ("true", False), (None, False)):
@@ -240,7 +184,4 @@ def test_the_stage_rows_say_whether_torch_allocated_huge_pages(monkeypatch):
             monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", value)
         got = huge_pages()
         assert got.startswith("on (kernel: " if on else "off (kernel: ") and got.endswith(")")
-    st = pd.DataFrame({"config": ["a", "b"], "huge_pages": ["on (kernel: madvise)", "on (kernel: madvise)"]})
-    assert huge_pages_text(st) == ", torch's huge-page allocation on (kernel: madvise)"
-    assert huge_pages_text(st.drop(columns="huge_pages")) == ""
-    assert huge_pages_text(st.assign(huge_pages=float("nan"))) == ""
+

@@ -1,4 +1,4 @@
-"""The CUDA figures of the reproducibility chapter, measured in one run on a machine with a CUDA device
+"""CUDA timings of the κ kernel and the measurement stages, measured in one run on a machine with a CUDA device
 (``make bench-gpu``, or, where the project's environment cannot be installed (a machine that reaches no package
 index), ``PYTHONPATH=lib python -m tools.gpu_check`` from the repository root with the machine's own torch).
 
@@ -43,9 +43,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dobrushin.report.gpu_tables import GPU_FILES
 from dobrushin.store.results import atomic_write_csv, atomic_write_json, atomic_write_text
 from tools.bench import _best_of, _cpu_name
+
+#: the files of one run's record (results/bench-gpu/)
+GPU_FILES = ("gpu_env.json", "gpu_tests.txt", "gpu_kernel.csv", "gpu_stages.csv")
 
 #: κ kernel sizes and batch sizes (matrices per call): DINOv2-S at 224 px and at 518 px (patches and class token)
 KERNEL_SIZES = ((257, 256), (1370, 24))

@@ -1,16 +1,14 @@
-"""The reproducing chapter's tables: every notebook parameter (and its collapsed HTML blocks), the
-wall times, the results schema, the stage benchmark and the kernel benchmark; and the HTML form of a
-table (:func:`html_table`, :func:`html_details`) that a Markdown chapter pastes with ``{glue}``."""
+"""The reproducing chapter's tables: the paper scale, the wall times, the results schema, the stage benchmark and
+the kernel benchmark; and the HTML form of a table (:func:`html_table`) that a Markdown chapter pastes with
+``{glue}``."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import pandas as pd
 
 from . import page
-from .names import and_join
 from .display import Display, html_block
 
 def profile_params(params_dir, profile: str, notebook: str) -> dict:
@@ -20,42 +18,6 @@ def profile_params(params_dir, profile: str, notebook: str) -> dict:
 
     p = Path(params_dir) / profile / f"{notebook}.yml"
     return (yaml.safe_load(p.read_text()) or {}) if p.exists() else {}
-
-
-def notebook_defaults(nb_path) -> dict:
-    """A notebook's parameters as its ``parameters`` cell writes them: name → ``(default, comment)``, the
-    default as the cell's source text ({} without such a cell)."""
-    import re
-
-    import nbformat
-
-    nb = nbformat.read(Path(nb_path), as_version=4)
-    cell = next((c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
-    out = {}
-    for line in (cell.source.splitlines() if cell is not None else []):
-        m = re.match(r"^([A-Za-z_]\w*)\s*=\s*(.*?)\s*(?:#\s*(.*))?$", line)
-        if m:
-            out[m.group(1)] = (m.group(2), m.group(3) or "")
-    return out
-
-
-def parameter_table(notebooks_dir, params_dir) -> pd.DataFrame:
-    """Every notebook parameter: name, default (from the ``parameters`` cell), comment, and the value
-    each profile sets (from ``params/<profile>/<notebook>.yml``); values are shown whole."""
-    rows = []
-    for nb_path in sorted(Path(notebooks_dir).glob("*.ipynb")):
-        defaults = notebook_defaults(nb_path)
-        profiles = {prof: profile_params(params_dir, prof, nb_path.stem) for prof in ("quick", "paper")}
-        for name, (default, comment) in defaults.items():
-            rows.append({
-                "notebook": nb_path.stem,
-                "parameter": name,
-                "default": default,
-                "quick": _value(profiles["quick"].get(name, "(default)")),
-                "paper": _value(profiles["paper"].get(name, "(default)")),
-                "meaning": comment,
-            })
-    return pd.DataFrame(rows, columns=["notebook", "parameter", "default", "quick", "paper", "meaning"])
 
 
 def paper_scale(params_dir, profile: str = "paper") -> dict:
@@ -82,11 +44,6 @@ def grouped(n: int) -> str:
     return f"{int(n):,}".replace(",", " ")
 
 
-def _value(v) -> str:
-    """A profile value as text, whole (lists and numbers as JSON, strings as they are)."""
-    return v if isinstance(v, str) else json.dumps(v)
-
-
 def notebook_order(root=None) -> list:
     """The notebooks in the book's order (``_toc.yml``: ``executed/<notebook>`` entries)."""
     import re
@@ -98,7 +55,6 @@ def notebook_order(root=None) -> list:
     if not toc.exists():
         return []
     return list(dict.fromkeys(re.findall(r"file:\s*executed/([A-Za-z0-9_]+)", toc.read_text())))
-
 
 
 def format_duration(seconds: float) -> str:
@@ -148,7 +104,6 @@ def timings_table(timings: pd.DataFrame, order=(), profiles=("quick", "paper"),
     return pd.DataFrame(rows, columns=["notebook", *[f"{p} profile" for p in profiles]])
 
 
-
 _PLACEHOLDER_RX = None
 
 
@@ -194,28 +149,6 @@ def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(),
     return html_block("".join(out), (caption + "\n" if caption else "") + shown.to_string(index=False))
 
 
-def html_details(summary_text: str, *blocks) -> Display:
-    """A collapsed ``<details>`` block holding HTML ``blocks`` (:class:`~dobrushin.report.display.Display` or strings of HTML)."""
-    import html
-
-    inner = "".join(b.html if isinstance(b, Display) else str(b) for b in blocks)
-    return html_block(f'<details class="dobrushin-details"><summary>{html.escape(summary_text)}</summary>{inner}</details>',
-                summary_text)
-
-
-def parameter_blocks(ptab: pd.DataFrame, order=()) -> Display:
-    """The parameter table as one collapsed block per notebook (book order), each table whole."""
-    nbs = [nb for nb in order if nb in set(ptab["notebook"])] + sorted(set(ptab["notebook"]) - set(order))
-    blocks = []
-    for nb in nbs:
-        g = ptab[ptab["notebook"] == nb].drop(columns=["notebook"])
-        n = len(g)
-        blocks.append(html_details(f"{nb}: {n} parameter{'s' if n != 1 else ''}",
-                                   html_table(g, formats={c: str for c in g.columns},
-                                              code_columns=("parameter", "default", "quick", "paper"))))
-    return html_block("".join(b.html for b in blocks), "\n".join(b.text for b in blocks))
-
-
 def schema_table() -> pd.DataFrame:
     from ..store.results import SCHEMA
 
@@ -236,7 +169,6 @@ def schema_table() -> pd.DataFrame:
         "self_margin_j": "A_jj − A_ij of the deciding pair",
     }
     return pd.DataFrame([{"column": c, "dtype": t, "meaning": meaning[c]} for c, t in SCHEMA.items()])
-
 
 
 #: the speed target of the kernel: one ``analyse`` call at least this many times faster than SciPy's pdist
@@ -313,69 +245,6 @@ def stage_table(df: pd.DataFrame) -> pd.DataFrame:
         if col in out and out[col].eq("—").all():
             out = out.drop(columns=col)
     return out
-
-
-def _per_input_shares(r: dict) -> Optional[dict]:
-    """Each measuring stage's cost per further input as a multiple of the further inputs' bare forward pass,
-    ``(stage − stage_1) / (forward − forward_1)``, from the one-input timings of the same run; None for a row
-    without them (an older stages.csv) or with a batch forward pass no slower than one input's."""
-    stages = row_stages(r)
-    if not all(given(r.get(f"{s}_1")) for s in stages) or not given(r.get("forward_1")):
-        return None
-    d = float(r["forward"]) - float(r["forward_1"])
-    if d <= 0:
-        return None
-    return {s: (float(r[s]) - float(r[f"{s}_1"])) / d for s in stages}
-
-
-def huge_pages_text(df: pd.DataFrame) -> str:
-    """``", torch's huge-page allocation on (kernel: madvise)"`` from the stage table's ``huge_pages`` column (the
-    first row that has it; the rows of one run share it), for the sentence that says how the table was
-    measured; "" for an older table without the column."""
-    if "huge_pages" not in df:
-        return ""
-    vals = [v for v in df["huge_pages"] if given(v) and str(v)]
-    return f", torch's huge-page allocation {vals[0]}" if vals else ""
-
-
-def stage_misses(df: pd.DataFrame) -> str:
-    """Where the time goes in each configuration of the stage table whose target is missed: its three
-    largest stages, and what the forward pass, the rollout and the test (the float64 matrix products and the
-    κ kernel, neither of which a faster loop around them can shrink) already come to, against the target.
-    Where the row has the one-input stages (``capture_1`` …), the stages are those of the inputs after the
-    first over their own forward pass, the basis the target is judged on (so that fixed costs such as
-    writing the tables cancel), and the sentence adds the per-input figure without the per-head table (made
-    for the first ``head_inputs`` inputs of a batch only, so not a cost of every further input); otherwise
-    the stages are those of the whole batch over its forward pass.  A stage whose share is not positive
-    (timing noise: the capture columns are clipped at 0 one by one) is not ranked.  One sentence per
-    configuration; a sentence saying so when every target is met or none was judged."""
-    judged = [r for r in df.to_dict("records") if not _note(r) and given(r.get("target"))]
-    out = []
-    for r in judged:
-        if not given(r.get("met")) or bool(r["met"]):
-            continue
-        tgt, f = float(r["target"]), float(r["forward"])
-        share = _per_input_shares(r)
-        per = share is not None
-        if not per:
-            share = {s: float(r[s]) / f for s in row_stages(r)}
-        floor = 1.0 + share["rollout"] + share["test"]
-        top = sorted(((s, v) for s, v in share.items() if v > 0), key=lambda kv: -kv[1])[:3]
-        parts = [f"{s} {v:.2f}×" + (" (the per-head table, made for the first inputs of a batch only)"
-                                    if per and s == "heads" else "") for s, v in top]
-        listed = and_join(parts)
-        if per:
-            nh = r.get("ratio_per_input_without_heads")
-            without = f", and without the per-head table they come to {float(nh):.2f}×" if given(nh) else ""
-            out.append(f"{r['config']} misses its target (≤ {tgt:g}×): the further inputs cost most in "
-                       f"{listed} their own forward pass; their forward pass, rollout and test alone come to "
-                       f"{floor:.2f}×{without}.")
-        else:
-            out.append(f"{r['config']} misses its target (≤ {tgt:g}×): its largest stages are {listed} the "
-                       f"forward pass, and the forward pass, the rollout and the test alone come to {floor:.2f}×.")
-    if out:
-        return " ".join(out)
-    return "Every target of the table is met." if judged else "No configuration of the table has a target."
 
 
 def bench_table(bench: pd.DataFrame, target: float = BENCH_TARGET) -> pd.DataFrame:
