@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from dobrushin.experiments.atlas import choose_cases, pair_and_margins
-from dobrushin.experiments.structure import matrix_structure, random_structure, same_weights
+from dobrushin.experiments.structure import matrix_structure, random_structure
 from dobrushin.math.coefficient import attaining_pairs, equality_holds, kappa
 from dobrushin.random.ensembles import sample_matrices
-from dobrushin.report.insight import download_links, fingerprint, rollout_gap
+from dobrushin.report.insight import download_links, rollout_gap
 
 
 def _table():
@@ -75,17 +75,6 @@ def test_rollout_gap_splits_the_ratio_into_its_two_factors():
     g = rollout_gap(roll).iloc[0]
     assert g["ratio"] == pytest.approx(np.median([0.25, 0.4, 0.5]))
     assert g["submult"] == pytest.approx(0.5) and g["layers"] == pytest.approx(1.0) and g["tight"] == 4
-
-
-def test_same_seed_same_shapes_are_the_same_network_and_other_seeds_are_not():
-    def make(seed):
-        torch.manual_seed(seed)
-        return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
-
-    a, b, c = make(0), make(0), make(1)
-    assert same_weights(a, b)["identical"] and fingerprint(a) == fingerprint(b)
-    assert not same_weights(a, c)["identical"] and fingerprint(a) != fingerprint(c)
-    assert not same_weights(a, torch.nn.Linear(4, 3))["same_shapes"]
 
 
 def test_download_links_point_from_executed_into_results(tmp_path, monkeypatch):
@@ -156,37 +145,9 @@ def test_tabular_tokens_follow_the_ft_transformer_order():
     assert toks[1] == f"num0={float(d.X_num['test'][1, 0]):+.2f}" and toks[3] == f"cat0=#{int(d.X_cat['test'][1, 0])}"
 
 
-def test_models_rows_pair_trained_and_control_and_carry_the_paper_band():
-    from dobrushin.report.claims import CLAIMS
-    from dobrushin.report.summary_insight import models_figure, models_rows, row_sources
+def test_row_sources_name_the_sections_and_commands():
+    from dobrushin.report.summary_insight import row_sources
 
-    ea, late = CLAIMS["essentially_all"], CLAIMS["late"]
-    t = pd.DataFrame([
-        {"claim": ea.text, "model": "m/a", "variant": "content", "measured": 0.9, "ci_low": 0.8, "ci_high": 0.95,
-         "status": "differs", "weights_source": "proxy"},
-        {"claim": ea.text, "model": "m/a", "variant": "untrained control (content)", "measured": 0.3, "ci_low": 0.2,
-         "ci_high": 0.4, "status": "no paper value", "weights_source": "untrained"},
-        {"claim": ea.text, "model": "m/b", "variant": "content", "measured": np.nan, "ci_low": np.nan,
-         "ci_high": np.nan, "status": "not run: weights unavailable", "weights_source": "none"},
-        {"claim": late.text, "model": "m/b", "variant": "content", "measured": np.nan, "ci_low": np.nan,
-         "ci_high": np.nan, "status": "not run: weights unavailable", "weights_source": "none"},
-    ])
-    rows = models_rows(t)
-    assert list(zip(rows["model"], rows["variant"])) == [("m/a", "content"), ("m/b", "content")]
-    a, b = rows.iloc[0], rows.iloc[1]
-    assert (a["trained"], a["untrained"], a["low"], a["high"]) == (0.9, 0.3, ea.low, ea.high)
-    assert np.isnan(b["trained"]) and b["status"].startswith("not run") and b["low"] == ea.low
-    assert (a["t_lo"], a["t_hi"]) == (0.8, 0.95)  # no clustered interval in these rows: Wilson's
-    fig, _ = models_figure(t)
-    assert [x.get_text() for x in fig.axes[0].get_yticklabels()] == ["a · content", "b · content"]
-    from matplotlib.collections import PolyCollection
-
-    # the paper's band is drawn on the measured line only, never beside a "not run" line's untrained control
-    assert len([c for c in fig.axes[0].collections if isinstance(c, PolyCollection)]) == 1
-    # the interval drawn is the one the verdicts use: clustered by input where the row has it
-    t2 = t.assign(cl_low=[0.6, 0.1, np.nan, np.nan], cl_high=[0.97, 0.5, np.nan, np.nan])
-    a2 = models_rows(t2).iloc[0]
-    assert (a2["t_lo"], a2["t_hi"], a2["u_lo"], a2["u_hi"]) == (0.6, 0.97, 0.1, 0.5)
     rs = row_sources("quick")
     assert rs.loc[rs["key"] == "dinov2_s", "command"].item() == 'make notebooks PROFILE=quick NOTEBOOKS="dinov2 summary"'
     assert rs.loc[rs["key"] == "dinov2_s", "computed in"].item() == "{ref}`dinov2 <sec-dinov2-fractions>`"
@@ -249,14 +210,12 @@ def test_the_ablation_sentence_follows_the_counts():
         assert levels[-1] == 2  # every pair holding after: the cause
 
 
-def test_tabular_uniformity_says_what_kappa_implies(monkeypatch):
-    """The tabular chapter's κ(A) section: per benchmark (seeds pooled) and weights, the range of the per-layer
-    median κ(A) (checked against pandas on the same rows), the random κ at the same n, and the clause that the
-    fraction says little when the rows are nearly alike in every layer."""
+def test_tabular_uniformity_pools_the_seeds_of_a_benchmark(monkeypatch):
+    """The tabular chapter's κ(A) table: one row per benchmark and weights, its seeds pooled, with the values of
+    kappa_table on the pooled rows (checked against pandas on the same rows)."""
     import types
 
     import dobrushin.report.tabular_chapter as TC
-    from dobrushin.experiments.structure import random_kappa
 
     rng = np.random.default_rng(0)
     rows = []
@@ -268,15 +227,12 @@ def test_tabular_uniformity_says_what_kappa_implies(monkeypatch):
                                  "layer": layer, "n_tokens": 14, "kappa": scale * (0.4 + 0.3 * layer) * rng.uniform(0.9, 1.1),
                                  "holds": bool(rng.random() < 0.3)})
     table = pd.DataFrame(rows)
-    said = []
-    monkeypatch.setattr(TC, "_markdown", said.append)
+    shown = []
+    monkeypatch.setattr(TC, "_display", shown.append)
     TC.TabularChapter.uniformity(types.SimpleNamespace(table=table), count=16)
-    text = said[0]
-    for w, label in (("pretrained", "trained"), ("untrained", "untrained")):
+    got = shown[0].data if hasattr(shown[0], "data") else str(shown[0])
+    for w in ("pretrained", "untrained"):
         g = table[table["weights"] == w]
         per = g.groupby("layer")["kappa"].median()
-        line = next(x for x in text.splitlines() if "FT-Transformer on Adult" in x and f", {label}" in x)
-        assert f"median κ(A) per layer {per.min():.2f}–{per.max():.2f}" in line and "(2 seeds pooled)" in line
-        assert f"random matrices of n = 14: {np.median(random_kappa(14, count=16, seed=0)):.2f}" in line
-        assert f"holds on {100 * g['holds'].mean():.1f}%" in line
-        assert ("the fraction says little here" in line) == (per.max() < 0.1)
+        assert f"{per.min():.2f}–{per.max():.2f}" in got and f"{100 * g['holds'].mean():.1f}%" in got
+    assert got.count("seed") == 0  # the seeds are pooled into one row per weights

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dobrushin.report import summary
+from dobrushin.report import claims, summary
 from dobrushin.store.results import ResultStore
 from dobrushin.math.stats import wilson
 
@@ -47,8 +47,8 @@ def test_decide_labels(k, n, claim, expected):
     p, lo, hi = wilson(k, n)
     ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")  # an independent interval
     assert (lo, hi) == pytest.approx((ci.low, ci.high), abs=1e-12)
-    c = summary.CLAIMS[claim]
-    assert summary.decide(lo, hi, c, n, estimate=p) == expected == _rule(k / n, ci.low, ci.high, c)
+    c = claims.CLAIMS[claim]
+    assert claims.judge(p, lo, hi, c, n) == expected == _rule(k / n, ci.low, ci.high, c)
 
 
 def test_summary_rows_carry_inputs_and_the_clustered_interval(tmp_path):
@@ -67,19 +67,19 @@ def test_summary_rows_carry_inputs_and_the_clustered_interval(tmp_path):
 
 def test_decide_without_pairs_is_not_run():
     p, lo, hi = wilson(0, 0)
-    assert summary.decide(lo, hi, summary.CLAIMS["baseline"], 0).startswith("not run")
+    assert claims.judge(0.5 * (lo + hi), lo, hi, claims.CLAIMS["baseline"], 0).startswith("not run")
 
 
 def test_claims_match_the_papers_models_only():
-    assert summary.content_claim("facebook/dinov2-small") == "essentially_all"
-    assert summary.content_claim("timm/vit_small_patch14_reg4_dinov2.lvd142m") == "essentially_all"
-    assert summary.content_claim("google/vit-base-patch16-224") == "vit"
-    assert summary.content_claim("facebook/deit-base-patch16-224") == "deit"
-    assert summary.content_claim("google/vit-large-patch16-224") is None  # not the paper's ViT-B/16
-    assert summary.content_claim("facebook/deit-small-patch16-224") is None
-    assert summary.content_claim("sentence-transformers/all-MiniLM-L6-v2") is None
-    assert summary.special_claim("FacebookAI/roberta-base") == "special"
-    assert summary.special_claim("google/vit-base-patch16-224") is None
+    assert claims.content_claim("facebook/dinov2-small") == "essentially_all"
+    assert claims.content_claim("timm/vit_small_patch14_reg4_dinov2.lvd142m") == "essentially_all"
+    assert claims.content_claim("google/vit-base-patch16-224") == "vit"
+    assert claims.content_claim("facebook/deit-base-patch16-224") == "deit"
+    assert claims.content_claim("google/vit-large-patch16-224") is None  # not the paper's ViT-B/16
+    assert claims.content_claim("facebook/deit-small-patch16-224") is None
+    assert claims.content_claim("sentence-transformers/all-MiniLM-L6-v2") is None
+    assert claims.special_claim("FacebookAI/roberta-base") == "special"
+    assert claims.special_claim("google/vit-base-patch16-224") is None
 
 
 def test_late_depth_rule():
@@ -164,22 +164,6 @@ def test_the_reference_grid_takes_the_most_precise_estimate_of_each_size(tmp_pat
     assert baseline_at(load_reference_grid(tmp_path), 1024) == pytest.approx((0.25026 + 0.25005) / 2)
     (d / "law.csv").unlink()
     assert load_reference_grid(tmp_path).set_index("n")["p"][512] == pytest.approx(0.255)
-
-
-def test_a_variant_with_only_its_untrained_control_is_drawn_not_run():
-    """summary.csv has a "not run" row for one variant of a model without weights and untrained controls for
-    both: both lines of the all-models figure say "not run"."""
-    from dobrushin.report.summary_insight import models_rows
-
-    why = "not run: weights unavailable: not in the local cache"
-    rows = [dict(claim="DeiT-B", model="facebook/deit-base-patch16-224", variant="content", measured=float("nan"),
-                 ci_low=float("nan"), ci_high=float("nan"), status=why, weights_source="none")]
-    for v in ("content", "with special tokens"):
-        rows.append(dict(claim="DeiT-B", model="facebook/deit-base-patch16-224", variant=f"untrained control ({v})",
-                         measured=0.5, ci_low=0.45, ci_high=0.55, status="no paper value", weights_source="untrained"))
-    r = models_rows(pd.DataFrame(rows)).set_index("variant")
-    assert list(r.index) == ["content", "with special tokens"]
-    assert (r["status"] == why).all() and r["trained"].isna().all() and (r["untrained"] == 0.5).all()
 
 
 def test_the_baseline_row_shows_the_law_chapters_estimates_beside_its_direct_counts():

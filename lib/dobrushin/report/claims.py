@@ -4,6 +4,7 @@ and the figures read them from here; nothing else types a paper value."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Optional
 
 @dataclass(frozen=True)
@@ -70,8 +71,34 @@ def special_claim(model: str) -> Optional[str]:
 #: wide: the data then allow values the paper's statement does not, and the verdict is "inconclusive".
 TOO_WIDE = 0.05
 
+class Verdict(StrEnum):
+    """The verdicts, in the order of how much they say, each with its word (the value) and its colour
+    (:attr:`colour`, the same in the scorecard and the figures).  A row of the scorecard or the summary table
+    may add a qualifier after the word ("reproduced (proxy weights)", "not run: weights unavailable");
+    :meth:`of` reads the verdict back from such a text."""
+    REPRODUCED = "reproduced"
+    CONSISTENT = "consistent"
+    DIFFERS = "differs"
+    INCONCLUSIVE = "inconclusive"
+    NOT_RUN = "not run"
+    RELATED = "related"  # shown beside the claims, never judged (no paper value)
+
+    @classmethod
+    def of(cls, text) -> "Verdict":
+        """The verdict ``text`` starts with; :attr:`RELATED` for a text that names none."""
+        t = str(text)
+        return next((v for v in cls if v is not cls.RELATED and t.startswith(v.value)), cls.RELATED)
+
+    @property
+    def colour(self) -> str:
+        return _VERDICT_COLOURS[self]
+
+
+_VERDICT_COLOURS = {Verdict.REPRODUCED: "#009E73", Verdict.CONSISTENT: "#56B4E9", Verdict.DIFFERS: "#D55E00",
+                    Verdict.INCONCLUSIVE: "#CC79A7", Verdict.NOT_RUN: "#999999", Verdict.RELATED: "#4D4D4D"}
+
 #: the verdict labels, in the order of how much they say
-VERDICTS = ("reproduced", "consistent", "differs", "inconclusive", "not run")
+VERDICTS = tuple(v.value for v in Verdict if v is not Verdict.RELATED)
 
 
 def judge(estimate: float, ci_low: float, ci_high: float, claim: "Claim", n: int = 1) -> str:
@@ -93,22 +120,23 @@ def judge(estimate: float, ci_low: float, ci_high: float, claim: "Claim", n: int
     if n <= 0 or not (math.isfinite(ci_low) and math.isfinite(ci_high) and math.isfinite(estimate)):
         return "not run: no measurement"
     if ci_high < claim.low or ci_low > claim.high:
-        return "differs"
+        return Verdict.DIFFERS
     if ci_low < claim.low - TOO_WIDE or ci_high > claim.high + TOO_WIDE:
-        return "inconclusive"
+        return Verdict.INCONCLUSIVE
     if claim.low <= estimate <= claim.high:
-        return "reproduced"
-    return "reproduced" if claim.point is not None and ci_low <= claim.point <= ci_high else "consistent"
+        return Verdict.REPRODUCED
+    return (Verdict.REPRODUCED if claim.point is not None and ci_low <= claim.point <= ci_high
+            else Verdict.CONSISTENT)
 
 
 def combine(verdicts) -> str:
     """One verdict for several models judged separately against one range: ``differs`` if any differs,
     else ``inconclusive`` if any is, else ``consistent`` if any is, else ``reproduced``."""
-    vs = [str(v) for v in verdicts]
-    for label in ("differs", "inconclusive", "consistent"):
-        if any(v.startswith(label) for v in vs):
-            return label
-    return "reproduced" if vs and all(v.startswith("reproduced") for v in vs) else "not run: no measurement"
+    vs = [Verdict.of(v) for v in verdicts]
+    for v in (Verdict.DIFFERS, Verdict.INCONCLUSIVE, Verdict.CONSISTENT):
+        if v in vs:
+            return v
+    return Verdict.REPRODUCED if vs and all(v is Verdict.REPRODUCED for v in vs) else "not run: no measurement"
 
 
 @dataclass(frozen=True)
@@ -194,5 +222,5 @@ def band_label(key: str) -> str:
     return f"paper: {CLAIMS[key].paper_value}"
 
 
-__all__ = ["CLAIMS", "Claim", "TOO_WIDE", "VERDICTS", "combine", "judge", "SCORECARD", "ScorecardRow", "EXTRA_MODELS", "MODEL_CLAIMS", "PUBLISHED_FT_TRANSFORMER", "band", "band_label",
+__all__ = ["CLAIMS", "Claim", "TOO_WIDE", "VERDICTS", "Verdict", "combine", "judge", "SCORECARD", "ScorecardRow", "EXTRA_MODELS", "MODEL_CLAIMS", "PUBLISHED_FT_TRANSFORMER", "band", "band_label",
            "content_claim", "special_claim"]

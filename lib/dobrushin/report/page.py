@@ -47,7 +47,6 @@ Refer to a figure from prose with ``{numref}`fig-dinov2-depth``` (label ``fig-<n
 """
 from __future__ import annotations
 
-import html as _html
 import math
 import numbers
 import re
@@ -549,11 +548,6 @@ def banner(title: str, reason: str, kind: str = "warning"):
                       classes=("dobrushin-banner",))
 
 
-def html_escape(s: str) -> str:
-    """HTML-escape text for a ``text/html`` output (so ``<reason>`` is shown, not parsed)."""
-    return _html.escape(str(s))
-
-
 __all__ = ["COLORS", "LINESTYLES", "SavedFigure", "TABLE_WIDTHS_PX", "TABLE_WIDTH_PX", "Table", "WIDTHS_IN", "banner", "color_for",
            "breakable", "wbr", "column_min_px", "details", "figure", "figure_label", "figure_markdown", "fit_table", "fitted_caption", "format_number",
-           "header_text", "html_escape", "provenance", "scrub_paths", "table", "table_min_px"]
+           "header_text", "provenance", "scrub_paths", "table", "table_min_px"]

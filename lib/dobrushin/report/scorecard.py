@@ -13,7 +13,8 @@ of :func:`dobrushin.report.summary.build_summary` (the table written to ``result
 * a proxy of a *different* model is not evidence for a claim (MPNet and MiniLM are not RoBERTa or
   DistilBERT): they appear in the separate "related" row, which has no verdict;
 * the verdict is :func:`dobrushin.report.claims.judge` on the interval **clustered by input**
-  (:func:`dobrushin.math.stats.clustered`; the Wilson interval over pairs is shown next to it):
+  (:func:`dobrushin.math.stats.clustered`; ``wilson_verdict`` is what the same rule gives on the Wilson
+  interval over pairs, which treats them as independent):
   reproduced, consistent, differs, inconclusive (the interval is too wide:
   :data:`dobrushin.report.claims.TOO_WIDE`) or **not run: reason**; "(proxy weights)" is added when
   the evidence is a proxy. Models of one claim are judged separately (the paper states its range per
@@ -34,17 +35,18 @@ import pandas as pd
 
 from ..math.stats import add_sums, clustered, wilson
 from ..models.configs import model_family
-from .claims import CLAIMS, SCORECARD, TOO_WIDE, ScorecardRow, combine, judge
+from .claims import CLAIMS, SCORECARD, TOO_WIDE, ScorecardRow, Verdict, combine, judge
 from .summary import row_sums
-from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, and_join, display_name, pct, proxy_name
+from .names import VARIANT_TABLE_LABELS, and_join, display_name, pct, proxy_name
 
 COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "verdict", "note",
-           "k", "n", "fraction", "ci_low", "ci_high", "n_inputs", "cl_low", "cl_high", "wilson", "parent"]
+           "k", "n", "fraction", "ci_low", "ci_high", "n_inputs", "cl_low", "cl_high", "wilson", "parent",
+           "wilson_verdict"]
 #: the columns the page shows, in its order: the verdict beside the claim and the measurement it rests on (a
 #: table too wide for the page is split into parts one below the other, and the first part is what is read)
 SHOWN = {"claim": "claim of the paper", "paper_value": "paper", "verdict": "verdict",
          "measured": "measured [95% CI clustered by input]", "evidence": "best evidence in this build",
-         "weights": "weights", "n_inputs": "inputs", "n": "pairs", "wilson": "Wilson 95% CI (pairs independent)"}
+         "weights": "weights", "n_inputs": "inputs", "n": "pairs"}
 _RANK = {"original": 0, "trained here": 0, "unrecorded": 0, "proxy": 1}
 
 
@@ -133,7 +135,8 @@ def _result(row: ScorecardRow, **kw) -> dict:
            "paper_value": CLAIMS[row.band].paper_value if row.band else "—",
            "evidence": "—", "weights": "none", "measured": "—", "verdict": "", "note": "",
            "k": np.nan, "n": 0, "fraction": np.nan, "ci_low": np.nan, "ci_high": np.nan,
-           "n_inputs": 0, "cl_low": np.nan, "cl_high": np.nan, "wilson": "—", "parent": row.parent or ""}
+           "n_inputs": 0, "cl_low": np.nan, "cl_high": np.nan, "wilson": "—", "parent": row.parent or "",
+           "wilson_verdict": ""}
     out.update(kw)
     return out
 
@@ -201,12 +204,14 @@ def _theorem(row: ScorecardRow, check: Optional[dict]) -> dict:
 
 
 def _judge(groups: list, claim) -> tuple:
-    """``groups``: ``[(label, sums)]`` → (clustered text, Wilson text, verdict, overlap-only labels, verdicts)."""
-    parts, wparts, verdicts, overlap_only = [], [], [], []
+    """``groups``: ``[(label, sums)]`` → (clustered text, Wilson text, verdict, overlap-only labels, verdicts,
+    the verdict the same rule would give on Wilson's interval over pairs)."""
+    parts, wparts, verdicts, overlap_only, wverdicts = [], [], [], [], []
     for label, sums in groups:
         p, lo, hi = clustered(sums)
         v = judge(p, lo, hi, claim, sums["n"])
         verdicts.append(v)
+        wverdicts.append(judge(*wilson(sums["k"], sums["n"]), claim, sums["n"]))
         if v == "consistent":
             overlap_only.append(f"{label} {pct(p)}")
         txt = f"{clustered_text(sums)}"
@@ -214,7 +219,7 @@ def _judge(groups: list, claim) -> tuple:
         many = len(groups) > 1
         parts.append(f"{label}: {txt} ({sums['clusters']:,} inputs, {sums['n']:,} pairs)" if many else txt)
         wparts.append(f"{label}: {w}" if many else w)
-    return "; ".join(parts), "; ".join(wparts), combine(verdicts), overlap_only, verdicts
+    return "; ".join(parts), "; ".join(wparts), combine(verdicts), overlap_only, verdicts, combine(wverdicts)
 
 
 def _seed_spread(ev: pd.DataFrame) -> str:
@@ -267,7 +272,7 @@ def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
                        evidence="none (only an untrained control, not evidence)" if untrained else "—")
     groups = _groups(ev)
     glist = list(groups.items())
-    text, wtext, verdict, overlap_only, _ = _judge(glist, claim)
+    text, wtext, verdict, overlap_only, _, wverdict = _judge(glist, claim)
     weights = sorted(set(ev["weights_source"]))[0]
     notes = []
     if weights == "proxy":
@@ -310,7 +315,7 @@ def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
         labels[_label(r["model"])] = _evidence_label(r["model"], r["weights_source"])
     return _result(row, evidence=", ".join(labels[g] for g in groups), weights=weights, measured=text, wilson=wtext,
                    verdict=verdict, note="; ".join(notes), k=k, n=n, fraction=p, ci_low=lo, ci_high=hi,
-                   n_inputs=total["clusters"], cl_low=clo, cl_high=chi)
+                   n_inputs=total["clusters"], cl_low=clo, cl_high=chi, wilson_verdict=str(wverdict))
 
 
 def _pooled(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
@@ -345,7 +350,8 @@ def _pooled(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     wp, wlo, whi = wilson(total["k"], total["n"])
     return _result(row, evidence=", ".join(names), weights=w, measured=clustered_text(total),
                    wilson=range_text(wlo, whi), verdict=verdict, note="; ".join(notes), k=total["k"], n=total["n"],
-                   fraction=p, ci_low=wlo, ci_high=whi, n_inputs=total["clusters"], cl_low=lo, cl_high=hi)
+                   fraction=p, ci_low=wlo, ci_high=whi, n_inputs=total["clusters"], cl_low=lo, cl_high=hi,
+                   wilson_verdict=str(judge(wp, wlo, whi, claim, total["n"])))
 
 
 def _late(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
@@ -440,11 +446,7 @@ def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
 
 def verdict_kind(verdict: str) -> str:
     """``reproduced`` / ``consistent`` / ``differs`` / ``inconclusive`` / ``not run`` / ``related`` of a verdict."""
-    v = str(verdict)
-    for kind in ("reproduced", "consistent", "differs", "inconclusive", "not run"):
-        if v.startswith(kind):
-            return kind
-    return "related"
+    return Verdict.of(verdict).value
 
 
 #: the introduction's column order: the verdict before the details, so a narrow page shows it first
@@ -509,123 +511,16 @@ def headline(card: pd.DataFrame) -> str:
     return " ".join(out)
 
 
-def rule_text() -> str:
-    """The decision rule in words, with its constants (claims.TOO_WIDE, the "essentially every" range)."""
-    ess = CLAIMS["essentially_all"]
-    w = f"{100 * TOO_WIDE:g}"
-    return (
-        "Every claim is a statement about a fraction: the share of (input, layer) pairs — or of random matrices — "
-        "for which the equality condition holds. The paper's statement is read as a range: a stated range "
-        "(\"24–30%\") as it is; a rounded percentage (\"91%\") as every value that rounds to it (90.5–91.5%); "
-        f"\"essentially every\" as at least {100 * ess.low:g}%. The (input, layer) pairs of one input are not "
-        "independent draws — an input that is easy for one layer tends to be easy for the next — so each "
-        "fraction gets a 95% interval **clustered by input**: the Wilson interval at the effective number of "
-        "independent pairs, the number of pairs divided by the design effect that the cluster-robust variance "
-        "of the per-input counts estimates (at least 1, at most the pairs per input; when every pair agrees, "
-        "the correlation cannot be estimated and each input counts once). The Wilson interval over pairs is "
-        f"shown next to it. The verdict uses the clustered interval: **reproduced** when the measured fraction "
-        f"lies in the paper's range and the interval reaches at most {w} percentage points beyond the range on "
-        f"either side; **consistent** when that interval overlaps the range but the fraction lies outside it; "
-        f"**differs** when the interval excludes the range; **inconclusive** when the interval overlaps the "
-        f"range but reaches more than {w} points beyond it (too wide to decide: the data also allow values the "
-        "paper's statement excludes); **not run**, with the reason, when nothing could be measured. A rounded "
-        "percentage is also **reproduced** when the measured fraction lies outside the values that round to it "
-        "but the interval, narrow enough to decide, contains the stated value itself. "
-        "A range the paper states once for several models (with special tokens) is judged on their pooled "
-        "inputs, with each model's row beneath it. Each FT-Transformer benchmark is its own row (its seeds "
-        "pooled). A claim measured on several models or sizes judged one by one (the random baseline's matrix "
-        "sizes) gets one verdict: **differs** if any of them differs, else **inconclusive** if any is, else **consistent** if "
-        "any is, else **reproduced** when every one is (dobrushin.report.claims.combine). \"All failures late "
-        "in depth\" is reproduced when every failing pair lies in the second half of the network. The theorem's "
-        "row is its proof plus the exact check of every random matrix the baseline chapter sampled. The rule is "
-        "implemented once, in dobrushin.report.claims.judge."
-    )
-
-
-def answer(summary: pd.DataFrame) -> str:
-    """The introduction's answer, computed: how often random matrices and the trained models measured in
-    this build (content tokens, best weights) have a mutually self-dominant attaining pair, and whether
-    that is "almost always" (every trained model ≥ 99%) here."""
-    base = summary[(summary["claim"] == CLAIMS["baseline"].text) & (summary["n_pairs"] > 0)]
+def wilson_changes(card: pd.DataFrame) -> list:
+    """``[(claim, verdict, verdict under Wilson)]``: the claims whose verdict would change if the (input, layer)
+    pairs were independent draws (the same rule on Wilson's interval over pairs instead of the clustered one)."""
     out = []
-    if len(base):
-        ns = [int(re.search(r"n = (\d+)", m).group(1)) for m in base["model"]]
-        out.append(f"random stochastic matrices (Dirichlet(1) rows, n = {min(ns)}–{max(ns)}) have one in "
-                   f"{pct(base['measured'].min())[:-1]}–{pct(base['measured'].max())} of cases")
-    tr = summary[(summary["variant"] == "content") & (summary["n_pairs"] > 0)
-                 & summary["weights_source"].isin(list(_RANK)) & (summary["claim"] != CLAIMS["late"].text)
-                 & (summary["claim"] != CLAIMS["baseline"].text)]
-    if "paper_benchmark" in tr.columns:
-        tr = tr[tr["paper_benchmark"] != False]  # noqa: E712
-    fr = {}
-    for _, r in tr.iterrows():
-        lab = _evidence_label(r["model"], r["weights_source"])
-        lab = f"FT-Transformer on {lab}" if str(r["model"]).startswith("FT-Transformer/") else lab
-        fr.setdefault(lab, []).append(row_sums(r))
-    if not fr:
-        return ("In this build " + (out[0] if out else "nothing was measured")
-                + "; no trained model could be measured, so the question is open here.")
-    vals = {lab: add_sums(*ss) for lab, ss in fr.items()}
-    fracs = {lab: v["k"] / v["n"] for lab, v in vals.items()}
-    listed = and_join([f"{lab} {pct(f)}" for lab, f in fracs.items()])
-    out.append(f"the content tokens of the trained models measured have one in this share of (input, layer) "
-               f"pairs: {listed}")
-    low = [lab for lab, f in fracs.items() if f < 0.5]
-    if all(f >= 0.99 for f in fracs.values()):
-        verdict = "so here every trained model measured almost always has such a pair"
-    elif low:
-        verdict = (f"so here trained transformers do not all almost always have one: {and_join(low)} "
-                   f"{'has' if len(low) == 1 else 'have'} one in fewer than half of the pairs")
-    else:
-        verdict = "so here most pairs of every trained model measured have one, but not almost all"
-    return "In this build, " + "; ".join(out) + f" — {verdict}."
+    for r in card[card["parent"] == ""].itertuples():
+        w = getattr(r, "wilson_verdict", "")
+        if isinstance(w, str) and w and Verdict.of(w) is not Verdict.of(r.verdict):
+            out.append((r.claim, Verdict.of(r.verdict).value, Verdict.of(w).value))
+    return out
 
 
-def _row_name(model: str) -> str:
-    """A summary row's model in a sentence: ``"FT-Transformer on Adult (seed 0)"``, display names otherwise."""
-    m = re.match(r"FT-Transformer/(.*?)(?: seed (\d+))?$", str(model))
-    if m:
-        return f"FT-Transformer on {m.group(1)}" + (f" (seed {m.group(2)})" if m.group(2) else "")
-    return str(model) if str(model).startswith("random ") else display_name(model)
-
-
-def interval_explanation(summary: pd.DataFrame) -> str:
-    """What the rule decided in the long table, computed: how many rows say each verdict (how many
-    "reproduced" rows are random-baseline rows and how many model rows, which), and which rows are
-    consistent (interval reaches the range, estimate outside) or inconclusive (interval too wide)."""
-    status = summary["status"].map(verdict_kind)
-    rep = summary[status == "reproduced"]
-    base_text = CLAIMS["baseline"].text
-    base = rep[rep["claim"] == base_text]
-    model = rep[rep["claim"] != base_text]
-    ns = [re.search(r"n = (\d+)", m).group(1) for m in base["model"] if re.search(r"n = (\d+)", m)]
-    variant = {VARIANT_TABLE_LABELS[v]: VARIANT_LABELS[v] for v in VARIANT_LABELS}
-    names = [f"{_row_name(m)}, {variant.get(v, v)}" for m, v in zip(model["model"], model["variant"])]
-    counts = {k: int((status == k).sum()) for k in ("consistent", "differs", "inconclusive")}
-    out = [f"Of the {len(summary)} rows of the full table, {len(rep)} say \"reproduced\": "
-           f"{len(base)} are random-baseline rows (one per matrix size" + (f", n = {', '.join(ns)}" if ns else "") + ")"
-           + (f" and {len(model)} are model rows ({'; '.join(names)})" if len(model) else " and none is a model row")
-           + "; " + ", ".join(f"{v} {'say' if v != 1 else 'says'} \"{k}\"" for k, v in counts.items()) + "."]
-    out.append("A verdict uses the 95% interval clustered by input (the layers of one input are not independent "
-               "draws): \"reproduced\" needs the measured fraction itself inside the paper's range (or, for a rounded "
-               "percentage, an interval holding the stated value) and an interval "
-               f"that reaches at most {100 * TOO_WIDE:g} percentage points beyond the range; a wider interval that "
-               "still overlaps the range is \"inconclusive\".")
-
-    def listed(kind):
-        return [f"{_row_name(r['model'])} ({variant.get(r['variant'], r['variant'])}) {100 * r['measured']:.2f}% "
-                f"[{100 * r['cl_low']:.2f}–{100 * r['cl_high']:.2f}%] against {r['paper_value']}"
-                for _, r in summary[status == kind].iterrows()
-                if "cl_low" in r and np.isfinite(r["measured"]) and np.isfinite(r["cl_low"])]
-
-    con, inc = listed("consistent"), listed("inconclusive")
-    if con:
-        out.append(f"Consistent, not reproduced (the interval reaches the range, the measured fraction lies "
-                   f"outside it): {'; '.join(con)}.")
-    if inc:
-        out.append(f"Inconclusive at this scale: {'; '.join(inc)}.")
-    return " ".join(out)
-
-
-__all__ = ["COLUMNS", "SHOWN", "answer", "rule_text", "build_scorecard", "headline", "interval_explanation", "interval_text", "notes", "shown",
-           "verdict_kind"]
+__all__ = ["COLUMNS", "SHOWN", "build_scorecard", "headline", "interval_text", "notes", "shown", "verdict_kind",
+           "wilson_changes"]

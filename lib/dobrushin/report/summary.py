@@ -3,7 +3,7 @@
 
 * :mod:`dobrushin.report.summary_table`: the decision rule and the summary table (``build_summary``);
 * :mod:`dobrushin.report.results_loading`: reading the notebooks' results, the baseline and the timings;
-* :mod:`dobrushin.report.summary_figures`: the depth profiles and the slack per family;
+* :mod:`dobrushin.report.summary_figures`: the depth profiles;
 * :mod:`dobrushin.report.reproducing_tables`: parameter, timing, schema, stage and benchmark tables
   and their HTML form;
 * :mod:`dobrushin.report.display`: the one display wrapper (``Html`` and ``Text`` here are its
@@ -16,7 +16,6 @@ from .summary_table import (  # noqa: F401
     SUM_COLUMNS,
     WEIGHTS_SOURCES,
     VARIANT_LABEL,
-    decide,
     input_sums,
     independent_sums,
     row_sums,
@@ -51,25 +50,18 @@ from .summary_figures import (  # noqa: F401
     control_twins,
     distinct_controls,
     plot_depth_profiles,
-    slack_summary,
-    plot_slack_by_family,
 )
 from .reproducing_tables import (  # noqa: F401
-    parameter_table,
     notebook_order,
     format_duration,
     PAPER_NOT_RUN,
     timings_table,
     html_table,
-    html_details,
-    parameter_blocks,
     schema_table,
     BENCH_TARGET,
     stage_table,
-    stage_misses,
     bench_table,
 )
-from .claims import CLAIMS, content_claim, special_claim  # noqa: F401  (the claims the summary judges)
 from .display import html_block as Html, plain_text as Text  # noqa: F401  (the one display wrapper)
 
-__all__ = ['BENCH_TARGET', 'COLUMNS', 'FAMILY_NOTEBOOKS', 'FAMILY_ORDER', 'Html', 'PAPER_NOT_RUN', 'SCALE_COLUMNS', 'SUM_COLUMNS', 'Text', 'VARIANT_LABEL', 'WEIGHTS_SOURCES', 'baseline_at', 'bench_table', 'build_summary', 'control_twins', 'decide', 'distinct_controls', 'families_of', 'family_order', 'format_duration', 'html_details', 'html_table', 'hub_only', 'independent_sums', 'input_sums', 'late_depth_row', 'load_baseline', 'load_family_results', 'load_family_runs', 'load_law_estimates', 'load_reference_grid', 'load_theorem_check', 'load_timings', 'notebook_order', 'parameter_blocks', 'parameter_table', 'plot_depth_profiles', 'plot_slack_by_family', 'pooled_profile', 'relative_depth', 'row_sums', 'scale_items', 'scale_line', 'same_control', 'scale_table', 'schema_table', 'slack_summary', 'stage_misses', 'stage_table', 'summary_family', 'timings_table', 'weights_source']
+__all__ = ['BENCH_TARGET', 'COLUMNS', 'FAMILY_NOTEBOOKS', 'FAMILY_ORDER', 'Html', 'PAPER_NOT_RUN', 'SCALE_COLUMNS', 'SUM_COLUMNS', 'Text', 'VARIANT_LABEL', 'WEIGHTS_SOURCES', 'baseline_at', 'bench_table', 'build_summary', 'control_twins', 'distinct_controls', 'families_of', 'family_order', 'format_duration', 'html_table', 'hub_only', 'independent_sums', 'input_sums', 'late_depth_row', 'load_baseline', 'load_family_results', 'load_family_runs', 'load_law_estimates', 'load_reference_grid', 'load_theorem_check', 'load_timings', 'notebook_order', 'plot_depth_profiles', 'pooled_profile', 'relative_depth', 'row_sums', 'scale_items', 'scale_line', 'same_control', 'scale_table', 'schema_table', 'stage_table', 'summary_family', 'timings_table', 'weights_source']

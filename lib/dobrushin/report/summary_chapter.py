@@ -3,11 +3,11 @@
 (``results/scorecard.csv``), shows them, and glues what the Markdown chapters paste:
 
 * into the introduction (``book/intro.md``): ``headline`` (the sentence generated from the scorecard, in the
-  answer box), ``scorecard_html`` (the scorecard), ``scale_short`` (the scale in one line, with how many results
-  are the published ones) and ``answer``;
+  answer box), ``scorecard_html`` (the claims' rows of the scorecard, verdicts coloured) and ``scale_short`` (the
+  scale in one line, with how many results are the published ones);
 * into the reproducibility chapter (``book/reproducing.md``): ``timings_table`` (quick and paper
-  profile per notebook), ``parameter_blocks``, ``schema_table``, ``summary_columns``,
-  ``bench_table`` / ``bench_status``, ``sweep_bench_table`` / ``sweep_bench_status`` (serial vs Dask).
+  profile per notebook), ``schema_table``, ``summary_columns``, ``paper_inputs`` / ``paper_seeds`` /
+  ``paper_trials`` and ``bench_table`` / ``bench_status``.
 
 Cross-document ``{glue}`` in myst-nb pastes HTML, images and plain text (not Markdown), so what the
 Markdown chapters paste is HTML (:func:`dobrushin.report.summary.html_table`); on this chapter's own
@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-import numpy as np
 import pandas as pd
 
 from ..store import paths
@@ -34,7 +33,7 @@ from . import reproducing_tables
 from . import scorecard as S
 from .resolution_notes import add_resolution_notes
 from . import summary
-from .claims import CLAIMS
+from .claims import CLAIMS, Verdict
 from .summary_insight import SummaryInsights
 
 NOTEBOOK = "summary"
@@ -60,8 +59,9 @@ def _glue(key: str, value):
 
 class SummaryChapter(SummaryInsights):
     """``SummaryChapter(profile=..., results_dir=..., baseline_ns=...)`` builds the tables at once;
-    then one call per section: :meth:`scorecard`, :meth:`long_table`, :meth:`not_run`, :meth:`depth`,
-    :meth:`slack`, :meth:`for_introduction`, :meth:`timings`, :meth:`for_reproducing`, :meth:`finish`."""
+    then one call per section: :meth:`scorecard`, :meth:`sources`, :meth:`rule`, :meth:`for_introduction`,
+    :meth:`claims_figure`, :meth:`mpnet_for_introduction`, :meth:`depth`, :meth:`timings`, :meth:`for_reproducing`,
+    :meth:`downloads`, :meth:`finish`."""
 
     def __init__(self, *, profile: str, results_dir=None, baseline_ns: Sequence[int] = (4, 8, 16, 64, 256),
                  root=None):
@@ -124,17 +124,6 @@ class SummaryChapter(SummaryInsights):
         lines = "\n".join(f"- {_md_text(x)}" for x in items)
         return f"**Scale.** This build ({self.profile} profile) measured:\n\n{lines}\n\n{_md_text(self.scale_after())}"
 
-    def scale_html(self):
-        """:meth:`scale_markdown` as HTML for the introduction (with the one-paragraph text as its fallback)."""
-        import html
-
-        items = summary.scale_items(self.scale)
-        head = (f"<p><strong>Scale.</strong> This build ({html.escape(self.profile)} profile) measured"
-                + (":</p>" if items else " no trained model.</p>"))
-        body = "<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in items) + "</ul>" if items else ""
-        after = self.scale_after()
-        return html_block(head + body + (f"<p>{html.escape(after)}</p>" if after else ""), self.scale_text())
-
     def verification_failed(self) -> bool:
         """Were published results used although the last ``make verify`` failed?"""
         import json
@@ -156,49 +145,25 @@ class SummaryChapter(SummaryInsights):
         _display(F.table(S.shown(self.card), name="tab-summary-scorecard", width="full",
                          caption=f"The scorecard: the paper's {n} claims against this build ({self.profile} "
                                  "profile). Measured: share of (input, layer) pairs where the equality condition "
-                                 "holds, with its 95% interval clustered by input (the verdict uses it) and, next "
-                                 "to it, the Wilson interval that treats the pairs as independent. Inputs, pairs: "
-                                 "how many inputs and (input, layer) pairs the row rests on. Rows marked ↳ are the "
-                                 "models of the pooled range above them. Weights: original checkpoint, proxy (a "
-                                 "packaged copy or conversion standing in for it), trained here, or none."))
-        _md(f"**In short.** {S.headline(self.card)}")
+                                 "holds, with its 95% interval clustered by input (the verdict uses it). Inputs, "
+                                 "pairs: how many inputs and (input, layer) pairs the row rests on. Rows marked ↳ are "
+                                 "the models of the pooled range above them."))
+        changes = S.wilson_changes(self.card)
+        _md("**Under Wilson's interval**, which treats the pairs as independent draws, "
+            + ("; ".join(f"*{c}* would be {w} instead of {v}" for c, v, w in changes) if changes
+               else "no verdict would change") + ".")
         rows = S.notes(self.card)
         if rows:
             _display(F.details("Notes on the rows: provenance of the weights, reasons, untrained controls",
                                "\n".join(f"- **{c}**: {_md_text(n)}" for c, n in rows)))
 
     def rule(self):
-        """The decision rule in words (:func:`dobrushin.report.scorecard.rule_text`)."""
-        _md(f"**The rule.** {S.rule_text()}")
+        """Glue the decision rule's constants for the notebook's hand-written rule: ``too_wide`` (points) and
+        ``essentially_all`` (the "essentially every" threshold, %)."""
+        from .claims import TOO_WIDE
 
-    # ------------------------------------------------------------------ the long table
-    def long_table(self):
-        """Every row of ``results/summary.csv``, one line per model and weights (content tokens and with
-        special tokens side by side), in the scorecard's claim order."""
-        t = self.table
-        counts = t["status"].str.replace(r"^not run:.*", "not run", regex=True).value_counts()
-        _display(F.table(per_model_table(t), name="tab-summary-all", width="full",
-                         caption=f"The {len(t)} rows of results/summary.csv (one per claim, model and variant; "
-                                 + ", ".join(f"{v} {k}" for k, v in counts.items())
-                                 + "), content tokens and with special tokens side by side, each with its 95% "
-                                   "interval clustered by input (the verdicts use it). Untrained controls "
-                                   "and models the paper does not report have no paper value; the paper gives "
-                                   f"the with-special-tokens figure ({CLAIMS['special'].paper_value}) for DINOv2, "
-                                   "RoBERTa and DistilBERT only."))
-
-    def not_run(self):
-        """The models whose trained weights were not available, each with its reason, once."""
-        reasons = {}
-        for (_, m), e in sorted(self.entries.items()):
-            st = str(e.get("status", "ok"))
-            if st != "ok":
-                reasons.setdefault(st.replace(f"{m} is ", "").replace(m, "this model"), []).append(m)
-        if not reasons:
-            _md("Every model's trained weights were available in this build.")
-            return
-        lines = [f"- {', '.join(f'`{m}`' for m in ms)}: {r}" for r, ms in reasons.items()]
-        _md("**Not run in this build** (the family chapters show the untrained control of each instead):\n\n"
-            + "\n".join(lines))
+        _glue("too_wide", plain_text(f"{100 * TOO_WIDE:g}"))
+        _glue("essentially_all", plain_text(f"{100 * CLAIMS['essentially_all'].low:g}"))
 
     # ------------------------------------------------------------------ figures
     def depth(self):
@@ -236,40 +201,16 @@ class SummaryChapter(SummaryInsights):
                  alt=f"Grid of {len(fams)} line plots, one per model family, of the fraction holding against "
                      "relative depth, trained in blue, untrained in orange, random baseline dotted grey.")
 
-    def slack(self):
-        """Slack of the failing pairs per family, trained vs untrained."""
-        t = self.family_table
-        if not len(t):
-            return
-        ss = summary.slack_summary(t)
-        tr = ss[ss["weights"] == "pretrained"]
-        fig = summary.plot_slack_by_family(t)
-        F.figure(fig, notebook=NOTEBOOK, name="slack", width="column",
-                 caption=("Slack by family: $\\tfrac12(1+\\kappa(A))-\\kappa(\\tfrac12(I+A))$ of the (input, layer) "
-                          "pairs where the equality condition fails (content tokens, log axis; where it holds the "
-                          "slack is 0 up to the test's tolerance, which a log axis cannot show). Failing pairs / all "
-                          "pairs" + _once_clause(t[t["variant"] == "content"]) + ": "
-                          + "; ".join(f"{fam} " + ", ".join(
-                              f"{('trained (proxy)' if r.proxy else 'trained') if r.weights == 'pretrained' else 'untrained'}"
-                              f" {r.failing}/{r.pairs}"
-                              for r in ss[ss["family"] == fam].itertuples()) for fam in dict.fromkeys(ss["family"]))
-                          + "." + (" Median slack of the failing pairs with trained weights: "
-                                   + "; ".join(f"{r.family} {F.format_number(r.slack_median)}"
-                                               for r in tr.itertuples() if r.failing) + "."
-                                   if len(tr) and tr["failing"].sum() else "")
-                          + " “(proxy)” under a family: its trained weights are a packaged proxy; “no failing pair”: "
-                            "measured, and the condition holds on every pair."),
-                 alt="Box plots of the slack on a log axis per model family, trained and untrained side by side.")
-
     # ------------------------------------------------------------------ glue for the introduction
     def for_introduction(self):
-        """Glue the headline sentence, the answer, the scale in one line and the scorecard for book/intro.md."""
+        """Glue the headline sentence, the scale in one line and the scorecard for book/intro.md."""
         _glue("headline", plain_text(S.headline(self.card)))
-        _glue("answer", plain_text(S.answer(self.table)))
         _glue("scale_short", plain_text(self.scale_short()))
-        card = summary.html_table(S.shown(self.card, S.COMPACT), width="full")
-        _glue("scorecard_html", html_block(f'<div class="full-width">{card.html}</div>', card.text))
-        _md(f"{S.interval_explanation(self.table)}")
+        card = summary.html_table(S.shown(self.card[self.card["parent"] == ""], S.COMPACT), width="full")
+        html = re.sub(r"<td>(" + "|".join(V.value for V in Verdict) + ")",
+                      lambda m: f'<td class="dobrushin-verdict-{Verdict.of(m.group(1)).name.lower()}">{m.group(1)}',
+                      card.html)  # the verdict cells coloured (_static/dobrushin.css)
+        _glue("scorecard_html", html_block(f'<div class="full-width">{html}</div>', card.text))
 
     # ------------------------------------------------------------------ timings and reproducibility
     def timings(self):
@@ -285,30 +226,15 @@ class SummaryChapter(SummaryInsights):
         tt = summary.timings_table(timings, summary.notebook_order(self.root), profiles,
                                    rendering=(NOTEBOOK, self.profile))
         _glue("timings_table", summary.html_table(tt))
-        _display(F.table(tt, name="tab-summary-timings",
-                         caption="Wall time of each notebook as `make notebooks` measured it, per profile "
-                                 "(results/timings/PROFILE/NOTEBOOK.json), in the book's order."))
 
     def for_reproducing(self):
-        """Glue the parameter blocks, the schema, the summary.csv columns and the benchmark for reproducing.md."""
-        order = summary.notebook_order(self.root)
-        ptab = summary.parameter_table(self.root / "notebooks", self.root / "params")
-        _glue("parameter_blocks", summary.parameter_blocks(ptab, order))
-        _glue("n_parameters", plain_text(str(len(ptab))))
+        """Glue the paper scale, the schema, the summary.csv columns and the benchmark for reproducing.md."""
         _glue("schema_table", summary.html_table(summary.schema_table()))
         _glue("summary_columns", html_block(", ".join(f"<code>{c}</code>" for c in summary.COLUMNS),
                                               ", ".join(summary.COLUMNS)))
-        from ..experiments import verify as _ver
-        from ..experiments import publish as _pub
-
-        for key, val in (("verify_per_group", _ver.PER_GROUP), ("verify_baseline_sizes", _ver.BASELINE_SIZES),
-                         ("verify_tabular_rows", _ver.TABULAR_ROWS), ("verify_float_error", f"{_ver.FLOAT_ERROR:g}"),
-                         ("verify_kappa_tol", f"{_ver.KAPPA_TOL:g}"), ("published_max_mb", _pub.MAX_BYTES // 2**20)):
-            _glue(key, plain_text(str(val)))
         scale = reproducing_tables.paper_scale(self.root / "params")
         for key in ("inputs", "seeds", "trials"):
             _glue(f"paper_{key}", plain_text("(not set)" if scale[key] is None else reproducing_tables.grouped(scale[key])))
-        _glue("weights_sources", plain_text(and_join([f'"{w}"' for w in summary.WEIGHTS_SOURCES]).replace(" and ", " or ")))
         full, short = self.results / "bench" / "bench.csv", self.results / "bench-ci" / "bench.csv"
         bench_csv = full if full.exists() else short  # the full run when there is one, else CI's short profile
         if bench_csv.exists():
@@ -320,79 +246,6 @@ class SummaryChapter(SummaryInsights):
         else:
             _glue("bench_table", summary.html_table(pd.DataFrame({"benchmark": ["not run in this build"]})))
             _glue("bench_status", plain_text("not run in this build"))
-        stages_csv, published = self.results / "bench" / "stages.csv", False
-        if not stages_csv.exists():  # the stage table recorded with the published paper-scale run
-            from ..store.paths import published_dir
-
-            pub = published_dir()
-            if pub is not None and (pub / "bench" / "stages.csv").exists():
-                stages_csv, published = pub / "bench" / "stages.csv", True
-        if stages_csv.exists():
-            st = pd.read_csv(stages_csv)
-            _glue("stage_table", summary.html_table(summary.stage_table(st)))
-            _glue("stage_misses", plain_text(summary.stage_misses(st)))
-            day = (str(st["measured"].iloc[0])[:10] if "measured" in st
-                   else time.strftime("%Y-%m-%d", time.gmtime(stages_csv.stat().st_mtime)))
-            load = st["loadavg"].iloc[0] if "loadavg" in st else None
-            cpu = (f" on {int(st['cpus'].iloc[0])} cores ({st['cpu'].iloc[0]})"
-                   if {"cpu", "cpus"} <= set(st) and st["cpu"].notna().iloc[0] and st["cpus"].notna().iloc[0] else "")
-            where = ", recorded with the published paper-scale results (published/paper/bench/)" if published else ""
-            loaded = f", load average {load}" if load is not None else ""
-            _glue("stage_status", plain_text(f"measured on {day}{cpu}{loaded}"
-                                             + reproducing_tables.huge_pages_text(st) + where))
-        else:
-            _glue("stage_table", summary.html_table(pd.DataFrame({"stage table": ["not run in this build (make bench)"]})))
-            _glue("stage_status", plain_text("not run in this build"))
-            _glue("stage_misses", plain_text("No stage table was measured in this build."))
-        self._sweep_bench()
-        self._gpu_bench()
-
-    def _gpu_bench(self):
-        """Glue ``gpu_status``, ``gpu_findings``, ``gpu_kernel_table`` and ``gpu_stage_table``: the record of
-        ``make bench-gpu`` (this build's, else the one committed in ``published/gpu/``), or that there is none."""
-        from ..store.code import product_digest
-        from . import gpu_tables as G
-
-        rec = G.find_gpu_record(self.results, self.root)
-        _glue("gpu_status", plain_text(G.gpu_status(rec, product_digest("tables"))))
-        _glue("gpu_findings", plain_text(G.gpu_findings(rec)))
-        if rec is None:  # the status says so; no empty tables
-            for key in ("gpu_kernel_table", "gpu_stage_table"):
-                _glue(key, html_block("", ""))
-            return
-        _glue("gpu_kernel_table", summary.html_table(G.gpu_kernel_table(rec["kernel"])))
-        _glue("gpu_stage_table", summary.html_table(G.gpu_stage_table(rec["stages"])))
-
-    def _sweep_bench(self):
-        """Glue ``sweep_bench_table`` / ``sweep_bench_status``: serial vs Dask (make bench-sweep)."""
-        import json
-
-        from .sweep_report import bench_table
-
-        csv = self.results / "bench-sweep" / "sweep.csv"
-        if not csv.exists():
-            _glue("sweep_bench_table", summary.html_table(pd.DataFrame({"benchmark": ["not run in this build"]})))
-            _glue("sweep_bench_status", plain_text("not run in this build"))
-            return
-        _glue("sweep_bench_table", summary.html_table(bench_table(pd.read_csv(csv))))
-        try:
-            env = json.loads(csv.with_name("sweep_env.json").read_text())
-        except (OSError, ValueError):
-            env = {}
-        sw = env.get("sweep", {})
-        what = and_join([names.display_name(m) for m in sw["models"]]) if sw.get("models") else ""
-        day = time.strftime("%Y-%m-%d", time.gmtime(csv.stat().st_mtime))
-        words = [f"measured on {day} by make bench-sweep"]
-        if sw:
-            from .names import weights_label
-
-            words.append(f"{and_join([weights_label(w) for w in sw.get('weights', [])] or ['no weights'])}, "
-                         f"{sw.get('n')} inputs ({sw.get('inputs')}) in shards of {sw.get('shard_size')}")
-        if env.get("cpus"):
-            words.append(f"{env['cpus']} CPUs, load average {env.get('loadavg_start')} before and "
-                         f"{env.get('loadavg_end')} after")
-        text = "; ".join(words)
-        _glue("sweep_bench_status", plain_text(f"{what}, {text}" if what else text))
 
     def finish(self, parameters: Optional[dict] = None):
         """The collapsed "how this chapter was run" block."""
@@ -496,47 +349,6 @@ def _verify_text(results_dir: Path) -> str:
             "verify again)")
     return (f" make verify re-measured a sample of the published results ({len(comps)} groups, {rows:,} rows) from "
             f"scratch with {code} on {rep.get('finished', '?')}{took}: {'passed' if rep.get('passed') else 'FAILED'}.")
-
-
-def per_model_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The summary table as the page shows it: one line per claim group, model and weights, with the
-    content-token row and the with-special-tokens row of that model side by side (measured with its
-    95% interval, and the verdict), in the order of the paper's claims. Every row of ``table``
-    appears in exactly one line."""
-    order = {c.text: i for i, c in enumerate(CLAIMS.values())}
-    special_text = CLAIMS["special"].text
-    lines, index = [], {}
-    t = table.assign(_i=range(len(table)))
-    for _, r in t.iterrows():
-        untrained = str(r["variant"]).startswith("untrained")
-        special = "special" in str(r["variant"])
-        group = r["claim"] if not (special and r["claim"] == special_text) else None
-        key = (r["model"], untrained, r["claim"] == CLAIMS["late"].text)
-        if key not in index:
-            index[key] = len(lines)
-            lines.append({"_o": len(order), "_i": r["_i"], "claim": "", "model": _model_name(r["model"]),
-                          "weights": r["weights_source"], "content [95% CI]": "—", "content verdict": "—",
-                          "with special tokens [95% CI]": "—", "special verdict": "—", "inputs": 0, "pairs": 0,
-                          "random baseline at its n": ""})
-        line = lines[index[key]]
-        if group is not None and (not special or not line["claim"]):
-            line["claim"] = _claim_short(group)
-            line["_o"] = order.get(group, len(order))
-        measured = (S.clustered_text(summary.row_sums(r)) if "n_inputs" in r and r["n_pairs"]
-                    and np.isfinite(r["measured"]) else
-                    S.interval_text(int(round(r["measured"] * r["n_pairs"])), int(r["n_pairs"]))
-                    if r["n_pairs"] and np.isfinite(r["measured"]) else "—")
-        if special:
-            line["with special tokens [95% CI]"], line["special verdict"] = measured, _short_status(r["status"])
-        else:
-            line["content [95% CI]"], line["content verdict"] = measured, _short_status(r["status"])
-            line["pairs"] = int(r["n_pairs"])
-            line["inputs"] = int(r["n_inputs"]) if "n_inputs" in r and pd.notna(r["n_inputs"]) else 0
-            line["random baseline at its n"] = _baseline_part(r["detail"])
-    out = pd.DataFrame(lines).sort_values(["_o", "_i"], kind="stable").drop(columns=["_o", "_i"])
-    return out.reset_index(drop=True)
-
-
 
 
 def _md_text(s: str) -> str:

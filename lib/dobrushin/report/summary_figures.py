@@ -1,5 +1,5 @@
 """The summary chapter's figures: the depth profile of every family (trained against untrained, with
-the random baseline) and the slack per family; the family names and order they share."""
+the random baseline); the family names and order they share."""
 from __future__ import annotations
 
 from typing import Optional
@@ -153,67 +153,3 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
     return fig
 
 
-def slack_summary(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
-    """Per family x weights: pairs, failing pairs and the quartiles of the slack where the condition fails
-    (untrained: each network once, :func:`distinct_controls`)."""
-    t = distinct_controls(table[table["variant"] == variant])
-    t = t.assign(family=families_of(t))
-    rows = []
-    for fam in family_order(t["family"]):
-        for w in ("pretrained", "untrained"):
-            g = t[(t["family"] == fam) & (t["weights"] == w)]
-            if not len(g):
-                continue
-            s = g.loc[~g["holds"], "slack"].to_numpy(float)
-            q = np.quantile(s, [0.25, 0.5, 0.75]) if len(s) else [np.nan] * 3
-            proxy = w == "pretrained" and all(is_proxy(m) for m in g["model"].unique())
-            rows.append({"family": fam, "weights": w, "pairs": len(g), "failing": len(s),
-                         "slack_q1": q[0], "slack_median": q[1], "slack_q3": q[2], "proxy": proxy})
-    return pd.DataFrame(rows, columns=["family", "weights", "pairs", "failing", "slack_q1", "slack_median", "slack_q3",
-                                       "proxy"])
-
-
-def plot_slack_by_family(table: pd.DataFrame, variant: str = "content"):
-    """Box plots (log axis) of the slack ½(1+κ(A)) − κ(½(I+A)) of the failing (input, layer) pairs
-    per family, trained vs untrained control side by side (the holding pairs have slack 0 and cannot be
-    drawn on a log axis; :func:`slack_summary` counts them)."""
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
-    from .style import COLORS
-
-    t = distinct_controls(table[table["variant"] == variant])
-    t = t.assign(family=families_of(t))
-    fams = family_order(t["family"])
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.15 * len(fams)), 3.6), layout="constrained")
-    ticks = []
-    for i, fam in enumerate(fams):
-        pre = t.loc[(t["family"] == fam) & (t["weights"] == "pretrained"), "model"].unique()
-        ticks.append(fam + ("\n(proxy)" if len(pre) and all(is_proxy(m) for m in pre) else ""))
-        for j, w in enumerate(("pretrained", "untrained")):
-            g = t[(t["family"] == fam) & (t["weights"] == w)]
-            if not len(g):
-                continue
-            v = g.loc[~g["holds"], "slack"].to_numpy(float)
-            v = v[v > 0]
-            x = i + (j - 0.5) * 0.38
-            colour = COLORS["trained" if w == "pretrained" else "untrained"]
-            if not len(v):  # measured, and every pair holds: nothing to draw on a log axis, so say it
-                ax.text(x, 0.04, "no failing\npair", transform=ax.get_xaxis_transform(), ha="center", va="bottom",
-                        fontsize=7, color=colour, fontweight="bold")
-            if len(v):
-                bp = ax.boxplot([v], positions=[x], widths=0.32, patch_artist=True, showfliers=True,
-                                flierprops={"markersize": 2, "alpha": 0.5, "markeredgecolor": colour},
-                                medianprops={"color": "k", "linewidth": 1}, manage_ticks=False)
-                bp["boxes"][0].set_facecolor(colour)
-                bp["boxes"][0].set_alpha(0.7)
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(fams)), ticks, fontsize=9)
-    ax.set_xlim(-0.6, len(fams) - 0.4)
-    ax.set_ylabel("slack where equality fails")
-    ax.set_title("Slack by family (content tokens, failing pairs)", fontsize=10)
-    fig.legend(handles=[Patch(color=COLORS["trained"], alpha=0.7, label=WEIGHTS_LABELS["pretrained"]),
-                        Patch(color=COLORS["untrained"], alpha=0.7, label=WEIGHTS_LABELS["untrained"])],
-               fontsize=9, loc="outside lower center", ncols=2, frameon=False)
-    ax.grid(alpha=0.3, axis="y", which="major")
-    return fig

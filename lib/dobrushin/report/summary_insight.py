@@ -1,6 +1,6 @@
 """Sections of the summary chapter that help a reader take the book apart (:class:`SummaryInsights`, a base of
 :class:`dobrushin.report.summary_chapter.SummaryChapter`): where each scorecard row is computed and the command that
-recomputes it, the all-models figure with the paper's values as bands (glued into the introduction), the MPNet
+recomputes it, the forest plot of the claims (shown in the introduction), the MPNet
 line of the introduction (from the language chapter's ablation file) and the download links."""
 from __future__ import annotations
 
@@ -59,92 +59,91 @@ def row_sources(profile: str = "quick") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _variant_base(v: str) -> str:
-    v = str(v)
-    if v.startswith("untrained control ("):
-        v = v[len("untrained control ("):-1]
-    return v
-
-
 def _interval(r) -> tuple:
-    """The 95% interval a summary row's verdict uses: clustered by input (``cl_low``, ``cl_high``) where it has
-    one, else the Wilson interval (independent matrices, whose clustered interval is Wilson's)."""
+    """The 95% interval a row's verdict uses: clustered by input (``cl_low``, ``cl_high``) where it has one, else
+    Wilson's (independent random matrices, whose clustered interval is Wilson's)."""
     lo, hi = getattr(r, "cl_low", np.nan), getattr(r, "cl_high", np.nan)
     if lo == lo and hi == hi:  # not NaN
         return float(lo), float(hi)
-    return r.ci_low, r.ci_high
+    return float(r.ci_low), float(r.ci_high)
 
 
-def models_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """One line per (model, variant) of ``summary.csv`` for :func:`models_figure`: the trained (or random-matrix)
-    row — measured, or "not run" — and the untrained control's row of the same model and variant side by side,
-    with the paper's range (``low``, ``high``) of the claim the trained row is evidence for.  The "late in depth"
-    claim is not a fraction and is left out."""
-    by_text = {c.text: c for c in CLAIMS.values()}
-    t = table[(table["claim"] != CLAIMS["late"].text) & ~table["model"].astype(str).str.contains("@")]
-    out = {}
-    for r in t.itertuples():
-        key = (r.model, _variant_base(r.variant))
-        d = out.setdefault(key, {"model": r.model, "variant": key[1], "trained": np.nan, "t_lo": np.nan,
-                                 "t_hi": np.nan, "status": "", "untrained": np.nan, "u_lo": np.nan, "u_hi": np.nan,
-                                 "low": np.nan, "high": np.nan, "random": False})
-        lo, hi = _interval(r)
-        if r.weights_source == "untrained":
-            d.update(untrained=r.measured, u_lo=lo, u_hi=hi)
-        else:
-            d.update(trained=r.measured, t_lo=lo, t_hi=hi, status=str(r.status),
-                     random=r.weights_source == "random matrices")
-            c = by_text.get(r.claim)
-            if c is not None:
-                d.update(low=c.low, high=c.high)
-    # a variant with only its untrained control (summary.csv has no trained row for it: the model's trained
-    # weights were unavailable, and its "not run" row names one variant only) is not run either
-    not_run = {d["model"]: d["status"] for d in out.values() if d["status"].startswith("not run")}
-    for d in out.values():
-        if not d["status"] and np.isnan(d["trained"]) and not d["random"] and d["model"] in not_run:
-            d["status"] = not_run[d["model"]]
-    return pd.DataFrame(list(out.values()))
+def claim_rows(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """One line per claim of the scorecard (its top-level rows; related evidence left out) for :func:`claims_figure`:
+    the paper's range, the verdict, the measured fraction with its clustered interval (NaN where the claim is not
+    a fraction or was not run) and ``dots``, the parts the claim pools, each ``(label, value, low, high)``: a dot
+    per seed of an FT-Transformer benchmark, per model of a pooled range, per size of the random baseline."""
+    from .claims import Verdict
+    from .scorecard import _evidence
+
+    spec = {r.key: r for r in SCORECARD}
+    rows = []
+    for r in card[(card["parent"] == "") & (card["verdict"].map(Verdict.of) != Verdict.RELATED)].itertuples():
+        row = spec[r.key]
+        c = CLAIMS[row.band] if row.band else None
+        dots = []
+        if row.kind == "baseline":
+            ev = table[table["weights_source"] == "random matrices"]
+            dots = [(f"n = {str(e.model).split('=')[-1].strip()}", e.measured, *_interval(e)) for e in ev.itertuples()]
+        elif row.kind in ("fraction", "pooled"):
+            ev = _evidence(table, row)[2]
+            if len(ev) > 1:
+                # an FT-Transformer benchmark's seeds by their seed ("seed 0"), a pooled range's models by name
+                dots = [("seed " + str(e.model).rsplit(" seed ", 1)[1] if " seed " in str(e.model) else display_name(str(e.model)),
+                         e.measured, *_interval(e)) for e in ev.itertuples()]
+        measured = row.kind in ("fraction", "pooled") and r.n > 0
+        drawn = row.kind in ("fraction", "pooled", "baseline")  # a fraction against a range: the band is drawn
+        text = "" if measured or dots else ("proved; " + str(r.measured) if row.kind == "theorem" else str(r.verdict))
+        rows.append({"key": r.key, "label": row.short if row.kind == "theorem" else f"{row.short} (paper: {r.paper_value})",
+                     "verdict": r.verdict, "low": c.low if drawn else np.nan, "high": c.high if drawn else np.nan,
+                     "fraction": r.fraction if measured else np.nan,
+                     "lo": r.cl_low if measured else np.nan, "hi": r.cl_high if measured else np.nan,
+                     "text": text, "dots": dots})
+    return pd.DataFrame(rows)
 
 
-def models_figure(table: pd.DataFrame):
-    """Every model and variant of ``summary.csv`` on one axis of fraction holding: trained weights (blue) or random
-    matrices (grey) with the 95% interval the verdicts use (clustered by input; Wilson for random matrices), "not
-    run" where the weights were unavailable, the untrained control of the same model (orange) just below, and the
-    paper's range as a grey band where a measured line is compared with it (not on "not run" lines: an untrained
-    control is never compared with the paper).  Returns ``(figure, rows)`` (:func:`models_rows`)."""
+def claims_figure(card: pd.DataFrame, table: pd.DataFrame):
+    """The forest plot of the paper's claims: one line per claim with the paper's range (grey band), the measured
+    fraction and its 95% interval clustered by input, coloured by the verdict (:class:`~dobrushin.report.claims.Verdict`),
+    a small dot per seed, model or size the claim pools, and the verdict written at the right; a claim that is not a
+    fraction (the theorem) or was not run shows its measured text in grey.  Returns ``(figure, rows)``
+    (:func:`claim_rows`)."""
     import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    rows = models_rows(table)
-    fig, ax = plt.subplots(figsize=(9.4, 0.28 * len(rows) + 1.2), layout="constrained")
-    labels = []
-    for y, r in enumerate(rows.itertuples()):
-        if not np.isnan(r.low) and not np.isnan(r.trained):
-            ax.fill_betweenx([y - 0.45, y + 0.45], r.low, max(r.high, r.low + 0.004), color="#BBBBBB", lw=0)
-        col = F.COLORS["random" if r.random else "trained"]
-        if not np.isnan(r.trained):
-            ax.plot([r.t_lo, r.t_hi], [y - 0.14] * 2, color=col, lw=1.6)
-            ax.plot([r.trained], [y - 0.14], marker="o", color=col, ms=4.5)
-        elif r.status.startswith("not run"):
-            ax.text(0.005, y - 0.05, "not run", fontsize=7.5, color="#333333", style="italic", va="center")
-        if not np.isnan(r.untrained):
-            ax.plot([r.u_lo, r.u_hi], [y + 0.18] * 2, color=F.COLORS["untrained"], lw=1.2)
-            ax.plot([r.untrained], [y + 0.18], marker="s", color=F.COLORS["untrained"], ms=3.5)
-        name = "random" + str(r.model).split("rows")[-1] if r.random else display_name(str(r.model))
-        if str(r.model).startswith("FT-Transformer/") and not name.startswith("FT-Transformer"):
-            name = "FT-Transformer, " + name
-        labels.append(textwrap.shorten(f"{name} · {r.variant}", 64, placeholder="…"))
-    ax.set_yticks(range(len(rows)), labels, fontsize=8.5)
-    ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_xlim(-0.015, 1.025)  # a dot at 0 or 1 drawn whole
-    ax.set_xlabel("fraction of (input, layer) pairs where the condition holds\n(95% interval, clustered by input)")
+    from .claims import Verdict
+
+    rows = claim_rows(card, table)
+    heights = [1.0 + 0.3 * len(d) for d in rows["dots"]]  # a line with dots gets room for one sub-line each
+    ys = np.cumsum([0.0] + heights[:-1]) + np.array(heights) / 2 - 0.5
+    fig, ax = plt.subplots(figsize=(9.4, 0.4 * sum(heights) + 1.0), layout="constrained")
+    for y, h, r in zip(ys, heights, rows.itertuples()):
+        colour = Verdict.of(r.verdict).colour
+        if r.low == r.low:
+            ax.fill_betweenx([y - h / 2 + 0.12, y + h / 2 - 0.12], r.low, max(r.high, r.low + 0.004), color="#DDDDDD",
+                             lw=0, zorder=0)
+        for i, (lab, v, lo, hi) in enumerate(r.dots):
+            yd = y - h / 2 + 0.5 + 0.3 * (i + 0.5) if r.fraction == r.fraction else y - 0.3 * (len(r.dots) - 1) / 2 + 0.3 * i
+            ax.plot([lo, hi], [yd] * 2, color=colour, lw=0.9)
+            ax.plot([v], [yd], marker="o", ms=3.2, mfc="white", mec=colour, mew=0.9)
+            ax.text(hi + 0.008, yd, lab, fontsize=6.5, va="center", color="#555555")
+        if r.fraction == r.fraction:
+            yf = y - h / 2 + 0.5 if r.dots else y
+            ax.plot([r.lo, r.hi], [yf] * 2, color=colour, lw=2.4, solid_capstyle="butt")
+            ax.plot([r.fraction], [yf], marker="D", ms=5, color=colour)
+        elif r.text:
+            ax.text(0.01, y, textwrap.shorten(r.text, 70, placeholder="…"), fontsize=7.5, va="center",
+                    color="#666666", style="italic")
+        ax.text(1.035, y, str(r.verdict).split(":")[0], fontsize=8, va="center", color=colour, fontweight="bold",
+                clip_on=False)
+    ax.set_yticks(ys, list(rows["label"]), fontsize=8.5)
+    ax.set_ylim(sum(heights) - 0.5, -0.5)
+    ax.set_xlim(-0.015, 1.025)
+    ax.set_xlabel("fraction of (input, layer) pairs where the condition holds (95% interval, clustered by input)")
     ax.grid(axis="x", alpha=0.3)
-    fig.legend(handles=[Line2D([], [], color=F.COLORS["trained"], marker="o", label="trained"),
-                        Line2D([], [], color=F.COLORS["untrained"], marker="s", label="untrained control"),
-                        Line2D([], [], color=F.COLORS["random"], marker="o", label="random matrices"),
-                        Patch(color="#BBBBBB", label="paper's range")],
-               loc="outside upper center", ncols=4, frameon=False, fontsize=8)
+    fig.legend(handles=[Patch(color="#DDDDDD", label="paper's range")]
+               + [Patch(color=v.colour, label=v.value) for v in Verdict if v is not Verdict.RELATED],
+               loc="outside upper center", ncols=6, frameon=False, fontsize=8)
     return fig, rows
 
 
@@ -156,36 +155,26 @@ class SummaryInsights:
         rs = row_sources(self.profile)
         lines = [f"- **{r.row}**: {r['computed in']}; recompute with `{r.command}`" for _, r in rs.iterrows()
                  if r["computed in"]]
-        _md("**Where each row is computed.** Every row of the scorecard comes from one chapter's section; the "
-            "command re-runs that chapter and this summary (cached results are reused when the parameters are "
-            "unchanged; `make html` then rebuilds the pages):\n\n" + "\n".join(lines))
+        from IPython.display import display
 
-    def models_figure(self):
-        """The all-models figure (the introduction shows its PNG, ``results/figures/summary-models.png``, and pastes
-        its computed caption, ``models_caption``)."""
-        fig, t = models_figure(self.table)
-        measured = int((t["trained"].notna() & ~t["random"].astype(bool)).sum())
-        notrun = int(t["status"].str.startswith("not run").sum())
-        caption = (f"Every model and variant of results/summary.csv ({len(t)} lines): the fraction of (input, layer) "
-                   "pairs where the equality condition holds, point and the 95% interval the verdicts use (clustered "
-                   "by input; for random matrices, independent draws, Wilson's); trained weights blue "
-                   f"({measured} lines, random matrices dark grey), 'not run' where the weights were unavailable "
-                   f"({notrun} lines), and the untrained control of the same model just below in orange. The grey band "
-                   "is the paper's value for the claim a measured line is evidence for (none for models the paper "
-                   "does not report, and none on 'not run' lines, whose untrained control is not evidence; the claim "
-                   "that failures lie late in depth is not a fraction and is not drawn).")
-        alt = ("Horizontal interval plot of the fraction holding per model and variant: trained in blue, untrained "
-               "controls in orange, not-run lines marked, grey bands for the paper's values.")
-        F.figure(fig, notebook=NOTEBOOK, name="models", width="full", caption=caption, alt=alt,
-                 results_dir=self.results, close=False)
-        # the introduction shows results/figures/summary-models.png itself (a {figure}: cross-document glue
-        # pastes no figure) and pastes this computed sentence under it
-        _glue("models_caption", _text(
-            f"The figure has {len(t)} lines: {measured} measured with trained weights, {notrun} not run (their "
-            f"untrained controls are drawn), {int(t['random'].astype(bool).sum())} of random matrices; its data are "
-            "results/summary.csv."))
+        display(F.details("Where each row is computed, and the command that recomputes it (then make html)",
+                          "\n".join(lines)))
+
+    def claims_figure(self):
+        """The forest plot of the claims (:func:`claims_figure`); the introduction shows its PNG,
+        ``results/figures/summary-claims.png``."""
         import matplotlib.pyplot as plt
 
+        fig, rows = claims_figure(self.card, self.table)
+        n_dots = int(rows["dots"].map(len).sum())
+        F.figure(fig, notebook=NOTEBOOK, name="claims", width="full", results_dir=self.results, close=False,
+                 caption=f"The paper's {len(rows)} claims against this build: the paper's range (grey), the measured "
+                         "fraction of (input, layer) pairs where the condition holds with the 95% interval the verdict "
+                         "uses (clustered by input), coloured by the verdict, and small circles for the parts a claim "
+                         f"pools ({n_dots} in all: each size of the random baseline, each seed of an FT-Transformer "
+                         "benchmark, each model of a pooled range). Untrained controls are shown in their chapters.",
+                 alt="Forest plot, one line per claim of the paper: grey bands for the paper's ranges, coloured "
+                     "intervals for this build's measurements, verdicts written at the right.")
         plt.close(fig)
 
     def mpnet_for_introduction(self):
@@ -230,4 +219,4 @@ def _text(s: str):
     return plain_text(s)
 
 
-__all__ = ["ROW_SOURCES", "SummaryInsights", "models_figure", "models_rows", "row_sources"]
+__all__ = ["ROW_SOURCES", "SummaryInsights", "claim_rows", "claims_figure", "row_sources"]

@@ -39,14 +39,6 @@ WEIGHTS_SOURCES = ("original", "proxy", "trained here", "untrained", "none", "ra
 VARIANT_LABEL = VARIANT_TABLE_LABELS  # (the report's one map: names.VARIANT_TABLE_LABELS)
 
 
-def decide(ci_low: float, ci_high: float, claim: Claim, n: int = 1, estimate: Optional[float] = None) -> str:
-    """The verdict of :func:`dobrushin.report.claims.judge` on the interval ``[ci_low, ci_high]`` (and the
-    estimate, default the interval's midpoint); ``not run: no measurement`` when there are no pairs."""
-    if estimate is None:
-        estimate = 0.5 * (ci_low + ci_high)
-    return judge(estimate, ci_low, ci_high, claim, n)
-
-
 def input_sums(part: pd.DataFrame) -> dict:
     """:func:`dobrushin.math.stats.cluster_sums` of a result table's rows, clustered by ``input_id``."""
     if not len(part):
