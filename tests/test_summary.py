@@ -179,7 +179,8 @@ def test_the_baseline_row_shows_the_law_chapters_estimates_beside_its_direct_cou
                         "ci_high": [0.30494, 0.27312, 0.2604], "trials": [20000] * 3})
     card = S.build_scorecard(pd.DataFrame(rows), {}, None, law).set_index("key")
     note = card.loc["baseline", "note"]
-    assert card.loc["baseline", "verdict"] == "consistent"  # the direct counts' verdict, unchanged
+    # the direct counts' verdict, unchanged, with the sizes it rests on
+    assert card.loc["baseline", "verdict"] == "consistent at n = 4; reproduced at n = 8"
     assert "n = 4 30.44% [30.38–30.49%], n = 8 27.29% [27.26–27.31%]" in note and "n = 16" not in note
     assert "at n = 4 its interval lies wholly above the paper's range" in note and "at n = 8 its" not in note
     assert "column-averaged" not in S.build_scorecard(pd.DataFrame(rows), {}, None, None).set_index("key").loc["baseline", "note"]

@@ -228,14 +228,9 @@ def test_report_of_a_folder_without_a_sweep(tmp_path, capsys):
     assert "no sweep here (no manifest.json" in capsys.readouterr().err
 
 
-def test_bench_comparison_and_the_chapter_table(tmp_path, monkeypatch):
-    """What make bench-sweep writes, as the reproducibility chapter shows it (glued by the summary
-    chapter from results/bench-sweep/sweep.csv, never typed)."""
-    import numpy as np
-
-    from dobrushin.report import summary_chapter
-    from dobrushin.report.sweep_report import bench_table
-    from tools.sweep_bench import COLUMNS, compare
+def test_bench_comparison():
+    """How make bench-sweep compares a run's rows with the serial run's (tools.sweep_bench.compare)."""
+    from tools.sweep_bench import compare
 
     a = pd.DataFrame({"model": ["m"] * 3, "weights": ["pretrained"] * 3, "input_id": ["x", "y", "z"], "layer": [0, 0, 0],
                       "variant": ["content"] * 3, "kappa": [0.5, 0.25, 0.75], "holds": [True, False, True]})
@@ -244,35 +239,3 @@ def test_bench_comparison_and_the_chapter_table(tmp_path, monkeypatch):
     c = compare(a, b)
     assert c["rows_vs_serial"] == "differ" and c["max_abs_dkappa"] == 2 ** -40 and c["verdicts_differing"] == 1
     assert compare(a, b.iloc[::-1])["rows_vs_serial"] == "differ (other rows)"
-    rows = [["serial", 1, 2, 8, 8, 0, 96, 30.0, 0.0, 1.0, "identical", 0.0, 0],
-            ["dask", 2, 1, 8, 8, 0, 96, 20.0, 5.0, 1.5, "differ", 1e-17, 0],
-            ["dask, re-run (all skipped)", 2, 1, 8, 0, 8, 96, 0.1, 5.0, np.nan, "identical", 0.0, 0]]
-    bench = pd.DataFrame(rows, columns=COLUMNS)
-    t = bench_table(bench)
-    assert list(t["speed-up vs serial"]) == ["1.00×", "1.50×", "—"]
-    assert list(t["rows vs serial"]) == ["identical (96 rows)", "differ: max |Δκ| 1e-17, 0 verdicts differ",
-                                         "identical (96 rows)"]
-    assert list(t["shards run / skipped"]) == ["8 / 0", "8 / 0", "0 / 8"]
-    glued = {}
-    monkeypatch.setattr(summary_chapter, "_glue", lambda k, v: glued.__setitem__(k, v))
-    chapter = object.__new__(summary_chapter.SummaryChapter)
-    chapter.results = tmp_path
-    chapter._sweep_bench()
-    assert glued["sweep_bench_status"].text == "not run in this build"
-    (tmp_path / "bench-sweep").mkdir()
-    bench.to_csv(tmp_path / "bench-sweep" / "sweep.csv", index=False)
-    (tmp_path / "bench-sweep" / "sweep_env.json").write_text(json.dumps(
-        {"cpus": 2, "loadavg_start": 1.5, "loadavg_end": 2.0,
-         "sweep": {"models": [MINILM], "weights": ["pretrained"], "n": 64, "inputs": "embedded", "shard_size": 16}}))
-    from dobrushin.report.names import mark_proxies
-
-    mark_proxies([MINILM])  # as the summary does when the results say its weights are the packaged proxy
-    try:
-        chapter._sweep_bench()
-    finally:
-        mark_proxies(())
-    s = glued["sweep_bench_status"].text
-    assert s.startswith("all-MiniLM-L6-v2 (packaged proxy), measured on ")
-    assert "64 inputs (embedded) in shards of 16; 2 CPUs" in s
-    html = glued["sweep_bench_table"].html
-    assert "1.50×" in html and "differ: max |Δκ| 1e-17" in html

@@ -55,6 +55,28 @@ def _md(text: str):
 TABLE_WEIGHTS = WEIGHTS_LABELS
 TABLE_VARIANTS = VARIANT_TABLE_LABELS
 
+#: the caption of every chapter's table of fractions (:func:`fraction_grid`)
+FRACTIONS_CAPTION = ("Share of (input, layer) pairs where the equality condition holds, with its 95% interval "
+                     "clustered by input (the one the verdicts use); pairs: those of the first column.")
+
+
+_GRID_WEIGHTS = {"pretrained": "trained", "untrained": "untrained"}
+
+
+def fraction_grid(summ: pd.DataFrame, name=None) -> pd.DataFrame:
+    """One row per model of :func:`dobrushin.report.tables.fractions` output ``summ``: a column per weights setting
+    and token variant ("trained, content"), each cell the fraction with its interval clustered by input, and
+    ``pairs``, the (input, layer) pairs of the row's first cell.  ``name`` maps a model id to its label
+    (default :func:`display_name`)."""
+    name = name or display_name
+    rows = {}
+    for r in summ.itertuples():
+        d = rows.setdefault(r.model, {"model": name(r.model), "pairs": f"{int(r.n):,}"})
+        d[f"{_GRID_WEIGHTS.get(r.weights, r.weights)}, {TABLE_VARIANTS.get(r.variant, r.variant)}"] = (
+            f"{pct(r.fraction)} [{pct(r.cl_low)[:-1]}–{pct(r.cl_high)}]")
+    out = pd.DataFrame(list(rows.values()))
+    return out[[c for c in out.columns if c != "pairs"] + ["pairs"]].fillna("—") if len(out) else out
+
 
 def proxy_label(model_id: str, provenance: Optional[dict]) -> str:
     """How a model's trained weights are named in its chapter, from their provenance: packaged weights
@@ -124,36 +146,6 @@ def _count_text(counts, noun: str) -> str:
     if len(ks) == 1:
         return f"{ks[0]} {noun}" + ("" if ks[0] == 1 else "s")
     return f"{ks[0]}–{ks[-1]} {noun}s (per row: the {noun}s column)"
-
-
-def below_control_and_baseline(summ: pd.DataFrame, table: pd.DataFrame, results_dir) -> list:
-    """One paragraph (a one-element list; empty when the numbers do not say so) on the models whose trained
-    content-token fraction lies below *both* its untrained control's and the random baseline at its token
-    count (intervals not overlapping the trained one's upper end are required for each): a line per model
-    with its numbers, then what they mean, once.  ``summ``: :func:`dobrushin.report.tables.fractions` by
-    model, weights, variant (weights ``pretrained``/``untrained``)."""
-    base = baseline_for(table, results_dir)
-    c = summ[summ["variant"] == "content"]
-    lines = []
-    for m, g in c.groupby("model", sort=False):
-        t, u = g[g["weights"] == "pretrained"], g[g["weights"] == "untrained"]
-        if not len(t) or not len(u) or m not in base:
-            continue
-        t, u, b = t.iloc[0], u.iloc[0], base[m]
-        if t["ci_high"] < u["ci_low"] and t["ci_high"] < b:
-            n_tok = int(table.loc[(table["model"] == m) & (table["variant"] == "content"), "n_tokens"].median())
-            lines.append(f"- {display_name(m)}: trained **{pct(t['fraction'])}** (95% CI {pct(t['ci_low'])}–"
-                         f"{pct(t['ci_high'])}); untrained control {pct(u['fraction'])} (95% CI {pct(u['ci_low'])}–"
-                         f"{pct(u['ci_high'])}); random baseline at its n = {n_tok} content tokens {pct(b)}.")
-    if not lines:
-        return []
-    one = len(lines) == 1
-    whose = "this model's" if one else "these models'"
-    return [("Below both its untrained control and the random baseline" if one else
-             f"Below both their untrained control and the random baseline ({len(lines)} models)") + ":\n\n"
-            + "\n".join(lines) + "\n\n"
-            + f"After training, {whose} κ-attaining pairs are mutually self-dominant *less* often than at "
-              "initialisation or at random (a difference in these measurements, not by itself a mechanism)."]
 
 
 class FamilyChapter(InsightSections):
@@ -369,33 +361,19 @@ class FamilyChapter(InsightSections):
                              "package, its version and the SHA-256 of the weights file.",
                              name=f"tab-{self.notebook}-provenance"))
 
-    def _fractions_table(self, summ: pd.DataFrame, caption: str, name: str):
-        shown = summ.assign(model=summ["model"].map(display_name), weights=summ["weights"].map(TABLE_WEIGHTS),
-                            variant=summ["variant"].map(TABLE_VARIANTS),
-                            fraction=summ["fraction"].map(pct), ci=[f"{pct(a)}–{pct(b)}" for a, b in
-                                                                    zip(summ["ci_low"], summ["ci_high"])],
-                            kn=[f"{k} / {n}" for k, n in zip(summ["k"], summ["n"])])
-        _display(F.table(shown[["model", "weights", "variant", "kn", "fraction", "ci"]], drop_constant=True,
-                         columns={"kn": "holds / (input, layer) pairs", "ci": "Wilson 95% CI"},
-                         caption=caption, name=name))
-
     def fractions(self):
-        """The fraction of (input, layer) pairs where the condition holds, with Wilson 95% intervals."""
+        """The fraction of (input, layer) pairs where the condition holds (:func:`fraction_grid`), and the
+        near-ties."""
         if not len(self.table):
             _md("No model could be measured in this build.")
             return
         summ = fractions(self.table, ("model", "weights", "variant"))
         atomic_write_csv(self.results / self.notebook / "fractions.csv", summ)
         summ = summ[summ["model"].isin(self.featured)]
-        self._fractions_table(summ, "Fraction of (input, layer) pairs where the equality condition holds, "
-                                    "content tokens and with special tokens.", f"tab-{self.notebook}-fractions")
-        lines = []
-        for (m, w), g in summ.groupby(["model", "weights"], sort=False):
-            parts = [f"{VARIANT_LABELS.get(r['variant'], r['variant'])} **{pct(r['fraction'])}** of {r['n']} pairs "
-                     f"(95% CI {pct(r['ci_low'])}–{pct(r['ci_high'])})" for _, r in g.iterrows()]
-            lines.append(f"- {display_name(m)}, {weights_label(w)}: " + "; ".join(parts) + ".")
+        _display(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-fractions", caption=FRACTIONS_CAPTION))
         ties = near_tie_text(self.table[self.table["model"].isin(self.featured)])
-        _md("\n".join(lines) + (f"\n\n{ties}" if ties else ""))
+        if ties:
+            _md(ties)
 
     def _depth_figure(self, table: pd.DataFrame, models: list, name: str, what: str):
         base = baseline_for(table, self.results)
@@ -446,15 +424,6 @@ class FamilyChapter(InsightSections):
                                 f"equality case, and the slack spans many orders of magnitude.{ztxt}",
                   "Box plots of the slack of the layer bound per layer on a symmetric log axis, one panel per "
                   f"model ({_alt_panels(self.featured)}).", len(self.featured))
-        q = (t[t["variant"] == "content"].groupby(["model", "weights"], sort=False)["slack"]
-             .agg(pairs="count", median="median", p90=lambda x: x.quantile(0.9), largest="max",
-                  zero=lambda x: float((x <= 0).mean())).reset_index())
-        q = q.assign(model=q["model"].map(display_name), weights=q["weights"].map(TABLE_WEIGHTS),
-                     zero=q["zero"].map(pct))
-        _display(F.table(q, drop_constant=True, columns={"median": "median slack", "p90": "90th percentile", "zero": "slack exactly 0"},
-                         formats={c: (lambda v: f"{v:.2e}" if v else "0") for c in ("median", "p90", "largest")},
-                         caption="Slack of the layer bound over (input, layer) pairs, content tokens.",
-                         name=f"tab-{self.notebook}-slack"))
 
     def heads(self):
         """The test on each head's own attention: summary table and per-layer/head heatmap."""
@@ -488,12 +457,6 @@ class FamilyChapter(InsightSections):
         if not len(roll):
             return
         rs = rollout_summary(roll)
-        shown = rs.assign(model=rs["model"].map(display_name), weights=rs["weights"].map(TABLE_WEIGHTS),
-                          variant=rs["variant"].map(TABLE_VARIANTS))
-        _display(F.table(shown, drop_constant=True, columns={"median_kappa_rollout": "median κ(R)", "median_bound": "median bound",
-                                         "median_ratio": "median κ(R) / bound", "violations": "bound violated"},
-                         caption="κ of the rollout R against the whole-rollout bound, per (model, weights, variant).",
-                         name=f"tab-{self.notebook}-rollout"))
         models = [m for m in self.featured if (roll["model"] == m).any()]
         fig = plots.rollout_scatter(roll, variant="content", models=models, ncols=self.ncols)
         self._fig(fig, "rollout", f"{self.title}: per input, κ of the rollout of the restricted layers (y) against "
@@ -548,4 +511,4 @@ class FamilyChapter(InsightSections):
                               timings=timings))
 
 
-__all__ = ["FamilyChapter", "TABLE_VARIANTS", "TABLE_WEIGHTS", "baseline_for", "below_control_and_baseline", "pct", "proxy_label", "weights_kind"]
+__all__ = ["FamilyChapter", "TABLE_VARIANTS", "TABLE_WEIGHTS", "FRACTIONS_CAPTION", "baseline_for", "fraction_grid", "pct", "proxy_label", "weights_kind"]

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..store.results import atomic_write_csv, atomic_write_json
 from . import page as F
-from .names import VARIANT_LABELS, pct, weights_label
+from .names import VARIANT_LABELS, and_join, pct, weights_label
 from .plots import display_name
 
 MPNET = "sentence-transformers/all-mpnet-base-v2"
@@ -201,9 +201,9 @@ class InsightSections:
 
     # ------------------------------------------------------------------ §2 the failure atlas
     def atlas(self, n_random: int = 1):
-        """For each featured model whose trained weights fail somewhere, per variant: failing cases (largest slack,
-        then ``n_random`` seeded random ones) and one holding case, drawn on the input with the κ-attaining pair and
-        its margins.  Nothing for a model that never fails."""
+        """One atlas per chapter: for the featured model whose trained weights fail on the most (input, layer) pairs,
+        per variant, failing cases (largest slack, then ``n_random`` seeded random ones) and one holding case, drawn
+        on the input with the κ-attaining pair and its margins.  Nothing when no trained model fails."""
         from ..experiments.atlas import RULES, cases_frame, choose_cases, recompute
         from ..models.loading import load_model
         from .kappa_figures import atlas_figure
@@ -211,12 +211,14 @@ class InsightSections:
         if not len(self.table) or self.input_set is None:
             return
         all_cases = []
+        failing = {}  # featured model with trained weights -> its failing trained pairs
         for m in [x for x in self.featured if not plots_sep(x)]:
             run = next(r for r in self.runs if r.model_id == m)
+            t = self.table[(self.table["model"] == m) & (self.table["weights"] == "pretrained")]
+            if self._trained_ok(run) and not t["holds"].all():
+                failing[m] = int((~t["holds"]).sum())
+        for m in sorted(failing, key=lambda x: -failing[x])[:1]:
             t = self.table[self.table["model"] == m]
-            # only where the trained weights fail: a model that never fails has no atlas
-            if not self._trained_ok(run) or t.loc[t["weights"] == "pretrained", "holds"].all():
-                continue
             ws = ["pretrained"]
             chosen = pd.concat([choose_cases(self.table, model=m, weights="pretrained", variant=v, seed=self.config.seed,
                                              n_random=n_random) for v in ("content", "with_special")],
@@ -249,14 +251,14 @@ class InsightSections:
                                f"{'content' if v == 'content' else 'with special'}: {k} failing of "
                                f"{int(((tw['weights'] == w) & (tw['variant'] == v)).sum())}"
                                for (w, v), k in nfail.items())
+            others = [display_name(x) for x in failing if x != m]
             self._fig(fig, f"atlas-{_key(m)}",
-                      f"Failure atlas of {display_name(m)}. Cases chosen by this rule, per weights and variant: the "
-                      f"failing (input, layer) pair of largest slack, then {n_random} failing pair(s) drawn with "
-                      f"numpy's default_rng({self.config.seed}), then one holding pair drawn with the same generator "
-                      f"(failing pairs available: {counts}). Each panel shows the {what}: token i vermillion, "
-                      "token j green, the κ-attaining pair (among several attaining pairs, the mutually self-dominant "
-                      "one when there is one, else the nearest miss). Margins: i = $A_{ii}-A_{ji}$, "
-                      "j = $A_{jj}-A_{ij}$; the pair is mutually self-dominant exactly when both are ≥ 0"
+                      f"Failure atlas of {display_name(m)}, the trained model here that fails most often"
+                      + (f" (also failing: {and_join(others)})" if others else "")
+                      + f". Per variant: the failing (input, layer) pair of largest slack, {n_random} failing pair(s) "
+                      f"drawn with numpy's default_rng({self.config.seed}) and one holding pair (failing: {counts}). "
+                      f"Each panel shows the {what}: the κ-attaining pair i (vermillion) and j (green), with margins "
+                      "$A_{ii}-A_{ji}$ and $A_{jj}-A_{ij}$, both ≥ 0 exactly when the pair is mutually self-dominant"
                       + (f". Special tokens in the pair: {'; '.join(special)}." if special else
                          ". No special token is in any drawn pair."),
                       f"Panels of the {'photos' if self.kind == 'image' else 'sentences'} of {display_name(m)} with "

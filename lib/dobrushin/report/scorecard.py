@@ -173,6 +173,10 @@ def _baseline(summary: pd.DataFrame, row: ScorecardRow, law: Optional[pd.DataFra
                 f"{interval_text(_k(hi_r), int(hi_r['n_pairs']))}")
     verdict = combine(verdicts)
     off = [f"{v} at n = {n}" for n, v in zip(b["n_tok"], verdicts) if v != "reproduced"]
+    rep = [n for n, v in zip(b["n_tok"], verdicts) if v == "reproduced"]
+    if off and rep:  # the verdict states its sizes, the combined verdict's first (Verdict.of reads the first word)
+        first = sorted(off, key=lambda t: not t.startswith(str(verdict)))
+        verdict = f"{', '.join(first)}; reproduced at n = " + (f"{min(rep)}–{max(rep)}" if len(rep) > 1 else f"{rep[0]}")
     note = (f"{len(b)} sizes ({', '.join(map(str, b['n_tok']))}), {int(b['n_pairs'].min()):,}–"
             f"{int(b['n_pairs'].max()):,} matrices each (independent draws: the clustered interval is Wilson's); "
             f"lowest at n = {lo_r['n_tok']}, highest at n = {hi_r['n_tok']}"
@@ -247,7 +251,7 @@ def _groups(ev: pd.DataFrame) -> dict:
     return groups
 
 
-def _evidence(summary: pd.DataFrame, row: ScorecardRow):
+def evidence(summary: pd.DataFrame, row: ScorecardRow):
     """``(cands, var, best evidence rows, not-run note)`` of a fraction row."""
     cands = _candidates(summary, row)
     var = cands[_variant_rows(cands, row.variant)]
@@ -260,7 +264,7 @@ def _evidence(summary: pd.DataFrame, row: ScorecardRow):
 
 def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     claim = CLAIMS[row.band]
-    cands, var, ev, not_run = _evidence(summary, row)
+    cands, var, ev, not_run = evidence(summary, row)
     if not len(ev):
         untrained = _untrained_note(cands, row.variant)
         if not_run:
@@ -325,7 +329,7 @@ def _pooled(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     children = [r for r in SCORECARD if r.parent == row.key]
     parts, missing, weights = [], [], set()
     for child in children:
-        _, _, ev, _ = _evidence(summary, child)
+        _, _, ev, _ = evidence(summary, child)
         if len(ev):
             parts.append((child, ev))
             weights |= set(ev["weights_source"])
@@ -512,13 +516,15 @@ def headline(card: pd.DataFrame) -> str:
 
 
 def wilson_changes(card: pd.DataFrame) -> list:
-    """``[(claim, verdict, verdict under Wilson)]``: the claims whose verdict would change if the (input, layer)
-    pairs were independent draws (the same rule on Wilson's interval over pairs instead of the clustered one)."""
+    """``[(claim, verdict, verdict under Wilson)]``: the claims (their short names) whose verdict would change if
+    the (input, layer) pairs were independent draws (the same rule on Wilson's interval over pairs instead of the
+    clustered one)."""
+    short = {r.key: r.short for r in SCORECARD}
     out = []
     for r in card[card["parent"] == ""].itertuples():
         w = getattr(r, "wilson_verdict", "")
         if isinstance(w, str) and w and Verdict.of(w) is not Verdict.of(r.verdict):
-            out.append((r.claim, Verdict.of(r.verdict).value, Verdict.of(w).value))
+            out.append((short[r.key], Verdict.of(r.verdict).value, Verdict.of(w).value))
     return out
 
 

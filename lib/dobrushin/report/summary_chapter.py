@@ -112,9 +112,13 @@ class SummaryChapter(SummaryInsights):
         which code made them is in this chapter)."""
         entries = list(self.every_entry.values())
         reused = sum(1 for e in entries if e.get("published_from"))
-        return summary.scale_line(self.scale, self.profile) + (
+        other = fallback_inputs(self.every_entry)
+        return (summary.scale_line(self.scale, self.profile) + (
             f" {reused} of the {len(entries)} model results are the published paper-scale ones, reused as made by "
             "make reproduce." if reused else "")
+            + (" A fallback build: " + "; ".join(f"the {nb.replace('_', ' ')} chapter measured {src}"
+                                                 for nb, src in other.items())
+               + ", not the paper profile's inputs." if other else ""))
 
     def scale_markdown(self) -> str:
         """**Scale.**, a line per measured model, then :meth:`scale_after` (Markdown)."""
@@ -150,7 +154,7 @@ class SummaryChapter(SummaryInsights):
                                  "the models of the pooled range above them."))
         changes = S.wilson_changes(self.card)
         _md("**Under Wilson's interval**, which treats the pairs as independent draws, "
-            + ("; ".join(f"*{c}* would be {w} instead of {v}" for c, v, w in changes) if changes
+            + ("; ".join(f"the claim *{c}* would read “{w}” instead of “{v}”" for c, v, w in changes) if changes
                else "no verdict would change") + ".")
         rows = S.notes(self.card)
         if rows:
@@ -258,6 +262,20 @@ class SummaryChapter(SummaryInsights):
                               versions={"dobrushin": dobrushin.__version__, "pandas": pd.__version__,
                                         "matplotlib": matplotlib.__version__, "python": platform.python_version()},
                               timings={"summary notebook": round(wall, 1)}))
+
+
+def fallback_inputs(entries: dict) -> dict:
+    """``{notebook: inputs}`` for the chapters of photos or sentences whose measured inputs are not the paper
+    profile's (the 100 ImageNet sample photos, SST-2's dev.tsv: :mod:`dobrushin.data.canonical`), as each manifest
+    entry records them (``inputs``, the selection's description): a fallback build says so on the introduction."""
+    from ..data.canonical import IMAGENET_SAMPLES_SOURCE, SST2_SOURCE
+
+    out = {}
+    for (nb, _), e in entries.items():
+        text = str(e.get("inputs") or "")
+        if nb != "tabular" and text and IMAGENET_SAMPLES_SOURCE not in text and SST2_SOURCE not in text:
+            out.setdefault(nb, text.split(" (")[0])
+    return out
 
 
 def published_text(root, results_dir, entries: dict) -> str:

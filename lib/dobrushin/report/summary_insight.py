@@ -74,7 +74,7 @@ def claim_rows(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     a fraction or was not run) and ``dots``, the parts the claim pools, each ``(label, value, low, high)``: a dot
     per seed of an FT-Transformer benchmark, per model of a pooled range, per size of the random baseline."""
     from .claims import Verdict
-    from .scorecard import _evidence
+    from .scorecard import evidence
 
     spec = {r.key: r for r in SCORECARD}
     rows = []
@@ -86,7 +86,7 @@ def claim_rows(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
             ev = table[table["weights_source"] == "random matrices"]
             dots = [(f"n = {str(e.model).split('=')[-1].strip()}", e.measured, *_interval(e)) for e in ev.itertuples()]
         elif row.kind in ("fraction", "pooled"):
-            ev = _evidence(table, row)[2]
+            ev = evidence(table, row)[2]
             if len(ev) > 1:
                 # an FT-Transformer benchmark's seeds by their seed ("seed 0"), a pooled range's models by name
                 dots = [("seed " + str(e.model).rsplit(" seed ", 1)[1] if " seed " in str(e.model) else display_name(str(e.model)),

@@ -170,27 +170,6 @@ def report(folder, out=None, err=None) -> int:
     return 1 if missing else 0
 
 
-def bench_table(bench: pd.DataFrame) -> pd.DataFrame:
-    """The serial-vs-Dask benchmark (``results/bench-sweep/sweep.csv`` of ``make bench-sweep``) as the
-    reproducibility chapter shows it: one line per run."""
-    def rows_text(r):
-        if r["rows_vs_serial"] == "identical":
-            return f"identical ({int(r['rows'])} rows)"
-        d = r["max_abs_dkappa"]
-        return f"{r['rows_vs_serial']}: max |Δκ| {d:.2g}, {int(r['verdicts_differing'])} verdicts differ" \
-            if d == d else str(r["rows_vs_serial"])
-
-    return pd.DataFrame({
-        "run": bench["run"],
-        "workers × threads": [f"{int(w)} × {int(t)}" for w, t in zip(bench["workers"], bench["threads_per_worker"])],
-        "shards run / skipped": [f"{int(a)} / {int(b)}" for a, b in zip(bench["ran"], bench["skipped"])],
-        "wall time (s)": bench["wall_s"].round(1),
-        "cluster start (s)": [("—" if w == 1 else f"{s:.1f}") for w, s in zip(bench["workers"], bench["startup_s"])],
-        "speed-up vs serial": [("—" if s != s else f"{s:.2f}×") for s in bench["speedup_vs_serial"]],
-        "rows vs serial": [rows_text(r) for _, r in bench.iterrows()],
-    })
-
-
 def add_parser(sub) -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="per-model table and all-models figure of a sweep folder",
                        description=__doc__.splitlines()[0].replace("``", ""))
@@ -210,5 +189,5 @@ def main(args) -> int:
         return 2
 
 
-__all__ = ["COLUMNS", "ReportError", "add_parser", "bench_table", "all_models_figure", "model_table", "print_table", "read_sweep",
+__all__ = ["COLUMNS", "ReportError", "add_parser", "all_models_figure", "model_table", "print_table", "read_sweep",
            "report"]

@@ -1,4 +1,4 @@
-"""Tables of the report, plain functions of the tidy result tables: fractions with Wilson intervals,
+"""Tables of the report, plain functions of the tidy result tables: fractions with their intervals,
 per-head and rollout summaries, the status of each run, and everything a store holds."""
 from __future__ import annotations
 
@@ -6,22 +6,31 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..math.stats import wilson
+from ..math.stats import cluster_sums, clustered, wilson
 from ..store.results import WEIGHTS, ResultStore
 
 
 def fractions(table: pd.DataFrame, by: Sequence[str] = ("model", "weights", "variant")) -> pd.DataFrame:
-    """Fraction of rows where the condition holds, per group, with Wilson 95% intervals.
+    """Fraction of rows where the condition holds, per group, with its 95% intervals: Wilson's over rows
+    (``ci_low``, ``ci_high``) and, where the table has ``input_id``, the one clustered by input that the verdicts
+    use (``cl_low``, ``cl_high``: the layers of one input are not independent draws; Wilson's otherwise).
 
-    Columns: ``*by, k, n, fraction, ci_low, ci_high``; groups in the order they first appear in ``table``.
+    Columns: ``*by, k, n, fraction, ci_low, ci_high, cl_low, cl_high``; groups in the order they first appear in
+    ``table``.
     """
     by = [by] if isinstance(by, str) else list(by)
     rows = []
     for key, g in table.groupby(by, sort=False, observed=True):  # groups in order of first appearance
         key = key if isinstance(key, tuple) else (key,)
         k, n = int(g["holds"].sum()), len(g)
-        rows.append((*key, k, n, *wilson(k, n)))
-    return pd.DataFrame(rows, columns=[*by, "k", "n", "fraction", "ci_low", "ci_high"])
+        p, lo, hi = wilson(k, n)
+        if "input_id" in g:
+            per = g.groupby(g["input_id"].astype(str), sort=False)["holds"].agg(["sum", "count"])
+            _, clo, chi = clustered(cluster_sums(per["sum"].to_numpy(), per["count"].to_numpy()))
+        else:
+            clo, chi = lo, hi
+        rows.append((*key, k, n, p, lo, hi, clo, chi))
+    return pd.DataFrame(rows, columns=[*by, "k", "n", "fraction", "ci_low", "ci_high", "cl_low", "cl_high"])
 
 
 def status_table(runs: Sequence) -> pd.DataFrame:
