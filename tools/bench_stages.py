@@ -340,16 +340,29 @@ def stage_table(profile: str = "full", log=print, timeout: Optional[float] = STA
     return pd.DataFrame(rows).reindex(columns=STAGE_COLUMNS + STAGE_EXTRA)
 
 
+#: the stages of a measurement beside the bare forward pass; ``prepare`` (loading and preparing the inputs) is
+#: missing from tables written before it was timed apart, whose ``capture`` includes it
+MEASURE_STAGES = ("prepare", "capture", "restrict", "test", "rollout", "heads", "write")
+
+
+def given(v) -> bool:
+    """A value a stage-table row has (not missing, not NaN): an older stages.csv lacks some columns."""
+    return v is not None and not pd.isna(v)
+
+
+def row_stages(r: dict) -> tuple:
+    """The :data:`MEASURE_STAGES` a stage-table row has: all, or all but ``prepare`` (an older table)."""
+    return tuple(s for s in MEASURE_STAGES if s != "prepare" or given(r.get("prepare")))
+
+
 def format_stage_table(df: pd.DataFrame) -> str:
     """Seconds and share of the bare forward pass per stage, the ratio and the peak memory."""
-    from dobrushin.report.reproducing_tables import given, row_stages
-
     lines = []
     for r in df.itertuples():
         if isinstance(r.note, str) and r.note:
             lines.append(f"{r.config}: {r.note}")
             continue
-        stages = ("load", "forward") + row_stages(r._asdict())  # the chapter's stages (older tables: no prepare)
+        stages = ("load", "forward") + row_stages(r._asdict())  # older tables: no prepare
         parts = [f"{s} {getattr(r, s):.2f}s ({getattr(r, s) / r.forward:.2f}x)" for s in stages]
         tgt = "" if not given(r.target) else f" (target <= {r.target}x: {'met' if r.met else 'MISSED'})"
         per = getattr(r, "ratio_per_input", None)

@@ -33,7 +33,7 @@ from . import page as F
 from . import plots
 from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, WEIGHTS_LABELS, weights_label
 from .plots import display_name
-from .tables import fractions, head_summary, rollout_summary, status_table
+from .tables import FRACTIONS_CAPTION, fraction_grid, fractions, head_summary, rollout_summary, status_table
 from .names import pct  # noqa: E402,F401  (re-exported: chapters format fractions with it)
 from .insight import InsightSections, near_tie_text
 from .results_loading import baseline_for
@@ -55,27 +55,6 @@ def _md(text: str):
 TABLE_WEIGHTS = WEIGHTS_LABELS
 TABLE_VARIANTS = VARIANT_TABLE_LABELS
 
-#: the caption of every chapter's table of fractions (:func:`fraction_grid`)
-FRACTIONS_CAPTION = ("Share of (input, layer) pairs where the equality condition holds, with its 95% interval "
-                     "clustered by input (the one the verdicts use); pairs: those of the first column.")
-
-
-_GRID_WEIGHTS = {"pretrained": "trained", "untrained": "untrained"}
-
-
-def fraction_grid(summ: pd.DataFrame, name=None) -> pd.DataFrame:
-    """One row per model of :func:`dobrushin.report.tables.fractions` output ``summ``: a column per weights setting
-    and token variant ("trained, content"), each cell the fraction with its interval clustered by input, and
-    ``pairs``, the (input, layer) pairs of the row's first cell.  ``name`` maps a model id to its label
-    (default :func:`display_name`)."""
-    name = name or display_name
-    rows = {}
-    for r in summ.itertuples():
-        d = rows.setdefault(r.model, {"model": name(r.model), "pairs": f"{int(r.n):,}"})
-        d[f"{_GRID_WEIGHTS.get(r.weights, r.weights)}, {TABLE_VARIANTS.get(r.variant, r.variant)}"] = (
-            f"{pct(r.fraction)} [{pct(r.cl_low)[:-1]}–{pct(r.cl_high)}]")
-    out = pd.DataFrame(list(rows.values()))
-    return out[[c for c in out.columns if c != "pairs"] + ["pairs"]].fillna("—") if len(out) else out
 
 
 def proxy_label(model_id: str, provenance: Optional[dict]) -> str:
@@ -511,4 +490,4 @@ class FamilyChapter(InsightSections):
                               timings=timings))
 
 
-__all__ = ["FamilyChapter", "TABLE_VARIANTS", "TABLE_WEIGHTS", "FRACTIONS_CAPTION", "baseline_for", "fraction_grid", "pct", "proxy_label", "weights_kind"]
+__all__ = ["FamilyChapter", "TABLE_VARIANTS", "TABLE_WEIGHTS", "baseline_for", "pct", "proxy_label", "weights_kind"]

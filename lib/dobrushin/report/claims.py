@@ -73,7 +73,8 @@ TOO_WIDE = 0.05
 
 class Verdict(StrEnum):
     """The verdicts, in the order of how much they say, each with its word (the value) and its colour
-    (:attr:`colour`, the same in the scorecard and the figures).  A row of the scorecard or the summary table
+    (:attr:`colour`, the figures'; the introduction's scorecard darkens the same hues for contrast,
+    ``_static/dobrushin.css``).  A row of the scorecard or the summary table
     may add a qualifier after the word ("reproduced (proxy weights)", "not run: weights unavailable");
     :meth:`of` reads the verdict back from such a text."""
     REPRODUCED = "reproduced"

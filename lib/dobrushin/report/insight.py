@@ -385,7 +385,7 @@ class InsightSections:
         """A chapter whose trained weights may be missing (supervised ViTs): when none was measured, one table and
         one figure of the untrained controls; when some were, every section in turn (fractions, depth, slack, heads,
         rollout, κ(A), atlas, controls)."""
-        from .tables import fractions
+        from .tables import FRACTIONS_CAPTION, fraction_grid, fractions
 
         if not len(self.table):
             _md("No model could be measured in this build.")
@@ -400,9 +400,9 @@ class InsightSections:
             return
         summ = fractions(self.table, ("model", "weights", "variant"))
         atomic_write_csv(self.results / self.notebook / "fractions.csv", summ)
-        self._fractions_table(summ, "Untrained controls (no trained weights were measured in this build): fraction of "
-                                    "(input, layer) pairs where the equality condition holds, content tokens and with "
-                                    "special tokens.", f"tab-{self.notebook}-controls")
+        _display(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-controls",
+                         caption="Untrained controls (no trained weights were measured in this build). "
+                                 + FRACTIONS_CAPTION))
         self._depth_figure(self.table, [r.model_id for r in self.runs if len(r.table)], "controls",
                            "Untrained controls")
 

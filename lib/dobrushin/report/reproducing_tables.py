@@ -1,4 +1,4 @@
-"""The reproducing chapter's tables: the paper scale, the wall times, the results schema, the stage benchmark and
+"""The reproducing chapter's tables: the paper scale, the wall times, the results schema and
 the kernel benchmark; and the HTML form of a table (:func:`html_table`) that a Markdown chapter pastes with
 ``{glue}``."""
 from __future__ import annotations
@@ -173,78 +173,6 @@ def schema_table() -> pd.DataFrame:
 
 #: the speed target of the kernel: one ``analyse`` call at least this many times faster than SciPy's pdist
 BENCH_TARGET = 6.0
-
-
-#: the stage table's column of the per-input ratio (``ratio_per_input`` of ``tools/bench_stages.py``)
-PER_INPUT = "inputs after the first / their forward"
-
-
-#: the stages of a measurement beside the bare forward pass (``tools/bench_stages.py``); ``prepare`` (loading
-#: and preparing the inputs) is missing from tables written before it was timed apart, whose ``capture``
-#: includes it
-MEASURE_STAGES = ("prepare", "capture", "restrict", "test", "rollout", "heads", "write")
-
-
-def given(v) -> bool:
-    """A value a stage-table row has (not missing, not NaN): an older stages.csv lacks some columns."""
-    return v is not None and not pd.isna(v)
-
-
-def row_stages(r: dict) -> tuple:
-    """The :data:`MEASURE_STAGES` a stage-table row has: all, or all but ``prepare`` (an older table); also
-    what ``tools/bench_stages.format_stage_table`` prints."""
-    return tuple(s for s in MEASURE_STAGES if s != "prepare" or given(r.get("prepare")))
-
-
-def _note(r: dict) -> str:
-    """The note of a stage-table row that was not measured (why), or ""."""
-    note = r.get("note")
-    return note if isinstance(note, str) else ""
-
-
-def stage_table(df: pd.DataFrame) -> pd.DataFrame:
-    """The stage table for the reproducibility chapter: per configuration, each stage as seconds and
-    (in brackets) its share of the bare forward pass, the whole measurement over the forward pass with
-    its target, and the peak memory.  The ``prepare`` column appears only when some row has the stage (an
-    older table has not: its ``capture`` includes preparing the inputs)."""
-    stages = ("load", "forward") + MEASURE_STAGES
-    rows = []
-    for r in df.to_dict("records"):
-        note = _note(r)
-        if note:
-            rows.append({"configuration": r["config"], **{s: "—" for s in stages}, "measurement / forward": note,
-                         PER_INPUT: "—", "peak memory": "—"})
-            continue
-        f = float(r["forward"])
-        row = {"configuration": f"{r['config']} ({int(r['inputs'])} inputs, n = {int(r['tokens'])})"}
-        for s in stages:
-            row[s] = "—" if not given(r.get(s)) else \
-                f"{float(r[s]):.2f} s" + ("" if s in ("forward", "load") else f" ({float(r[s]) / f:.2f}×)")
-        tgt = r.get("target")
-        verdict = "" if not given(tgt) else \
-            f" (target ≤ {float(tgt):g}×: {'met' if bool(r['met']) else 'missed'})"
-        per = r.get("ratio_per_input")
-        has_per = given(per)
-        ratio = f"{float(r['ratio']):.2f}×" + ("" if has_per else verdict)
-        if given(r.get("ratio_without_heads")):
-            ratio += f"; {float(r['ratio_without_heads']):.2f}× without the per-head table"
-        row["measurement / forward"] = ratio
-        row[PER_INPUT] = "—"
-        if has_per:  # the issue's method, on which the target is judged (tools/bench_stages.py)
-            nh = r.get("ratio_per_input_without_heads")
-            row[PER_INPUT] = f"{float(per):.2f}×{verdict}" + (
-                "" if not given(nh) else f"; {float(nh):.2f}× without the per-head table")
-            runs = r.get("ratio_per_input_runs")  # the paired runs this median comes from (older tables: absent)
-            if given(runs) and str(runs):  # (a single run reads back from CSV as a number, not a string)
-                row[PER_INPUT] += "; runs " + ", ".join(
-                    "—" if x.strip().lower() == "nan" else f"{float(x):.2f}×" for x in str(runs).split(";"))
-        row["peak memory"] = f"{float(r['peak_rss_mb']) / 1024:.2f} GiB"
-        rows.append(row)
-    out = pd.DataFrame(rows)
-    for col in (PER_INPUT, "prepare"):  # an older stages.csv: no such ratio, no prepare stage
-        if col in out and out[col].eq("—").all():
-            out = out.drop(columns=col)
-    return out
 
 
 def bench_table(bench: pd.DataFrame, target: float = BENCH_TARGET) -> pd.DataFrame:

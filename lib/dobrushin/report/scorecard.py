@@ -176,7 +176,7 @@ def _baseline(summary: pd.DataFrame, row: ScorecardRow, law: Optional[pd.DataFra
     rep = [n for n, v in zip(b["n_tok"], verdicts) if v == "reproduced"]
     if off and rep:  # the verdict states its sizes, the combined verdict's first (Verdict.of reads the first word)
         first = sorted(off, key=lambda t: not t.startswith(str(verdict)))
-        verdict = f"{', '.join(first)}; reproduced at n = " + (f"{min(rep)}–{max(rep)}" if len(rep) > 1 else f"{rep[0]}")
+        verdict = f"{', '.join(first)}; reproduced at n = {', '.join(map(str, rep))}"
     note = (f"{len(b)} sizes ({', '.join(map(str, b['n_tok']))}), {int(b['n_pairs'].min()):,}–"
             f"{int(b['n_pairs'].max()):,} matrices each (independent draws: the clustered interval is Wilson's); "
             f"lowest at n = {lo_r['n_tok']}, highest at n = {hi_r['n_tok']}"
@@ -521,7 +521,7 @@ def wilson_changes(card: pd.DataFrame) -> list:
     clustered one)."""
     short = {r.key: r.short for r in SCORECARD}
     out = []
-    for r in card[card["parent"] == ""].itertuples():
+    for r in card[card["parent"].fillna("") == ""].itertuples():
         w = getattr(r, "wilson_verdict", "")
         if isinstance(w, str) and w and Verdict.of(w) is not Verdict.of(r.verdict):
             out.append((short[r.key], Verdict.of(r.verdict).value, Verdict.of(w).value))

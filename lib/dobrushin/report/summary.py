@@ -59,9 +59,9 @@ from .reproducing_tables import (  # noqa: F401
     html_table,
     schema_table,
     BENCH_TARGET,
-    stage_table,
+
     bench_table,
 )
 from .display import html_block as Html, plain_text as Text  # noqa: F401  (the one display wrapper)
 
-__all__ = ['BENCH_TARGET', 'COLUMNS', 'FAMILY_NOTEBOOKS', 'FAMILY_ORDER', 'Html', 'PAPER_NOT_RUN', 'SCALE_COLUMNS', 'SUM_COLUMNS', 'Text', 'VARIANT_LABEL', 'WEIGHTS_SOURCES', 'baseline_at', 'bench_table', 'build_summary', 'control_twins', 'distinct_controls', 'families_of', 'family_order', 'format_duration', 'html_table', 'hub_only', 'independent_sums', 'input_sums', 'late_depth_row', 'load_baseline', 'load_family_results', 'load_family_runs', 'load_law_estimates', 'load_reference_grid', 'load_theorem_check', 'load_timings', 'notebook_order', 'plot_depth_profiles', 'pooled_profile', 'relative_depth', 'row_sums', 'scale_items', 'scale_line', 'same_control', 'scale_table', 'schema_table', 'stage_table', 'summary_family', 'timings_table', 'weights_source']
+__all__ = ['BENCH_TARGET', 'COLUMNS', 'FAMILY_NOTEBOOKS', 'FAMILY_ORDER', 'Html', 'PAPER_NOT_RUN', 'SCALE_COLUMNS', 'SUM_COLUMNS', 'Text', 'VARIANT_LABEL', 'WEIGHTS_SOURCES', 'baseline_at', 'bench_table', 'build_summary', 'control_twins', 'distinct_controls', 'families_of', 'family_order', 'format_duration', 'html_table', 'hub_only', 'independent_sums', 'input_sums', 'late_depth_row', 'load_baseline', 'load_family_results', 'load_family_runs', 'load_law_estimates', 'load_reference_grid', 'load_theorem_check', 'load_timings', 'notebook_order', 'plot_depth_profiles', 'pooled_profile', 'relative_depth', 'row_sums', 'scale_items', 'scale_line', 'same_control', 'scale_table', 'schema_table', 'summary_family', 'timings_table', 'weights_source']

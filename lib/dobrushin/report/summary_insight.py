@@ -78,7 +78,8 @@ def claim_rows(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 
     spec = {r.key: r for r in SCORECARD}
     rows = []
-    for r in card[(card["parent"] == "") & (card["verdict"].map(Verdict.of) != Verdict.RELATED)].itertuples():
+    top = card[(card["parent"].fillna("") == "") & (card["verdict"].map(Verdict.of) != Verdict.RELATED)]
+    for r in top.itertuples():
         row = spec[r.key]
         c = CLAIMS[row.band] if row.band else None
         dots = []
@@ -86,7 +87,9 @@ def claim_rows(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
             ev = table[table["weights_source"] == "random matrices"]
             dots = [(f"n = {str(e.model).split('=')[-1].strip()}", e.measured, *_interval(e)) for e in ev.itertuples()]
         elif row.kind in ("fraction", "pooled"):
-            ev = evidence(table, row)[2]
+            # a pooled range: each of its models' best evidence, as the verdict pools them
+            ev = (pd.concat([evidence(table, ch)[2] for ch in SCORECARD if ch.parent == row.key])
+                  if row.kind == "pooled" else evidence(table, row)[2])
             if len(ev) > 1:
                 # an FT-Transformer benchmark's seeds by their seed ("seed 0"), a pooled range's models by name
                 dots = [("seed " + str(e.model).rsplit(" seed ", 1)[1] if " seed " in str(e.model) else display_name(str(e.model)),
@@ -134,8 +137,8 @@ def claims_figure(card: pd.DataFrame, table: pd.DataFrame):
         elif r.text:
             ax.text(0.01, y, textwrap.shorten(r.text, 70, placeholder="…"), fontsize=7.5, va="center",
                     color="#666666", style="italic")
-        ax.text(1.035, y, str(r.verdict).split(":")[0], fontsize=8, va="center", color=colour, fontweight="bold",
-                clip_on=False)
+        ax.text(1.035, y, Verdict.of(r.verdict).value + (" (proxy)" if "proxy" in str(r.verdict) else ""),
+                fontsize=8, va="center", color=colour, fontweight="bold", clip_on=False)
     ax.set_yticks(ys, list(rows["label"]), fontsize=8.5)
     ax.set_ylim(sum(heights) - 0.5, -0.5)
     ax.set_xlim(-0.015, 1.025)

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ..math.stats import cluster_sums, clustered, wilson
 from ..store.results import WEIGHTS, ResultStore
+from .names import VARIANT_TABLE_LABELS, display_name, pct
 
 
 def fractions(table: pd.DataFrame, by: Sequence[str] = ("model", "weights", "variant")) -> pd.DataFrame:
@@ -52,6 +53,29 @@ def status_table(runs: Sequence) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: the caption of every chapter's table of fractions (:func:`fraction_grid`)
+FRACTIONS_CAPTION = ("Share of (input, layer) pairs where the equality condition holds, with its 95% interval "
+                     "clustered by input (the one the verdicts use); pairs: those of the row's first measured column.")
+
+
+_GRID_WEIGHTS = {"pretrained": "trained", "untrained": "untrained"}
+
+
+def fraction_grid(summ: pd.DataFrame, name=None) -> pd.DataFrame:
+    """One row per model of :func:`dobrushin.report.tables.fractions` output ``summ``: a column per weights setting
+    and token variant ("trained, content"), each cell the fraction with its interval clustered by input, and
+    ``pairs``, the (input, layer) pairs of the row's first cell.  ``name`` maps a model id to its label
+    (default :func:`display_name`)."""
+    name = name or display_name
+    rows = {}
+    for r in summ.itertuples():
+        d = rows.setdefault(r.model, {"model": name(r.model), "pairs": f"{int(r.n):,}"})
+        d[f"{_GRID_WEIGHTS.get(r.weights, r.weights)}, {VARIANT_TABLE_LABELS.get(r.variant, r.variant)}"] = (
+            f"{pct(r.fraction)} [{pct(r.cl_low)[:-1]}–{pct(r.cl_high)}]")
+    out = pd.DataFrame(list(rows.values()))
+    return out[[c for c in out.columns if c != "pairs"] + ["pairs"]].fillna("—") if len(out) else out
+
+
 def head_summary(heads: pd.DataFrame) -> pd.DataFrame:
     """Per model x weights x variant: fraction of (input, layer, head) triples where the condition
     holds (Wilson 95%), and how it spreads over the heads: ``heads`` counts the model's heads (each head of
@@ -94,4 +118,4 @@ def collect(store: ResultStore) -> dict:
             "rollout": store.tables("rollout", entries), "entries": entries}
 
 
-__all__ = ["collect", "fractions", "head_summary", "rollout_summary", "status_table"]
+__all__ = ["FRACTIONS_CAPTION", "collect", "fraction_grid", "fractions", "head_summary", "rollout_summary", "status_table"]

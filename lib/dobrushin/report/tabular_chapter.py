@@ -14,11 +14,11 @@ import time
 
 from . import page as F
 from . import plots
-from .chapter import FRACTIONS_CAPTION, baseline_for, fraction_grid, pct
+from .chapter import baseline_for, pct
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
 from .insight import near_tie_text
 from .names import ft_model_name
-from .tables import fractions, rollout_summary
+from .tables import FRACTIONS_CAPTION, fraction_grid, fractions, rollout_summary
 
 def _display(*objs):
     from IPython.display import display
@@ -273,7 +273,7 @@ class TabularChapter:
         claim = CLAIMS["tabular"]
         if len(bench):
             verdict = (f"The paper's range is {claim.paper_value}; the summary judges each benchmark on its seeds "
-                       "pooled ({ref}`tab-summary-scorecard`)."
+                       "pooled ({ref}`the scorecard <tab-summary-scorecard>`)."
                        + (" These are quick-profile models (see the training section)." if self.capped else ""))
         else:
             verdict = ("Neither benchmark of the paper (California Housing, Adult) was measured in this build, so the "
@@ -345,10 +345,11 @@ class TabularChapter:
         if len(roll):
             rs = rollout_summary(roll)
             c = rs[rs["variant"] == "content"]
-            _markdown(f"Over {int(c['inputs'].sum())} (model, weights, test row) rollouts on content tokens, the bound "
-                      f"is violated **{int(c['violations'].sum())}** times (it cannot be, by the theorem); the median "
-                      f"ratio κ(R) / bound ranges from {c['median_ratio'].min():.3g} to {c['median_ratio'].max():.3g} "
-                      "across models and weights.")
+            if len(c):
+                _markdown(f"Over {int(c['inputs'].sum())} (model, weights, test row) rollouts on content tokens, the bound "
+                          f"is violated **{int(c['violations'].sum())}** times (it cannot be, by the theorem); the "
+                          f"median ratio κ(R) / bound ranges from {c['median_ratio'].min():.3g} to "
+                          f"{c['median_ratio'].max():.3g} across models and weights.")
 
     def atlas(self):
         from .insight import tabular_atlas
