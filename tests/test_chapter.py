@@ -287,3 +287,33 @@ def test_fractions_carry_the_interval_clustered_by_input_and_the_grid_shows_it()
     assert list(grid.columns) == ["model", "trained, content", "pairs"]
     assert grid.iloc[0]["trained, content"] == f"60.0% [{100 * by_input.low:.1f}–{100 * by_input.high:.1f}%]"
     assert grid.iloc[0]["pairs"] == "40"
+
+
+def test_a_chapter_without_trained_weights_shows_its_controls_in_the_fractions_grid(tmp_path, monkeypatch):
+    """The supervised-ViT chapter when no trained weights were measured (every offline build): one table of the
+    untrained controls' fractions, and their fractions.csv."""
+    import types
+
+    from dobrushin.report import insight
+
+    p = _family_params("supervised_vit", tmp_path, models=["facebook/deit-base-patch16-224"])
+    ch = chapter.FamilyChapter(p, "Supervised ViTs")
+    rows = [dict(model="facebook/deit-base-patch16-224", weights="untrained", variant=v, input_id=str(i), layer=l,
+                 holds=(i + l) % 2 == 0, n_tokens=196) for v in ("content", "with_special") for i in range(4)
+            for l in range(3)]
+    ch.table = pd.DataFrame(rows)
+    ch.runs = [types.SimpleNamespace(model_id="facebook/deit-base-patch16-224", table=ch.table,
+                                     runs={"pretrained": {"status": "weights unavailable"}})]
+    monkeypatch.setattr(chapter.FamilyChapter, "_trained_ok", lambda self, r: False)
+    drawn, shown = [], []
+    monkeypatch.setattr(chapter.FamilyChapter, "_depth_figure", lambda self, *a: drawn.append(a[1]))
+    monkeypatch.setattr(insight, "_display", shown.append)
+    monkeypatch.setattr(insight.F, "table", lambda df, **kw: (df, kw["name"]))
+    ch.overview()
+    (grid, name), = shown
+    assert name == "tab-supervised_vit-controls" and list(grid.columns) == [
+        "model", "untrained, content", "untrained, with special tokens", "pairs"]
+    summ = fractions(ch.table)
+    assert grid.iloc[0]["untrained, content"].startswith(f"{100 * summ['fraction'].iloc[0]:.1f}% [")
+    assert drawn == [["facebook/deit-base-patch16-224"]]
+    assert (tmp_path / "supervised_vit" / "fractions.csv").exists()

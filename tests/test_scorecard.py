@@ -699,3 +699,20 @@ def test_a_fallback_build_is_named_by_the_inputs_its_entries_record():
     embedded = {**canonical, ("language", "d"): {"inputs": "16 sentences from the embedded sentences (40 available, "
                                                            "selection seed 0)"}}
     assert fallback_inputs(embedded) == {"language": "16 sentences from the embedded sentences"}
+
+
+def test_the_introductions_verdict_cells_are_coloured_by_their_verdict(results):
+    import re
+
+    from dobrushin.report.summary_chapter import colour_verdicts
+
+    _, card = _build(results)
+    top = card[card["parent"] == ""]
+    html = summary.html_table(S.shown(top, S.COMPACT)).html
+    col = S.COMPACT.index("verdict")
+    out = colour_verdicts(html, col)
+    classes = re.findall(r'<td class="dobrushin-verdict-([a-z_]+)">', out)
+    want = [S.verdict_kind(v).replace(" ", "_") for v in top["verdict"] if S.verdict_kind(v) != "related"]
+    assert classes == want and len(classes) == len(top) - 1  # every row but the related evidence's
+    assert re.sub(r' class="dobrushin-verdict-[a-z_]+"', "", out) == html  # nothing else changed
+    assert colour_verdicts(html, 0) == html  # the claim column names no verdict

@@ -210,10 +210,8 @@ class SummaryChapter(SummaryInsights):
         """Glue the headline sentence, the scale in one line and the scorecard for book/intro.md."""
         _glue("headline", plain_text(S.headline(self.card)))
         _glue("scale_short", plain_text(self.scale_short()))
-        card = summary.html_table(S.shown(self.card[self.card["parent"] == ""], S.COMPACT), width="full")
-        html = re.sub(r"<td>(" + "|".join(V.value for V in Verdict) + ")",
-                      lambda m: f'<td class="dobrushin-verdict-{Verdict.of(m.group(1)).name.lower()}">{m.group(1)}',
-                      card.html)  # the verdict cells coloured (_static/dobrushin.css)
+        card = summary.html_table(S.shown(self.card[self.card["parent"].fillna("") == ""], S.COMPACT), width="full")
+        html = colour_verdicts(card.html, S.COMPACT.index("verdict"))
         _glue("scorecard_html", html_block(f'<div class="full-width">{html}</div>', card.text))
 
     # ------------------------------------------------------------------ timings and reproducibility
@@ -262,6 +260,21 @@ class SummaryChapter(SummaryInsights):
                               versions={"dobrushin": dobrushin.__version__, "pandas": pd.__version__,
                                         "matplotlib": matplotlib.__version__, "python": platform.python_version()},
                               timings={"summary notebook": round(wall, 1)}))
+
+
+def colour_verdicts(html: str, column: int) -> str:
+    """``html`` (tables of :func:`dobrushin.report.reproducing_tables.html_table`) with each body cell of column
+    ``column`` classed by the verdict it starts with (``dobrushin-verdict-<name>``, coloured by
+    ``_static/dobrushin.css``); other cells, and cells naming no verdict, as they are."""
+    def row(m):
+        cells = re.split(r"(?=<td[ >])", m.group(1))  # the row's opening, then one piece per cell
+        if column + 1 < len(cells) and cells[column + 1].startswith("<td>"):
+            v = Verdict.of(re.sub(r"<[^>]+>", "", cells[column + 1]))
+            if v is not Verdict.RELATED:
+                cells[column + 1] = f'<td class="dobrushin-verdict-{v.name.lower()}">' + cells[column + 1][4:]
+        return "".join(cells) + "</tr>"
+
+    return re.sub(r"(<tr>(?:(?!</tr>).)*?<td.*?)</tr>", row, html, flags=re.S)
 
 
 def fallback_inputs(entries: dict) -> dict:
