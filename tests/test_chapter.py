@@ -147,7 +147,7 @@ def test_the_chapter_names_its_packaged_proxies_so_after_measuring(tmp_path, mon
 def test_kappa_table_values_from_the_tables():
     """kappa_table: per (model, weights) the range of the per-layer median κ, the fraction holding, the
     near-uniform layers as 1-based runs, and the rollout's median ratios, each checked against pandas directly."""
-    from dobrushin.report.insight import kappa_table, near_uniform_layers
+    from dobrushin.report.tables import kappa_table, near_uniform_layers
 
     assert near_uniform_layers(pd.Series([0.5, 0.01, 0.02, 0.03, 0.6, 0.05])) == "2–4, 6"
     assert near_uniform_layers([0.2, 0.3]) == "none"

@@ -11,7 +11,8 @@ from dobrushin.experiments.atlas import choose_cases, pair_and_margins
 from dobrushin.experiments.structure import matrix_structure, random_structure
 from dobrushin.math.coefficient import attaining_pairs, equality_holds, kappa
 from dobrushin.random.ensembles import sample_matrices
-from dobrushin.report.insight import download_links, rollout_gap
+from dobrushin.report.insight import download_links
+from dobrushin.report.tables import rollout_gap
 
 
 def _table():

@@ -21,6 +21,7 @@ import pandas as pd
 from ..store.results import atomic_write_csv, atomic_write_json
 from . import page as F
 from .names import VARIANT_LABELS, and_join, pct, weights_label
+from .tables import kappa_table
 from .plots import display_name
 
 MPNET = "sentence-transformers/all-mpnet-base-v2"
@@ -38,28 +39,10 @@ def _md(text: str):
     _display(Markdown(text))
 
 
-def value_range(x) -> str:
-    """``min–max`` of ``x`` with two decimals each (``0.05–0.07``; one value when they agree)."""
-    lo, hi = float(np.min(x)), float(np.max(x))
-    return f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}"
-
-
 def _srng(x) -> str:
     """``min–max`` with two significant digits each (small values are not rounded to 0.00)."""
     lo, hi = f"{float(np.min(x)):.2g}", f"{float(np.max(x)):.2g}"
     return lo if lo == hi else f"{lo}–{hi}"
-
-
-def rollout_gap(roll: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, weights, variant): the median κ(R)/bound and its two factors, κ(R)/∏κ(F_ℓ)
-    (submultiplicativity) and ∏κ(F_ℓ)/∏½(1+κ(A_ℓ)) (the layer bounds), and the median number of tight layers."""
-    r = roll.assign(ratio=roll["kappa_rollout"] / roll["bound"],
-                    submult=roll["kappa_rollout"] / roll["factor_product"],
-                    layers=roll["factor_product"] / roll["bound"])
-    return (r.groupby(["model", "weights", "variant"], sort=False)
-            .agg(inputs=("ratio", "size"), ratio=("ratio", "median"), submult=("submult", "median"),
-                 layers=("layers", "median"), tight=("layers_holding", "median"), L=("n_layers", "max"))
-            .reset_index())
 
 
 def near_tie_text(table: pd.DataFrame, name=None) -> str:
@@ -93,17 +76,6 @@ def near_tie_text(table: pd.DataFrame, name=None) -> str:
             f"{VARIANT_LABELS.get(v, v)}). `make verify` excuses a differing decision only below this margin.")
 
 
-def _runs(nums) -> str:
-    """``[2, 3, 4, 7]`` → ``"2–4, 7"``: sorted integers with consecutive runs as ranges."""
-    out, nums = [], sorted(nums)
-    for x in nums:
-        if out and x == out[-1][1] + 1:
-            out[-1][1] = x
-        else:
-            out.append([x, x])
-    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in out)
-
-
 def ablation_verdict(k0: int, n0: int, k1: int, n1: int, bias: float) -> Tuple[str, bool]:
     """The conclusion of the MPNet ablation from its counts — the condition held on ``k0`` of ``n0`` pairs
     before and ``k1`` of ``n1`` after setting the distance-0 bias (mean ``bias`` before) to its neighbours'
@@ -124,34 +96,6 @@ def ablation_verdict(k0: int, n0: int, k1: int, n1: int, bias: float) -> Tuple[s
                 "lowers the share failing without removing it.", False)
     return ("So the distance-0 bias does not explain the failures: removing it does not lower the share "
             "failing.", False)
-
-
-def near_uniform_layers(kappa_per_layer, threshold: float = 0.1) -> str:
-    """The 1-based layers whose median κ(A) is below ``threshold``, as runs (``"2–12"``), or ``"none"``."""
-    k = pd.Series(kappa_per_layer)
-    near = [int(i) + 1 for i, v in k.items() if v < threshold]
-    return _runs(near) if near else "none"
-
-
-def kappa_table(content: pd.DataFrame, roll: pd.DataFrame, random_kappa: dict, n_tokens: dict) -> pd.DataFrame:
-    """One row per (model, weights) of the content-token table ``content``: median κ(A) per layer (range over
-    layers), median κ of the random matrices ``random_kappa[model]`` of ``n_tokens[model]`` tokens, the fraction
-    holding, the near-uniform layers (:func:`near_uniform_layers`) and the rollout's median κ(R)/bound with its two
-    factors (:func:`rollout_gap`)."""
-    gap = rollout_gap(roll) if len(roll) else pd.DataFrame()
-    rows = []
-    for (m, w), g in content.groupby(["model", "weights"], sort=False):
-        per = g.groupby("layer")["kappa"].median()
-        row = {"model": display_name(m), "weights": weights_label(w), "κ(A) per layer": value_range(per),
-               "random κ": f"{np.median(random_kappa[m]):.2f} (n = {n_tokens[m]})",
-               "holds": pct(float(g["holds"].mean())), "near-uniform layers": near_uniform_layers(per)}
-        gg = gap[(gap["model"] == m) & (gap["weights"] == w) & (gap["variant"] == "content")] if len(gap) else gap
-        if len(gg):
-            r = gg.iloc[0]
-            row.update({"κ(R)/bound": f"{r['ratio']:.2f}", "κ(R)/∏κ(F)": f"{r['submult']:.2f}",
-                        "∏κ(F)/bound": f"{r['layers']:.2f}"})
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 class InsightSections:
@@ -506,5 +450,4 @@ def _project_root():
     return project_root()
 
 
-__all__ = ["InsightSections", "kappa_table", "near_uniform_layers", "MPNET", "download_links", "rollout_gap", "show_downloads", "tabular_atlas",
-           "value_range"]
+__all__ = ["InsightSections", "MPNET", "download_links", "show_downloads", "tabular_atlas"]

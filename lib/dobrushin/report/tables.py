@@ -1,14 +1,15 @@
-"""Tables of the report, plain functions of the tidy result tables: fractions with their intervals,
+"""Tables of the report, plain functions of the tidy result tables: fractions with their intervals, the κ table,
 per-head and rollout summaries, the status of each run, and everything a store holds."""
 from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..math.stats import cluster_sums, clustered, wilson
 from ..store.results import WEIGHTS, ResultStore
-from .names import VARIANT_TABLE_LABELS, display_name, pct
+from .names import VARIANT_TABLE_LABELS, display_name, pct, weights_label
 
 
 def fractions(table: pd.DataFrame, by: Sequence[str] = ("model", "weights", "variant")) -> pd.DataFrame:
@@ -118,4 +119,62 @@ def collect(store: ResultStore) -> dict:
             "rollout": store.tables("rollout", entries), "entries": entries}
 
 
-__all__ = ["FRACTIONS_CAPTION", "collect", "fraction_grid", "fractions", "head_summary", "rollout_summary", "status_table"]
+def value_range(x) -> str:
+    """``min–max`` of ``x`` with two decimals each (``0.05–0.07``; one value when they agree)."""
+    lo, hi = float(np.min(x)), float(np.max(x))
+    return f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}"
+
+
+def rollout_gap(roll: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, weights, variant): the median κ(R)/bound and its two factors, κ(R)/∏κ(F_ℓ)
+    (submultiplicativity) and ∏κ(F_ℓ)/∏½(1+κ(A_ℓ)) (the layer bounds), and the median number of tight layers."""
+    r = roll.assign(ratio=roll["kappa_rollout"] / roll["bound"],
+                    submult=roll["kappa_rollout"] / roll["factor_product"],
+                    layers=roll["factor_product"] / roll["bound"])
+    return (r.groupby(["model", "weights", "variant"], sort=False)
+            .agg(inputs=("ratio", "size"), ratio=("ratio", "median"), submult=("submult", "median"),
+                 layers=("layers", "median"), tight=("layers_holding", "median"), L=("n_layers", "max"))
+            .reset_index())
+
+
+def _runs(nums) -> str:
+    """``[2, 3, 4, 7]`` → ``"2–4, 7"``: sorted integers with consecutive runs as ranges."""
+    out, nums = [], sorted(nums)
+    for x in nums:
+        if out and x == out[-1][1] + 1:
+            out[-1][1] = x
+        else:
+            out.append([x, x])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in out)
+
+
+def near_uniform_layers(kappa_per_layer, threshold: float = 0.1) -> str:
+    """The 1-based layers whose median κ(A) is below ``threshold``, as runs (``"2–12"``), or ``"none"``."""
+    k = pd.Series(kappa_per_layer)
+    near = [int(i) + 1 for i, v in k.items() if v < threshold]
+    return _runs(near) if near else "none"
+
+
+def kappa_table(content: pd.DataFrame, roll: pd.DataFrame, random_kappa: dict, n_tokens: dict) -> pd.DataFrame:
+    """One row per (model, weights) of the content-token table ``content``: median κ(A) per layer (range over
+    layers), median κ of the random matrices ``random_kappa[model]`` of ``n_tokens[model]`` tokens, the fraction
+    holding, the near-uniform layers (:func:`near_uniform_layers`) and the rollout's median κ(R)/bound with its two
+    factors (:func:`rollout_gap`)."""
+    gap = rollout_gap(roll) if len(roll) else pd.DataFrame()
+    rows = []
+    for (m, w), g in content.groupby(["model", "weights"], sort=False):
+        per = g.groupby("layer")["kappa"].median()
+        row = {"model": display_name(m), "weights": weights_label(w), "κ(A) per layer": value_range(per),
+               "random κ": f"{np.median(random_kappa[m]):.2f} (n = {n_tokens[m]})",
+               "holds": pct(float(g["holds"].mean())), "near-uniform layers": near_uniform_layers(per)}
+        gg = gap[(gap["model"] == m) & (gap["weights"] == w) & (gap["variant"] == "content")] if len(gap) else gap
+        if len(gg):
+            r = gg.iloc[0]
+            row.update({"κ(R)/bound": f"{r['ratio']:.2f}", "κ(R)/∏κ(F)": f"{r['submult']:.2f}",
+                        "∏κ(F)/bound": f"{r['layers']:.2f}"})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+__all__ = ["FRACTIONS_CAPTION", "collect", "fraction_grid", "fractions", "kappa_table", "near_uniform_layers",
+           "rollout_gap", "value_range", "head_summary", "rollout_summary", "status_table"]

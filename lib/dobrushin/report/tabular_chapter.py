@@ -307,7 +307,7 @@ class TabularChapter:
 
     def uniformity(self, count: int = 64):
         """Is tightness informative here?  Per benchmark (its seeds pooled) and weights, one row of
-        :func:`dobrushin.report.insight.kappa_table`: the median κ(A) of the content tokens per layer against
+        :func:`dobrushin.report.tables.kappa_table`: the median κ(A) of the content tokens per layer against
         Dirichlet(1) random matrices of the same n (``count`` of them), the fraction holding and the near-uniform
         layers."""
         import re
@@ -315,7 +315,7 @@ class TabularChapter:
         import pandas as pd
 
         from ..experiments.structure import random_kappa
-        from .insight import kappa_table
+        from .tables import kappa_table
 
         table = self.table
         if not len(table):
