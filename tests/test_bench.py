@@ -100,7 +100,7 @@ def test_the_rows_fit_the_store_schema_the_report_reads():
     column a row carries is in it (none dropped by the reindex), and the chapter's table reads the result."""
     import pandas as pd
 
-    from dobrushin.report.summary import bench_table
+    from dobrushin.report.reproducing_tables import bench_table
     from dobrushin.store.bench import BENCH_COLUMNS
 
     b = bench.Bench("ci")

@@ -497,12 +497,12 @@ def test_figures_without_caption_detected(synthetic):
 
 @needs_browser
 def test_tables_fitted_by_the_report_fit_a_book_column(tmp_path):
-    """The book's own table layout (figures.table via summary.html_table, with _static/dobrushin.css and the
+    """The book's own table layout (figures.table via RT.html_table, with _static/dobrushin.css and the
     theme's font) fits a 690 px text column where the same tables laid out as given do not."""
     import numpy as np
     import pandas as pd
 
-    from dobrushin.report import summary
+    from dobrushin.report import reproducing_tables as RT
 
     rng = np.random.default_rng(1)
 
@@ -519,9 +519,9 @@ def test_tables_fitted_by_the_report_fit_a_book_column(tmp_path):
     col = "<div style='width:690px'>{}</div>"
     site = tmp_path / "site"
     site.mkdir()
-    (site / "fitted.html").write_text(page("Fitted", col.format("".join(summary.html_table(f).html for f in frames)),
+    (site / "fitted.html").write_text(page("Fitted", col.format("".join(RT.html_table(f).html for f in frames)),
                                            head=head))
-    (site / "as_given.html").write_text(page("As given", col.format(summary.html_table(frames[1], fit=False).html),
+    (site / "as_given.html").write_text(page("As given", col.format(RT.html_table(frames[1], fit=False).html),
                                              head=head))
     report = ch.check_site(site)
     fitted = report.page("fitted.html")

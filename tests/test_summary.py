@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from dobrushin.report import claims, summary
+from dobrushin.report import claims, summary_table as ST
 from dobrushin.store.results import ResultStore
 from dobrushin.math.stats import wilson
 
@@ -57,7 +57,7 @@ def test_summary_rows_carry_inputs_and_the_clustered_interval(tmp_path):
     s = ResultStore(tmp_path, "dinov2")
     s.save("facebook/dinov2-small", {"m": 1}, _table("facebook/dinov2-small", holds), model="facebook/dinov2-small",
            provenance={"pretrained": {"source": "cache"}})
-    t = summary.build_summary(tmp_path)
+    t = ST.build_summary(tmp_path)
     r = t[(t["model"] == "facebook/dinov2-small") & (t["variant"] == "content")].iloc[0]
     assert (r["n_inputs"], r["n_pairs"]) == (8, 48)
     assert (r["cl_low"], r["cl_high"]) == pytest.approx(wilson(5, 8)[1:], abs=1e-12)
@@ -85,13 +85,13 @@ def test_claims_match_the_papers_models_only():
 def test_late_depth_rule():
     L = 4
     late = _table("m", [[1, 1], [1, 1], [1, 0], [0, 0]])  # failures in layers 2, 3 of 0..3
-    r = summary.late_depth_row(late, "m")
+    r = ST.late_depth_row(late, "m")
     assert r["status"] == "reproduced" and r["n_pairs"] == 3
     early = _table("m", [[0, 1], [1, 1], [1, 1], [1, 0]])
-    assert summary.late_depth_row(early, "m")["status"] == "differs"
+    assert ST.late_depth_row(early, "m")["status"] == "differs"
     none = _table("m", [[1]] * L)
-    assert summary.late_depth_row(none, "m")["status"] == "reproduced"
-    assert summary.late_depth_row(_table("m", [[0, 1]]), "m")["status"].startswith("not run")
+    assert ST.late_depth_row(none, "m")["status"] == "reproduced"
+    assert ST.late_depth_row(_table("m", [[0, 1]]), "m")["status"].startswith("not run")
 
 
 def test_build_summary_reads_only_the_latest_run(tmp_path):
@@ -104,7 +104,7 @@ def test_build_summary_reads_only_the_latest_run(tmp_path):
     store.record("distilbert/distilbert-base-uncased", {"x": 3}, model="distilbert/distilbert-base-uncased",
                  status="weights unavailable: offline")
     store.update_manifest(parameters={"models": ["FacebookAI/roberta-base", "distilbert/distilbert-base-uncased"]})
-    s = summary.build_summary(tmp_path)
+    s = ST.build_summary(tmp_path)
     assert "old/model" not in set(s["model"])
     rob = s[(s["model"] == "FacebookAI/roberta-base") & (s["variant"] == "content")].iloc[0]
     assert rob["n_pairs"] == 8 and rob["measured"] == pytest.approx(6 / 8)
@@ -115,13 +115,13 @@ def test_build_summary_reads_only_the_latest_run(tmp_path):
     assert set(un["status"]) == {"no paper value"} and un["measured"].iloc[0] == pytest.approx(2 / 8)
     dist = s[s["model"] == "distilbert/distilbert-base-uncased"]
     assert len(dist) and all(st == "not run: weights unavailable: offline" for st in dist["status"])
-    assert s.columns.tolist() == summary.COLUMNS
+    assert s.columns.tolist() == ST.COLUMNS
 
 
 def test_bench_table_reads_the_target_ratio_from_the_analyse_row():
     """The speed row states analyse's ratio against pdist and how far it is from the target, the
     hardware-reference ratio and the torch path against cdist + test, as stored in the bench file."""
-    from dobrushin.report.summary import BENCH_TARGET, bench_table
+    from dobrushin.report.reproducing_tables import BENCH_TARGET, bench_table
 
     rows = []
     for n, ratio in ((257, 4.5), (1370, 7.5)):

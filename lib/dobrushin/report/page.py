@@ -393,7 +393,7 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
       columns cannot stand side by side is transposed (few rows) or split into tables one below the
       other (the first carries the caption and says so); ``fit=False`` keeps the columns as given;
       ``width="full"`` fits it to a cell tagged ``full-width`` instead of the text column; ``code``
-      names (displayed) columns that the caller shows as ``<code>`` (:func:`dobrushin.report.summary.html_table`).
+      names (displayed) columns that the caller shows as ``<code>`` (:func:`dobrushin.report.reproducing_tables.html_table`).
     """
     import pandas as pd
 

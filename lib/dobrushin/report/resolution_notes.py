@@ -8,12 +8,12 @@ from ..models.configs import RESOLUTION_SEP, base_id, model_family
 from .names import display_name
 from .claims import SCORECARD
 from .scorecard import clustered_text
-from .summary import input_sums
+from .summary_table import input_sums
 
 
 def add_resolution_notes(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """``card`` with a note on each claim row of a model that was also measured at a second resolution
-    (``"<id>@518px"`` rows of ``table``, :func:`dobrushin.report.summary.load_family_results` with
+    (``"<id>@518px"`` rows of ``table``, :func:`dobrushin.report.results_loading.load_family_results` with
     ``resolutions=True``): that run's fraction, clustered interval, inputs and pairs on the row's variant,
     trained weights.  It is the same inputs measured again, so it is shown beside the verdict, not pooled
     into it."""

@@ -1,7 +1,7 @@
 """The scorecard: one row per claim of the paper, judged from the summary table of this build.
 
 Each row of :data:`dobrushin.report.claims.SCORECARD` collects its *evidence* from the per-model rows
-of :func:`dobrushin.report.summary.build_summary` (the table written to ``results/summary.csv``):
+of :func:`dobrushin.report.summary_table.build_summary` (the table written to ``results/summary.csv``):
 
 * the models of the claim's families that carry the claim (``claims.content_claim`` /
   ``special_claim``; e.g. DINOv2 with registers is not "DINOv2 S/B/L");
@@ -36,7 +36,7 @@ import pandas as pd
 from ..math.stats import add_sums, clustered, wilson
 from ..models.configs import model_family
 from .claims import CLAIMS, SCORECARD, TOO_WIDE, ScorecardRow, Verdict, combine, judge
-from .summary import row_sums
+from .summary_table import row_sums
 from .names import VARIANT_TABLE_LABELS, and_join, display_name, pct, proxy_name
 
 COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "verdict", "note",
@@ -422,9 +422,9 @@ def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
                     theorem_check: Optional[dict] = None, law: Optional[pd.DataFrame] = None) -> pd.DataFrame:
     """The scorecard (:data:`COLUMNS`), one row per :data:`~dobrushin.report.claims.SCORECARD` entry,
     from the summary table (``results/summary.csv``), the manifest entries of
-    :func:`dobrushin.report.summary.load_family_results` (for the proxies' provenance and training notes),
-    the baseline's exact check of the theorem (:func:`dobrushin.report.summary.load_theorem_check`) and the
-    law chapter's column-averaged estimates (:func:`dobrushin.report.summary.load_law_estimates`: shown in
+    :func:`dobrushin.report.results_loading.load_family_results` (for the proxies' provenance and training notes),
+    the baseline's exact check of the theorem (:func:`dobrushin.report.results_loading.load_theorem_check`) and the
+    law chapter's column-averaged estimates (:func:`dobrushin.report.results_loading.load_law_estimates`: shown in
     the baseline row's note beside the direct counts it is judged on)."""
     need = {"claim", "model", "variant", "measured", "n_pairs", "status", "weights_source"}
     missing = need - set(summary.columns)

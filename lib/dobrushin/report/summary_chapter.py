@@ -10,7 +10,7 @@
   ``paper_trials`` and ``bench_table`` / ``bench_status``.
 
 Cross-document ``{glue}`` in myst-nb pastes HTML, images and plain text (not Markdown), so what the
-Markdown chapters paste is HTML (:func:`dobrushin.report.summary.html_table`); on this chapter's own
+Markdown chapters paste is HTML (:func:`dobrushin.report.reproducing_tables.html_table`); on this chapter's own
 page tables are :func:`dobrushin.report.page.table` and figures :func:`dobrushin.report.page.figure`.
 """
 from __future__ import annotations
@@ -29,10 +29,12 @@ from . import names
 from .names import and_join, ft_model_name, is_proxy
 from . import page as F
 from .display import html_block, plain_text
-from . import reproducing_tables
 from . import scorecard as S
 from .resolution_notes import add_resolution_notes
-from . import summary
+from . import reproducing_tables as RT
+from . import results_loading as RL
+from . import summary_figures as SF
+from . import summary_table as ST
 from .claims import CLAIMS, Verdict
 from .summary_insight import SummaryInsights
 
@@ -70,23 +72,23 @@ class SummaryChapter(SummaryInsights):
         self.results = Path(results_dir) if results_dir else paths.results_dir()
         self.root = Path(root) if root is not None else (paths.project_root() or Path.cwd().parent)
         self.baseline_ns = [int(n) for n in baseline_ns]
-        grid = summary.load_baseline(self.results)
+        grid = RL.load_baseline(self.results)
         self.baseline = grid[grid["n"].isin(self.baseline_ns)] if grid is not None else None
-        self.reference = summary.load_reference_grid(self.results)
+        self.reference = RL.load_reference_grid(self.results)
         # the family results read once: the claims are judged without the runs at a second resolution
         # (518 px), which the scale line and the scorecard's notes show
-        runs = summary.load_family_runs(self.results, profile)
+        runs = RL.load_family_runs(self.results, profile)
         self.family_table, self.entries = runs.primary()
         every_table, self.every_entry = runs.every()
-        self.table = summary.build_summary(self.results, self.baseline, self.reference, profile,
+        self.table = ST.build_summary(self.results, self.baseline, self.reference, profile,
                                            family=(self.family_table, self.entries))
         # the packaged stand-ins for hub checkpoints are named "(packaged proxy)" in every table and figure
         names.mark_proxies(self.table.loc[self.table["weights_source"] == "proxy", "model"])
-        self.theorem_check = summary.load_theorem_check(self.results)
+        self.theorem_check = RL.load_theorem_check(self.results)
         self.card = add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check,
-                                                           summary.load_law_estimates(self.results)),
+                                                           RL.load_law_estimates(self.results)),
                                          every_table)
-        self.scale = summary.scale_table(every_table, self.every_entry)
+        self.scale = ST.scale_table(every_table, self.every_entry)
         atomic_write_csv(self.results / "summary.csv", self.table)
         atomic_write_csv(self.results / "scorecard.csv", self.card)
 
@@ -94,12 +96,12 @@ class SummaryChapter(SummaryInsights):
     def scale_text(self) -> str:
         """The scale line, what no profile can change (rows needing hub weights) and where the numbers come
         from (published results: digest, commit; the last ``make verify``), as one paragraph."""
-        return " ".join(x for x in [summary.scale_line(self.scale, self.profile), self.scale_after()] if x)
+        return " ".join(x for x in [ST.scale_line(self.scale, self.profile), self.scale_after()] if x)
 
     def scale_after(self) -> str:
         """What follows the scale: the rows no profile can change and where the numbers come from."""
         out = []
-        hub = summary.hub_only(self.entries)
+        hub = ST.hub_only(self.entries)
         if hub:
             out.append(f"No profile of this build can change the rows of {len(hub)} model"
                        f"{'s' if len(hub) != 1 else ''} whose trained weights are not available here "
@@ -113,7 +115,7 @@ class SummaryChapter(SummaryInsights):
         entries = list(self.every_entry.values())
         reused = sum(1 for e in entries if e.get("published_from"))
         other = fallback_inputs(self.every_entry)
-        return (summary.scale_line(self.scale, self.profile) + (
+        return (ST.scale_line(self.scale, self.profile) + (
             f" {reused} of the {len(entries)} model results are the published paper-scale ones, reused as made by "
             "make reproduce." if reused else "")
             + (" A fallback build: " + "; ".join(f"the {nb.replace('_', ' ')} chapter measured {src}"
@@ -122,7 +124,7 @@ class SummaryChapter(SummaryInsights):
 
     def scale_markdown(self) -> str:
         """**Scale.**, a line per measured model, then :meth:`scale_after` (Markdown)."""
-        items = summary.scale_items(self.scale)
+        items = ST.scale_items(self.scale)
         if not items:
             return f"**Scale.** {_md_text(self.scale_text())}"
         lines = "\n".join(f"- {_md_text(x)}" for x in items)
@@ -177,8 +179,8 @@ class SummaryChapter(SummaryInsights):
             _md("No family results were found: run the family notebooks first.")
             return
         content = t[t["variant"] == "content"]
-        fams = summary.family_order(summary.families_of(content))
-        trained = [summary.summary_family(m) for m in content.loc[content["weights"] == "pretrained", "model"]]
+        fams = SF.family_order(SF.families_of(content))
+        trained = [SF.summary_family(m) for m in content.loc[content["weights"] == "pretrained", "model"]]
         trained = [f for f in fams if f in set(trained)]
         src = self.table[self.table["variant"] == "content"].drop_duplicates("model").set_index("model")["weights_source"]
         named = [_model_name(m) + ("" if is_proxy(m) else f" ({src.get(m, 'unrecorded')})")
@@ -187,7 +189,7 @@ class SummaryChapter(SummaryInsights):
         ft = any(str(m).startswith("FT-Transformer/") for m in content.loc[content["weights"] == "pretrained", "model"])
         if ft:
             named.append("FT-Transformer (trained here)")
-        fig = summary.plot_depth_profiles(t, self.reference)
+        fig = SF.plot_depth_profiles(t, self.reference)
         twins = _once_clause(content)
         F.figure(fig, notebook=NOTEBOOK, name="depth", width="full",
                  caption=("Fraction of inputs for which the equality condition holds on content tokens, against "
@@ -210,43 +212,43 @@ class SummaryChapter(SummaryInsights):
         """Glue the headline sentence, the scale in one line and the scorecard for book/intro.md."""
         _glue("headline", plain_text(S.headline(self.card)))
         _glue("scale_short", plain_text(self.scale_short()))
-        card = summary.html_table(S.shown(self.card[self.card["parent"].fillna("") == ""], S.COMPACT), width="full")
+        card = RT.html_table(S.shown(self.card[self.card["parent"].fillna("") == ""], S.COMPACT), width="full")
         html = colour_verdicts(card.html, S.COMPACT.index("verdict"))
         _glue("scorecard_html", html_block(f'<div class="full-width">{html}</div>', card.text))
 
     # ------------------------------------------------------------------ timings and reproducibility
     def timings(self):
         """Wall time per notebook, in book order, quick and paper profile; glued for reproducing.md."""
-        timings, profiles = summary.load_timings(self.results), ("quick", "paper")
+        timings, profiles = RL.load_timings(self.results), ("quick", "paper")
         pub = paths.published_dir()
         if pub is not None and (pub / "timings").exists():  # the wall times of the run that was published
-            pt = summary.load_timings(pub)
+            pt = RL.load_timings(pub)
             if len(pt):
                 pt = pt.assign(profile=pt["profile"] + " (published run)")
                 timings = pd.concat([timings, pt], ignore_index=True)
                 profiles = (*profiles, *dict.fromkeys(pt["profile"]))
-        tt = summary.timings_table(timings, summary.notebook_order(self.root), profiles,
+        tt = RT.timings_table(timings, RT.notebook_order(self.root), profiles,
                                    rendering=(NOTEBOOK, self.profile))
-        _glue("timings_table", summary.html_table(tt))
+        _glue("timings_table", RT.html_table(tt))
 
     def for_reproducing(self):
         """Glue the paper scale, the schema, the summary.csv columns and the benchmark for reproducing.md."""
-        _glue("schema_table", summary.html_table(summary.schema_table()))
-        _glue("summary_columns", html_block(", ".join(f"<code>{c}</code>" for c in summary.COLUMNS),
-                                              ", ".join(summary.COLUMNS)))
-        scale = reproducing_tables.paper_scale(self.root / "params")
+        _glue("schema_table", RT.html_table(RT.schema_table()))
+        _glue("summary_columns", html_block(", ".join(f"<code>{c}</code>" for c in ST.COLUMNS),
+                                              ", ".join(ST.COLUMNS)))
+        scale = RT.paper_scale(self.root / "params")
         for key in ("inputs", "seeds", "trials"):
-            _glue(f"paper_{key}", plain_text("(not set)" if scale[key] is None else reproducing_tables.grouped(scale[key])))
+            _glue(f"paper_{key}", plain_text("(not set)" if scale[key] is None else RT.grouped(scale[key])))
         full, short = self.results / "bench" / "bench.csv", self.results / "bench-ci" / "bench.csv"
         bench_csv = full if full.exists() else short  # the full run when there is one, else CI's short profile
         if bench_csv.exists():
             bench = pd.read_csv(bench_csv)
-            _glue("bench_table", summary.html_table(summary.bench_table(bench)))
+            _glue("bench_table", RT.html_table(RT.bench_table(bench)))
             day = time.strftime("%Y-%m-%d", time.gmtime(bench_csv.stat().st_mtime))
             what = "the full profile (make bench)" if bench_csv == full else "the short CI profile (make bench-ci)"
             _glue("bench_status", plain_text(f"{what}, measured on {day}"))
         else:
-            _glue("bench_table", summary.html_table(pd.DataFrame({"benchmark": ["not run in this build"]})))
+            _glue("bench_table", RT.html_table(pd.DataFrame({"benchmark": ["not run in this build"]})))
             _glue("bench_status", plain_text("not run in this build"))
 
     def finish(self, parameters: Optional[dict] = None):
@@ -402,10 +404,10 @@ def _claim_short(text: str) -> str:
 
 def _once_clause(content: pd.DataFrame) -> str:
     """", each untrained network once (...)" when ``content`` has the untrained control of a packaged proxy and of
-    the checkpoint it stands in for (the same network: :func:`dobrushin.report.summary.distinct_controls`)."""
+    the checkpoint it stands in for (the same network: :func:`dobrushin.report.summary_figures.distinct_controls`)."""
     return "".join(f", each untrained network once (the control of `{a}`, a packaged proxy, is the same network as "
                    f"that of `{b}`, the checkpoint it stands in for: same architecture, same seed)"
-                   for a, b in summary.control_twins(content))
+                   for a, b in SF.control_twins(content))
 
 
 def _checkpoint_name(stem: str) -> str:
