@@ -454,7 +454,7 @@ def verdict_kind(verdict: str) -> str:
 
 
 #: the introduction's column order: the verdict before the details, so a narrow page shows it first
-COMPACT = ("claim", "paper_value", "verdict", "measured", "n_inputs", "n", "weights", "evidence")
+COMPACT = ("claim", "paper_value", "verdict", "measured", "weights")
 
 
 def shown(card: pd.DataFrame, columns=tuple(SHOWN)) -> pd.DataFrame:

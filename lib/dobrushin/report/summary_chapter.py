@@ -35,7 +35,7 @@ from . import reproducing_tables as RT
 from . import results_loading as RL
 from . import summary_figures as SF
 from . import summary_table as ST
-from .claims import CLAIMS, Verdict
+from .claims import CLAIMS, SCORECARD, Verdict
 from .summary_insight import SummaryInsights
 
 NOTEBOOK = "summary"
@@ -212,7 +212,9 @@ class SummaryChapter(SummaryInsights):
         """Glue the headline sentence, the scale in one line and the scorecard for book/intro.md."""
         _glue("headline", plain_text(S.headline(self.card)))
         _glue("scale_short", plain_text(self.scale_short()))
-        card = RT.html_table(S.shown(self.card[self.card["parent"].fillna("") == ""], S.COMPACT), width="full")
+        top = self.card[self.card["parent"].fillna("") == ""]
+        short = {r.key: r.short for r in SCORECARD}  # the claim's name; its words, inputs and pairs are in the summary
+        card = RT.html_table(S.shown(top.assign(claim=top["key"].map(short)), S.COMPACT), width="full")
         html = colour_verdicts(card.html, S.COMPACT.index("verdict"))
         _glue("scorecard_html", html_block(f'<div class="full-width">{html}</div>', card.text))
 
