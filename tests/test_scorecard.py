@@ -10,7 +10,8 @@ import pytest
 
 from dobrushin.report import scorecard as S
 from dobrushin.report import reproducing_tables as RT, results_loading as RL, summary_figures as SF, summary_table as ST
-from dobrushin.report.claims import CLAIMS, SCORECARD
+from dobrushin.report.tables import input_sums
+from dobrushin.report.claims import CLAIMS, SCORECARD, Verdict
 from dobrushin.store.results import ResultStore
 
 HUB = {"source": "cache", "revision": "abc", "proxy_for": None}
@@ -114,7 +115,7 @@ def test_one_row_per_claim_in_order(results):
 
     shown = F.table(S.shown(card), width="full")  # as the summary chapter lays it out
     assert {"claim of the paper", "verdict", "measured [95% CI clustered by input]"} <= set(shown.parts[0][0].columns)
-    assert set(card["verdict"].map(S.verdict_kind)) <= {"reproduced", "consistent", "differs", "inconclusive",
+    assert set(card["verdict"].map(lambda v: Verdict.of(v).value)) <= {"reproduced", "consistent", "differs", "inconclusive",
                                                         "not run", "related"}
 
 
@@ -259,7 +260,7 @@ def test_baseline_row_spans_the_sizes(results):
     _, entries = RL.load_family_results(results)
     b = _row(S.build_scorecard(t, entries, RL.load_theorem_check(results)), "baseline")
     assert b["verdict"] == "consistent at n = 4; reproduced at n = 8"  # the verdict states its sizes
-    assert S.verdict_kind(b["verdict"]) == "consistent"
+    assert Verdict.of(b["verdict"]).value == "consistent"
     assert "consistent at n = 4, reproduced at the other sizes" in b["note"] and "every size" not in b["note"]
 
 
@@ -267,7 +268,7 @@ def test_headline_is_generated_from_the_verdicts(results):
     _, card = _build(results)
     h = S.headline(card)
     top = card[card["parent"] == ""]
-    kinds = top["verdict"].map(S.verdict_kind)
+    kinds = top["verdict"].map(lambda v: Verdict.of(v).value)
     judged = (kinds != "related").sum()
     assert h.startswith(f"Of the {S._NUMBER.get(judged, str(judged))} claims the scorecard judges (the paper's, with "
                         "FT-Transformer one per benchmark), this build reproduces "
@@ -457,9 +458,9 @@ def test_a_second_resolution_is_in_the_scale_and_the_notes_but_not_pooled(result
 
     noted = add_resolution_notes(card, table).set_index("key")
     part = table[(table["model"] == hi) & (table["weights"] == "pretrained") & (table["variant"] == "content")]
-    p, lo, hi_ = clustered(ST.input_sums(part))
+    p, lo, hi_ = clustered(input_sums(part))
     assert p == pytest.approx(114 / 120)
-    want = f"at 518 px (the same inputs measured again, not pooled into the verdict): {S.clustered_text(ST.input_sums(part))} (10 inputs, 120 pairs)"
+    want = f"at 518 px (the same inputs measured again, not pooled into the verdict): {S.clustered_text(input_sums(part))} (10 inputs, 120 pairs)"
     assert noted.loc["dinov2_s", "note"].endswith(want)
     assert "at 518 px" in noted.loc["special_dinov2_s", "note"] and "100.0%" in noted.loc["special_dinov2_s", "note"]
     for key in ("dinov2_b", "roberta", "tabular_adult", "special"):
@@ -712,7 +713,7 @@ def test_the_introductions_verdict_cells_are_coloured_by_their_verdict(results):
     col = S.COMPACT.index("verdict")
     out = colour_verdicts(html, col)
     classes = re.findall(r'<td class="dobrushin-verdict-([a-z_]+)">', out)
-    want = [S.verdict_kind(v).replace(" ", "_") for v in top["verdict"] if S.verdict_kind(v) != "related"]
+    want = [Verdict.of(v).name.lower() for v in top["verdict"] if Verdict.of(v) is not Verdict.RELATED]
     assert classes == want and len(classes) == len(top) - 1  # every row but the related evidence's
     assert re.sub(r' class="dobrushin-verdict-[a-z_]+"', "", out) == html  # nothing else changed
     assert colour_verdicts(html, 0) == html  # the claim column names no verdict

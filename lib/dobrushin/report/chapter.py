@@ -31,9 +31,9 @@ from ..store.results import ResultStore, atomic_write_csv, slugify
 from . import names
 from . import page as F
 from . import plots
-from .names import VARIANT_LABELS, VARIANT_TABLE_LABELS, WEIGHTS_LABELS, weights_label
+from .names import VARIANT_TABLE_LABELS, WEIGHTS_LABELS, weights_label
 from .plots import display_name
-from .tables import FRACTIONS_CAPTION, fraction_grid, fractions, head_summary, rollout_summary, status_table
+from .tables import fraction_grid, fractions, fractions_caption, head_summary, rollout_summary, status_table
 from .names import pct  # noqa: E402,F401  (re-exported: chapters format fractions with it)
 from .insight import InsightSections, near_tie_text
 from .results_loading import baseline_for
@@ -125,6 +125,20 @@ def _count_text(counts, noun: str) -> str:
     if len(ks) == 1:
         return f"{ks[0]} {noun}" + ("" if ks[0] == 1 else "s")
     return f"{ks[0]}–{ks[-1]} {noun}s (per row: the {noun}s column)"
+
+
+def rollout_check_text(rs: pd.DataFrame, unit: str = "input") -> str:
+    """The whole-rollout bound checked on content tokens, from :func:`dobrushin.report.tables.rollout_summary`
+    output ``rs``: how often it is violated and the range of the median κ(R)/bound and of the median bound ("" when
+    ``rs`` has no content-token rows).  ``unit``: what one rollout is of ("input", "test row")."""
+    c = rs[rs["variant"] == "content"]
+    if not len(c):
+        return ""
+    return (f"Over {int(c['inputs'].sum())} (model, weights, {unit}) rollouts on content tokens, the bound is violated "
+            f"**{int(c['violations'].sum())}** times (it cannot be, by the theorem); the median ratio "
+            f"κ(R) / bound ranges from {c['median_ratio'].min():.3g} to {c['median_ratio'].max():.3g} across models "
+            f"and weights, and the median bound itself from {c['median_bound'].min():.3g} to "
+            f"{c['median_bound'].max():.3g}.")
 
 
 class FamilyChapter(InsightSections):
@@ -349,7 +363,7 @@ class FamilyChapter(InsightSections):
         summ = fractions(self.table, ("model", "weights", "variant"))
         atomic_write_csv(self.results / self.notebook / "fractions.csv", summ)
         summ = summ[summ["model"].isin(self.featured)]
-        _display(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-fractions", caption=FRACTIONS_CAPTION))
+        _display(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-fractions", caption=fractions_caption()))
         ties = near_tie_text(self.table[self.table["model"].isin(self.featured)])
         if ties:
             _md(ties)
@@ -443,12 +457,9 @@ class FamilyChapter(InsightSections):
                                   "is κ(R) = bound, and every point lies on or below it.",
                   f"Log-log scatter plots of kappa of the rollout against its bound, one panel per model "
                   f"({_alt_panels(models)}).", len(models))
-        c = rs[rs["variant"] == "content"]
-        _md(f"Over {int(c['inputs'].sum())} (model, weights, input) rollouts on content tokens, the bound is violated "
-            f"**{int(c['violations'].sum())}** times (it cannot be, by the theorem); the median ratio "
-            f"κ(R) / bound ranges from {c['median_ratio'].min():.3g} to {c['median_ratio'].max():.3g} across models "
-            f"and weights, and the median bound itself from {c['median_bound'].min():.3g} to "
-            f"{c['median_bound'].max():.3g}.")
+        text = rollout_check_text(rs)
+        if text:
+            _md(text)
 
     def controls(self):
         """*Not run here*: the models whose trained weights were not reachable, with the reason and their untrained
@@ -460,15 +471,11 @@ class FamilyChapter(InsightSections):
                 "None: every model named in the parameters was measured with its trained weights.")
             return
         t = self.table[self.table["model"].isin(others)]
-        summ = fractions(t, ("model", "weights", "variant"))
-        wide = summ.pivot_table(index="model", columns="variant", values="fraction", sort=False).reset_index()
-        shown = pd.DataFrame({"model": wide["model"].map(display_name),
-                              **{f"untrained control, {VARIANT_LABELS.get(v, v)}": wide[v].map(pct)
-                                 for v in ("content", "with_special") if v in wide}})
-        _display(F.table(shown, name=f"tab-{self.notebook}-not-run",
+        _display(F.table(fraction_grid(fractions(t, ("model", "weights", "variant"))), name=f"tab-{self.notebook}-not-run",
                          caption="Not run here: models whose trained weights this build could not obtain (reasons "
                                  "in the banner above), and the fraction holding for their untrained controls "
-                                 "(`make book HUB=1` measures the trained weights where the hub answers)."))
+                                 "(`make book HUB=1` measures the trained weights where the hub answers). "
+                                 + fractions_caption()))
 
     def finish(self):
         """The collapsed "How this chapter was run" block: parameters, versions, device, timings."""
@@ -490,4 +497,5 @@ class FamilyChapter(InsightSections):
                               timings=timings))
 
 
-__all__ = ["FamilyChapter", "TABLE_VARIANTS", "TABLE_WEIGHTS", "baseline_for", "pct", "proxy_label", "weights_kind"]
+__all__ = ["FamilyChapter", "TABLE_VARIANTS", "TABLE_WEIGHTS", "baseline_for", "pct", "proxy_label", "rollout_check_text",
+           "weights_kind"]

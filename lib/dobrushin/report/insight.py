@@ -21,7 +21,7 @@ import pandas as pd
 from ..store.results import atomic_write_csv, atomic_write_json
 from . import page as F
 from .names import VARIANT_LABELS, and_join, pct, weights_label
-from .tables import kappa_table
+from .tables import kappa_caption, kappa_table
 from .plots import display_name
 
 MPNET = "sentence-transformers/all-mpnet-base-v2"
@@ -136,12 +136,7 @@ class InsightSections:
                   "dotted grey.", len(models))
         _display(F.table(kappa_table(c, self.roll[self.roll["model"].isin(models)] if len(self.roll) else self.roll,
                                      rk, ns), name=f"tab-{self.notebook}-kappa",
-                         caption="Per model and weights (content tokens): the median κ(A) per layer (lowest–highest "
-                                 "over layers), κ of random matrices of the same n, the fraction holding, the layers "
-                                 "whose median κ(A) is below 0.1 (near-uniform: there the layer bound is nearly tight "
-                                 "in value whether the condition holds or not), and the whole rollout's median "
-                                 "κ(R)/bound split into submultiplicativity κ(R)/∏κ(F_ℓ) and the layer bounds "
-                                 "∏κ(F_ℓ)/bound."))
+                         caption=kappa_caption("Per model and weights", rollout=True)))
 
     # ------------------------------------------------------------------ §2 the failure atlas
     def atlas(self, n_random: int = 1):
@@ -150,66 +145,52 @@ class InsightSections:
         on the input with the κ-attaining pair and its margins.  Nothing when no trained model fails."""
         from ..experiments.atlas import RULES, cases_frame, choose_cases, recompute
         from ..models.loading import load_model
-        from .kappa_figures import atlas_figure
+        from .kappa_figures import SPECIAL_NAMES, atlas_figure
 
         if not len(self.table) or self.input_set is None:
             return
-        all_cases = []
         failing = {}  # featured model with trained weights -> its failing trained pairs
         for m in [x for x in self.featured if not plots_sep(x)]:
             run = next(r for r in self.runs if r.model_id == m)
             t = self.table[(self.table["model"] == m) & (self.table["weights"] == "pretrained")]
             if self._trained_ok(run) and not t["holds"].all():
                 failing[m] = int((~t["holds"]).sum())
-        for m in sorted(failing, key=lambda x: -failing[x])[:1]:
-            t = self.table[self.table["model"] == m]
-            ws = ["pretrained"]
-            chosen = pd.concat([choose_cases(self.table, model=m, weights="pretrained", variant=v, seed=self.config.seed,
-                                             n_random=n_random) for v in ("content", "with_special")],
-                               ignore_index=True)
-            if not len(chosen):
-                continue
-            cases = []
-            for w in ws:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    lm = load_model(m, pretrained=(w == "pretrained"), seed=self.config.seed, image_size=self.config.image_size,
-                                    max_length=self.config.max_length)
-                    cases += recompute(lm, self.input_set, chosen[chosen["weights"] == w])
-                del lm
-            all_cases += cases
-            fig = atlas_figure(cases)
-            what = "photo as the model sees it (after its preprocessing), the two patches outlined" \
-                if self.kind == "image" else ("sentence as the model's tokens (· starts a word piece that continues the previous "
-                                           "token; special tokens in grey italics), the two tokens highlighted")
-            from .kappa_figures import SPECIAL_NAMES
-
-            special = [f"{'trained' if k.weights == 'pretrained' else 'untrained'}, {RULES[k.rule]} case, "
-                       f"layer {k.layer + 1}: "
-                       + " and ".join(f"{'ij'[q]} is {SPECIAL_NAMES.get(role, role)}"
-                                      for q, role in enumerate((k.role_i, k.role_j)) if role != "content")
-                       for k in cases if (k.role_i, k.role_j) != ("content", "content")]
-            tw = t[t["weights"].isin(ws)]
-            nfail = {(w, v): int((~g["holds"]).sum()) for (w, v), g in tw.groupby(["weights", "variant"], sort=False)}
-            counts = "; ".join(f"{'trained' if w == 'pretrained' else 'untrained'}, "
-                               f"{'content' if v == 'content' else 'with special'}: {k} failing of "
-                               f"{int(((tw['weights'] == w) & (tw['variant'] == v)).sum())}"
-                               for (w, v), k in nfail.items())
-            others = [display_name(x) for x in failing if x != m]
-            self._fig(fig, f"atlas-{_key(m)}",
-                      f"Failure atlas of {display_name(m)}, the trained model here that fails most often"
-                      + (f" (also failing: {and_join(others)})" if others else "")
-                      + f". Per variant: the failing (input, layer) pair of largest slack, {n_random} failing pair(s) "
-                      f"drawn with numpy's default_rng({self.config.seed}) and one holding pair (failing: {counts}). "
-                      f"Each panel shows the {what}: the κ-attaining pair i (vermillion) and j (green), with margins "
-                      "$A_{ii}-A_{ji}$ and $A_{jj}-A_{ij}$, both ≥ 0 exactly when the pair is mutually self-dominant"
-                      + (f". Special tokens in the pair: {'; '.join(special)}." if special else
-                         ". No special token is in any drawn pair."),
-                      f"Panels of the {'photos' if self.kind == 'image' else 'sentences'} of {display_name(m)} with "
-                      "two tokens marked in each.", 3)
-        if not all_cases:
+        m = max(failing, key=failing.get) if failing else None  # the first of equals, in the featured order
+        chosen = pd.concat([choose_cases(self.table, model=m, weights="pretrained", variant=v, seed=self.config.seed,
+                                         n_random=n_random) for v in ("content", "with_special")],
+                           ignore_index=True) if m is not None else []
+        if not len(chosen):
             _md("No trained model in this chapter fails on any (input, layer) pair: there is no atlas to draw.")
             return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lm = load_model(m, pretrained=True, seed=self.config.seed, image_size=self.config.image_size,
+                            max_length=self.config.max_length)
+            all_cases = recompute(lm, self.input_set, chosen)
+        del lm
+        fig = atlas_figure(all_cases)
+        what = "photo as the model sees it (after its preprocessing), the two patches outlined" \
+            if self.kind == "image" else ("sentence as the model's tokens (· starts a word piece that continues the previous "
+                                       "token; special tokens in grey italics), the two tokens highlighted")
+        special = [f"trained, {RULES[k.rule]} case, layer {k.layer + 1}: "
+                   + " and ".join(f"{'ij'[q]} is {SPECIAL_NAMES.get(role, role)}"
+                                  for q, role in enumerate((k.role_i, k.role_j)) if role != "content")
+                   for k in all_cases if (k.role_i, k.role_j) != ("content", "content")]
+        t = self.table[(self.table["model"] == m) & (self.table["weights"] == "pretrained")]
+        counts = "; ".join(f"trained, {'content' if v == 'content' else 'with special'}: {int((~g['holds']).sum())} "
+                           f"failing of {len(g)}" for v, g in t.groupby("variant", sort=False))
+        others = [display_name(x) for x in failing if x != m]
+        self._fig(fig, f"atlas-{_key(m)}",
+                  f"Failure atlas of {display_name(m)}, the trained model here that fails most often"
+                  + (f" (also failing: {and_join(others)})" if others else "")
+                  + f". Per variant: the failing (input, layer) pair of largest slack, {n_random} failing pair(s) "
+                  f"drawn with numpy's default_rng({self.config.seed}) and one holding pair (failing: {counts}). "
+                  f"Each panel shows the {what}: the κ-attaining pair i (vermillion) and j (green), with margins "
+                  "$A_{ii}-A_{ji}$ and $A_{jj}-A_{ij}$, both ≥ 0 exactly when the pair is mutually self-dominant"
+                  + (f". Special tokens in the pair: {'; '.join(special)}." if special else
+                     ". No special token is in any drawn pair."),
+                  f"Panels of the {'photos' if self.kind == 'image' else 'sentences'} of {display_name(m)} with "
+                  "two tokens marked in each.", 3)
         cf = cases_frame(all_cases)
         agree = int((cf["holds"] == cf["table_holds"]).sum())
         f = cf[~cf["holds"]]
@@ -329,7 +310,7 @@ class InsightSections:
         """A chapter whose trained weights may be missing (supervised ViTs): when none was measured, one table and
         one figure of the untrained controls; when some were, every section in turn (fractions, depth, slack, heads,
         rollout, κ(A), atlas, controls)."""
-        from .tables import FRACTIONS_CAPTION, fraction_grid, fractions
+        from .tables import fraction_grid, fractions, fractions_caption
 
         if not len(self.table):
             _md("No model could be measured in this build.")
@@ -346,7 +327,7 @@ class InsightSections:
         atomic_write_csv(self.results / self.notebook / "fractions.csv", summ)
         _display(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-controls",
                          caption="Untrained controls (no trained weights were measured in this build). "
-                                 + FRACTIONS_CAPTION))
+                                 + fractions_caption()))
         self._depth_figure(self.table, [r.model_id for r in self.runs if len(r.table)], "controls",
                            "Untrained controls")
 

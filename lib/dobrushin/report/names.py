@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..math.stats import pct  # noqa: F401  (one formatter for report and the command line)
+from ..math.stats import pct  # one formatter for report and the command line
 from ..models.configs import base_id, model_family
 from ..models.configs import display_name as _display_name
 
@@ -47,6 +47,11 @@ def proxy_name(name: str, source: str) -> str:
         return name
     head, sep, tail = name.partition(", ")  # "<name>, 518 px": the mark goes with the name
     return f"{head}{PROXY_MARK}{sep}{tail}"
+
+
+def range_text(lo: float, hi: float) -> str:
+    """An interval as text, ``"92.7–99.4%"``."""
+    return f"{pct(lo)[:-1]}–{pct(hi)}"
 
 
 def display_name(model_id: str) -> str:
@@ -91,7 +96,7 @@ def and_join(items: Iterable[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-__all__ = ["FAMILY_LABELS", "and_join", "PROXY_MARK", "VARIANT_LABELS", "VARIANT_TABLE_LABELS", "WEIGHTS_LABELS", "display_name", "ft_model_name", "is_proxy",
+__all__ = ["FAMILY_LABELS", "and_join", "PROXY_MARK", "VARIANT_LABELS", "VARIANT_TABLE_LABELS", "WEIGHTS_LABELS", "display_name", "ft_model_name", "is_proxy", "range_text",
            "family_label", "mark_proxies", "proxy_name", "weights_label"]
 
 

@@ -8,7 +8,7 @@ from ..models.configs import RESOLUTION_SEP, base_id, model_family
 from .names import display_name
 from .claims import SCORECARD
 from .scorecard import clustered_text
-from .summary_table import input_sums
+from .tables import input_sums
 
 
 def add_resolution_notes(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:

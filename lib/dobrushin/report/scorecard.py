@@ -37,7 +37,7 @@ from ..math.stats import add_sums, clustered, wilson
 from ..models.configs import model_family
 from .claims import CLAIMS, SCORECARD, TOO_WIDE, ScorecardRow, Verdict, combine, judge
 from .summary_table import row_sums
-from .names import VARIANT_TABLE_LABELS, and_join, display_name, pct, proxy_name
+from .names import VARIANT_TABLE_LABELS, and_join, display_name, pct, proxy_name, range_text
 
 COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "verdict", "note",
            "k", "n", "fraction", "ci_low", "ci_high", "n_inputs", "cl_low", "cl_high", "wilson", "parent",
@@ -53,12 +53,7 @@ _RANK = {"original": 0, "trained here": 0, "unrecorded": 0, "proxy": 1}
 def interval_text(k: int, n: int) -> str:
     """``"97.9% [92.7–99.4%]"`` for k of n (Wilson interval)."""
     p, lo, hi = wilson(k, n)
-    return f"{pct(p)} [{pct(lo)[:-1]}–{pct(hi)}]"
-
-
-def range_text(lo: float, hi: float) -> str:
-    """``"92.7–99.4%"``."""
-    return f"{pct(lo)[:-1]}–{pct(hi)}"
+    return f"{pct(p)} [{range_text(lo, hi)}]"
 
 
 def clustered_text(sums: dict) -> str:
@@ -448,9 +443,16 @@ def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def verdict_kind(verdict: str) -> str:
-    """``reproduced`` / ``consistent`` / ``differs`` / ``inconclusive`` / ``not run`` / ``related`` of a verdict."""
-    return Verdict.of(verdict).value
+def top_rows(card: pd.DataFrame) -> pd.DataFrame:
+    """The scorecard's rows of the claims themselves, without the per-model rows beneath a pooled claim
+    (``parent``; empty, or NaN when read back from CSV)."""
+    return card[card["parent"].fillna("") == ""] if "parent" in card.columns else card
+
+
+def judged_rows(card: pd.DataFrame) -> pd.DataFrame:
+    """:func:`top_rows` that carry a verdict (the related evidence left out): the claims the scorecard judges."""
+    top = top_rows(card)
+    return top[top["verdict"].map(Verdict.of) != Verdict.RELATED]
 
 
 #: the introduction's column order: the verdict before the details, so a narrow page shows it first
@@ -480,10 +482,9 @@ def headline(card: pd.DataFrame) -> str:
     """The introduction's headline: how many of the paper's claims this build reproduced, found consistent,
     found to differ or could not decide, which, with which weights, and which could not be run and why —
     generated from the scorecard (the per-model rows beneath a pooled claim are not counted again)."""
-    top = card[card["parent"].fillna("") == ""] if "parent" in card.columns else card
-    judged = top[top["verdict"].map(verdict_kind) != "related"]
+    judged = judged_rows(card)
     short = {r.key: r.short for r in SCORECARD}
-    kinds = judged["verdict"].map(verdict_kind)
+    kinds = judged["verdict"].map(Verdict.of)
 
     def names(g, mark_proxy=True):
         def proxy_note(r) -> str:  # a claim measured on proxy weights names the evidence it rests on
@@ -521,12 +522,12 @@ def wilson_changes(card: pd.DataFrame) -> list:
     clustered one)."""
     short = {r.key: r.short for r in SCORECARD}
     out = []
-    for r in card[card["parent"].fillna("") == ""].itertuples():
+    for r in top_rows(card).itertuples():
         w = getattr(r, "wilson_verdict", "")
         if isinstance(w, str) and w and Verdict.of(w) is not Verdict.of(r.verdict):
             out.append((short[r.key], Verdict.of(r.verdict).value, Verdict.of(w).value))
     return out
 
 
-__all__ = ["COLUMNS", "SHOWN", "build_scorecard", "headline", "interval_text", "notes", "shown", "verdict_kind",
-           "wilson_changes"]
+__all__ = ["COLUMNS", "SHOWN", "build_scorecard", "headline", "interval_text", "judged_rows", "notes", "shown",
+           "top_rows", "wilson_changes"]

@@ -147,7 +147,7 @@ class SummaryChapter(SummaryInsights):
                               "(results/verify/report.json): the published numbers below are not current; run "
                               "make reproduce"))
         _md(self.scale_markdown())
-        n = int(((self.card["verdict"].map(S.verdict_kind) != "related") & (self.card["parent"] == "")).sum())
+        n = len(S.judged_rows(self.card))
         _display(F.table(S.shown(self.card), name="tab-summary-scorecard", width="full",
                          caption=f"The scorecard: the paper's {n} claims against this build ({self.profile} "
                                  "profile). Measured: share of (input, layer) pairs where the equality condition "
@@ -212,7 +212,7 @@ class SummaryChapter(SummaryInsights):
         """Glue the headline sentence, the scale in one line and the scorecard for book/intro.md."""
         _glue("headline", plain_text(S.headline(self.card)))
         _glue("scale_short", plain_text(self.scale_short()))
-        top = self.card[self.card["parent"].fillna("") == ""]
+        top = S.top_rows(self.card)
         short = {r.key: r.short for r in SCORECARD}  # the claim's name; its words, inputs and pairs are in the summary
         card = RT.html_table(S.shown(top.assign(claim=top["key"].map(short)), S.COMPACT), width="full")
         html = colour_verdicts(card.html, S.COMPACT.index("verdict"))
@@ -286,11 +286,13 @@ def fallback_inputs(entries: dict) -> dict:
     profile's (the 100 ImageNet sample photos, SST-2's dev.tsv: :mod:`dobrushin.data.canonical`), as each manifest
     entry records them (``inputs``, the selection's description): a fallback build says so on the introduction."""
     from ..data.canonical import IMAGENET_SAMPLES_SOURCE, SST2_SOURCE
+    from ..experiments.families import TRANSFORMER_INPUTS
 
+    canonical = {"image": IMAGENET_SAMPLES_SOURCE, "text": SST2_SOURCE}  # per kind of input (the family registry's)
     out = {}
     for (nb, _), e in entries.items():
         text = str(e.get("inputs") or "")
-        if nb != "tabular" and text and IMAGENET_SAMPLES_SOURCE not in text and SST2_SOURCE not in text:
+        if nb in TRANSFORMER_INPUTS and text and canonical[TRANSFORMER_INPUTS[nb]] not in text:
             out.setdefault(nb, text.split(" (")[0])
     return out
 

@@ -73,13 +73,11 @@ def claim_rows(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     the paper's range, the verdict, the measured fraction with its clustered interval (NaN where the claim is not
     a fraction or was not run) and ``dots``, the parts the claim pools, each ``(label, value, low, high)``: a dot
     per seed of an FT-Transformer benchmark, per model of a pooled range, per size of the random baseline."""
-    from .claims import Verdict
-    from .scorecard import evidence
+    from .scorecard import evidence, judged_rows
 
     spec = {r.key: r for r in SCORECARD}
     rows = []
-    top = card[(card["parent"].fillna("") == "") & (card["verdict"].map(Verdict.of) != Verdict.RELATED)]
-    for r in top.itertuples():
+    for r in judged_rows(card).itertuples():
         row = spec[r.key]
         c = CLAIMS[row.band] if row.band else None
         dots = []

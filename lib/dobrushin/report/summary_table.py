@@ -25,10 +25,11 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from ..math.stats import clustered, cluster_sums, wilson
+from ..math.stats import clustered, wilson
 from .claims import CLAIMS, Claim, content_claim, judge, special_claim
 from .names import VARIANT_TABLE_LABELS, display_name
 from .results_loading import baseline_at, load_family_results
+from .tables import input_sums
 
 COLUMNS = ["claim", "model", "variant", "paper_value", "measured", "ci_low", "ci_high", "n_pairs", "status", "detail",
            "weights_source", "n_inputs", "cl_low", "cl_high", "sum_kk", "sum_kn", "sum_nn"]
@@ -37,14 +38,6 @@ SUM_COLUMNS = {"clusters": "n_inputs", "k": None, "n": "n_pairs", "kk": "sum_kk"
 #: values of the ``weights_source`` column: where the measured weights came from
 WEIGHTS_SOURCES = ("original", "proxy", "trained here", "untrained", "none", "random matrices", "unrecorded")
 VARIANT_LABEL = VARIANT_TABLE_LABELS  # (the report's one map: names.VARIANT_TABLE_LABELS)
-
-
-def input_sums(part: pd.DataFrame) -> dict:
-    """:func:`dobrushin.math.stats.cluster_sums` of a result table's rows, clustered by ``input_id``."""
-    if not len(part):
-        return cluster_sums([], [])
-    g = part.groupby(part["input_id"].astype(str))["holds"]
-    return cluster_sums(g.sum().to_numpy(), g.size().to_numpy())
 
 
 def independent_sums(k: int, n: int) -> dict:

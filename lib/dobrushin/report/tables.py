@@ -9,7 +9,15 @@ import pandas as pd
 
 from ..math.stats import cluster_sums, clustered, wilson
 from ..store.results import WEIGHTS, ResultStore
-from .names import VARIANT_TABLE_LABELS, display_name, pct, weights_label
+from .names import VARIANT_TABLE_LABELS, display_name, pct, range_text, weights_label
+
+
+def input_sums(part: pd.DataFrame) -> dict:
+    """:func:`dobrushin.math.stats.cluster_sums` of a result table's rows, clustered by ``input_id``."""
+    if not len(part):
+        return cluster_sums([], [])
+    g = part.groupby(part["input_id"].astype(str))["holds"]
+    return cluster_sums(g.sum().to_numpy(), g.size().to_numpy())
 
 
 def fractions(table: pd.DataFrame, by: Sequence[str] = ("model", "weights", "variant")) -> pd.DataFrame:
@@ -26,11 +34,7 @@ def fractions(table: pd.DataFrame, by: Sequence[str] = ("model", "weights", "var
         key = key if isinstance(key, tuple) else (key,)
         k, n = int(g["holds"].sum()), len(g)
         p, lo, hi = wilson(k, n)
-        if "input_id" in g:
-            per = g.groupby(g["input_id"].astype(str), sort=False)["holds"].agg(["sum", "count"])
-            _, clo, chi = clustered(cluster_sums(per["sum"].to_numpy(), per["count"].to_numpy()))
-        else:
-            clo, chi = lo, hi
+        _, clo, chi = clustered(input_sums(g)) if "input_id" in g else (p, lo, hi)
         rows.append((*key, k, n, p, lo, hi, clo, chi))
     return pd.DataFrame(rows, columns=[*by, "k", "n", "fraction", "ci_low", "ci_high", "cl_low", "cl_high"])
 
@@ -54,16 +58,17 @@ def status_table(runs: Sequence) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-#: the caption of every chapter's table of fractions (:func:`fraction_grid`)
-FRACTIONS_CAPTION = ("Share of (input, layer) pairs where the equality condition holds, with its 95% interval "
-                     "clustered by input (the one the verdicts use); pairs: those of the row's first measured column.")
+def fractions_caption(unit: str = "input") -> str:
+    """The caption of every chapter's table of fractions (:func:`fraction_grid`); ``unit``: what an input is."""
+    return (f"Share of ({unit}, layer) pairs where the equality condition holds, with its 95% interval clustered by "
+            f"{unit} (the one the verdicts use); pairs: those of the row's first measured column.")
 
 
 _GRID_WEIGHTS = {"pretrained": "trained", "untrained": "untrained"}
 
 
 def fraction_grid(summ: pd.DataFrame, name=None) -> pd.DataFrame:
-    """One row per model of :func:`dobrushin.report.tables.fractions` output ``summ``: a column per weights setting
+    """One row per model of :func:`fractions` output ``summ``: a column per weights setting
     and token variant ("trained, content"), each cell the fraction with its interval clustered by input, and
     ``pairs``, the (input, layer) pairs of the row's first cell.  ``name`` maps a model id to its label
     (default :func:`display_name`)."""
@@ -72,7 +77,7 @@ def fraction_grid(summ: pd.DataFrame, name=None) -> pd.DataFrame:
     for r in summ.itertuples():
         d = rows.setdefault(r.model, {"model": name(r.model), "pairs": f"{int(r.n):,}"})
         d[f"{_GRID_WEIGHTS.get(r.weights, r.weights)}, {VARIANT_TABLE_LABELS.get(r.variant, r.variant)}"] = (
-            f"{pct(r.fraction)} [{pct(r.cl_low)[:-1]}–{pct(r.cl_high)}]")
+            f"{pct(r.fraction)} [{range_text(r.cl_low, r.cl_high)}]")
     out = pd.DataFrame(list(rows.values()))
     return out[[c for c in out.columns if c != "pairs"] + ["pairs"]].fillna("—") if len(out) else out
 
@@ -148,7 +153,11 @@ def _runs(nums) -> str:
     return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in out)
 
 
-def near_uniform_layers(kappa_per_layer, threshold: float = 0.1) -> str:
+#: a layer whose median κ(A) is below this is near-uniform: both sides of the layer bound are close to ½ there
+NEAR_UNIFORM = 0.1
+
+
+def near_uniform_layers(kappa_per_layer, threshold: float = NEAR_UNIFORM) -> str:
     """The 1-based layers whose median κ(A) is below ``threshold``, as runs (``"2–12"``), or ``"none"``."""
     k = pd.Series(kappa_per_layer)
     near = [int(i) + 1 for i, v in k.items() if v < threshold]
@@ -176,5 +185,15 @@ def kappa_table(content: pd.DataFrame, roll: pd.DataFrame, random_kappa: dict, n
     return pd.DataFrame(rows)
 
 
-__all__ = ["FRACTIONS_CAPTION", "collect", "fraction_grid", "fractions", "kappa_table", "near_uniform_layers",
-           "rollout_gap", "value_range", "head_summary", "rollout_summary", "status_table"]
+def kappa_caption(rows: str, rollout: bool = False) -> str:
+    """The caption of a :func:`kappa_table`; ``rows``: what one row is ("Per model and weights"); ``rollout``:
+    the table has the rollout's columns."""
+    return (f"{rows}, content tokens: the median κ(A) per layer (lowest–highest over layers), κ of random matrices of "
+            f"the same n, the fraction holding, the layers whose median κ(A) is below {NEAR_UNIFORM:g} (near-uniform: "
+            "there the layer bound is nearly tight in value whether the condition holds or not)"
+            + (", and the whole rollout's median κ(R)/bound split into submultiplicativity κ(R)/∏κ(F_ℓ) and the "
+               "layer bounds ∏κ(F_ℓ)/bound." if rollout else "."))
+
+
+__all__ = ["collect", "fraction_grid", "fractions", "fractions_caption", "input_sums", "kappa_caption", "kappa_table", "near_uniform_layers",
+           "NEAR_UNIFORM", "rollout_gap", "value_range", "head_summary", "rollout_summary", "status_table"]

@@ -14,11 +14,11 @@ import time
 
 from . import page as F
 from . import plots
-from .chapter import baseline_for, pct
+from .chapter import baseline_for, pct, rollout_check_text
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
 from .insight import near_tie_text
 from .names import ft_model_name
-from .tables import FRACTIONS_CAPTION, fraction_grid, fractions, rollout_summary
+from .tables import fraction_grid, fractions, fractions_caption, rollout_summary
 
 def _display(*objs):
     from IPython.display import display
@@ -267,7 +267,7 @@ class TabularChapter:
             _markdown("**No tabular model could be measured in this build.**")
             return
         _display(F.table(fraction_grid(summ, plots.display_name), name="tab-tabular-fractions",
-                         caption=FRACTIONS_CAPTION.replace("(input,", "(test row,")))
+                         caption=fractions_caption("test row")))
         bench = summ[(summ["variant"] == "content") & (summ["weights"] == "pretrained")
                      & ~summ["model"].str.contains("Breast")]
         claim = CLAIMS["tabular"]
@@ -315,7 +315,7 @@ class TabularChapter:
         import pandas as pd
 
         from ..experiments.structure import random_kappa
-        from .tables import kappa_table
+        from .tables import kappa_caption, kappa_table
 
         table = self.table
         if not len(table):
@@ -325,10 +325,7 @@ class TabularChapter:
         ns = {b: int(g["n_tokens"].median()) for b, g in c.groupby("model", sort=False)}
         rk = {b: random_kappa(n, count=count, seed=0) for b, n in ns.items()}
         _display(F.table(kappa_table(c, pd.DataFrame(), rk, ns), name="tab-tabular-kappa",
-                         caption="Per benchmark (seeds pooled) and weights, content tokens: the median κ(A) per layer "
-                                 "(lowest–highest over layers), κ of random matrices of the same n, the fraction "
-                                 "holding, and the layers whose median κ(A) is below 0.1 (near-uniform: there the "
-                                 "layer bound is nearly tight in value whether the condition holds or not)."))
+                         caption=kappa_caption("Per benchmark (seeds pooled) and weights")))
 
     def heads_rollout(self):
         import pandas as pd
@@ -343,13 +340,9 @@ class TabularChapter:
                              "(rows) and head (columns), trained models, content tokens.",
                      alt="Heat maps of the fraction holding per block and head, one per trained FT-Transformer.")
         if len(roll):
-            rs = rollout_summary(roll)
-            c = rs[rs["variant"] == "content"]
-            if len(c):
-                _markdown(f"Over {int(c['inputs'].sum())} (model, weights, test row) rollouts on content tokens, the bound "
-                          f"is violated **{int(c['violations'].sum())}** times (it cannot be, by the theorem); the "
-                          f"median ratio κ(R) / bound ranges from {c['median_ratio'].min():.3g} to "
-                          f"{c['median_ratio'].max():.3g} across models and weights.")
+            text = rollout_check_text(rollout_summary(roll), unit="test row")
+            if text:
+                _markdown(text)
 
     def atlas(self):
         from .insight import tabular_atlas
