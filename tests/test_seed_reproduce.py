@@ -48,8 +48,8 @@ def test_seed_copies_the_keyed_products_and_nothing_else(tmp_path):
     assert not (run / "language").exists() and not (run / "baseline" / "baseline.csv").exists()
     assert sorted(p.name for p in (run / "timings" / "paper").iterdir()) == ["baseline_law.json", "tabular.json"]
     assert rec["copied"] == {"baseline cells": 2, "FT-Transformer checkpoints": 1, "FT-Transformer checkpoint files": 2,
-                             "timing records": 2}
-    assert rec["skipped_other_code"] == {"baseline cells": 0, "FT-Transformer checkpoints": 0}
+                             "trajectories along training": 0, "timing records": 2}
+    assert rec["skipped_other_code"] == {"baseline cells": 0, "FT-Transformer checkpoints": 0, "trajectories along training": 0}
     assert rec["chapters"] == ["baseline", "baseline_law", "tabular"]  # products all made by today's code
     assert rec["commit"] == "a98d7e2" and rec["code_digest"].startswith("675e7dcc")
     assert json.loads((run / "SEEDED.json").read_text()) == rec
@@ -98,7 +98,7 @@ def test_products_of_other_code_are_left_out_with_their_wall_times(tmp_path):
     pub = _published(tmp_path, cells_digest="0" * 64)
     run = tmp_path / "run"
     rec = S.seed(pub, run)
-    assert rec["skipped_other_code"] == {"baseline cells": 2, "FT-Transformer checkpoints": 0}
+    assert rec["skipped_other_code"] == {"baseline cells": 2, "FT-Transformer checkpoints": 0, "trajectories along training": 0}
     assert rec["copied"]["baseline cells"] == 0 and not (run / "baseline" / "cells").exists()
     assert rec["chapters"] == ["tabular"]
     assert sorted(p.name for p in (run / "timings" / "paper").iterdir()) == ["tabular.json"]
@@ -138,7 +138,8 @@ def test_attested_products_are_rekeyed_and_found_by_their_caches(tmp_path, monke
     (ck / "adult-seed1-0123.pt").write_bytes(b"weights")
     (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": "e" * 64, "commit": "abc"}))
     assert S._attested(pub, today) == {}
-    assert S.seed(pub, tmp_path / "run0")["skipped_other_code"] == {"baseline cells": 1, "FT-Transformer checkpoints": 1}
+    assert S.seed(pub, tmp_path / "run0")["skipped_other_code"] == {"baseline cells": 1, "FT-Transformer checkpoints": 1,
+                                                                  "trajectories along training": 0}
     A.write(pub, {"cells": {"published": old_cells, "now": today["cells"], "evidence": "re-simulated"},
                   "training": {"published": old_training, "now": today["training"], "evidence": "byte-identical"}},
             {"comparisons": []})

@@ -10,7 +10,10 @@ reused (same parameters, same code, same weights):
   digest of ``math/``, ``random/`` and ``store/``, :data:`dobrushin.random.ensembles.CELL_CODE`);
 * the FT-Transformer checkpoints (``checkpoints/tabular/*``; keyed by the training settings, the data,
   the seed and the digest of the training code, :data:`dobrushin.models.ft_transformer.TRAINING_CODE`),
-  into the run's checkpoint cache.
+  into the run's checkpoint cache;
+* the FT-Transformer trajectories along training (``tabular/epochs.csv``, one per data set and seed; keyed
+  like a checkpoint, with the test rows and the digest of :mod:`dobrushin.experiments.epochs`), into the
+  run's ``epochs`` cache.
 
 Everything else — the model chapters' tables, the tabular tables, the summary — is computed by the run.
 A cell or checkpoint whose key no longer matches (its code changed) is simply not found and is computed
@@ -52,10 +55,10 @@ def seed(published, run) -> dict:
         raise ValueError(f"{run} already holds results: seed only a fresh run folder")
     meta = json.loads(meta_file.read_text())
     copied = {"baseline cells": 0, "FT-Transformer checkpoints": 0, "FT-Transformer checkpoint files": 0,
-              "timing records": 0}
+              "trajectories along training": 0, "timing records": 0}
     current = _current_digests()
     carried = _attested(published, current)  # product -> the published digest an attestation carries to today's
-    skipped = {"baseline cells": 0, "FT-Transformer checkpoints": 0}  # made by other code: never reusable
+    skipped = {"baseline cells": 0, "FT-Transformer checkpoints": 0, "trajectories along training": 0}  # other code
     rekeyed = {"baseline cells": 0, "FT-Transformer checkpoints": 0}
     for f in sorted((published / "baseline" / "cells").glob("*.json")):
         d = _digest_of(f, "params")
@@ -83,6 +86,12 @@ def seed(published, run) -> dict:
             rekeyed["FT-Transformer checkpoints"] += 1
         else:
             skipped["FT-Transformer checkpoints"] += 1
+    for rec in _trajectories(published):
+        if rec.get("code_digest") != current["epochs"]:
+            skipped["trajectories along training"] += 1
+            continue
+        _seed_trajectory(published, rec, run / ".cache" / "epochs")
+        copied["trajectories along training"] += 1
     carried = [nb for nb, products in SEEDED_CHAPTERS.items() if copied[products]]
     for nb in carried:
         for f in sorted((published / "timings").glob(f"*/{nb}.json")):
@@ -100,7 +109,7 @@ def _current_digests() -> dict:
     """The digests today's code gives the cells' and the checkpoints' keys."""
     from dobrushin.store.code import product_digest
 
-    return {"cells": product_digest("cells"), "training": product_digest("training")}
+    return {p: product_digest(p) for p in ("cells", "training", "epochs")}
 
 
 def _attested(published: Path, current: dict) -> dict:
@@ -114,6 +123,27 @@ def _attested(published: Path, current: dict) -> dict:
         if old != now:
             out[product] = old
     return out
+
+
+def _trajectories(published: Path) -> list:
+    """The trajectory records of the published tabular manifest (``epochs.trajectories``), none when absent."""
+    man = published / "tabular" / "manifest.json"
+    epochs = (json.loads(man.read_text()).get("epochs") or {}) if man.is_file() else {}
+    return list((epochs.get("trajectories") or {}).values())
+
+
+def _seed_trajectory(published: Path, rec: dict, cache: Path) -> None:
+    """Write the published rows of the trajectory ``rec`` where :func:`dobrushin.experiments.epochs.trajectory`
+    finds a finished one of its key (its rows and their record, the SHA-256 of the rows as written)."""
+    import pandas as pd
+
+    from dobrushin.experiments.epochs import conform_epochs
+    from dobrushin.store.results import atomic_write_csv, sha256_bytes
+
+    rows = conform_epochs(pd.read_csv(published / "tabular" / "epochs.csv"))
+    stem = cache / f"{rec['dataset']}-seed{int(rec['seed'])}-{rec['key']}"
+    atomic_write_csv(Path(f"{stem}.csv"), rows[rows.key == rec["key"]].reset_index(drop=True))
+    atomic_write_json(Path(f"{stem}.json"), {**rec, "sha256": sha256_bytes(Path(f"{stem}.csv").read_bytes())})
 
 
 def _rekey_cell(f: Path, cells: Path, digest: str) -> None:

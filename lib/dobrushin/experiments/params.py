@@ -282,6 +282,8 @@ TYPES: Dict[str, Any] = {
     "patience": _COUNT,
     "train_rows": optional(_COUNT),
     "attention_rows": optional(_COUNT),
+    "epoch_datasets": list_of(text(), unique=True),
+    "epoch_rows": optional(_COUNT),
     "torch_threads": _COUNT,
     "ns": _SIZES, "ensemble_ns": _SIZES, "reference_ns": _SIZES, "baseline_ns": _SIZES,
     "trials_small": _COUNT, "ensemble_trials_small": _COUNT, "small_trials": _COUNT,
@@ -478,7 +480,7 @@ declare("baseline", "profile results_dir seed ns trials_small trials_large alpha
 declare("baseline_law", "profile results_dir seed ensembles small_trials ns trials large_ns large_ensembles "
                         "check_max_n reference_ns reference_ensembles reference_trials")
 declare("tabular", "profile results_dir datasets seeds split_seed max_epochs patience batch_size train_rows "
-                   "attention_rows head_inputs torch_threads force")
+                   "attention_rows head_inputs epoch_datasets epoch_rows torch_threads force")
 for _f in FAMILIES:  # the transformer families of the registry: the common names, their own, the run's
     if _f.transformer:
         declare(_f.notebook, f"{_FAMILY} {_f.parameters} {_RUN}", FamilyParameters, kind=_f.inputs)

@@ -489,6 +489,70 @@ def _measure_tabular_fresh(entry: dict, checkpoint: Path, ids: Sequence[str]):
     return run.table
 
 
+def verify_epochs(published_root: Path) -> List[Comparison]:
+    """The condition along training (``tabular/epochs.csv``, :mod:`dobrushin.experiments.epochs`): for each
+    trajectory, its weights at the early-stopping epoch must be the published checkpoint (SHA-256), and that
+    checkpoint, measured now on the same test rows, must give the counts holding of the published row of that
+    epoch, per variant and layer, up to the rows whose decision margin is below the float error."""
+    import tempfile
+
+    import torch
+
+    from ..data import tabular_data
+    from ..models import ft_transformer as ft
+    from ..store.results import ResultStore, sha256_file
+    from .epochs import conform_epochs
+    from .tabular import measure_tabular
+
+    d = published_root / "tabular"
+    man = json.loads((d / "manifest.json").read_text()).get("epochs") if (d / "manifest.json").exists() else None
+    if not man:
+        return []
+    rows_all = conform_epochs(pd.read_csv(d / man["file"]))
+    out = []
+    for slug, tr in sorted(man["trajectories"].items()):
+        mine = rows_all[rows_all.key == tr["key"]]
+        es = int(tr["early_stopping_epoch"])
+        c = Comparison(f"tabular along training: {slug}, early-stopping epoch {es}")
+        try:
+            ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{tr['checkpoint_key']}.pt"))
+            if not ck:
+                raise FileNotFoundError(f"checkpoint {tr['checkpoint_key']} is not in the published folder")
+            if sha256_file(ck[0]) != tr["early_stopping_sha256"]:
+                raise ValueError("the trajectory's weights at its early-stopping epoch are not the published checkpoint")
+            rec = json.loads(ck[0].with_suffix(".json").read_text())
+            data = tabular_data.load(rec["dataset"], int(man["split_seed"])).subsample(
+                "train", man["train_rows"], seed=int(man["split_seed"]))
+            rows = ft.select_rows(data.size("test"), man["epoch_rows"], seed=int(man["split_seed"]))
+            model = ft.rtdl.FTTransformer(**rec["config"])
+            model.load_state_dict(torch.load(ck[0], map_location="cpu", weights_only=True))
+            with tempfile.TemporaryDirectory() as tmp:
+                now = measure_tabular(ResultStore(tmp, "verify"), "verify", models={"pretrained": model.eval()},
+                                      provenance={"pretrained": {"sha256": rec["sha256"]}}, data=data, rows=rows,
+                                      model_name=slug).table
+            now = now.assign(margin=margin_of_rows(now))
+            pub = mine[mine.epoch == es]
+            groups = ([(v, None, g) for v, g in now.groupby("variant")]
+                      + [(v, int(layer), g) for (v, layer), g in now.groupby(["variant", "layer"])])
+            for variant, layer, g in groups:  # every layer together, then each layer
+                p = pub[(pub.variant == variant) & (pub.layer.isna() if layer is None else pub.layer == layer)]
+                if len(p) != 1 or int(p.pairs.iloc[0]) != len(g):
+                    c.missing += 1
+                    continue
+                c.rows += 1
+                held, holds, near = int(p.holds.iloc[0]), int(g.holds.sum()), g[g.margin < FLOAT_ERROR]
+                c.max_abs_diff = max(c.max_abs_diff, abs(held - holds) / len(g))
+                what = {"variant": variant, "layer": layer, "published holds": held, "now": holds}
+                if abs(held - holds) > len(near):
+                    c.decision_mismatches.append(what)
+                elif held != holds:
+                    c.excused.append({**what, "margin": float(near.margin.min())})
+        except Exception as exc:  # noqa: BLE001 - a trajectory that cannot be checked fails, with why
+            c.error = f"{type(exc).__name__}: {exc}"
+        out.append(c)
+    return out
+
+
 # ------------------------------------------------------------------------------------ report
 def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
     """Every comparison of :func:`verify_baseline`, :func:`verify_family` and :func:`verify_tabular`."""
@@ -504,7 +568,7 @@ def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
         _say(c)
     for nb in FAMILY_KINDS:
         comps += verify_family(root, nb, seed, per_group)
-    for c in verify_tabular(root, seed):
+    for c in verify_tabular(root, seed) + verify_epochs(root):
         _say(c)
         comps.append(c)
     meta = {}
@@ -544,7 +608,8 @@ def _published_versions(root: Path) -> Optional[dict]:
 
 
 #: what each product (:data:`dobrushin.store.code.PRODUCTS`) is, in words
-PRODUCT_NAMES = {"tables": "model tables", "cells": "random-baseline cells", "training": "FT-Transformer checkpoints"}
+PRODUCT_NAMES = {"tables": "model tables", "cells": "random-baseline cells", "training": "FT-Transformer checkpoints",
+                 "epochs": "FT-Transformer measured along training"}
 
 
 def carry_over(root) -> dict:

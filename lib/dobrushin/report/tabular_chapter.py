@@ -10,6 +10,7 @@ each (data set, seed) from the checkpoint cache, ``metrics.csv``), :meth:`metric
 """
 from __future__ import annotations
 
+import json
 import time
 
 from . import page as F
@@ -48,6 +49,86 @@ def train_overrides(p) -> dict:
     """The training settings the tabular parameters ``p`` give :func:`dobrushin.models.ft_transformer.fit`
     (over its ``TRAIN_DEFAULTS``): what :meth:`TabularChapter.train` trains with and the protocol table shows."""
     return {"max_epochs": p.max_epochs, "patience": p.patience, "batch_size": p.batch_size}
+
+
+def _benchmarks(t) -> list:
+    """The data sets of ``t`` in the registry's order (California Housing first)."""
+    from ..data.tabular_data import DATASETS
+
+    return sorted(t.dataset.unique(), key=lambda n: DATASETS.index(n) if n in DATASETS else len(DATASETS))
+
+
+def epochs_figure(t, claim):
+    """The figure of :meth:`TabularChapter.epochs` from the ``epochs.csv`` rows ``t``."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from ..data.tabular_data import TITLES
+    from .style import color_for
+
+    c = t[t.variant == "content"]
+    sets = _benchmarks(c)
+    fig, axes = plt.subplots(3, len(sets), figsize=(4.6 * len(sets), 8.2), sharex="col", squeeze=False)
+    shades = (1.0, 0.65, 0.4)
+    for j, name in enumerate(sets):
+        g = c[c.dataset == name]
+        top, mid, low = axes[:, j]
+        top.axhspan(claim.low, claim.high, color="0.88", label=f"paper {claim.paper_value}")
+        for k, (seed, s) in enumerate(g.groupby("seed")):
+            pooled = s[s.layer.isna()]
+            kw = dict(color=color_for("trained"), alpha=shades[k % 3], lw=1.2)
+            top.plot(pooled.epoch, pooled.fraction, label=f"seed {seed}", **kw)
+            es = pooled[pooled.epoch == pooled.early_stopping_epoch]
+            top.plot(es.epoch, es.fraction, "o", ms=5, mec="black", **kw)
+            mid.plot(pooled.epoch, pooled.val_value, **kw)
+        top.legend(handles=[*top.get_legend_handles_labels()[0], Line2D([], [], ls="", marker="o", mec="black",
+                                                                          color=color_for("trained"), label="early stopping")],
+                   fontsize=8, loc="upper right")
+        layers = g[g.layer.notna()].groupby(["layer", "epoch"])[["holds", "pairs"]].sum().reset_index()
+        for k, (layer, s) in enumerate(layers.groupby("layer")):
+            low.plot(s.epoch, s.holds / s.pairs, color=plt.cm.viridis(k / max(1, layers.layer.nunique() - 1)),
+                     label=f"layer {layer + 1}")
+        top.set_title(TITLES.get(name, name))
+        top.set_ylim(0, 1)
+        low.set_ylim(0, 1)
+        mid.set_ylabel(f"validation {g.val_metric.iloc[0]}")
+        low.set_xlabel("epoch")
+        low.legend(fontsize=8, loc="upper right")
+    axes[0, 0].set_ylabel("fraction holding")
+    axes[2, 0].set_ylabel("fraction holding, per layer")
+    fig.tight_layout()
+    return fig
+
+
+def epochs_text(t, claim) -> str:
+    """The paragraph under the figure: per benchmark the fraction at initialisation, after one epoch, at early
+    stopping and at the end of training (ranges over seeds), how many trained epochs lie in the paper's range,
+    and the Spearman correlation of the fraction with the validation score over the epochs of each seed."""
+    from ..data.tabular_data import TITLES
+    from .names import range_text
+
+    c = t[(t.variant == "content") & t.layer.isna()]
+    out = []
+    for name in _benchmarks(c):
+        g = c[c.dataset == name]
+
+        def at(sel):
+            v = g[sel].fraction
+            return pct(v.min()) if v.min() == v.max() else range_text(v.min(), v.max())
+
+        last = g.groupby("seed").epoch.transform("max")
+        better = g.val_value if g.val_metric.iloc[0] == "accuracy" else -g.val_value  # higher is better
+        rho = [g.fraction[m].corr(better[m], method="spearman") for m in ((g.epoch > 0) & (g.seed == s) for s in g.seed.unique())]
+        trained = g[g.epoch > 0]
+        inside = trained.fraction.between(claim.low, claim.high).sum()
+        seeds = g.seed.nunique()
+        out.append(f"**{TITLES.get(name, name)}** ({seeds} seed{'s' * (seeds > 1)}): {at(g.epoch == 0)} at initialisation, "
+                   f"{at(g.epoch == 1)} after one epoch, {at(g.epoch == g.early_stopping_epoch)} at the early-stopping "
+                   f"epoch ({', '.join(map(str, sorted(g.early_stopping_epoch.unique())))}) and {at(g.epoch == last)} "
+                   f"after training on to epoch {', '.join(map(str, sorted(last.unique())))}; {inside} of its "
+                   f"{len(trained)} trained epochs lie in the paper's {claim.paper_value}. Spearman correlation of the "
+                   "fraction with the validation score over the epochs: " + ", ".join(f"{r:+.2f}" for r in rho) + ".")
+    return "\n\n".join(out)
 
 
 def protocol_table(p):
@@ -343,6 +424,66 @@ class TabularChapter:
             text = rollout_check_text(rollout_summary(roll), unit="test row")
             if text:
                 _markdown(text)
+
+    def epochs(self):
+        """The condition along training (:mod:`dobrushin.experiments.epochs`): each benchmark of ``epoch_datasets``
+        and seed trained past early stopping and measured after every epoch on ``epoch_rows`` test rows, reused
+        from the cache or the published ``epochs.csv`` by key; writes ``epochs.csv``, the figure and its paragraph."""
+        import pandas as pd
+
+        from ..experiments import epochs as E
+        from ..models import ft_transformer as ft_model
+        from ..store import paths
+        from ..store.code import code_digest
+        from ..store.results import atomic_write_csv, sha256_file
+
+        p, frames, sizes, records = self.p, [], set(), {}
+        pub = paths.published_dir()
+        pub_csv = pub / "tabular" / "epochs.csv" if pub is not None else None
+        published = E.conform_epochs(pd.read_csv(pub_csv)) if pub_csv is not None and pub_csv.is_file() else None
+        pub_records = (json.loads((pub / "tabular" / "manifest.json").read_text()).get("epochs") or {}).get(
+            "trajectories", {}) if published is not None else {}
+        settings = ft_model.train_settings(**train_overrides(p))
+        for name in p.epoch_datasets:
+            if name not in self.data_sets:
+                continue
+            d = self.data_sets[name].subsample("train", p.train_rows, seed=p.split_seed)
+            rows = ft_model.select_rows(d.size("test"), p.epoch_rows, seed=p.split_seed)
+            sizes.add(f"{len(rows):,}")
+            for seed in p.seeds:
+                slug, config = f"{name}-seed{seed}", ft_model.model_config(d)
+                key = E.trajectory_key(d, seed, rows, settings=settings, config=config)
+                got = published[published.key == key] if published is not None else []
+                if len(got) and (pub_records.get(slug) or {}).get("key") == key:
+                    frames.append(got)
+                    records[slug] = pub_records[slug]
+                else:
+                    tr = E.trajectory(d, seed, rows, cache_root=paths.cache_dir() / "epochs",
+                                      progress=self.store.dir / "progress.log", **settings)
+                    frames.append(tr.rows)
+                    records[slug] = {**tr.record, "checkpoint_key": ft_model.cache_key(d, seed, config, settings),
+                                     "code_digest": code_digest(E.EPOCHS_CODE)}  # the digest in the key
+        if not frames:
+            return
+        t = E.conform_epochs(pd.concat(frames, ignore_index=True))
+        atomic_write_csv(self.store.dir / "epochs.csv", t)
+        self.store.update_manifest(epochs={"file": "epochs.csv", "sha256": sha256_file(self.store.dir / "epochs.csv"),
+                                           "epoch_rows": p.epoch_rows, "split_seed": p.split_seed,
+                                           "train_rows": p.train_rows, "trajectories": records})
+        same = [self.trained[k][1].sha256 == records[f"{k[0]}-seed{k[1]}"]["early_stopping_sha256"]
+                for k in self.trained if f"{k[0]}-seed{k[1]}" in records]
+        claim = CLAIMS["tabular"]
+        F.figure(epochs_figure(t, claim), notebook="tabular", name="epochs", width="full", results_dir=self.results_dir,
+                 caption=f"Along training, content tokens of {' or '.join(sorted(sizes))} test rows: the fraction "
+                         f"where the condition holds (top; seeds as lines, the paper's {claim.paper_value} shaded, each "
+                         "seed's early-stopping epoch as a dot), the validation metric (middle) and the fraction per layer, "
+                         "seeds pooled (bottom). Epoch 0 is the initialisation; training goes on to "
+                         f"{E.EXTEND:g} times the early-stopping epoch, or to the protocol's stop if that is later.",
+                 alt="Line plots against the training epoch, one column per benchmark: the fraction holding per seed, "
+                     "the validation metric, and the fraction per layer.")
+        _markdown(epochs_text(t, claim) + (
+            f"\n\nAt the early-stopping epoch the weights are this chapter's checkpoints, bit for bit, for {sum(same)} of "
+            f"the {len(same)} trajectories." if same else ""))
 
     def atlas(self):
         from .insight import tabular_atlas

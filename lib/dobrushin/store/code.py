@@ -167,11 +167,13 @@ def _digest(files: Sequence[Path], root: Path, normalize: bool = True) -> str:
 #: each cached product and the code that makes it, relative to the package root: the model tables (main, heads
 #: and rollout, of every family and of the FT-Transformer: the producing modules and every ``dobrushin`` file
 #: they import, :func:`import_closure`), the random baseline's cells (the packages ``math``, ``random`` and
-#: ``store``) and the trained FT-Transformer checkpoints (the training code and the data preparation)
+#: ``store``), the trained FT-Transformer checkpoints (the training code and the data preparation) and the
+#: FT-Transformer measured along training (:mod:`dobrushin.experiments.epochs` and its closure)
 PRODUCTS = {
     "tables": (("experiments/pipeline.py", "experiments/tabular.py"), True),
     "cells": (("math", "random", "store"), False),
     "training": (("models/ft_transformer.py", "data/tabular_data.py"), False),
+    "epochs": (("experiments/epochs.py",), True),
 }
 #: the modules that name the products (this digest and the attestations): they compute no number, so they
 #: are left out of every import closure
