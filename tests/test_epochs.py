@@ -109,26 +109,24 @@ def _synthetic():
     return E.conform_epochs(pd.DataFrame(rows)), frac, acc
 
 
-def test_epochs_paragraph_numbers():
+def test_epochs_values():
     from scipy.stats import spearmanr
 
     from dobrushin.report.claims import CLAIMS
-    from dobrushin.report.tabular_chapter import epochs_figure, epochs_text
+    from dobrushin.report.tabular_chapter import epochs_figure, epochs_values
 
     t, frac, acc = _synthetic()
-    text = epochs_text(t, CLAIMS["tabular"])
-    assert "4.0–5.0% at initialisation" in text
-    assert "10.0–12.0% after one epoch" in text
-    assert "30.0–50.0% at the early-stopping epoch (3)" in text
-    assert "25.0–45.0% after training on to epoch 4" in text
+    v = epochs_values(t, CLAIMS["tabular"])
+    assert v["california"]["init"] == "—"  # not measured: the sentence's placeholders
+    a = v["adult"]
+    assert (a["seeds"], a["init"], a["one"], a["es"], a["es_epochs"], a["end"], a["end_epochs"]) == (
+        "2 seeds", "4.0–5.0%", "10.0–12.0%", "30.0–50.0%", "3", "25.0–45.0%", "4")
     inside = sum(0.11 <= f <= 0.44 for s in (0, 1) for f in frac[s][1:])  # the paper's 11–44%, trained epochs only
-    assert f"{inside} of its 8 trained epochs" in text
+    assert a["inside"] == f"{inside} of 8"
     rho = [spearmanr(frac[s][1:], acc[s][1:]).statistic for s in (0, 1)]
-    assert "validation score over the epochs: " + ", ".join(f"{r:+.2f}" for r in rho) + "." in text
-    one = epochs_text(t[t.seed == 0], CLAIMS["tabular"])  # one seed: one value, not a range
-    assert "(1 seed): 5.0% at initialisation" in one
-    fig = epochs_figure(t, CLAIMS["tabular"])
-    assert len(fig.axes) == 3
+    assert a["rho"] == ", ".join(f"{r:+.2f}" for r in rho)
+    assert epochs_values(t[t.seed == 0], CLAIMS["tabular"])["adult"]["init"] == "5.0%"  # one seed: a value
+    assert len(epochs_figure(t, CLAIMS["tabular"]).axes) == 3
 
 
 @pytest.fixture()

@@ -55,6 +55,13 @@ def plain_text(s) -> Display:
     return Display(s, html=f'<span class="dobrushin-text">{_html.escape(s)}</span>')
 
 
+def glue_text(key: str, value) -> None:
+    """Glue ``value`` as plain text under ``key`` for a notebook's hand-written ``{glue}`key``` (not shown here)."""
+    from myst_nb import glue
+
+    glue(key, plain_text(value), display=False)
+
+
 def admonition(title: str, body: str, kind: str = "warning", classes: Sequence[str] = ()) -> Display:
     """A warning box: HTML with the admonition classes of the book's theme (Jupyter Book renders a
     ``text/html`` output as is), a Markdown and a plain-text fallback. ``classes`` are extra CSS classes.
@@ -72,4 +79,5 @@ def admonition(title: str, body: str, kind: str = "warning", classes: Sequence[s
                    markdown=f"**{title}**: {body}")
 
 
-__all__ = ["ADMONITION_KINDS", "Display", "admonition", "html_block", "markdown_block", "plain_text"]
+__all__ = ["ADMONITION_KINDS", "Display", "admonition", "html_block", "glue_text", "markdown_block",
+           "plain_text"]

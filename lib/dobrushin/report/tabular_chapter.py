@@ -17,6 +17,7 @@ from . import page as F
 from . import plots
 from .chapter import baseline_for, pct, rollout_check_text
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
+from .display import glue_text
 from .insight import near_tie_text
 from .names import ft_model_name
 from .tables import fraction_grid, fractions, fractions_caption, rollout_summary
@@ -100,35 +101,42 @@ def epochs_figure(t, claim):
     return fig
 
 
-def epochs_text(t, claim) -> str:
-    """The paragraph under the figure: per benchmark the fraction at initialisation, after one epoch, at early
-    stopping and at the end of training (ranges over seeds), how many trained epochs lie in the paper's range,
-    and the Spearman correlation of the fraction with the validation score over the epochs of each seed."""
-    from ..data.tabular_data import TITLES
+#: the benchmarks whose trajectories the chapter's text names (its sentences are written for these two)
+EPOCH_BENCHMARKS = ("california", "adult")
+
+
+def epochs_values(t, claim) -> dict:
+    """Per benchmark of :data:`EPOCH_BENCHMARKS`, the values the chapter's sentences on training glue (``"—"``
+    for one not measured): seeds; the fraction at initialisation, after one epoch, at the early-stopping epoch
+    and at the end of training (ranges over seeds, content tokens, all layers); the early-stopping and last
+    epochs; how many trained epochs lie in the paper's range; the Spearman correlation of the fraction with the
+    validation score (higher is better) over the trained epochs of each seed."""
     from .names import range_text
 
     c = t[(t.variant == "content") & t.layer.isna()]
-    out = []
-    for name in _benchmarks(c):
+    out = {}
+    for name in EPOCH_BENCHMARKS:
         g = c[c.dataset == name]
+        if not len(g):
+            out[name] = dict.fromkeys(("seeds", "init", "one", "es", "es_epochs", "end", "end_epochs", "inside", "rho"), "—")
+            continue
 
         def at(sel):
             v = g[sel].fraction
             return pct(v.min()) if v.min() == v.max() else range_text(v.min(), v.max())
 
         last = g.groupby("seed").epoch.transform("max")
-        better = g.val_value if g.val_metric.iloc[0] == "accuracy" else -g.val_value  # higher is better
+        better = g.val_value if g.val_metric.iloc[0] == "accuracy" else -g.val_value
         rho = [g.fraction[m].corr(better[m], method="spearman") for m in ((g.epoch > 0) & (g.seed == s) for s in g.seed.unique())]
         trained = g[g.epoch > 0]
-        inside = trained.fraction.between(claim.low, claim.high).sum()
         seeds = g.seed.nunique()
-        out.append(f"**{TITLES.get(name, name)}** ({seeds} seed{'s' * (seeds > 1)}): {at(g.epoch == 0)} at initialisation, "
-                   f"{at(g.epoch == 1)} after one epoch, {at(g.epoch == g.early_stopping_epoch)} at the early-stopping "
-                   f"epoch ({', '.join(map(str, sorted(g.early_stopping_epoch.unique())))}) and {at(g.epoch == last)} "
-                   f"after training on to epoch {', '.join(map(str, sorted(last.unique())))}; {inside} of its "
-                   f"{len(trained)} trained epochs lie in the paper's {claim.paper_value}. Spearman correlation of the "
-                   "fraction with the validation score over the epochs: " + ", ".join(f"{r:+.2f}" for r in rho) + ".")
-    return "\n\n".join(out)
+        out[name] = {"seeds": f"{seeds} seed{'s' * (seeds > 1)}", "init": at(g.epoch == 0), "one": at(g.epoch == 1),
+                     "es": at(g.epoch == g.early_stopping_epoch),
+                     "es_epochs": ", ".join(map(str, sorted(g.early_stopping_epoch.unique()))),
+                     "end": at(g.epoch == last), "end_epochs": ", ".join(map(str, sorted(last.unique()))),
+                     "inside": f"{int(trained.fraction.between(claim.low, claim.high).sum())} of {len(trained)}",
+                     "rho": ", ".join(f"{r:+.2f}" for r in rho)}
+    return out
 
 
 def protocol_table(p):
@@ -463,16 +471,22 @@ class TabularChapter:
                     frames.append(tr.rows)
                     records[slug] = {**tr.record, "checkpoint_key": ft_model.cache_key(d, seed, config, settings),
                                      "code_digest": code_digest(E.EPOCHS_CODE)}  # the digest in the key
+        claim = CLAIMS["tabular"]
+        t = E.conform_epochs(pd.concat(frames, ignore_index=True) if frames else
+                             pd.DataFrame({k: pd.Series(dtype=v) for k, v in E.EPOCH_COLUMNS.items()}))
+        same = [self.trained[k][1].sha256 == records[f"{k[0]}-seed{k[1]}"]["early_stopping_sha256"]
+                for k in self.trained if f"{k[0]}-seed{k[1]}" in records]
+        for name, values in epochs_values(t, claim).items():  # the notebook's sentences (placeholders: not measured)
+            for k, v in values.items():
+                glue_text(f"epochs-{name}-{k}", v)
+        glue_text("epochs-same", f"{sum(same)} of the {len(same)}" if same else "—")
         if not frames:
+            _markdown("No benchmark was measured along training in this build.")
             return
-        t = E.conform_epochs(pd.concat(frames, ignore_index=True))
         atomic_write_csv(self.store.dir / "epochs.csv", t)
         self.store.update_manifest(epochs={"file": "epochs.csv", "sha256": sha256_file(self.store.dir / "epochs.csv"),
                                            "epoch_rows": p.epoch_rows, "split_seed": p.split_seed,
                                            "train_rows": p.train_rows, "trajectories": records})
-        same = [self.trained[k][1].sha256 == records[f"{k[0]}-seed{k[1]}"]["early_stopping_sha256"]
-                for k in self.trained if f"{k[0]}-seed{k[1]}" in records]
-        claim = CLAIMS["tabular"]
         F.figure(epochs_figure(t, claim), notebook="tabular", name="epochs", width="full", results_dir=self.results_dir,
                  caption=f"Along training, content tokens of {' or '.join(sorted(sizes))} test rows: the fraction "
                          f"where the condition holds (top; seeds as lines, the paper's {claim.paper_value} shaded, each "
@@ -481,9 +495,6 @@ class TabularChapter:
                          f"{E.EXTEND:g} times the early-stopping epoch, or to the protocol's stop if that is later.",
                  alt="Line plots against the training epoch, one column per benchmark: the fraction holding per seed, "
                      "the validation metric, and the fraction per layer.")
-        _markdown(epochs_text(t, claim) + (
-            f"\n\nAt the early-stopping epoch the weights are this chapter's checkpoints, bit for bit, for {sum(same)} of "
-            f"the {len(same)} trajectories." if same else ""))
 
     def atlas(self):
         from .insight import tabular_atlas
