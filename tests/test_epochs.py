@@ -113,7 +113,7 @@ def test_epochs_values():
     from scipy.stats import spearmanr
 
     from dobrushin.report.claims import CLAIMS
-    from dobrushin.report.tabular_chapter import epochs_figure, epochs_values
+    from dobrushin.report.training import epochs_figure, epochs_values
 
     t, frac, acc = _synthetic()
     v = epochs_values(t, CLAIMS["tabular"])
