@@ -27,6 +27,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from dobrushin.report import page as F  # noqa: E402
+from dobrushin.report import layout as L  # noqa: E402
 from dobrushin.report.display import Display, admonition  # noqa: E402
 from dobrushin.report import plots  # noqa: E402
 from dobrushin.experiments.pipeline import progress_enabled  # noqa: E402
@@ -62,7 +63,7 @@ def test_format_number_round_trips_within_digits():
 
 def _cells(md: str) -> list:
     """Rows of the pipe table in ``md``, cells un-escaped (CommonMark backslash escapes) and without the
-    zero-width spaces that let long words wrap (:func:`dobrushin.report.page.breakable`)."""
+    zero-width spaces that let long words wrap (:func:`dobrushin.report.layout.breakable`)."""
     rows = [ln.replace("<wbr>", "") for ln in md.splitlines() if ln.startswith("|")]
     return [[re.sub(r"\\(.)", r"\1", c.strip()) for c in re.split(r"(?<!\\)\|", r)[1:-1]] for r in rows]
 
@@ -119,7 +120,7 @@ def test_table_fits_the_column_as_is_transposed_or_split():
     assert list(frame.columns) == ["", "model 0, trained", "model 1, trained"]
     assert frame[""].tolist() == [f"quantity_{j} of the run" for j in range(12)]
     assert frame["model 1, trained"].tolist() == t.frame.iloc[1, 2:].tolist()  # the same cells, swapped
-    assert F.table_min_px(frame, numeric) <= F.TABLE_WIDTH_PX
+    assert L.table_min_px(frame, numeric) <= L.TABLE_WIDTH_PX
     # many rows and columns: split into tables below one another, each naming the rows again
     t = F.table(_wide(9, 14), caption="Wide and long.", name="tab-long")
     assert t.layout == "split" and len(t.parts) >= 2
@@ -127,7 +128,7 @@ def test_table_fits_the_column_as_is_transposed_or_split():
     assert shown == list(t.frame.columns[2:])  # every column once, in order
     for f, num in t.parts:
         assert list(f.columns[:2]) == ["model", "weights"] and len(f) == 9
-        assert F.table_min_px(f, num) <= F.TABLE_WIDTH_PX
+        assert L.table_min_px(f, num) <= L.TABLE_WIDTH_PX
     md = t._repr_markdown_()
     assert md.count(":::{table}") == len(t.parts) and md.count(":name: tab-long") == 1
     assert f"Wide and long. (Its columns are split over {len(t.parts)} tables, one below the other, each " \
@@ -139,7 +140,7 @@ def test_table_fits_the_column_as_is_transposed_or_split():
     # a full-width cell has room for more columns side by side
     full = F.table(_wide(9, 14), width="full")
     assert 1 <= len(full.parts) < len(t.parts)
-    assert all(F.table_min_px(f, num) <= F.TABLE_WIDTHS_PX["full"] for f, num in full.parts)
+    assert all(L.table_min_px(f, num) <= L.TABLE_WIDTHS_PX["full"] for f, num in full.parts)
     with pytest.raises(ValueError, match="width must be one of"):
         F.table(_wide(2, 2), width="page")
     assert F.table(_wide(9, 14), fit=False).layout == "as is"
@@ -148,21 +149,21 @@ def test_table_fits_the_column_as_is_transposed_or_split():
 def test_table_width_estimate():
     # numbers never wrap: the longest sets the width; text is as wide as its longest word (capped);
     # a header wraps between words and after "_" and "/"
-    assert F.column_min_px("p", ["0.5", "3.43e-07"], True) == 8 * F.CHAR_PX + F.CELL_PAD_PX
-    assert F.column_min_px("model", ["a b c", "sentence transformers"], False) == 12 * F.CHAR_PX + F.CELL_PAD_PX
-    assert F.column_min_px("x", ["f" * 64], False) == F.LONGEST_UNBROKEN * F.CHAR_PX + F.CELL_PAD_PX
+    assert L.column_min_px("p", ["0.5", "3.43e-07"], True) == 8 * L.CHAR_PX + L.CELL_PAD_PX
+    assert L.column_min_px("model", ["a b c", "sentence transformers"], False) == 12 * L.CHAR_PX + L.CELL_PAD_PX
+    assert L.column_min_px("x", ["f" * 64], False) == L.LONGEST_UNBROKEN * L.CHAR_PX + L.CELL_PAD_PX
     # long words get break opportunities (zero-width spaces) and keep their characters; short ones stay whole
     digest = "ab12" * 16
-    assert F.breakable(digest).split("\u200b") == [digest[i:i + 16] for i in range(0, 64, 16)]
-    assert F.breakable("sentence-transformers/all-mpnet-base-v2 x").split("\u200b") == [
+    assert L.breakable(digest).split("\u200b") == [digest[i:i + 16] for i in range(0, 64, 16)]
+    assert L.breakable("sentence-transformers/all-mpnet-base-v2 x").split("\u200b") == [
         "sentence-", "transformers/", "all-", "mpnet-", "base-", "v2 x"]
-    assert F.breakable("kappa_factor float64") == "kappa_factor float64"
+    assert L.breakable("kappa_factor float64") == "kappa_factor float64"
     md = F.table(pd.DataFrame({"sha256": [digest], "n": [12345678901234567]}))._repr_markdown_()
     assert "<wbr>".join(digest[i:i + 16] for i in range(0, 64, 16)) in md and "12345678901234567" in md
     assert "\u200b" not in md  # break opportunities are <wbr>: an id copied from the page is the id
-    assert F.column_min_px("ci_low / ci_high", [], True) == 4 * F.CHAR_PX + F.CELL_PAD_PX  # "high"
-    assert F.header_text("ci_low / x") == "ci_\u200blow / x"
-    assert F.header_text("holds/pairs") == "holds/\u200bpairs"
+    assert L.column_min_px("ci_low / ci_high", [], True) == 4 * L.CHAR_PX + L.CELL_PAD_PX  # "high"
+    assert L.header_text("ci_low / x") == "ci_\u200blow / x"
+    assert L.header_text("holds/pairs") == "holds/\u200bpairs"
 
 
 def test_details_nests_a_table_in_a_collapsed_block():

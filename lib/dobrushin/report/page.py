@@ -1,49 +1,15 @@
-"""How the notebooks put figures, tables and banners on the page of the book.
+"""How the notebooks put figures, tables and banners on the page of the book (Jupyter Book 1.x + myst-nb).
 
-One place decides how a result looks in the rendered book (Jupyter Book 1.x + myst-nb), so every
-chapter reads the same way:
+* :func:`figure`: a matplotlib figure saved as PNG + SVG (:func:`dobrushin.report.plots.save_figure`) and shown
+  as a numbered ``{glue:figure}`` with caption and alt text, sized for the text column or the full width;
+  label ``fig-<notebook>-<name>`` for ``{numref}``.
+* :func:`table`: a data frame as a (numbered, when captioned) MyST table: no index, numbers formatted for
+  reading (:func:`format_number`), never truncated, fitted to the text column (:mod:`dobrushin.report.layout`).
+* :func:`details`: a collapsed block; :func:`banner`: the "not reproduced in this build" warning;
+  :func:`provenance`: the collapsed "how this chapter was run" block (no machine paths).
 
-* :func:`figure` — a matplotlib figure as a **numbered, captioned figure with alt text**, sized for
-  the text column or the full width, saved at 150 dpi as PNG + SVG by :func:`dobrushin.report.plots.save_figure`
-  (``results/figures/<notebook>-<name>.{png,svg}``); the page shows exactly that PNG.
-* :data:`COLORS` / :data:`LINESTYLES` — the one colour convention of the book (trained, untrained
-  control, random baseline, with-special-tokens variant); :mod:`dobrushin.report.plots` uses it.
-* :func:`table` — a data frame as a (numbered, when captioned) table: no pandas index, numbers
-  formatted for reading (``3.43e-07``, ``768`` not ``768.0``), never truncated, and fitted to the
-  text column of a 1280 px window (:func:`fit_table`): headers and text wrap, and a table whose
-  columns still cannot stand side by side is shown with rows and columns swapped (few rows) or with
-  its columns split over tables one below the other (``_static/dobrushin.css``).
-* :func:`details` — a collapsed block ("click to show") for long tables or provenance.
-* :func:`banner` — the one "not reproduced in this build" warning at the top of a chapter.
-* :func:`provenance` — the collapsed "how this chapter was run" block at its end (parameters,
-  versions, device, timings; no machine paths).
-
-How it works (verified with Jupyter Book 1.0.4.post1 / myst-nb 1.4 and ``nb_render_markdown_format:
-myst`` in ``_config.yml``): :func:`figure` glues the PNG into the notebook (``myst_nb.glue``, not
-shown in place) and displays a ``text/markdown`` output holding a MyST ``{glue:figure}`` directive;
-myst-nb parses that output as MyST, so the caption may contain computed text and ``$math$``, the
-figure gets ``:name:`` (a label for ``{numref}``) and ``:alt:``, and Sphinx numbers it (``numfig``,
-"Fig. 1", per chapter). :func:`table` and :func:`details` likewise return objects whose
-``text/markdown`` form is a MyST ``{table}`` directive (numbered "Table 1" when captioned) or a
-collapsed admonition. In a live Jupyter session the directives show as plain Markdown text.
-
-Usage in a notebook cell::
-
-    from dobrushin.report import page as F, plots
-
-    fig = plots.layer_profile(table)
-    F.figure(fig, notebook="dinov2", name="depth", width="full",
-             caption=f"Fraction of inputs where equality holds, per layer ({n} inputs). "
-                     "The dotted line is the random baseline.",
-             alt="Line plot of the fraction holding against layer, one panel per model.")
-    F.table(per_head, caption="Per-head fractions.", name="tab-dinov2-heads")
-    F.details("All 87 parameters", F.table(params_df))
-    F.banner("Not reproduced in this build", "weights unavailable: no network (HF_HUB_OFFLINE=1)")
-    # last cell of the chapter
-    F.provenance({"profile": profile, "results_dir": results_dir}, versions={"torch": torch.__version__},
-                 device="cpu", timings={"measure": 12.3})
-
-Refer to a figure from prose with ``{numref}`fig-dinov2-depth``` (label ``fig-<notebook>-<name>``).
+The figure is glued (``myst_nb.glue``) and a ``text/markdown`` output holds the directive, so captions may
+hold computed text and ``$math$``; in a live Jupyter session the directives show as plain Markdown.
 """
 from __future__ import annotations
 
@@ -57,7 +23,7 @@ from typing import Mapping, Optional, Sequence
 
 from .display import Display, admonition, markdown_block  # noqa: E402
 from .style import COLORS, LINESTYLES, color_for  # noqa: E402,F401  (the one colour convention; re-exported)
-from .names import and_join  # noqa: E402
+from .layout import TABLE_WIDTHS_PX, breakable, fit_table, fitted_caption, header_text, wbr  # noqa: E402
 
 
 # ---------------------------------------------------------------- figures
@@ -202,162 +168,6 @@ class Table(Display):
         self.frame, self.note = frame, note
         self.parts = parts if parts is not None else [(frame, {c: False for c in frame.columns})]
         self.layout = layout
-
-
-# ---------------------------------------------------------------- fitting a table to the column
-
-#: The width a table may take: the text column of the book theme at a 1280 px window is 666 CSS px
-#: inside its padding (measured by ``make check-html``); the estimate below is rough, so some is kept free.
-TABLE_WIDTH_PX = 640.0
-#: ... and in a cell tagged ``full-width`` (the text column and the margin, about 900 px).
-TABLE_WIDTHS_PX = {"column": TABLE_WIDTH_PX, "full": 880.0}
-#: Average advance of one character of the table's font (0.9 em of the 16 px body text, the theme's system
-#: sans-serif) in CSS px, and the horizontal padding + border of a cell (0.6 em each side). Both err on
-#: the wide side, so that a table judged to fit does.
-CHAR_PX, CELL_PAD_PX = 8.0, 19.0
-#: The same for text set in the theme's monospace code style (``<code>``: wider glyphs, its own padding).
-CODE_CHAR_PX, CODE_PAD_PX = 8.6, 12.0
-#: A word of a text cell longer than this many characters is given break opportunities (:func:`breakable`),
-#: so that no word sets a text column wider; numbers never break.
-LONGEST_UNBROKEN = 16
-#: A table of at most this many rows is shown transposed (one column per row) when it is too wide.
-TRANSPOSE_MAX_ROWS = 5
-_WORD_BREAK = re.compile(r"[\s\u200b]+")
-
-
-def header_text(name) -> str:
-    """A header as laid out: a break opportunity (a zero-width space here, ``<wbr>`` on the page: :func:`wbr`)
-    after ``_`` and ``/``, so that names such as ``ci_low`` or ``holds / pairs`` may wrap there like words."""
-    return re.sub(r"([_/])(?=\S)", "\\1\u200b", str(name))
-
-
-def breakable(text) -> str:
-    """Cell text as shown: each word longer than :data:`LONGEST_UNBROKEN` characters gets a zero-width
-    space after its ``/``, ``_``, ``-`` and ``.`` and, where a piece is still too long (a checksum), every
-    :data:`LONGEST_UNBROKEN` characters, so it can wrap in a narrow column. Shorter words are left
-    whole: a column is never squeezed below its longest ordinary word."""
-    def word(w):
-        if len(w) <= LONGEST_UNBROKEN:
-            return w
-        pieces = re.sub(r"([/_.-])(?=\S)", "\\1\u200b", w).split("\u200b")
-        out = []
-        for piece in pieces:
-            out += [piece[i:i + LONGEST_UNBROKEN] for i in range(0, len(piece), LONGEST_UNBROKEN)] or [""]
-        return "\u200b".join(out)
-
-    return re.sub(r"\S+", lambda m: word(m.group(0)), str(text))
-
-
-def column_min_px(header, cells, numeric: bool, code: bool = False) -> float:
-    """The least width (CSS px) a column of the book's tables can be laid out in: its longest header word,
-    its longest number (numeric columns never wrap) or its longest word up to :data:`LONGEST_UNBROKEN`
-    characters (text wraps), in :data:`CHAR_PX` per character plus the cell padding (:data:`CODE_CHAR_PX`
-    and the code padding more for cells shown as ``<code>``)."""
-    words = lambda s: [w for w in _WORD_BREAK.split(str(s)) if w]  # noqa: E731
-    head = max((len(w) for w in words(header_text(header))), default=0) * CHAR_PX
-    if numeric:
-        body = max((len(str(v)) for v in cells), default=0)
-    else:
-        body = max((len(w) for v in cells for w in words(breakable(v))), default=0)
-    body = body * CODE_CHAR_PX + CODE_PAD_PX if code else body * CHAR_PX
-    return max(head, body) + CELL_PAD_PX
-
-
-def table_min_px(frame, numeric: dict, code=()) -> float:
-    """The least width of a formatted table (:func:`column_min_px` summed over its columns; ``code``:
-    the columns shown as ``<code>``)."""
-    return sum(column_min_px(c, frame[c].tolist(), bool(numeric.get(c)), c in code) for c in frame.columns)
-
-
-def _key_columns(frame, numeric: dict) -> list:
-    """The leading text columns that name a row (``model``, ``weights``, ...), at most two."""
-    keys = []
-    for c in frame.columns[:2]:
-        if numeric.get(c):
-            break
-        keys.append(c)
-    return keys if len(keys) < len(frame.columns) else keys[:-1]
-
-
-def _transpose(frame, numeric: dict):
-    import pandas as pd
-
-    keys = _key_columns(frame, numeric)
-    labels = ([", ".join(str(v) for v in row if str(v).strip()) for row in frame[keys].itertuples(index=False)]
-              if keys else [f"row {i + 1}" for i in range(len(frame))])
-    seen: dict = {}
-    heads = []
-    for lab in labels:  # column names must be unique
-        seen[lab] = seen.get(lab, 0) + 1
-        heads.append(lab if seen[lab] == 1 else f"{lab} ({seen[lab]})")
-    rest = [c for c in frame.columns if c not in keys]
-    t = pd.DataFrame({"": [str(c) for c in rest],
-                      **{h: [frame.iloc[i][c] for c in rest] for i, h in enumerate(heads)}}, columns=["", *heads])
-    # a column now mixes quantities: right-aligned (numbers stay on one line) only when every cell is a number
-    num = {"": False, **{h: all(bool(numeric.get(c)) for c in rest) for h in heads}}
-    return t, num
-
-
-def _split(frame, numeric: dict, budget: float, code=()) -> list:
-    # the columns that name a row are repeated in every part; without a text one, the first column (``n``)
-    keys = _key_columns(frame, numeric) or list(frame.columns[:1])
-    if keys and table_min_px(frame[keys], numeric, code) > budget / 2:
-        keys = []
-    base = table_min_px(frame[keys], numeric, code) if keys else 0.0
-    parts, cur, width = [], [], base
-    for c in frame.columns:
-        if c in keys:
-            continue
-        w = column_min_px(c, frame[c].tolist(), bool(numeric.get(c)), c in code)
-        if cur and width + w > budget:
-            parts.append(cur)
-            cur, width = [], base
-        cur.append(c)
-        width += w
-    parts.append(cur)
-    return [(frame[keys + cols], {c: numeric.get(c, False) for c in keys + cols}) for cols in parts]
-
-
-def fit_table(frame, numeric: dict, budget: float = TABLE_WIDTH_PX, code=()):
-    """Lay a formatted table out to fit ``budget`` CSS px (the text column at a 1280 px window), without
-    relying on horizontal scrolling: ``(parts, layout)``, ``parts`` a list of ``(frame, numeric)``.
-
-    * ``"as is"``: its columns fit side by side once headers and text wrap (:func:`table_min_px`);
-    * ``"transposed"``: a table of at most :data:`TRANSPOSE_MAX_ROWS` rows gets one column per row,
-      headed by the row's leading text cells (``model, weights``), when that fits;
-    * ``"split"``: otherwise its columns are split over tables shown one below the other, each
-      repeating the leading text columns that name a row (or else the first column), each as wide as
-      fits (a single column wider than the budget stands alone).
-
-    ``code``: the columns whose cells are shown as ``<code>`` (measured wider); a table with such
-    columns is not transposed (a column would then mix code and text)."""
-    if table_min_px(frame, numeric, code) <= budget or len(frame.columns) < 2:
-        return [(frame, numeric)], "as is"
-    if len(frame) <= TRANSPOSE_MAX_ROWS and not code:
-        t, tn = _transpose(frame, numeric)
-        if table_min_px(t, tn) <= budget:
-            return [(t, tn)], "transposed"
-    parts = _split(frame, numeric, budget, code)
-    return parts, ("split" if len(parts) > 1 else "as is")
-
-
-def fitted_caption(caption: Optional[str], parts, layout: str) -> str:
-    """The caption of a fitted table (:func:`fit_table`) on one line; a split table's says so."""
-    cap = " ".join(caption.split()) if caption else ""
-    if layout == "split":
-        shared = [c for c in parts[0][0].columns if all(c in f.columns for f, _ in parts[1:])]
-        names = [f"“{c}”" for c in shared]
-        again = (f", each repeating the column{'s' if len(names) > 1 else ''} "
-                 + and_join(names)
-                 if shared else "")
-        cap = (cap + " " if cap else "") + f"(Its columns are split over {len(parts)} tables, one below the other{again}.)"
-    return cap
-
-
-def wbr(text: str) -> str:
-    """Text as the page shows it: each break opportunity (:func:`breakable`, :func:`header_text`) an HTML
-    ``<wbr>``, which adds no character, so an id copied from the page is the id."""
-    return str(text).replace("\u200b", "<wbr>")
 
 
 def _pipe_table(frame, numeric: dict) -> list:
@@ -548,6 +358,5 @@ def banner(title: str, reason: str, kind: str = "warning"):
                       classes=("dobrushin-banner",))
 
 
-__all__ = ["COLORS", "LINESTYLES", "SavedFigure", "TABLE_WIDTHS_PX", "TABLE_WIDTH_PX", "Table", "WIDTHS_IN", "banner", "color_for",
-           "breakable", "wbr", "column_min_px", "details", "figure", "figure_label", "figure_markdown", "fit_table", "fitted_caption", "format_number",
-           "header_text", "provenance", "scrub_paths", "table", "table_min_px"]
+__all__ = ["COLORS", "LINESTYLES", "SavedFigure", "Table", "WIDTHS_IN", "banner", "color_for", "details", "figure",
+           "figure_label", "figure_markdown", "format_number", "provenance", "scrub_paths", "table"]

@@ -8,7 +8,7 @@ from typing import Optional
 
 import pandas as pd
 
-from . import page
+from . import layout, page
 from .display import Display, html_block
 
 def profile_params(params_dir, profile: str, notebook: str) -> dict:
@@ -114,7 +114,7 @@ def _cell_html(text: str, code: bool) -> str:
     import re
 
     global _PLACEHOLDER_RX
-    from .page import wbr
+    from .layout import wbr
 
     esc = html.escape(str(text))
     if code:
@@ -137,11 +137,11 @@ def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(),
     out = []
     for i, (part, numeric) in enumerate(t.parts):  # fitted to the text column, as page.table does
         cls = lambda c: ' class="text-right"' if numeric.get(c) else ""  # noqa: E731
-        head = "".join(f"<th{cls(c)}>{page.wbr(html.escape(page.header_text(c)))}</th>" for c in part.columns)
-        body = "".join("<tr>" + "".join(f"<td{cls(c)}>{_cell_html(v if numeric.get(c) else page.breakable(v), c in code_columns)}</td>"
+        head = "".join(f"<th{cls(c)}>{layout.wbr(html.escape(layout.header_text(c)))}</th>" for c in part.columns)
+        body = "".join("<tr>" + "".join(f"<td{cls(c)}>{_cell_html(v if numeric.get(c) else layout.breakable(v), c in code_columns)}</td>"
                                         for c, v in zip(part.columns, row))
                        + "</tr>" for row in part.itertuples(index=False))
-        text = page.fitted_caption(caption, t.parts, t.layout)
+        text = layout.fitted_caption(caption, t.parts, t.layout)
         cap = f"<caption>{html.escape(text)}</caption>" if text and i == 0 else ""
         extra = f" dobrushin-{t.layout}" if t.layout != "as is" else ""
         out.append(f'<div class="pst-scrollable-table-container"><table class="table dobrushin-table{extra}">{cap}'

@@ -1,0 +1,167 @@
+"""How a table of the book is laid out to fit the text column of a 1280 px window without horizontal
+scrolling (:func:`fit_table`): headers and long words get break opportunities, and a table whose columns
+cannot stand side by side is transposed (few rows) or split into tables one below the other."""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from .names import and_join
+
+
+#: The width a table may take: the text column of the book theme at a 1280 px window is 666 CSS px
+#: inside its padding (measured by ``make check-html``); the estimate below is rough, so some is kept free.
+TABLE_WIDTH_PX = 640.0
+#: ... and in a cell tagged ``full-width`` (the text column and the margin, about 900 px).
+TABLE_WIDTHS_PX = {"column": TABLE_WIDTH_PX, "full": 880.0}
+#: Average advance of one character of the table's font (0.9 em of the 16 px body text, the theme's system
+#: sans-serif) in CSS px, and the horizontal padding + border of a cell (0.6 em each side). Both err on
+#: the wide side, so that a table judged to fit does.
+CHAR_PX, CELL_PAD_PX = 8.0, 19.0
+#: The same for text set in the theme's monospace code style (``<code>``: wider glyphs, its own padding).
+CODE_CHAR_PX, CODE_PAD_PX = 8.6, 12.0
+#: A word of a text cell longer than this many characters is given break opportunities (:func:`breakable`),
+#: so that no word sets a text column wider; numbers never break.
+LONGEST_UNBROKEN = 16
+#: A table of at most this many rows is shown transposed (one column per row) when it is too wide.
+TRANSPOSE_MAX_ROWS = 5
+_WORD_BREAK = re.compile(r"[\s\u200b]+")
+
+
+def header_text(name) -> str:
+    """A header as laid out: a break opportunity (a zero-width space here, ``<wbr>`` on the page: :func:`wbr`)
+    after ``_`` and ``/``, so that names such as ``ci_low`` or ``holds / pairs`` may wrap there like words."""
+    return re.sub(r"([_/])(?=\S)", "\\1\u200b", str(name))
+
+
+def breakable(text) -> str:
+    """Cell text as shown: each word longer than :data:`LONGEST_UNBROKEN` characters gets a zero-width
+    space after its ``/``, ``_``, ``-`` and ``.`` and, where a piece is still too long (a checksum), every
+    :data:`LONGEST_UNBROKEN` characters, so it can wrap in a narrow column. Shorter words are left
+    whole: a column is never squeezed below its longest ordinary word."""
+    def word(w):
+        if len(w) <= LONGEST_UNBROKEN:
+            return w
+        pieces = re.sub(r"([/_.-])(?=\S)", "\\1\u200b", w).split("\u200b")
+        out = []
+        for piece in pieces:
+            out += [piece[i:i + LONGEST_UNBROKEN] for i in range(0, len(piece), LONGEST_UNBROKEN)] or [""]
+        return "\u200b".join(out)
+
+    return re.sub(r"\S+", lambda m: word(m.group(0)), str(text))
+
+
+def column_min_px(header, cells, numeric: bool, code: bool = False) -> float:
+    """The least width (CSS px) a column of the book's tables can be laid out in: its longest header word,
+    its longest number (numeric columns never wrap) or its longest word up to :data:`LONGEST_UNBROKEN`
+    characters (text wraps), in :data:`CHAR_PX` per character plus the cell padding (:data:`CODE_CHAR_PX`
+    and the code padding more for cells shown as ``<code>``)."""
+    words = lambda s: [w for w in _WORD_BREAK.split(str(s)) if w]  # noqa: E731
+    head = max((len(w) for w in words(header_text(header))), default=0) * CHAR_PX
+    if numeric:
+        body = max((len(str(v)) for v in cells), default=0)
+    else:
+        body = max((len(w) for v in cells for w in words(breakable(v))), default=0)
+    body = body * CODE_CHAR_PX + CODE_PAD_PX if code else body * CHAR_PX
+    return max(head, body) + CELL_PAD_PX
+
+
+def table_min_px(frame, numeric: dict, code=()) -> float:
+    """The least width of a formatted table (:func:`column_min_px` summed over its columns; ``code``:
+    the columns shown as ``<code>``)."""
+    return sum(column_min_px(c, frame[c].tolist(), bool(numeric.get(c)), c in code) for c in frame.columns)
+
+
+def _key_columns(frame, numeric: dict) -> list:
+    """The leading text columns that name a row (``model``, ``weights``, ...), at most two."""
+    keys = []
+    for c in frame.columns[:2]:
+        if numeric.get(c):
+            break
+        keys.append(c)
+    return keys if len(keys) < len(frame.columns) else keys[:-1]
+
+
+def _transpose(frame, numeric: dict):
+    import pandas as pd
+
+    keys = _key_columns(frame, numeric)
+    labels = ([", ".join(str(v) for v in row if str(v).strip()) for row in frame[keys].itertuples(index=False)]
+              if keys else [f"row {i + 1}" for i in range(len(frame))])
+    seen: dict = {}
+    heads = []
+    for lab in labels:  # column names must be unique
+        seen[lab] = seen.get(lab, 0) + 1
+        heads.append(lab if seen[lab] == 1 else f"{lab} ({seen[lab]})")
+    rest = [c for c in frame.columns if c not in keys]
+    t = pd.DataFrame({"": [str(c) for c in rest],
+                      **{h: [frame.iloc[i][c] for c in rest] for i, h in enumerate(heads)}}, columns=["", *heads])
+    # a column now mixes quantities: right-aligned (numbers stay on one line) only when every cell is a number
+    num = {"": False, **{h: all(bool(numeric.get(c)) for c in rest) for h in heads}}
+    return t, num
+
+
+def _split(frame, numeric: dict, budget: float, code=()) -> list:
+    # the columns that name a row are repeated in every part; without a text one, the first column (``n``)
+    keys = _key_columns(frame, numeric) or list(frame.columns[:1])
+    if keys and table_min_px(frame[keys], numeric, code) > budget / 2:
+        keys = []
+    base = table_min_px(frame[keys], numeric, code) if keys else 0.0
+    parts, cur, width = [], [], base
+    for c in frame.columns:
+        if c in keys:
+            continue
+        w = column_min_px(c, frame[c].tolist(), bool(numeric.get(c)), c in code)
+        if cur and width + w > budget:
+            parts.append(cur)
+            cur, width = [], base
+        cur.append(c)
+        width += w
+    parts.append(cur)
+    return [(frame[keys + cols], {c: numeric.get(c, False) for c in keys + cols}) for cols in parts]
+
+
+def fit_table(frame, numeric: dict, budget: float = TABLE_WIDTH_PX, code=()):
+    """Lay a formatted table out to fit ``budget`` CSS px (the text column at a 1280 px window), without
+    relying on horizontal scrolling: ``(parts, layout)``, ``parts`` a list of ``(frame, numeric)``.
+
+    * ``"as is"``: its columns fit side by side once headers and text wrap (:func:`table_min_px`);
+    * ``"transposed"``: a table of at most :data:`TRANSPOSE_MAX_ROWS` rows gets one column per row,
+      headed by the row's leading text cells (``model, weights``), when that fits;
+    * ``"split"``: otherwise its columns are split over tables shown one below the other, each
+      repeating the leading text columns that name a row (or else the first column), each as wide as
+      fits (a single column wider than the budget stands alone).
+
+    ``code``: the columns whose cells are shown as ``<code>`` (measured wider); a table with such
+    columns is not transposed (a column would then mix code and text)."""
+    if table_min_px(frame, numeric, code) <= budget or len(frame.columns) < 2:
+        return [(frame, numeric)], "as is"
+    if len(frame) <= TRANSPOSE_MAX_ROWS and not code:
+        t, tn = _transpose(frame, numeric)
+        if table_min_px(t, tn) <= budget:
+            return [(t, tn)], "transposed"
+    parts = _split(frame, numeric, budget, code)
+    return parts, ("split" if len(parts) > 1 else "as is")
+
+
+def fitted_caption(caption: Optional[str], parts, layout: str) -> str:
+    """The caption of a fitted table (:func:`fit_table`) on one line; a split table's says so."""
+    cap = " ".join(caption.split()) if caption else ""
+    if layout == "split":
+        shared = [c for c in parts[0][0].columns if all(c in f.columns for f, _ in parts[1:])]
+        names = [f"“{c}”" for c in shared]
+        again = (f", each repeating the column{'s' if len(names) > 1 else ''} "
+                 + and_join(names)
+                 if shared else "")
+        cap = (cap + " " if cap else "") + f"(Its columns are split over {len(parts)} tables, one below the other{again}.)"
+    return cap
+
+
+def wbr(text: str) -> str:
+    """Text as the page shows it: each break opportunity (:func:`breakable`, :func:`header_text`) an HTML
+    ``<wbr>``, which adds no character, so an id copied from the page is the id."""
+    return str(text).replace("\u200b", "<wbr>")
+
+
+__all__ = ["CELL_PAD_PX", "CHAR_PX", "LONGEST_UNBROKEN", "TABLE_WIDTHS_PX", "TABLE_WIDTH_PX", "breakable", "column_min_px",
+           "fit_table", "fitted_caption", "header_text", "table_min_px", "wbr"]
