@@ -264,27 +264,23 @@ def test_baseline_row_spans_the_sizes(results):
     assert "consistent at n = 4, reproduced at the other sizes" in b["note"] and "every size" not in b["note"]
 
 
-def test_headline_is_generated_from_the_verdicts(results):
+def test_the_answer_box_values_are_the_verdicts(results):
     _, card = _build(results)
-    h = S.headline(card)
+    g = S.verdict_groups(card)
     top = card[card["parent"] == ""]
     kinds = top["verdict"].map(lambda v: Verdict.of(v).value)
-    judged = (kinds != "related").sum()
-    assert h.startswith(f"Of the {S._NUMBER.get(judged, str(judged))} claims the scorecard judges (the paper's, with "
-                        "FT-Transformer one per benchmark), this build reproduces "
-                        f"{S._NUMBER.get((kinds == 'reproduced').sum(), str((kinds == 'reproduced').sum()))}: ")
-    assert "the equality theorem" in h and "the random baseline" in h
-    n_inc = (kinds == "inconclusive").sum()
-    assert f"{S._NUMBER.get(n_inc, str(n_inc)).capitalize()} are inconclusive at this scale" in h and "DeiT-B" in h
+    assert g["judged"] == str((kinds != "related").sum())
+    for kind in S.KINDS:
+        key = kind.replace(" ", "_")
+        assert g[f"n_{key}"] == str((kinds == kind).sum())
+        assert (g[key] == "none") == (kinds != kind).all()
+    assert "the equality theorem" in g["reproduced"] and "the random baseline" in g["reproduced"]
     ev = card.loc[card["key"] == "dinov2_s", "evidence"].iloc[0].replace("(", "").replace(")", "")
-    assert f"DINOv2-S (on {ev} only: proxy weights)" in h and "differ" not in h
-    n_nr = (kinds == "not run").sum()
-    assert f"{S._NUMBER.get(n_nr, str(n_nr)).capitalize()} could not be run (" in h and "RoBERTa" in h
+    assert f"DINOv2-S (on {ev} only: proxy weights)" in g[Verdict.of(_row(card, "dinov2_s")["verdict"]).value]
+    assert "RoBERTa" in g["not_run"] and "(" in g["not_run"]  # its reason
     card2 = card.copy()
     card2.loc[card2["key"] == "deit", "verdict"] = "differs"
-    assert "One differs: DeiT-B." in S.headline(card2)
-    card2.loc[card2["key"] == "vit", "verdict"] = "consistent"
-    assert "One is consistent with the paper" in S.headline(card2)
+    assert S.verdict_groups(card2)["differs"] == "DeiT-B" and S.verdict_groups(card2)["n_differs"] == "1"
 
 
 def test_weights_source_of_every_provenance():

@@ -474,46 +474,30 @@ def notes(card: pd.DataFrame) -> list:
     return [(r["claim"], r["note"]) for _, r in card.iterrows() if r["note"]]
 
 
-_NUMBER = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight",
-           9: "nine", 10: "ten"}
+#: the verdict kinds the introduction lists, in its order
+KINDS = ("reproduced", "consistent", "differs", "inconclusive", "not run")
 
 
-def headline(card: pd.DataFrame) -> str:
-    """The introduction's headline: how many of the paper's claims this build reproduced, found consistent,
-    found to differ or could not decide, which, with which weights, and which could not be run and why —
-    generated from the scorecard (the per-model rows beneath a pooled claim are not counted again)."""
+def verdict_groups(card: pd.DataFrame) -> dict:
+    """What the introduction's answer box glues (its sentences are in ``book/intro.md``): ``judged``, how many
+    claims the scorecard judges (the per-model rows beneath a pooled claim not counted again), and per verdict
+    kind of :data:`KINDS` (``not run`` as ``not_run``) how many (``n_<kind>``) and which (``<kind>``: their short
+    names, a claim judged on proxy weights naming the evidence; for ``not run`` the reasons too; "none")."""
     judged = judged_rows(card)
     short = {r.key: r.short for r in SCORECARD}
-    kinds = judged["verdict"].map(Verdict.of)
-
-    def names(g, mark_proxy=True):
-        def proxy_note(r) -> str:  # a claim measured on proxy weights names the evidence it rests on
+    kinds = judged["verdict"].map(lambda v: Verdict.of(v).value)
+    out = {"judged": str(len(judged))}
+    for kind in KINDS:
+        g = judged[kinds == kind]
+        names = []
+        for _, r in g.iterrows():
             ev = str(r.get("evidence") or "").replace("(", "").replace(")", "")
-            return f" (on {ev} only: proxy weights)" if ev else " (proxy weights only)"
-
-        return and_join([short[r["key"]] + (proxy_note(r) if mark_proxy and "proxy" in r["verdict"] else "")
-                      for _, r in g.iterrows()])
-
-    def count(k: int) -> str:
-        return _NUMBER.get(k, str(k))
-
-    rep, con, dif, inc, nr = (judged[kinds == k] for k in ("reproduced", "consistent", "differs", "inconclusive",
-                                                            "not run"))
-    out = [f"Of the {count(len(judged))} claims the scorecard judges (the paper's, with FT-Transformer one per "
-           f"benchmark), this build reproduces {count(len(rep))}"
-           + (f": {names(rep)}." if len(rep) else ".")]
-    if len(con):
-        out.append(f"{count(len(con)).capitalize()} {'is' if len(con) == 1 else 'are'} consistent with the paper (the "
-                   f"interval reaches the paper's range, the estimate lies outside): {names(con)}.")
-    if len(dif):
-        out.append(f"{count(len(dif)).capitalize()} differ{'s' if len(dif) == 1 else ''}: {names(dif)}.")
-    if len(inc):
-        out.append(f"{count(len(inc)).capitalize()} {'is' if len(inc) == 1 else 'are'} inconclusive at this "
-                   f"scale (the interval clustered by input is too wide to decide): {names(inc)}.")
-    if len(nr):
-        reasons = list(dict.fromkeys(v.split(": ", 1)[1] if ": " in v else v for v in nr["verdict"]))
-        out.append(f"{count(len(nr)).capitalize()} could not be run ({'; '.join(reasons)}): {names(nr, False)}.")
-    return " ".join(out)
+            proxy = f" (on {ev} only: proxy weights)" if "proxy" in r["verdict"] and kind != "not run" else ""
+            reason = f" ({r['verdict'].split(': ', 1)[1]})" if kind == "not run" and ": " in r["verdict"] else ""
+            names.append(short[r["key"]] + proxy + reason)
+        key = kind.replace(" ", "_")
+        out[f"n_{key}"], out[key] = str(len(g)), (and_join(names) if names else "none")
+    return out
 
 
 def wilson_changes(card: pd.DataFrame) -> list:
@@ -529,5 +513,5 @@ def wilson_changes(card: pd.DataFrame) -> list:
     return out
 
 
-__all__ = ["COLUMNS", "SHOWN", "build_scorecard", "headline", "interval_text", "judged_rows", "notes", "shown",
+__all__ = ["COLUMNS", "SHOWN", "KINDS", "build_scorecard", "interval_text", "judged_rows", "notes", "shown", "verdict_groups",
            "top_rows", "wilson_changes"]

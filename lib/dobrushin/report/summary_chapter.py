@@ -2,7 +2,7 @@
 (it measures nothing), builds the per-model table (``results/summary.csv``) and the scorecard
 (``results/scorecard.csv``), shows them, and glues what the Markdown chapters paste:
 
-* into the introduction (``book/intro.md``): ``headline`` (the sentence generated from the scorecard, in the
+* into the introduction (``book/intro.md``): ``verdicts_*`` (how many claims and which per verdict, in the
   answer box), ``scorecard_html`` (the claims' rows of the scorecard, verdicts coloured) and ``scale_short`` (the
   scale in one line, with how many results are the published ones);
 * into the reproducibility chapter (``book/reproducing.md``): ``timings_table`` (quick and paper
@@ -139,7 +139,7 @@ class SummaryChapter(SummaryInsights):
         return bool(used and rep.exists() and not json.loads(rep.read_text()).get("passed"))
 
     def scorecard(self):
-        """The scale line, then the scorecard, numbered and captioned, with the headline sentence under it.
+        """The scale line, then the scorecard, numbered and captioned.
         Published numbers that failed the last ``make verify`` are flagged above everything."""
         if self.verification_failed():
             _display(F.banner("Published results failed verification",
@@ -209,8 +209,10 @@ class SummaryChapter(SummaryInsights):
 
     # ------------------------------------------------------------------ glue for the introduction
     def for_introduction(self):
-        """Glue the headline sentence, the scale in one line and the scorecard for book/intro.md."""
-        _glue("headline", plain_text(S.headline(self.card)))
+        """Glue the answer box's values (:func:`~dobrushin.report.scorecard.verdict_groups`), the scale in one line
+        and the scorecard for book/intro.md."""
+        for k, v in S.verdict_groups(self.card).items():
+            _glue(f"verdicts_{k}", plain_text(v))
         _glue("scale_short", plain_text(self.scale_short()))
         top = S.top_rows(self.card)
         short = {r.key: r.short for r in SCORECARD}  # the claim's name; its words, inputs and pairs are in the summary
