@@ -4,7 +4,7 @@ per notebook, one method per section, each displaying its tables, figures and se
 The notebooks keep their own prose and parameters; every number they show comes from here: the inputs
 (:func:`dobrushin.data.inputs.load_inputs`), the one measurement loop
 (:func:`dobrushin.experiments.pipeline.measure_models`), the tables (:mod:`.tables`) and the figures
-(:mod:`.plots`), put on the page by :mod:`.figures` (numbered captioned figures with alt text, tables
+(:mod:`.plots`), put on the page by :mod:`.page` (numbered captioned figures with alt text, tables
 without index, one banner for missing weights, the collapsed provenance block at the end).  Figures are
 written to ``results/figures/<notebook>-<what>.{png,svg}`` and the fractions to
 ``results/<notebook>/fractions.csv``.
@@ -31,10 +31,9 @@ from ..store.results import ResultStore, atomic_write_csv, slugify
 from . import names
 from . import page as F
 from . import plots
-from .names import VARIANT_TABLE_LABELS, WEIGHTS_LABELS, weights_label
+from .names import WEIGHTS_LABELS, pct, weights_label
 from .plots import display_name
 from .tables import fraction_grid, fractions, fractions_caption, head_summary, rollout_summary, status_table
-from .names import pct  # noqa: E402,F401  (re-exported: chapters format fractions with it)
 from .insight import InsightSections, near_tie_text
 from .results_loading import baseline_for
 
@@ -49,11 +48,6 @@ def _md(text: str):
     from IPython.display import Markdown
 
     _display(Markdown(text))
-
-
-#: the labels of table cells: the report's one map of each (names.WEIGHTS_LABELS, names.VARIANT_TABLE_LABELS)
-TABLE_WEIGHTS = WEIGHTS_LABELS
-TABLE_VARIANTS = VARIANT_TABLE_LABELS
 
 
 
@@ -425,7 +419,7 @@ class FamilyChapter(InsightSections):
             _md("No per-head measurements (`head_inputs = 0` or nothing measured).")
             return
         hs = head_summary(h)
-        shown = hs.assign(model=hs["model"].map(display_name), weights=hs["weights"].map(TABLE_WEIGHTS),
+        shown = hs.assign(model=hs["model"].map(display_name), weights=hs["weights"].map(WEIGHTS_LABELS),
                           fraction=hs["fraction"].map(pct), head_min=hs["head_min"].map(pct),
                           head_median=hs["head_median"].map(pct), head_max=hs["head_max"].map(pct))
         _display(F.table(shown[["model", "weights", "inputs", "heads", "k", "n", "fraction", "head_min",
@@ -497,5 +491,4 @@ class FamilyChapter(InsightSections):
                               timings=timings))
 
 
-__all__ = ["FamilyChapter", "TABLE_VARIANTS", "TABLE_WEIGHTS", "baseline_for", "pct", "proxy_label", "rollout_check_text",
-           "weights_kind"]
+__all__ = ["FamilyChapter", "proxy_label", "rollout_check_text", "weights_kind"]

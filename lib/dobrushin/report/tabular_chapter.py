@@ -16,7 +16,9 @@ import time
 
 from . import page as F
 from . import plots
-from .chapter import baseline_for, pct, rollout_check_text
+from .chapter import rollout_check_text
+from .names import pct
+from .results_loading import baseline_for
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
 from .display import glue_text
 from .training import epochs_figure, epochs_values
