@@ -1,15 +1,10 @@
-"""The scorecard: one row per claim of the paper, judged from the summary table of this build
-(:func:`dobrushin.report.summary_table.build_summary`, ``results/summary.csv``).
-
-A claim's evidence is the **best** measured rows of the models that carry it (the paper's own checkpoints, or
-"trained here" for FT-Transformer; else proxy weights, marked; an untrained control is never evidence, it is
-named in the note; a proxy of a different model is only "related"). The verdict is
-:func:`dobrushin.report.claims.judge` on the interval **clustered by input** (``wilson_verdict``: the same rule
-on the Wilson interval over pairs). Models of one claim are judged separately and joined by
-:func:`dobrushin.report.claims.combine`; seeds of one FT-Transformer benchmark are pooled; a range the paper
-pools over several models (with special tokens) is judged on their pooled inputs, one row per model beneath
-it (``parent``); the theorem's row is its proof plus the exact check on every sampled random matrix.
-"""
+"""The scorecard: one row per claim of the paper, judged from the summary table (``results/summary.csv``).
+A claim's evidence is the best measured rows of the models that carry it (the paper's checkpoints, or "trained
+here" for FT-Transformer; else proxy weights, marked; never an untrained control, named in the note). The
+verdict is :func:`dobrushin.report.claims.judge` on the interval clustered by input (``wilson_verdict``: on the
+Wilson interval); models of one claim are judged separately (:func:`dobrushin.report.claims.combine`), seeds of
+one benchmark pooled, a range pooled over models judged on their pooled inputs with one row per model beneath
+it (``parent``); the theorem's row is its proof plus the exact check on every sampled random matrix."""
 from __future__ import annotations
 
 import re
