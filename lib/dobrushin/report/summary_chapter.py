@@ -82,8 +82,6 @@ class SummaryChapter(SummaryInsights):
         every_table, self.every_entry = runs.every()
         self.table = ST.build_summary(self.results, self.baseline, self.reference, profile,
                                            family=(self.family_table, self.entries))
-        # the packaged stand-ins for hub checkpoints are named "(packaged proxy)" in every table and figure
-        names.mark_proxies(self.table.loc[self.table["weights_source"] == "proxy", "model"])
         self.theorem_check = RL.load_theorem_check(self.results)
         self.card = add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check,
                                                            RL.load_law_estimates(self.results)),
