@@ -123,6 +123,8 @@ def test_epochs_values():
         "2 seeds", "4.0–5.0%", "10.0–12.0%", "30.0–50.0%", "3", "25.0–45.0%", "4")
     inside = sum(0.11 <= f <= 0.44 for s in (0, 1) for f in frac[s][1:])  # the paper's 11–44%, trained epochs only
     assert a["inside"] == f"{inside} of 8"
+    last = [max(e for e in range(1, 5) if 0.11 <= frac[s][e] <= 0.44) for s in (0, 1)]
+    assert a["last_inside"] == ", ".join(map(str, last))
     rho = [spearmanr(frac[s][1:], acc[s][1:]).statistic for s in (0, 1)]
     assert a["rho"] == ", ".join(f"{r:+.2f}" for r in rho)
     assert epochs_values(t[t.seed == 0], CLAIMS["tabular"])["adult"]["init"] == "5.0%"  # one seed: a value

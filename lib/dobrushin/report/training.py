@@ -62,14 +62,15 @@ def epochs_values(t, claim) -> dict:
     """Per benchmark of :data:`EPOCH_BENCHMARKS`, the values the chapter's sentences on training glue (``"—"``
     for one not measured): seeds; the fraction at initialisation, after one epoch, at the early-stopping epoch
     and at the end of training (ranges over seeds, content tokens, all layers); the early-stopping and last
-    epochs; how many trained epochs lie in the paper's range; the Spearman correlation of the fraction with the
+    epochs; how many trained epochs lie in the paper's range and the last of them per seed; the Spearman correlation of the fraction with the
     validation score (higher is better) over the trained epochs of each seed."""
     c = t[(t.variant == "content") & t.layer.isna()]
     out = {}
     for name in EPOCH_BENCHMARKS:
         g = c[c.dataset == name]
         if not len(g):
-            out[name] = dict.fromkeys(("seeds", "init", "one", "es", "es_epochs", "end", "end_epochs", "inside", "rho"), "—")
+            out[name] = dict.fromkeys(("seeds", "init", "one", "es", "es_epochs", "end", "end_epochs", "inside",
+                                       "last_inside", "rho"), "—")
             continue
 
         def at(sel):
@@ -80,12 +81,15 @@ def epochs_values(t, claim) -> dict:
         better = g.val_value if g.val_metric.iloc[0] == "accuracy" else -g.val_value
         rho = [g.fraction[m].corr(better[m], method="spearman") for m in ((g.epoch > 0) & (g.seed == s) for s in g.seed.unique())]
         trained = g[g.epoch > 0]
+        inside = trained[trained.fraction.between(claim.low, claim.high)]
+        last_inside = [str(inside[inside.seed == s].epoch.max()) if (inside.seed == s).any() else "none"
+                       for s in g.seed.unique()]
         seeds = g.seed.nunique()
         out[name] = {"seeds": f"{seeds} seed{'s' * (seeds > 1)}", "init": at(g.epoch == 0), "one": at(g.epoch == 1),
                      "es": at(g.epoch == g.early_stopping_epoch),
                      "es_epochs": ", ".join(map(str, sorted(g.early_stopping_epoch.unique()))),
                      "end": at(g.epoch == last), "end_epochs": ", ".join(map(str, sorted(last.unique()))),
-                     "inside": f"{int(trained.fraction.between(claim.low, claim.high).sum())} of {len(trained)}",
+                     "inside": f"{len(inside)} of {len(trained)}", "last_inside": ", ".join(last_inside),
                      "rho": ", ".join(f"{r:+.2f}" for r in rho)}
     return out
 
