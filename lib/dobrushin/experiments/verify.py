@@ -664,7 +664,8 @@ def digest_status(root) -> "tuple[bool, str]":
 def attest(root, rep: dict) -> dict:
     """After a passing :func:`run`, write the attestation (:func:`dobrushin.store.attest.write`) for each
     product whose code changed, with its evidence: the model tables by the re-measured sample (families and
-    the FT-Transformer checkpoint), the cells by the baseline re-simulated with identical counts, any product
+    the FT-Transformer checkpoint), the cells by the baseline re-simulated with identical counts, the trajectories
+    along training by their early-stopping rows re-measured (when the training code is unchanged), any product
     whose files are byte for byte those that made the publication (its digest before the normalized source).
     Returns ``{product: evidence or "" (none: not attested)}`` for the changed products."""
     from ..store import attest as A
@@ -676,6 +677,7 @@ def attest(root, rep: dict) -> dict:
         return {p: "" for p in changed}
     groups = [c for c in rep["comparisons"] if c["passed"]]
     measured = [c for c in groups if c["group"] != "random baseline"]
+    along = [c for c in groups if c["group"].startswith("tabular along training")]
     evidence = {}
     for p, v in changed.items():
         if p != "tables" and code_digest(PRODUCTS[p][0], normalize=False) == v["published"]:
@@ -685,6 +687,9 @@ def attest(root, rep: dict) -> dict:
                            "decision agreed (near-ties below the float error excepted) and κ within tolerance")
         elif p == "cells" and any(c["group"] == "random baseline" for c in groups):
             evidence[p] = "re-simulated: the sampled baseline cells gave identical counts"
+        elif p == "epochs" and along and "training" not in changed:  # trained as published: measured again
+            evidence[p] = (f"re-measured: the early-stopping rows of {len(along)} trajectories, from their published "
+                           "checkpoints, agreed (the training code unchanged)")
         else:
             evidence[p] = ""
     attested = {p: {"published": changed[p]["published"], "now": changed[p]["now"], "evidence": e}
