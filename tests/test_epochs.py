@@ -156,6 +156,8 @@ def test_verify_remeasures_the_early_stopping_epoch(published, monkeypatch):
     # the published checkpoint is found by its key; verify loads the data set as the chapter does
     (c,) = V.verify_epochs(published)
     assert c.passed and c.rows == 2 * 4  # two variants x (all layers, three layers)
+    (r,) = V.verify_epochs_replay(published)  # trained again for epochs 0-2: the published rows
+    assert r.passed and r.rows == 3 * 2 * 4 and r.group.endswith("breast_cancer-seed1, epochs 0–2")
     # a published count that the checkpoint does not give is a failure
     csv = published / "tabular" / "epochs.csv"
     t = pd.read_csv(csv)
@@ -164,6 +166,10 @@ def test_verify_remeasures_the_early_stopping_epoch(published, monkeypatch):
     t.to_csv(csv, index=False)
     (c,) = V.verify_epochs(published)
     assert not c.passed and c.decision_mismatches[0]["published holds"] == c.decision_mismatches[0]["now"] + 3
+    t.loc[(t.epoch == 1) & t.layer.isna(), "val_value"] += 0.01
+    t.to_csv(csv, index=False)
+    (r,) = V.verify_epochs_replay(published)
+    assert not r.passed and r.number_failures == 2 and r.max_abs_diff == pytest.approx(0.01)
 
 
 def test_seeded_from_the_publication(published, run, rows, data, tmp_path, monkeypatch):

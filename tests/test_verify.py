@@ -439,8 +439,8 @@ def test_verify_attests_a_changed_code_only_with_evidence(tmp_path, monkeypatch)
 
 
 def test_verify_attests_the_trajectories_by_their_early_stopping_rows(tmp_path):
-    """Changed code behind the trajectories along training is attested by their re-measured early-stopping rows,
-    only while the training code is the published one."""
+    """Changed code behind the trajectories along training is attested by one replayed from its initialisation and
+    their re-measured early-stopping rows, only while the training code is the published one."""
     from dobrushin.store.code import product_digest
 
     pub = tmp_path / "published" / "paper"
@@ -450,14 +450,16 @@ def test_verify_attests_the_trajectories_by_their_early_stopping_rows(tmp_path):
     along = {"group": "tabular along training: adult-seed0, early-stopping epoch 24", "rows": 8, "passed": True,
              "max_abs_diff": 0.0, "excused": []}
     other = {"group": "language: m (pretrained)", "rows": 36, "passed": True, "max_abs_diff": 1e-7, "excused": []}
+    replay = {**along, "group": "tabular along training, replayed: california-seed0, epochs 0–2"}
     assert V.attest(pub, {"passed": True, "comparisons": [other]}) == {"epochs": ""}  # no trajectory re-measured
-    ev = V.attest(pub, {"passed": True, "comparisons": [other, along]})
-    assert ev["epochs"].startswith("re-measured: the early-stopping rows of 1 trajectories")
+    assert V.attest(pub, {"passed": True, "comparisons": [other, along]}) == {"epochs": ""}  # none replayed
+    ev = V.attest(pub, {"passed": True, "comparisons": [other, along, replay]})
+    assert ev["epochs"].startswith("retrained and re-measured: california-seed0, epochs 0–2 trained again")
     assert V.carry_over(pub)["epochs"]["how"] == "attested"
     # the training code changed too: the trajectories are not carried over
     (pub / "attestations").rename(tmp_path / "old")
     (pub / "PUBLISHED.json").write_text(json.dumps({"digests": {**digests, "training": "2" * 64}, "commit": "abc"}))
-    assert V.attest(pub, {"passed": True, "comparisons": [other, along]})["epochs"] == ""
+    assert V.attest(pub, {"passed": True, "comparisons": [other, along, replay]})["epochs"] == ""
 
 
 def test_digest_status_says_how_the_published_inputs_are_had_without_a_data_folder(tmp_path, monkeypatch):
