@@ -556,9 +556,12 @@ def verify_epochs(published_root: Path) -> List[Comparison]:
 def verify_epochs_replay(published_root: Path) -> List[Comparison]:
     """The training of the trajectories replayed with the code here: one of them (California's first seed when
     there is one, the fastest) trained again from its initialisation with the protocol capped at one epoch, which
-    trains on to epoch two (:func:`~dobrushin.experiments.epochs.trajectory`); its counts holding per variant and
-    layer and its validation metric must be the published rows of epochs 0–2."""
+    trains on to epoch two (:func:`~dobrushin.experiments.epochs.trajectory`), with the torch threads it was trained
+    with (the manifest's ``torch_threads``, 1 when not recorded: the chapter's default); its counts holding per
+    variant and layer and its validation metric must be the published rows of epochs 0–2."""
     import tempfile
+
+    import torch
 
     from ..data import tabular_data
     from ..models import ft_transformer as ft
@@ -578,9 +581,14 @@ def verify_epochs_replay(published_root: Path) -> List[Comparison]:
         split = int(man["split_seed"])
         data = tabular_data.load(rec["dataset"], split).subsample("train", man["train_rows"], seed=split)
         rows = ft.select_rows(data.size("test"), man["epoch_rows"], seed=split)
-        with tempfile.TemporaryDirectory() as tmp:
-            now = trajectory(data, int(tr["seed"]), rows, cache_root=Path(tmp),
-                             **{**rec["settings"], "max_epochs": 1}).rows
+        threads = torch.get_num_threads()
+        torch.set_num_threads(int(man.get("torch_threads", 1)))  # as it was trained (more threads: other sums)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                now = trajectory(data, int(tr["seed"]), rows, cache_root=Path(tmp),
+                                 **{**rec["settings"], "max_epochs": 1}).rows
+        finally:
+            torch.set_num_threads(threads)
         published = conform_epochs(pd.read_csv(d / man["file"]))
         pub = published[(published.key == tr["key"]) & (published.epoch <= 2)]
         key = ["epoch", "variant", "layer"]

@@ -403,7 +403,8 @@ class TabularChapter:
         atomic_write_csv(self.store.dir / "epochs.csv", t)
         self.store.update_manifest(epochs={"file": "epochs.csv", "sha256": sha256_file(self.store.dir / "epochs.csv"),
                                            "epoch_rows": p.epoch_rows, "split_seed": p.split_seed,
-                                           "train_rows": p.train_rows, "trajectories": records})
+                                           "train_rows": p.train_rows, "torch_threads": p.torch_threads,
+                                           "trajectories": records})
         F.figure(epochs_figure(t, claim), notebook="tabular", name="epochs", width="full", results_dir=self.results_dir,
                  caption=f"Along training, content tokens of {' or '.join(sorted(sizes))} test rows: the fraction "
                          f"where the condition holds (top; seeds as lines, the paper's {claim.paper_value} shaded, each "
