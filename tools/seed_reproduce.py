@@ -86,11 +86,18 @@ def seed(published, run) -> dict:
             rekeyed["FT-Transformer checkpoints"] += 1
         else:
             skipped["FT-Transformer checkpoints"] += 1
+    rows = None  # the published epochs.csv, read once when a trajectory is seeded
     for rec in _trajectories(published):
         if rec.get("code_digest") != current["epochs"]:
             skipped["trajectories along training"] += 1
             continue
-        _seed_trajectory(published, rec, run / ".cache" / "epochs")
+        if rows is None:
+            import pandas as pd
+
+            from dobrushin.experiments.epochs import conform_epochs
+
+            rows = conform_epochs(pd.read_csv(published / "tabular" / "epochs.csv"))
+        _seed_trajectory(rows, rec, run / ".cache" / "epochs")
         copied["trajectories along training"] += 1
     carried = [nb for nb, products in SEEDED_CHAPTERS.items() if copied[products]]
     for nb in carried:
@@ -132,15 +139,12 @@ def _trajectories(published: Path) -> list:
     return list((epochs.get("trajectories") or {}).values())
 
 
-def _seed_trajectory(published: Path, rec: dict, cache: Path) -> None:
-    """Write the published rows of the trajectory ``rec`` where :func:`dobrushin.experiments.epochs.trajectory`
-    finds a finished one of its key (its rows and their record, the SHA-256 of the rows as written)."""
-    import pandas as pd
-
-    from dobrushin.experiments.epochs import conform_epochs
+def _seed_trajectory(rows, rec: dict, cache: Path) -> None:
+    """Write the trajectory ``rec``'s rows (of the published ``epochs.csv`` rows ``rows``) where
+    :func:`dobrushin.experiments.epochs.trajectory` finds a finished one of its key (its rows and their record, the
+    SHA-256 of the rows as written)."""
     from dobrushin.store.results import atomic_write_csv, sha256_bytes
 
-    rows = conform_epochs(pd.read_csv(published / "tabular" / "epochs.csv"))
     stem = cache / f"{rec['dataset']}-seed{int(rec['seed'])}-{rec['key']}"
     atomic_write_csv(Path(f"{stem}.csv"), rows[rows.key == rec["key"]].reset_index(drop=True))
     atomic_write_json(Path(f"{stem}.json"), {**rec, "sha256": sha256_bytes(Path(f"{stem}.csv").read_bytes())})

@@ -489,6 +489,37 @@ def _measure_tabular_fresh(entry: dict, checkpoint: Path, ids: Sequence[str]):
     return run.table
 
 
+def _published_trajectories(published_root: Path):
+    """``(record, rows)`` of the trajectories along training in a published folder: the tabular manifest's
+    ``epochs`` record and the rows of ``epochs.csv``; None when it has none."""
+    from .epochs import conform_epochs
+
+    d = published_root / "tabular"
+    man = json.loads((d / "manifest.json").read_text()).get("epochs") if (d / "manifest.json").exists() else None
+    return (man, conform_epochs(pd.read_csv(d / man["file"]))) if man else None
+
+
+def _trajectory_checkpoint(published_root: Path, tr: dict) -> Path:
+    """The published checkpoint (``.pt``) a trajectory's early-stopping epoch should be."""
+    ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{tr['checkpoint_key']}.pt"))
+    if not ck:
+        raise FileNotFoundError(f"checkpoint {tr['checkpoint_key']} is not in the published folder")
+    return ck[0]
+
+
+def _trajectory_inputs(man: dict, dataset: str, loaded: dict):
+    """``(data, rows)`` a trajectory of ``dataset`` was measured on, as the chapter chose them (its split seed,
+    training rows and ``epoch_rows``); ``loaded`` keeps each data set loaded once."""
+    from ..data import tabular_data
+    from ..models import ft_transformer as ft
+
+    if dataset not in loaded:
+        split = int(man["split_seed"])
+        data = tabular_data.load(dataset, split).subsample("train", man["train_rows"], seed=split)
+        loaded[dataset] = (data, ft.select_rows(data.size("test"), man["epoch_rows"], seed=split))
+    return loaded[dataset]
+
+
 def verify_epochs(published_root: Path) -> List[Comparison]:
     """The condition along training (``tabular/epochs.csv``, :mod:`dobrushin.experiments.epochs`): for each
     trajectory, its weights at the early-stopping epoch must be the published checkpoint (SHA-256), and that
@@ -498,34 +529,27 @@ def verify_epochs(published_root: Path) -> List[Comparison]:
 
     import torch
 
-    from ..data import tabular_data
     from ..models import ft_transformer as ft
     from ..store.results import ResultStore, sha256_file
-    from .epochs import conform_epochs
     from .tabular import measure_tabular
 
-    d = published_root / "tabular"
-    man = json.loads((d / "manifest.json").read_text()).get("epochs") if (d / "manifest.json").exists() else None
-    if not man:
+    got = _published_trajectories(published_root)
+    if got is None:
         return []
-    rows_all = conform_epochs(pd.read_csv(d / man["file"]))
-    out = []
+    man, rows_all = got
+    out, loaded = [], {}
     for slug, tr in sorted(man["trajectories"].items()):
         mine = rows_all[rows_all.key == tr["key"]]
         es = int(tr["early_stopping_epoch"])
         c = Comparison(f"tabular along training: {slug}, early-stopping epoch {es}")
         try:
-            ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{tr['checkpoint_key']}.pt"))
-            if not ck:
-                raise FileNotFoundError(f"checkpoint {tr['checkpoint_key']} is not in the published folder")
-            if sha256_file(ck[0]) != tr["early_stopping_sha256"]:
+            ck = _trajectory_checkpoint(published_root, tr)
+            if sha256_file(ck) != tr["early_stopping_sha256"]:
                 raise ValueError("the trajectory's weights at its early-stopping epoch are not the published checkpoint")
-            rec = json.loads(ck[0].with_suffix(".json").read_text())
-            data = tabular_data.load(rec["dataset"], int(man["split_seed"])).subsample(
-                "train", man["train_rows"], seed=int(man["split_seed"]))
-            rows = ft.select_rows(data.size("test"), man["epoch_rows"], seed=int(man["split_seed"]))
+            rec = json.loads(ck.with_suffix(".json").read_text())
+            data, rows = _trajectory_inputs(man, rec["dataset"], loaded)
             model = ft.rtdl.FTTransformer(**rec["config"])
-            model.load_state_dict(torch.load(ck[0], map_location="cpu", weights_only=True))
+            model.load_state_dict(torch.load(ck, map_location="cpu", weights_only=True))
             with tempfile.TemporaryDirectory() as tmp:
                 now = measure_tabular(ResultStore(tmp, "verify"), "verify", models={"pretrained": model.eval()},
                                       provenance={"pretrained": {"sha256": rec["sha256"]}}, data=data, rows=rows,
@@ -563,24 +587,17 @@ def verify_epochs_replay(published_root: Path) -> List[Comparison]:
 
     import torch
 
-    from ..data import tabular_data
-    from ..models import ft_transformer as ft
-    from .epochs import conform_epochs, trajectory
+    from .epochs import trajectory
 
-    d = published_root / "tabular"
-    man = json.loads((d / "manifest.json").read_text()).get("epochs") if (d / "manifest.json").exists() else None
-    if not man:
+    got = _published_trajectories(published_root)
+    if got is None:
         return []
+    man, published = got
     slug, tr = sorted(man["trajectories"].items(), key=lambda kv: (kv[1]["dataset"] != "california", kv[0]))[0]
     c = Comparison(f"tabular along training, replayed: {slug}, epochs 0–2")
     try:
-        ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{tr['checkpoint_key']}.json"))
-        if not ck:
-            raise FileNotFoundError(f"checkpoint {tr['checkpoint_key']} is not in the published folder")
-        rec = json.loads(ck[0].read_text())
-        split = int(man["split_seed"])
-        data = tabular_data.load(rec["dataset"], split).subsample("train", man["train_rows"], seed=split)
-        rows = ft.select_rows(data.size("test"), man["epoch_rows"], seed=split)
+        rec = json.loads(_trajectory_checkpoint(published_root, tr).with_suffix(".json").read_text())
+        data, rows = _trajectory_inputs(man, rec["dataset"], {})
         threads = torch.get_num_threads()
         torch.set_num_threads(int(man.get("torch_threads", 1)))  # as it was trained (more threads: other sums)
         try:
@@ -589,7 +606,6 @@ def verify_epochs_replay(published_root: Path) -> List[Comparison]:
                                  **{**rec["settings"], "max_epochs": 1}).rows
         finally:
             torch.set_num_threads(threads)
-        published = conform_epochs(pd.read_csv(d / man["file"]))
         pub = published[(published.key == tr["key"]) & (published.epoch <= 2)]
         key = ["epoch", "variant", "layer"]
         m = pub.assign(layer=pub.layer.fillna(-1)).merge(now.assign(layer=now.layer.fillna(-1)), on=key, how="left",
