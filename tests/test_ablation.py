@@ -145,7 +145,7 @@ def test_trained_mpnet_ablation_raises_self_attention_and_the_fraction_holding(m
     res = run_ablation(lm, SENTENCES, batch_size=2)
     L = res.layers[res.layers["variant"] == "content"]
     o, a = L[L["condition"] == "original"].set_index("layer"), L[L["condition"] == "ablated"].set_index("layer")
-    assert (a["mean_self"] > o["mean_self"]).all()  # the ablation raises the diagonal in every layer
+    assert (a["trace"] > o["trace"]).all()  # the ablation raises the diagonal in every layer
     assert a["k"].sum() > o["k"].sum()
     assert info_ok(res.info)
     # the per-layer counts are the tidy table's, and the table is the test applied to the ablated model's attention
@@ -158,6 +158,8 @@ def test_trained_mpnet_ablation_raises_self_attention_and_the_fraction_holding(m
     direct = analyse(restrict(ex.attention[0].double(), keep), validate=False).holds
     got = t[(t["condition"] == "ablated") & (t["variant"] == "content") & (t["input_id"] == "s0")].sort_values("layer")
     assert list(got["holds"]) == list(np.asarray(direct))
+    R = restrict(ex.attention[0].double(), keep).numpy()
+    np.testing.assert_allclose(got["trace"], np.trace(R, axis1=-2, axis2=-1), atol=1e-5)  # batched vs alone: float32
     # the embeddings move, but stay those of the same sentences
     assert res.cosine.shape == (len(SENTENCES),)
     assert np.all(res.cosine < 1 - 1e-6) and np.all(res.cosine > 0.5)
@@ -165,3 +167,39 @@ def test_trained_mpnet_ablation_raises_self_attention_and_the_fraction_holding(m
 
 def info_ok(info) -> bool:
     return info["buckets"][0] == 0 and float(info["before"].mean()) < float(info["after"].mean())
+
+
+@pytest.mark.skipif(not _mpnet_installed(), reason="the all-mpnet-base-v2 wheels are not installed")
+def test_the_ablation_is_a_keyed_product_that_verify_runs_again(tmp_path, monkeypatch):
+    """measured_ablation is made once and reused under its key; make verify's check runs it again with the code
+    here and passes, and fails on a published count that the code does not give."""
+    import json
+
+    from dobrushin.data.inputs import load_inputs
+    from dobrushin.experiments import verify as V
+    from dobrushin.experiments.ablation import measured_ablation
+    from dobrushin.models import MPNET_ID
+    from dobrushin.store.results import ResultStore
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("DOBRUSHIN_PUBLISHED", raising=False)
+    store = ResultStore(tmp_path, "language")
+    store.update_manifest(parameters={"text_source": "embedded", "n_inputs": 6, "seed": 0})
+    inputs = load_inputs("text", "embedded", 6, seed=0)
+    kw = dict(provenance={"source": "package"}, seed=0, max_length=32)
+    v = measured_ablation(store, MPNET_ID, inputs.items(0, 2), list(inputs.ids)[:2], **kw)
+    assert set(v) == {"pretrained", "untrained"} and len(v["pretrained"]["cosine"]) == 2
+    lay = v["pretrained"]["layers"]
+    assert sum(r["n"] for r in lay if r["condition"] == "original" and r["variant"] == "content") == 2 * 12
+    monkeypatch.setattr("dobrushin.experiments.ablation.run_ablation", lambda *a, **k: 1 / 0)  # never run again
+    assert measured_ablation(store, MPNET_ID, inputs.items(0, 2), list(inputs.ids)[:2], **kw) == v
+    monkeypatch.undo()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (c,) = V.verify_ablation(tmp_path)
+    assert c.passed and c.rows == len(lay) and c.max_abs_diff <= 1e-5, c.as_dict()
+    f = tmp_path / "language" / "mpnet-ablation.analysis.json"
+    rec = json.loads(f.read_text())
+    rec["value"]["pretrained"]["layers"][0]["k"] += 1
+    f.write_text(json.dumps(rec))
+    (c,) = V.verify_ablation(tmp_path)
+    assert not c.passed and c.decision_mismatches

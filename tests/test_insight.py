@@ -169,44 +169,58 @@ def test_row_sources_name_the_sections_and_commands():
     assert {r.key for r in SCORECARD} - set(ROW_SOURCES) == set()
 
 
-def test_mpnet_line_of_the_introduction_is_computed_from_the_files(tmp_path, monkeypatch):
+def test_the_why_figure_and_its_numbers_are_computed_from_the_files(tmp_path, monkeypatch):
     import json
     from types import SimpleNamespace
 
-    from dobrushin.report import summary_insight as si
+    from scipy.stats import spearmanr
 
+    from dobrushin.report import summary_insight as si
+    from dobrushin.report.summary_figures import why_points
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for m, w, p, tr in (("a/x", "pretrained", 0.9, 3.0), ("a/x", "untrained", 0.3, 1.1), ("b/y", "pretrained", 0.5, 1.5),
+                        ("c/z", "pretrained", 0.1, 0.2), ("c/z", "untrained", 0.25, 1.0)):
+        for i in range(40):
+            rows.append({"model": m, "weights": w, "variant": "content", "input_id": str(i), "layer": 0,
+                         "holds": bool(rng.random() < p), "trace": tr + 0.1 * rng.random(), "n_tokens": 5})
+    table = pd.DataFrame(rows)
+    pts = why_points(table)
+    for r in pts.itertuples():  # one point per model and weights: its mean over the rows
+        g = table[(table.model == r.model) & (table.weights == r.weights)]
+        assert r.fraction == g.holds.mean() and abs(r.trace - g.trace.mean()) < 1e-12 and r.n == len(g)
     (tmp_path / "language").mkdir()
-    (tmp_path / "language" / "mpnet-ablation.json").write_text(json.dumps({
-        "model": "sentence-transformers/all-mpnet-base-v2", "sentences": 16, "bias0": -6.877, "bias_minus1": -0.157,
-        "bias_plus1": -0.658, "content_original": [0, 192], "content_ablated": [187, 192], "cosine_median": 0.9531}))
-    table = pd.DataFrame([{"model": "sentence-transformers/all-mpnet-base-v2", "variant": "content",
-                           "weights_source": "proxy", "measured": 0.0, "n_pairs": 384}])
+    layers = [{"model": "m", "weights": "pretrained", "condition": c, "variant": "content", "layer": l, "k": k,
+               "n": 16, "fraction": k / 16, "trace": t} for c, k, t in (("original", 0, 0.01), ("ablated", 15, 2.0))
+              for l in range(2)]
+    (tmp_path / "language" / "mpnet-ablation.analysis.json").write_text(json.dumps({"value": {"pretrained": {
+        "layers": layers, "cosine": [0.9] * 16, "info": {"before": [-6.0, -8.0]}}}}))
     glued = {}
     monkeypatch.setattr(si, "_glue", lambda k, v: glued.setdefault(k, str(v)))
-    monkeypatch.setattr(si, "_md", lambda s: None)
-    si.SummaryInsights.mpnet_for_introduction(SimpleNamespace(results=tmp_path, table=table))
-    line = glued["mpnet_line"]
-    assert "never holds (384 sentence-layer pairs)" in line and "−6.9" not in line and "-6.9" in line
-    assert "187 of 192" in line and "97.4%" in line and "0.953" in line
+    monkeypatch.setattr(si.F, "figure", lambda *a, **k: None)
+    baseline = pd.DataFrame({"fraction": [0.3044, 0.27, 0.255]})
+    si.SummaryInsights.why(SimpleNamespace(results=tmp_path, family_table=table, baseline=baseline))
+    tr = pts[pts.weights == "pretrained"]
+    assert glued["why_trained"] == "3" and glued["why_controls"] == "2"
+    assert glued["why_rho"] == f"{spearmanr(tr.trace, tr.fraction)[0]:+.2f}".replace("-", "−")
+    assert glued["why_random"] == "25.5%–30.4%"
+    assert (glued["why_mpnet_before_k"], glued["why_mpnet_after_k"], glued["why_mpnet_n"]) == ("0", "30", "32")
+    assert (glued["why_mpnet_before_trace"], glued["why_mpnet_after_trace"], glued["why_mpnet_bias"]) == ("0.01", "2", "−7.0")
 
 
-def test_the_ablation_sentence_follows_the_counts():
+def test_the_ablation_category_follows_the_counts():
     from dobrushin.report.insight import ablation_verdict
 
-    cause, restores = ablation_verdict(0, 192, 187, 192, -2.1)  # none before, nearly all after: the cause
-    assert restores and "negative distance-0 bias is the cause" in cause
-    part, restores = ablation_verdict(20, 192, 90, 192, -2.1)  # raised, failures left
-    assert not restores and "some of the failures, not all" in part and "the cause" not in part
-    none, restores = ablation_verdict(100, 192, 90, 192, 0.3)  # lowered: no explanation, no "negative"
-    assert not restores and "does not explain" in none and "negative" not in none
-    nothing, restores = ablation_verdict(192, 192, 192, 192, -1.0)  # no failures before
-    assert not restores and "no failures to explain" in nothing
-    assert ablation_verdict(0, 0, 0, 0, -1.0) == ("", False)
+    assert ablation_verdict(0, 192, 187, 192) == "the cause"  # none before, nearly all after
+    assert ablation_verdict(20, 192, 90, 192) == "part of the cause"  # raised, failures left
+    assert ablation_verdict(100, 192, 90, 192) == "not the cause"  # lowered
+    assert ablation_verdict(192, 192, 192, 192) == "nothing to explain"
+    assert ablation_verdict(0, 0, 0, 0) == "not run"
     # monotone: from the same start, more pairs holding after never reads as a weaker conclusion
-    rank = {"does not explain": 0, "some of the failures": 1, "is the cause": 2}
+    rank = {"not the cause": 0, "part of the cause": 1, "the cause": 2}
     for k0 in (0, 50, 96, 97, 150, 191):
-        levels = [next(v for k, v in rank.items() if k in ablation_verdict(k0, 192, k1, 192, -1.0)[0])
-                  for k1 in range(193)]
+        levels = [rank[ablation_verdict(k0, 192, k1, 192)] for k1 in range(193)]
         assert levels == sorted(levels), k0
         assert levels[-1] == 2  # every pair holding after: the cause
 

@@ -29,6 +29,7 @@ def test_measure_matches_a_direct_computation_per_variant():
                 assert row.n_tokens == len(keep)
                 assert row.kappa == pytest.approx(db.kappa(sub), abs=1e-12)
                 assert row.holds == db.equality_holds(sub)
+                assert row.trace == pytest.approx(np.trace(sub), rel=1e-6)  # n × mean A_ii, kept in float32
 
 
 def test_inputs_with_fewer_than_two_kept_tokens_are_left_out():
@@ -54,3 +55,25 @@ def test_keep_indices_names_an_unknown_role_as_a_plain_string(as_array):
     np.testing.assert_array_equal(keep_indices(np.asarray(["cls", "content", "pad", "content"]), "content"), [1, 3])
     with pytest.raises(ValueError, match="unknown variant 'all'"):
         keep_indices(["content", "content"], "all")
+
+
+def test_a_stored_table_reads_back_the_same_values(tmp_path):
+    """The store writes a table without the columns that follow from others (bound, slack) and reads the
+    same values back, bit for bit."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from dobrushin.store.results import conform, write_stored
+
+    rng = np.random.default_rng(2)
+    df = measure(_stochastic(rng, 3, 4, 7), [["content"] * 7] * 3, model="m", input_ids=["a", "b", "c"],
+                 weights="pretrained")
+    write_stored(tmp_path / "t.parquet", df)
+    assert not {"bound", "slack"} & set(pq.read_schema(tmp_path / "t.parquet").names)
+    back = conform(pd.read_parquet(tmp_path / "t.parquet"))
+    pd.testing.assert_frame_equal(back, df, check_exact=True)
+    # a column that does not follow from the others is kept as it is
+    odd = df.assign(slack=df["slack"] + 1e-3)
+    write_stored(tmp_path / "odd.parquet", odd)
+    assert "slack" in pq.read_schema(tmp_path / "odd.parquet").names
+    pd.testing.assert_frame_equal(conform(pd.read_parquet(tmp_path / "odd.parquet")), odd, check_exact=True)

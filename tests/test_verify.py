@@ -373,6 +373,28 @@ def test_publish_adds_checkpoints_while_they_fit_the_paper_benchmarks_first(tmp_
     assert json.loads((tmp_path / "dest" / "PUBLISHED.json").read_text())["checkpoints_left_out"] == meta["checkpoints_left_out"]
 
 
+def test_publish_puts_the_tables_before_the_extra_benchmarks_checkpoints(tmp_path, monkeypatch):
+    """A left-out table is measured again at every build, a left-out checkpoint of the extra benchmark
+    retrains in seconds: the tables come before it (the paper's checkpoints before both)."""
+    src = tmp_path / "run"
+    (src / "tabular").mkdir(parents=True)
+    (src / "tabular" / "t.parquet").write_bytes(b"t" * 30)
+    (src / "tabular" / "manifest.json").write_text(json.dumps({"entries": {"t": {"file": "t.parquet"}}}))
+    pairs = []
+    for name, size in (("breast_cancer-seed0-k3", 5), ("california-seed0-k1", 40)):
+        for suf in (".pt", ".json"):
+            f = tmp_path / "ck" / f"{name}{suf}"
+            f.parent.mkdir(exist_ok=True)
+            f.write_bytes(b"x" * (size if suf == ".pt" else 5))
+            pairs.append((f, Path("checkpoints") / "tabular" / f.name))
+    monkeypatch.setattr(P, "checkpoint_files", lambda s, c=None: pairs)
+    base = (src / "tabular" / "manifest.json").stat().st_size
+    monkeypatch.setattr(P, "MAX_BYTES", base + 45 + 30)  # the paper's checkpoint and the table, not the extra
+    meta = P.publish(src, tmp_path / "dest", "paper", repo=tmp_path)
+    assert (tmp_path / "dest" / "tabular" / "t.parquet").is_file() and meta["tables_left_out"] == []
+    assert meta["checkpoints_left_out"] == ["breast_cancer-seed0-k3.pt"] and meta["bytes"] == base + 75
+
+
 def test_digest_status_and_attested_carry_over(tmp_path, capsys, monkeypatch):
     """The published results are valid for the code here when it made them or an accepted attestation carries
     it over (exit 0), else not (exit 3); the cache key then uses the published digest, so its entries are

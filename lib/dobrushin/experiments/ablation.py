@@ -24,7 +24,7 @@ from ..capture.extract import extract_attention
 from .measure import measure
 
 #: columns of the per-layer ablation table
-ABLATION_COLUMNS = ("model", "weights", "condition", "variant", "layer", "k", "n", "fraction", "mean_self")
+ABLATION_COLUMNS = ("model", "weights", "condition", "variant", "layer", "k", "n", "fraction", "trace")
 
 
 def _bias_module(model):
@@ -75,7 +75,7 @@ def mean_pooled(outputs, attention_mask) -> torch.Tensor:
 @dataclass
 class AblationResult:
     """``layers``: per (condition, variant, layer) the pairs holding (``k`` of ``n``), their ``fraction`` and the
-    mean head-averaged self-attention ``mean_self`` (content tokens, rows renormalised); ``table``: the tidy
+    mean ``trace`` of the restricted head-averaged attention (its self-attention over the uniform share); ``table``: the tidy
     per-(input, layer, variant) table of both conditions (column ``condition`` added to the results schema);
     ``cosine``: per sentence, the cosine between the original and the ablated embedding; ``info``: the bias
     before and after (:func:`ablate_distance0`)."""
@@ -87,7 +87,7 @@ class AblationResult:
 
 
 def _run(model, preprocess, texts, *, model_id: str, weights: str, batch_size: int):
-    tables, embs, selfs = [], [], []
+    tables, embs = [], []
     for s in range(0, len(texts), batch_size):
         batch = list(texts[s:s + batch_size])
         inputs = preprocess(batch)
@@ -95,24 +95,15 @@ def _run(model, preprocess, texts, *, model_id: str, weights: str, batch_size: i
         ids = [f"s{s + b}" for b in range(len(batch))]
         tables.append(measure(ex.attention, ex.roles, model=model_id, input_ids=ids, weights=weights))
         embs.append(mean_pooled(ex.outputs, inputs["attention_mask"]).detach().double().cpu())
-        for b in range(len(batch)):
-            idx = torch.as_tensor(ex.keep(b, "content"), dtype=torch.long)
-            if len(idx) < 2:
-                continue
-            A = ex.attention[b].double().index_select(-2, idx).index_select(-1, idx)
-            A = A / A.sum(-1, keepdim=True)
-            selfs.append(pd.DataFrame({"input_id": ids[b], "layer": np.arange(A.shape[0]),
-                                       "self": A.diagonal(dim1=-2, dim2=-1).mean(-1).numpy()}))
-    return pd.concat(tables, ignore_index=True), torch.cat(embs), pd.concat(selfs, ignore_index=True)
+    return pd.concat(tables, ignore_index=True), torch.cat(embs)
 
 
-def _per_layer(table: pd.DataFrame, selfs: pd.DataFrame) -> pd.DataFrame:
-    g = (table.groupby(["model", "weights", "condition", "variant", "layer"], sort=False)["holds"]
-         .agg(k="sum", n="count").reset_index())
+def _per_layer(table: pd.DataFrame) -> pd.DataFrame:
+    g = (table.groupby(["model", "weights", "condition", "variant", "layer"], sort=False)
+         .agg(k=("holds", "sum"), n=("holds", "count"), trace=("trace", "mean")).reset_index())
     g["k"] = g["k"].astype(int)
     g["fraction"] = g["k"] / g["n"]
-    ms = selfs.groupby(["condition", "layer"])["self"].mean().rename("mean_self").reset_index()
-    return g.merge(ms, on=["condition", "layer"], how="left")[list(ABLATION_COLUMNS)]
+    return g[list(ABLATION_COLUMNS)]
 
 
 def run_ablation(lm, texts: Sequence[str], *, batch_size: int = 8) -> AblationResult:
@@ -126,16 +117,56 @@ def run_ablation(lm, texts: Sequence[str], *, batch_size: int = 8) -> AblationRe
     ablated, info = ablate_distance0(lm.model)
     weights = getattr(lm, "weights", "pretrained") or "pretrained"
     mid = getattr(lm, "model_id", type(lm.model).__name__)
-    parts, embs, selfs = [], {}, []
+    parts, embs = [], {}
     for cond, model in (("original", lm.model), ("ablated", ablated)):
-        t, e, sa = _run(model, lm.preprocess, texts, model_id=mid, weights=weights, batch_size=int(batch_size))
+        t, e = _run(model, lm.preprocess, texts, model_id=mid, weights=weights, batch_size=int(batch_size))
         parts.append(t.assign(condition=cond))
-        selfs.append(sa.assign(condition=cond))
         embs[cond] = e
     table = pd.concat(parts, ignore_index=True)
     cos = torch.nn.functional.cosine_similarity(embs["original"], embs["ablated"], dim=-1).numpy()
-    return AblationResult(layers=_per_layer(table, pd.concat(selfs, ignore_index=True)), table=table, cosine=cos,
-                          info=info)
+    return AblationResult(layers=_per_layer(table), table=table, cosine=cos, info=info)
 
 
-__all__ = ["ABLATION_COLUMNS", "AblationResult", "ablate_distance0", "distance_buckets", "mean_pooled", "run_ablation"]
+def measured_ablation(store, subject: str, texts: Sequence[str], ids: Sequence[str], *, provenance, seed: int,
+                      max_length) -> dict:
+    """The ablation of ``subject``, trained and untrained, on ``texts`` (input ids ``ids``) as a keyed analysis of
+    ``store`` (:meth:`dobrushin.store.results.ResultStore.keyed`: made once, published, reused while the
+    parameters, the code and the weights' ``provenance`` — as the chapter's table of the model records it — are
+    the same).  ``{weights: {"layers": rows of ABLATION_COLUMNS, "cosine": [...], "info": {...}}}``; an untrained
+    control that could not be built is left out; the trained weights failing to load raise."""
+    from ..models.loading import load_model
+
+    def one(pretrained: bool) -> dict:
+        lm = load_model(subject, pretrained=pretrained, seed=seed, max_length=max_length)
+        r = run_ablation(lm, texts)
+        return {"layers": r.layers.to_dict("records"), "cosine": r.cosine.tolist(),
+                "info": {k: (v.tolist() if hasattr(v, "tolist") else {str(b): n for b, n in v.items()})
+                         for k, v in r.info.items()}}
+
+    def compute() -> dict:
+        out = {"pretrained": one(True)}
+        try:
+            out["untrained"] = one(False)
+        except Exception:  # noqa: BLE001 - the control is optional; the trained result stands without it
+            pass
+        return out
+
+    params = {"analysis": "distance-0 ablation", "model": subject, "inputs": list(map(str, ids)),
+              "provenance": provenance, "seed": int(seed), "max_length": max_length}
+    return store.keyed("mpnet-ablation", params, compute)
+
+
+def check_ablation(value: dict, lm, texts: Sequence[str], *, atol: float) -> dict:
+    """``make verify``'s check of a published ablation ``value`` (its trained weights): measured again on
+    ``texts`` with the code here, the count holding per (condition, variant, layer) must be the same and the
+    mean trace within ``atol``.  ``{"rows", "mismatches", "number_failures", "max_abs_diff"}``."""
+    new = run_ablation(lm, texts).layers
+    old = pd.DataFrame(value["pretrained"]["layers"])
+    m = old.merge(new, on=["condition", "variant", "layer"], suffixes=("_old", "_new"), how="outer", indicator=True)
+    diff = (m["trace_old"] - m["trace_new"]).abs()
+    return {"rows": len(m), "mismatches": int((m["_merge"] != "both").sum() + (m["k_old"] != m["k_new"]).sum()),
+            "number_failures": int((~(diff <= atol)).sum()), "max_abs_diff": float(diff.max()) if len(m) else 0.0}
+
+
+__all__ = ["ABLATION_COLUMNS", "AblationResult", "ablate_distance0", "check_ablation", "distance_buckets",
+           "measured_ablation", "mean_pooled", "run_ablation"]

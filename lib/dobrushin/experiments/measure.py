@@ -274,6 +274,7 @@ class BatchMeasure:
             res = analyse(sub, self.tol, validate=False, margins=True)
             block = {c: np.asarray(getattr(res, c)) for c in _TABLE_NUMBERS}
             block["holds"] = np.asarray(res.holds, dtype=bool)
+            block["trace"] = sub.diagonal(dim1=-2, dim2=-1).sum(-1).numpy()  # before _roll overwrites sub
             self._cols[g].append(block)
             self._add_time("test", t0)
             if self.rollout:
@@ -320,7 +321,7 @@ class BatchMeasure:
         for g, (variant, keep, members) in enumerate(self._groups):
             if len(keep) < 2:
                 continue
-            cols = {c: np.concatenate([b[c] for b in self._cols[g]], axis=1) for c in _TABLE_NUMBERS + ("holds",)}
+            cols = {c: np.concatenate([b[c] for b in self._cols[g]], axis=1) for c in _TABLE_NUMBERS + ("holds", "trace")}
             nm = len(members)
             if self.rollout:
                 t0 = time.perf_counter()

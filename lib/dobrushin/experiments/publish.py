@@ -6,10 +6,9 @@ The published folder holds what the book needs and nothing it can recompute chea
 timings, and ``PUBLISHED.json`` (the code digest, the commit, the machine, the profile, the parameters
 of every notebook, the weights provenance of every model, the wall times).  The copy is atomic: it is
 assembled beside the destination and renamed into place, so a reader never sees half of it.  Tables
-larger than :data:`MAX_BYTES` in all are an error (the repository keeps them); then each FT-Transformer
-checkpoint that still fits is added, in the order of :data:`CHECKPOINT_ORDER` (the paper's benchmarks first),
-then the FT-Transformer tables (each entry's main, per-head and rollout tables together, smallest entry
-first) while they fit.  ``PUBLISHED.json`` lists what was left out (``checkpoints_left_out``: a build
+larger than :data:`MAX_BYTES` in all are an error (the repository keeps them); then, while they fit, the
+FT-Transformer checkpoints of the paper's benchmarks (:data:`CHECKPOINT_ORDER`), the FT-Transformer tables
+(each entry's main, per-head and rollout tables together, smallest entry first), and the other checkpoints.  ``PUBLISHED.json`` lists what was left out (``checkpoints_left_out``: a build
 retrains those; ``tables_left_out``: a build measures those again from the checkpoint, which takes about a
 minute), and ``make verify`` draws its checkpoint among the entries published with both.
 """
@@ -33,7 +32,8 @@ MAX_BYTES = 64 * 2**20
 CHECKPOINT_ORDER = ("california", "adult")
 #: files copied (globs relative to the results folder; ``*/*.csv`` takes ``bench/stages.csv``, the stage table
 #: ``make reproduce`` measures before publishing); figures and caches are recomputed
-PATTERNS = ("*/manifest.json", "*/*.parquet", "*/*.csv", "baseline/cells/*.json", "timings/*/*.json", "*.csv")
+PATTERNS = ("*/manifest.json", "*/*.parquet", "*/*.csv", "*/*.analysis.json", "baseline/cells/*.json",
+            "timings/*/*.json", "*.csv")
 
 
 def _commit(repo: Path) -> str:
@@ -176,15 +176,19 @@ def publish(src, dest, profile: str, repo=None, cache=None, allow_losses: bool =
     size = sum(f.stat().st_size for f in files)
     if size > MAX_BYTES:
         raise ValueError(f"{len(files)} files of {size / 2**20:.1f} MiB exceed the {MAX_BYTES / 2**20:.0f} MiB limit")
-    # a checkpoint saves a training, so the checkpoints come first: (source, path under dest) pairs
+    # a checkpoint of the paper's benchmarks saves hours of training, so those come first: (source, path
+    # under dest) pairs; then each entry's tables, all in or all out, smallest entry first (a left-out table
+    # is measured again at every build); then the other checkpoints (the extra benchmark trains in seconds)
     pairs = _checkpoint_pairs(checkpoint_files(src, cache))
-    taken, left_out, size = _fill([(p[0][0].name, p) for p in pairs], size,
-                                  lambda pair: sum(f.stat().st_size for f, _ in pair))
-    extra = [fp for pair in taken for fp in pair]
-    # then each entry's tables, all in or all out, smallest entry first
+    paper = [p for p in pairs if any(p[0][0].name.startswith(f"{d}-") for d in CHECKPOINT_ORDER)]
+    pair_size = lambda pair: sum(f.stat().st_size for f, _ in pair)  # noqa: E731
+    taken, left_out, size = _fill([(p[0][0].name, p) for p in paper], size, pair_size)
     by_size = sorted(optional.items(), key=lambda kv: (sum(f.stat().st_size for f in kv[1]), kv[0]))
-    taken, tables_left_out, size = _fill(by_size, size, lambda group: sum(f.stat().st_size for f in group))
-    files += [f for group in taken for f in group]
+    tables, tables_left_out, size = _fill(by_size, size, lambda group: sum(f.stat().st_size for f in group))
+    files += [f for group in tables for f in group]
+    more, more_left_out, size = _fill([(p[0][0].name, p) for p in pairs if p not in paper], size, pair_size)
+    left_out += more_left_out
+    extra = [fp for pair in taken + more for fp in pair]
     timings = {}
     for f in sorted((src / "timings").glob("*/*.json")):
         r = json.loads(f.read_text())

@@ -625,8 +625,35 @@ def verify_epochs_replay(published_root: Path) -> List[Comparison]:
 
 
 # ------------------------------------------------------------------------------------ report
+def verify_ablation(published_root: Path) -> List[Comparison]:
+    """The language chapter's MPNet ablation (a keyed analysis), run again with the code here on its sentences
+    (trained weights): the same count holding per condition, variant and layer, the mean trace within KAPPA_TOL."""
+    f = published_root / "language" / "mpnet-ablation.analysis.json"
+    if not f.is_file():
+        return []
+    rec = json.loads(f.read_text())
+    p, c = rec["params"], Comparison("language: MPNet distance-0 ablation (trained)")
+    try:
+        from ..data.inputs import load_inputs
+        from ..models.loading import load_model
+        from .ablation import check_ablation
+
+        params = json.loads((published_root / "language" / "manifest.json").read_text()).get("parameters") or {}
+        kind = FAMILY_KINDS["language"]
+        inputs = _subset(load_inputs(kind, params.get(f"{kind}_source"), params.get("n_inputs"),
+                                     seed=int(params.get("seed", 0))), p["inputs"])
+        lm = load_model(p["model"], pretrained=True, seed=p["seed"], max_length=p["max_length"])
+        r = check_ablation(rec["value"], lm, inputs.items(0, len(p["inputs"])), atol=KAPPA_TOL)
+        c.rows, c.max_abs_diff, c.number_failures = r["rows"], r["max_abs_diff"], r["number_failures"]
+        c.decision_mismatches = [{"layers whose count holding differs": r["mismatches"]}] if r["mismatches"] else []
+    except Exception as exc:  # noqa: BLE001 - an ablation that cannot be run again fails, with why
+        c.error = f"{type(exc).__name__}: {exc}"
+    return [c]
+
+
 def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
-    """Every comparison of :func:`verify_baseline`, :func:`verify_family` and :func:`verify_tabular`."""
+    """Every comparison of :func:`verify_baseline`, :func:`verify_family`, :func:`verify_ablation`,
+    :func:`verify_tabular` and the trajectories'."""
     from ..store.code import product_digest
 
     root = Path(published_root)
@@ -639,7 +666,7 @@ def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
         _say(c)
     for nb in FAMILY_KINDS:
         comps += verify_family(root, nb, seed, per_group)
-    for c in verify_tabular(root, seed) + verify_epochs(root) + verify_epochs_replay(root):
+    for c in verify_ablation(root) + verify_tabular(root, seed) + verify_epochs(root) + verify_epochs_replay(root):
         _say(c)
         comps.append(c)
     meta = {}

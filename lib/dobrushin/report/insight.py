@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Tuple
 
 import numpy as np
 import pandas as pd
 
-from ..store.results import atomic_write_csv, atomic_write_json
+from ..store.results import atomic_write_csv
 from . import page as F
 from .names import VARIANT_LABELS, and_join, pct, weights_label
 from .tables import kappa_caption, kappa_table
@@ -37,12 +36,6 @@ def _md(text: str):
     from IPython.display import Markdown
 
     _display(Markdown(text))
-
-
-def _srng(x) -> str:
-    """``min–max`` with two significant digits each (small values are not rounded to 0.00)."""
-    lo, hi = f"{float(np.min(x)):.2g}", f"{float(np.max(x)):.2g}"
-    return lo if lo == hi else f"{lo}–{hi}"
 
 
 def near_tie_text(table: pd.DataFrame, name=None) -> str:
@@ -76,26 +69,17 @@ def near_tie_text(table: pd.DataFrame, name=None) -> str:
             f"{VARIANT_LABELS.get(v, v)}). `make verify` excuses a differing decision only below this margin.")
 
 
-def ablation_verdict(k0: int, n0: int, k1: int, n1: int, bias: float) -> Tuple[str, bool]:
-    """The conclusion of the MPNet ablation from its counts — the condition held on ``k0`` of ``n0`` pairs
-    before and ``k1`` of ``n1`` after setting the distance-0 bias (mean ``bias`` before) to its neighbours'
-    mean — and whether the ablation alone removes the failures: the sentence follows the numbers of the build,
-    "the cause" only when at least 90% of the share failing before is gone after (monotone: more pairs holding
-    after never reads as less)."""
+def ablation_verdict(k0: int, n0: int, k1: int, n1: int) -> str:
+    """What the MPNet ablation shows, as a category of its counts — the condition held on ``k0`` of ``n0`` pairs
+    before and ``k1`` of ``n1`` after: ``"the cause"`` when at least 90% of the share failing before is gone,
+    ``"part of the cause"`` when some is, ``"not the cause"`` when none is, ``"nothing to explain"`` when nothing
+    failed (monotone: more pairs holding after never reads as less); ``"not run"`` without counts."""
     if n0 <= 0 or n1 <= 0:
-        return "", False
+        return "not run"
     f0, f1 = 1 - k0 / n0, 1 - k1 / n1  # the shares failing before and after
-    sign = "negative " if bias < 0 else ""
     if f0 == 0:
-        return "The condition held on every pair before the ablation, so there are no failures to explain.", False
-    if f1 <= 0.1 * f0:
-        return (f"So the {sign}distance-0 bias is the cause of the failures: removing it alone restores mutual "
-                "self-dominance of the κ-attaining pairs.", True)
-    if f1 < f0:
-        return (f"So the {sign}distance-0 bias accounts for some of the failures, not all: removing it alone "
-                "lowers the share failing without removing it.", False)
-    return ("So the distance-0 bias does not explain the failures: removing it does not lower the share "
-            "failing.", False)
+        return "nothing to explain"
+    return "the cause" if f1 <= 0.1 * f0 else "part of the cause" if f1 < f0 else "not the cause"
 
 
 class InsightSections:
@@ -205,107 +189,85 @@ class InsightSections:
     # ------------------------------------------------------------------ §3 MPNet ablation
     def mpnet_ablation(self, n_sentences: int = 16, subject: str = MPNET):
         """Set MPNet's distance-0 relative position bias to the mean of distance ±1 and measure again (trained
-        and untrained), with the cosine of the sentence embeddings to the original."""
-        from ..experiments.ablation import run_ablation
-        from ..models.loading import load_model
+        and untrained; :func:`dobrushin.experiments.ablation.measured_ablation`, a keyed product); glue its
+        numbers (``mpnet-*``) for the notebook's paragraph, draw it and tabulate it per layer."""
+        from ..experiments.ablation import measured_ablation
+        from .display import glue_text
 
-        if self.input_set is None or subject not in self.params.models:
-            return
-        texts = self.input_set.items(0, int(n_sentences))
-        res = {}
-        for w in ("pretrained", "untrained"):
+        keys = ("bias0", "bias_minus1", "bias_plus1", "bias_after", "heads", "k0", "k1", "n", "s0", "s1",
+                "trace0", "trace1", "cos_median", "cos_min", "verdict", "sentences", "u_k0", "u_k1")
+        glued = dict.fromkeys(keys, "—")
+        glued["verdict"] = "not run"
+        entry = self.store.entry(subject)
+        res = None
+        if self.input_set is not None and subject in self.params.models and entry and entry.get("file"):
+            texts = self.input_set.items(0, int(n_sentences))
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    lm = load_model(subject, pretrained=(w == "pretrained"), seed=self.config.seed,
-                                    max_length=self.config.max_length)
-                    res[w] = run_ablation(lm, texts)
+                res = measured_ablation(self.store, subject, texts, list(self.input_set.ids)[:len(texts)],
+                                        provenance=entry.get("provenance"), seed=self.config.seed,
+                                        max_length=self.config.max_length)
             except Exception as e:  # noqa: BLE001 — missing weights are stated, not hidden
-                _md(f"{display_name(subject)}, {weights_label(w)}: ablation not run ({type(e).__name__}: {e}).")
-        if "pretrained" not in res:
+                _md(f"{display_name(subject)}: ablation not run ({type(e).__name__}: {e}).")
+        if res is None:
+            for k, v in glued.items():
+                glue_text(f"mpnet-{k}", v)
+            _md(f"The ablation was not run in this build ({display_name(subject)} was not measured here).")
             return
-        lay = pd.concat([r.layers for r in res.values()], ignore_index=True)
-        atomic_write_csv(self.store.dir / "mpnet-ablation.csv", lay)
-        tr = res["pretrained"]
-        L = tr.layers
-        c = L[L["variant"] == "content"]
+        lay = {w: pd.DataFrame(r["layers"]) for w, r in res.items()}
+        c = lay["pretrained"][lay["pretrained"]["variant"] == "content"]
         o, a = c[c["condition"] == "original"], c[c["condition"] == "ablated"]
-        ws = L[L["variant"] == "with_special"]
-        k0, n0 = int(o["k"].sum()), int(o["n"].sum())
-        k1, n1 = int(a["k"].sum()), int(a["n"].sum())
-        s0, s1 = int(ws.loc[ws["condition"] == "original", "k"].sum()), int(ws.loc[ws["condition"] == "ablated", "k"].sum())
-        nw = int(ws.loc[ws["condition"] == "original", "n"].sum())
-        info = tr.info
-        cos = tr.cosine
+        ws = lay["pretrained"][lay["pretrained"]["variant"] == "with_special"]
+        info, cos = res["pretrained"]["info"], np.asarray(res["pretrained"]["cosine"])
+        glued.update(bias0=f"{np.mean(info['before']):.2f}", bias_minus1=f"{np.mean(info['minus1']):.2f}",
+                     bias_plus1=f"{np.mean(info['plus1']):.2f}", bias_after=f"{np.mean(info['after']):.2f}",
+                     heads=len(info["before"]), k0=int(o["k"].sum()), k1=int(a["k"].sum()), n=int(o["n"].sum()),
+                     s0=int(ws.loc[ws["condition"] == "original", "k"].sum()),
+                     s1=int(ws.loc[ws["condition"] == "ablated", "k"].sum()),
+                     trace0=f"{o['trace'].mean():.3g}", trace1=f"{a['trace'].mean():.3g}",
+                     cos_median=f"{np.median(cos):.3f}", cos_min=f"{cos.min():.3f}",
+                     verdict=ablation_verdict(int(o["k"].sum()), int(o["n"].sum()), int(a["k"].sum()), int(a["n"].sum())),
+                     sentences=len(cos))
+        if "untrained" in lay:
+            u = lay["untrained"][lay["untrained"]["variant"] == "content"]
+            glued.update(u_k0=int(u.loc[u["condition"] == "original", "k"].sum()),
+                         u_k1=int(u.loc[u["condition"] == "ablated", "k"].sum()))
+        for k, v in glued.items():
+            glue_text(f"mpnet-{k}", v)
         from .plots import panel_grid
 
         fig, axes = panel_grid(2, 2, panel=(3.4, 2.6), sharey=False)
         for cond, style in (("original", "-"), ("ablated", "--")):
-            for w, r in res.items():
-                cc = r.layers[(r.layers["variant"] == "content") & (r.layers["condition"] == cond)]
+            for w, L in lay.items():
+                cc = L[(L["variant"] == "content") & (L["condition"] == cond)]
                 col = F.COLORS["trained" if w == "pretrained" else "untrained"]
                 lab = f"{'trained' if w == 'pretrained' else 'untrained'}, {cond}"
                 axes[0].plot(cc["layer"] + 1, cc["fraction"], ls=style, color=col, marker="o", ms=3, label=lab)
-                axes[1].plot(cc["layer"] + 1, cc["mean_self"], ls=style, color=col, marker="o", ms=3, label=lab)
+                axes[1].plot(cc["layer"] + 1, cc["trace"], ls=style, color=col, marker="o", ms=3, label=lab)
         axes[0].set_ylabel("fraction holding")
         axes[0].set_ylim(-0.03, 1.03)
-        axes[1].set_ylabel("mean $A_{ii}$ (content)")
+        axes[1].set_ylabel("self-attention / uniform, tr $A$")
         axes[1].set_yscale("log")
         for ax in axes:
             ax.set_xlabel("layer")
         h, lab = axes[0].get_legend_handles_labels()
         fig.legend(h, lab, loc="outside lower center", ncols=2, frameon=False)
-        u = res.get("untrained")
         self._fig(fig, "mpnet-ablation",
                   f"{display_name(subject)} with its distance-0 relative position bias set to the mean of the "
                   f"distance −1 and +1 buckets (ablated, dashed) against the original (solid), on the first "
-                  f"{len(texts)} sentences, content tokens. Left: fraction of sentences where the condition holds, "
-                  "per layer. Right: mean head-averaged self-attention $A_{ii}$ (log axis). Blue: trained weights; "
-                  "orange: the untrained control.",
-                  "Two line plots against layer: fraction holding and mean self-attention, original solid and "
+                  f"{len(cos)} sentences, content tokens. Left: fraction of sentences where the condition holds, "
+                  "per layer. Right: mean self-attention over the uniform share, tr A (log axis). Blue: trained "
+                  "weights; orange: the untrained control.",
+                  "Two line plots against layer: fraction holding and self-attention, original solid and "
                   "ablated dashed, trained in blue and untrained in orange.", 2)
-        ou = u.layers[(u.layers["variant"] == "content")] if u is not None else None
-        verdict, restores = ablation_verdict(k0, n0, k1, n1, float(info["before"].mean()))
-        text = (f"**The ablation.** In {display_name(subject)} the learned bias of distance 0 (bucket "
-                f"{info['buckets'][0]}) is {info['before'].mean():.2f} on average over the {len(info['before'])} heads "
-                f"(range {info['before'].min():.2f} to {info['before'].max():.2f}), against "
-                f"{info['minus1'].mean():.2f} at distance −1 (bucket {info['buckets'][-1]}) and "
-                f"{info['plus1'].mean():.2f} at +1 (bucket {info['buckets'][1]}). Setting it to the mean of the "
-                f"two, {info['after'].mean():.2f} on average, and changing nothing else, the condition holds on "
-                f"content tokens on **{k1} of {n1}** (sentence, layer) pairs instead of {k0} of {n0} "
-                f"({pct(k1 / n1)} against {pct(k0 / n0)}), and with the special tokens on {s1} of {nw} instead of "
-                f"{s0}. The mean self-attention {'rises' if a['mean_self'].mean() > o['mean_self'].mean() else 'falls'} from "
-                f"{_srng(o['mean_self'])} to {_srng(a['mean_self'])} per layer. "
-                f"The sentence embeddings (mean-pooled last hidden states, as sentence-transformers pools this "
-                f"model) change {'little' if cos.min() >= 0.9 else 'noticeably'}: cosine to the original median "
-                f"{np.median(cos):.3f}, lowest {cos.min():.3f}. " + verdict)
-        if ou is not None:
-            uo, ua = ou[ou["condition"] == "original"], ou[ou["condition"] == "ablated"]
-            text += (f" The untrained MPNet (bias initialised near 0: distance-0 mean {u.info['before'].mean():.3f}) "
-                     f"holds on {int(uo['k'].sum())} of {int(uo['n'].sum())} pairs, and {int(ua['k'].sum())} after the "
-                     f"same ablation (cosine median {np.median(u.cosine):.4f}; in an untrained model even this small "
-                     "change of the scores can move close cases)"
-                     + (": training made the bias, and the bias makes the failures." if restores else "."))
-        _md(text)
-        per = (c.pivot_table(index="layer", columns="condition", values=["k", "mean_self"]).reset_index())
+        per = c.pivot_table(index="layer", columns="condition", values=["k", "trace"]).reset_index()
         per.columns = [" ".join(x for x in col if x).strip() for col in per.columns]
         shown = pd.DataFrame({"layer": per["layer"] + 1, "holds (original)": per["k original"].astype(int),
                               "holds (ablated)": per["k ablated"].astype(int),
-                              "self (original)": per["mean_self original"],
-                              "self (ablated)": per["mean_self ablated"]})
-        _display(F.table(shown, name=f"tab-{self.notebook}-mpnet-ablation",
-                         caption=f"{display_name(subject)} (trained), per layer: sentences (of {len(texts)}) where the "
-                                 "condition holds on content tokens, and the mean self-attention $A_{ii}$ (self), before "
-                                 "and after the ablation."))
-        atomic_write_json(self.store.dir / "mpnet-ablation.json", {
-            "model": subject, "sentences": len(texts), "bias0": float(info["before"].mean()),
-            "bias_minus1": float(info["minus1"].mean()), "bias_plus1": float(info["plus1"].mean()),
-            "content_original": [k0, n0], "content_ablated": [k1, n1], "special_original": [s0, nw],
-            "special_ablated": [s1, nw], "cosine_median": float(np.median(cos)), "cosine_min": float(cos.min()),
-            "untrained_original": [int(ou.loc[ou["condition"] == "original", "k"].sum()),
-                                   int(ou.loc[ou["condition"] == "original", "n"].sum())] if ou is not None else None})
+                              "tr A (original)": per["trace original"], "tr A (ablated)": per["trace ablated"]})
+        _display(F.details(f"Per layer: sentences (of {len(cos)}) where the condition holds on content tokens, and "
+                           "the mean trace of the attention (self-attention over uniform), before and after",
+                           F.table(shown, name=f"tab-{self.notebook}-mpnet-ablation")))
 
-    # ------------------------------------------------------------------ a chapter with no trained weights
     def overview(self):
         """A chapter whose trained weights may be missing (supervised ViTs): when none was measured, one table and
         one figure of the untrained controls; when some were, every section in turn (fractions, depth, slack, heads,

@@ -159,14 +159,15 @@ def schema_table() -> pd.DataFrame:
         "n_tokens": "number of tokens kept by the variant",
         "kappa": "κ(A) of the kept, renormalised attention",
         "kappa_factor": "κ(½(I+A))",
-        "bound": "½(1+κ(A))",
-        "slack": "bound − kappa_factor (0 iff equality)",
+        "bound": "½(1+κ(A)) (not stored: read the file with dobrushin.store.results.conform)",
+        "slack": "bound − kappa_factor (0 iff equality; not stored, as bound)",
         "holds": "the equality condition",
         "variant": "content = content tokens only; with_special = every non-padding token",
         "weights": "pretrained (trained) or untrained (seeded random initialisation)",
         "kappa_gap": "κ minus the largest ½‖A_i−A_j‖₁ of a pair not attaining κ (NaN: every pair attains)",
         "self_margin_i": "A_ii − A_ji of the deciding pair (the attaining pair with the largest min margin)",
         "self_margin_j": "A_jj − A_ij of the deciding pair",
+        "trace": "tr A: the self-attention over the uniform share (1 for uniform rows)",
     }
     return pd.DataFrame([{"column": c, "dtype": t, "meaning": meaning[c]} for c, t in SCHEMA.items()])
 

@@ -62,7 +62,7 @@ def _glue(key: str, value):
 class SummaryChapter(SummaryInsights):
     """``SummaryChapter(profile=..., results_dir=..., baseline_ns=...)`` builds the tables at once;
     then one call per section: :meth:`scorecard`, :meth:`sources`, :meth:`rule`, :meth:`for_introduction`,
-    :meth:`claims_figure`, :meth:`mpnet_for_introduction`, :meth:`depth`, :meth:`timings`, :meth:`for_reproducing`,
+    :meth:`claims_figure`, :meth:`why`, :meth:`depth`, :meth:`timings`, :meth:`for_reproducing`,
     :meth:`downloads`, :meth:`finish`."""
 
     def __init__(self, *, profile: str, results_dir=None, baseline_ns: Sequence[int] = (4, 8, 16, 64, 256),

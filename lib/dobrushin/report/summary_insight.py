@@ -1,7 +1,7 @@
 """Sections of the summary chapter that help a reader take the book apart (:class:`SummaryInsights`, a base of
 :class:`dobrushin.report.summary_chapter.SummaryChapter`): where each scorecard row is computed and the command that
-recomputes it, the forest plot of the claims (shown in the introduction), the MPNet
-line of the introduction (from the language chapter's ablation file) and the download links."""
+recomputes it, the forest plot of the claims and the "Why" figure (both shown in the introduction) and the
+download links."""
 from __future__ import annotations
 
 import json
@@ -12,6 +12,7 @@ import pandas as pd
 
 from . import page as F
 from .claims import CLAIMS, SCORECARD
+from .display import plain_text
 from .insight import download_links
 from .names import display_name, pct
 
@@ -178,35 +179,50 @@ class SummaryInsights:
                      "intervals for this build's measurements, verdicts written at the right.")
         plt.close(fig)
 
-    def mpnet_for_introduction(self):
-        """Glue ``mpnet_line``: the trained language model where the condition never holds, and why (computed
-        from ``results/language/mpnet-ablation.json``)."""
-        p = self.results / "language" / "mpnet-ablation.json"
-        if not p.exists():
-            line = "The MPNet ablation was not run in this build."
-        else:
-            d = json.loads(p.read_text())
-            (k0, n0), (k1, n1) = d["content_original"], d["content_ablated"]
-            t = self.table
-            row = t[(t["model"] == d["model"]) & (t["variant"] == "content") & (t["weights_source"] != "untrained")]
-            if len(row) and row["measured"].notna().all():
-                n_all = int(row["n_pairs"].iloc[0])
-                k_all = int(round(float(row["measured"].iloc[0]) * n_all))
-            else:
-                k_all, n_all = k0, n0
-            how = "never holds" if k_all == 0 else f"holds on only {k_all} of {n_all} (sentence, layer) pairs"
-            line = (f"One trained language model where the condition {how}"
-                    + (f" ({n_all} sentence-layer pairs)" if k_all == 0 else "")
-                    + f": {display_name(d['model'])}. Its learned relative position bias at distance 0 is "
-                    f"{d['bias0']:.1f} (against {d['bias_minus1']:.2f} and {d['bias_plus1']:.2f} at distance ±1), so "
-                    f"its tokens give themselves almost no attention; setting that one value to the mean of its "
-                    f"neighbours makes the condition hold on {k1} of {n1} pairs of the first {d['sentences']} "
-                    f"sentences ({pct(k1 / n1)}, against {k0} before), and the sentence embeddings move "
-                    + ("little" if d.get("cosine_min", 1.0) >= 0.9 else "noticeably")
-                    + f": cosine to the original median {d['cosine_median']:.3f}"
-                    + (f", lowest {d['cosine_min']:.3f}." if "cosine_min" in d else "."))
-        _glue("mpnet_line", _text(line))
-        _md(line)
+    def why(self):
+        """The "Why" figure (:func:`~dobrushin.report.summary_figures.plot_why`): every measured model's fraction
+        holding against its self-attention, the random baseline at tr A = 1 and the MPNet ablation as an arrow (from
+        ``results/language/mpnet-ablation.analysis.json``); glues ``why_*`` for the introduction's paragraph."""
+        import matplotlib.pyplot as plt
+
+        from .summary_figures import plot_why, why_points
+
+        pts = why_points(self.family_table) if len(self.family_table) else why_points(pd.DataFrame(columns=["variant"]))
+        abl = _ablation(self.results)
+        arrow = None
+        if abl is not None:
+            (k0, n0, t0), (k1, n1, t1) = abl["original"], abl["ablated"]
+            arrow = ((t0, k0 / n0), (t1, k1 / n1), f"MPNet, distance-0 bias ablated ({abl['sentences']} sentences)")
+        band = None
+        if self.baseline is not None and len(self.baseline):
+            band = (float(self.baseline["fraction"].min()), float(self.baseline["fraction"].max()))
+        trained = pts[pts["weights"] == "pretrained"]
+        rho = trained[["trace", "fraction"]].corr("spearman").iloc[0, 1] if len(trained) > 2 else float("nan")
+        glued = {"why_trained": len(trained), "why_controls": int((pts["weights"] == "untrained").sum()),
+                 "why_rho": f"{rho:+.2f}".replace("-", "−") if np.isfinite(rho) else "—",
+                 "why_random": (f"{pct(band[0])}–{pct(band[1])}" if band else "—")}
+        for name, part in (("before", "original"), ("after", "ablated")):
+            k, n, t = abl[part] if abl is not None else ("—", "—", float("nan"))
+            glued.update({f"why_mpnet_{name}_k": k, "why_mpnet_n": n,
+                          f"why_mpnet_{name}_trace": f"{t:.3g}" if np.isfinite(t) else "—"})
+        glued["why_mpnet_bias"] = f"{abl['bias0']:.1f}".replace("-", "−") if abl is not None else "—"
+        for k, v in glued.items():
+            _glue(k, plain_text(v))
+        if not len(pts):
+            _md("No measured table records the trace of its attention (made before it was recorded): no figure.")
+            return
+        fig = plot_why(pts, arrow, band)
+        F.figure(fig, notebook=NOTEBOOK, name="why", width="full", results_dir=self.results, close=False,
+                 caption="Why the condition holds: for every model measured in this build (filled: trained weights; "
+                         "open: untrained controls), the fraction of (input, layer) pairs where it holds on content "
+                         "tokens against the model's self-attention, the mean trace of its head-averaged attention "
+                         "(n times the mean diagonal entry; 1 for uniform rows). Grey bar: the random baseline's range "
+                         "over its sizes, at tr A = 1, the exact expectation for Dirichlet(1) rows. Arrow: MPNet on "
+                         "the ablation's sentences, before and after its distance-0 position bias is set to its "
+                         "neighbours' mean.",
+                 alt="Scatter plot of fraction holding against self-attention on a log axis, trained models filled, "
+                     "untrained controls open, an arrow for the MPNet ablation.")
+        plt.close(fig)
 
     def downloads(self):
         """Links to summary.csv and scorecard.csv."""
@@ -214,10 +230,17 @@ class SummaryInsights:
         _md("**Result files** (download): " + ", ".join(links) + ".")
 
 
-def _text(s: str):
-    from .display import plain_text
-
-    return plain_text(s)
-
-
 __all__ = ["ROW_SOURCES", "SummaryInsights", "claim_rows", "claims_figure", "row_sources"]
+
+
+def _ablation(results) -> "dict | None":
+    """The language chapter's MPNet ablation (its keyed analysis file), trained weights, content tokens:
+    ``{"original": (k, n, mean trace), "ablated": (...), "sentences", "bias0"}``; None when it was not run."""
+    p = results / "language" / "mpnet-ablation.analysis.json"
+    if not p.is_file():
+        return None
+    v = json.loads(p.read_text())["value"]["pretrained"]
+    lay = pd.DataFrame(v["layers"])
+    c = lay[lay["variant"] == "content"]
+    out = {cond: (int(g["k"].sum()), int(g["n"].sum()), float(g["trace"].mean())) for cond, g in c.groupby("condition")}
+    return {**out, "sentences": len(v["cosine"]), "bias0": float(np.mean(v["info"]["before"]))}

@@ -46,9 +46,18 @@ SCHEMA = {
     "kappa_gap": "float64",
     "self_margin_i": "float64",
     "self_margin_j": "float64",
+    # the trace of the restricted matrix: its mean self-attention A_ii over the uniform share 1/n (1 for
+    # uniform attention, n for the identity); float32, the precision of the captured attention
+    "trace": "float32",
 }
 #: the decision margins among the SCHEMA columns (NaN in tables written before they existed)
 MARGIN_COLUMNS = ("kappa_gap", "self_margin_i", "self_margin_j")
+#: the SCHEMA columns added after the first tables were written: NaN (unknown) in a table without them
+LATER_COLUMNS = MARGIN_COLUMNS + ("trace",)
+#: SCHEMA columns that a stored table leaves out because they follow from others bit for bit (the same
+#: float64 operations as :func:`dobrushin.math.coefficient.analyse`); :func:`conform` puts them back
+DERIVED = {"bound": lambda df: 0.5 * (1.0 + df["kappa"]),
+           "slack": lambda df: 0.5 * (1.0 + df["kappa"]) - df["kappa_factor"]}
 VARIANTS = ("content", "with_special")
 WEIGHTS = ("pretrained", "untrained")
 
@@ -112,6 +121,20 @@ def atomic_write_parquet(path, df: pd.DataFrame) -> None:
     atomic_write(path, lambda p: df.to_parquet(p, index=False, compression="zstd"))
 
 
+def write_stored(path, df: pd.DataFrame) -> None:
+    """Write a store's table compactly and atomically: the columns of :data:`DERIVED` left out when they
+    follow from the others bit for bit, and float columns byte-stream-split before zstd (lossless; float64
+    noise compresses about a third better), so the paper's FT-Transformer tables fit the publication.
+    :func:`conform` reads the same values back."""
+    drop = [c for c, f in DERIVED.items() if c in df.columns and {"kappa", "kappa_factor"} <= set(df.columns)
+            and df[c].astype("float64").equals(f(df).astype("float64"))]
+    df = df.drop(columns=drop)
+    floats = [c for c in df.columns if pd.api.types.is_float_dtype(df[c])]
+    # pandas hands the last two options to pyarrow's writer
+    atomic_write(path, lambda p: df.to_parquet(p, index=False, compression="zstd", use_byte_stream_split=floats or False,
+                                              use_dictionary=[c for c in df.columns if c not in floats]))
+
+
 def atomic_write_csv(path, df: pd.DataFrame) -> None:
     atomic_write(path, lambda p: df.to_csv(p, index=False))
 
@@ -167,10 +190,14 @@ def conform_as(what: str, df: pd.DataFrame) -> pd.DataFrame:
 
 def conform(df: pd.DataFrame) -> pd.DataFrame:
     """Check ``df`` has exactly the :data:`SCHEMA` columns and cast them; ValueError otherwise.  A table
-    written before the margin columns (:data:`MARGIN_COLUMNS`) existed gets them as NaN (unknown)."""
-    absent = [c for c in MARGIN_COLUMNS if c not in df.columns]
+    written before the later columns (:data:`LATER_COLUMNS`) existed gets them as NaN (unknown); a stored
+    table's derived columns (:data:`DERIVED`) are computed again."""
+    absent = [c for c in LATER_COLUMNS if c not in df.columns]
     if absent:
         df = df.assign(**{c: float("nan") for c in absent})
+    derive = {c: f(df) for c, f in DERIVED.items() if c not in df.columns and {"kappa", "kappa_factor"} <= set(df.columns)}
+    if derive:
+        df = df.assign(**derive)
     missing = [c for c in SCHEMA if c not in df.columns]
     extra = [c for c in df.columns if c not in SCHEMA]
     if missing or extra:
@@ -317,12 +344,12 @@ class ResultStore:
         """
         for what, extra in (secondary or {}).items():
             sp = self.path(slug, f".{what}.parquet")
-            atomic_write_parquet(sp, extra)
+            write_stored(sp, extra)
             info[f"{what}_file"] = sp.name
             info[f"{what}_sha256"] = sha256_file(sp)
         df = conform(df)
         p = self.path(slug)
-        atomic_write_parquet(p, df)
+        write_stored(p, df)
         entry = {
             "file": p.name,
             "params_key": params_key(params),
@@ -346,6 +373,25 @@ class ResultStore:
         m["entries"][slugify(slug)] = entry
         atomic_write_json(self.manifest_path, m)
         return entry
+
+    def keyed(self, name: str, params: Mapping[str, Any], compute: Callable[[], Any]) -> Any:
+        """An analysis of the chapter that is not a model table (a JSON-able value, e.g. the MPNet ablation):
+        ``compute()`` run with ``params`` by the code here, kept in ``<name>.analysis.json`` with its key (the
+        parameters and the code digest, :func:`_entry_digest`), and reused from this folder or, on a miss, from
+        the published one (copied here) when the key matches."""
+        key = params_key({**params, "code_digest": _entry_digest(params)})
+        p = self.dir / f"{slugify(name)}.analysis.json"
+        pub = self._published()
+        for f in (p, pub.dir / p.name if pub else None):
+            rec = json.loads(f.read_text()) if f is not None and f.is_file() else None
+            if rec and rec.get("key") == key:
+                if f != p:
+                    atomic_write_json(p, {**rec, "published_from": str(pub.dir)})
+                return rec["value"]
+        value = compute()
+        atomic_write_json(p, {"key": key, "params": dict(params), "code_digest": _entry_digest(params),
+                              "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "value": value})
+        return json.loads(p.read_text())["value"]  # as a reuse would return it (tuples as lists, …)
 
     def tables(self, what: str = "table", entries: Optional[Mapping[str, dict]] = None) -> pd.DataFrame:
         """All intact tables ``what`` listed in the manifest (or in ``entries``), concatenated (an
