@@ -30,7 +30,7 @@ from dobrushin.report import page as F  # noqa: E402
 from dobrushin.report import layout as L  # noqa: E402
 from dobrushin.report.display import Display, admonition  # noqa: E402
 from dobrushin.report import plots  # noqa: E402
-from dobrushin.experiments.pipeline import progress_enabled  # noqa: E402
+from dobrushin.experiments.environment import progress_enabled  # noqa: E402
 from dobrushin.tools.sphinx_fixes import HIDDEN_CELL_TAGS, hide_build_cells, proof_index_entries  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

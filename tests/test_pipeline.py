@@ -405,7 +405,7 @@ def test_steady_heap_keeps_a_freed_block_of_a_few_megabytes_in_the_heap():
             raise SystemExit
         libc.mallinfo2.restype = MallInfo2
         libc.malloc.restype, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
-        from dobrushin.experiments.pipeline import MMAP_THRESHOLD, steady_heap
+        from dobrushin.experiments.environment import MMAP_THRESHOLD, steady_heap
         assert steady_heap()
         size = 12 << 20
         assert size < MMAP_THRESHOLD  # from the heap, not a mapping of its own
@@ -428,7 +428,7 @@ def test_steady_heap_keeps_a_freed_block_of_a_few_megabytes_in_the_heap():
                                                ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=0", True),
                                                ("GLIBC_TUNABLES", "glibc.pthread.rseq=0", False)])
 def test_steady_heap_leaves_thresholds_the_user_set_alone(var, value, tuned, monkeypatch):
-    from dobrushin.experiments import pipeline
+    from dobrushin.experiments import environment as pipeline
 
     for v in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"):
         monkeypatch.delenv(v, raising=False)
@@ -446,7 +446,7 @@ def test_versions_are_read_once_per_process_and_match_the_metadata(monkeypatch):
     back a dict of its own, and the versions are those importlib.metadata reports."""
     import importlib.metadata as md
 
-    from dobrushin.experiments.pipeline import KEY_PACKAGES, NUMBER_PACKAGES, key_versions, versions
+    from dobrushin.experiments.environment import KEY_PACKAGES, NUMBER_PACKAGES, key_versions, versions
 
     first, keys = versions(), key_versions()
     for pkg in NUMBER_PACKAGES:
@@ -472,7 +472,7 @@ def test_a_package_not_found_is_looked_up_again(monkeypatch):
     is not): the version reader is asked again, and its answer is what versions() reports."""
     import importlib.metadata as md
 
-    from dobrushin.experiments.pipeline import versions
+    from dobrushin.experiments.environment import versions
 
     name = "dobrushin-test-package-installed-later"
     real = md.version

@@ -91,7 +91,7 @@ def test_the_cache_key_versions_are_pinned_and_installed_as_pinned():
     import importlib.metadata as md
     import re
 
-    from dobrushin.experiments.pipeline import KEY_PACKAGES, key_versions
+    from dobrushin.experiments.environment import KEY_PACKAGES, key_versions
 
     root = Path(__file__).resolve().parents[1]
     pins = dict(re.fullmatch(r"([A-Za-z0-9_.\-]+)==(\S+)", line.strip()).groups()

@@ -23,7 +23,8 @@ import torch
 import _old_measure as old
 from dobrushin.capture.extract import extract_attention
 from dobrushin.capture.hooks import is_placeholder, layer_sink, map_sink
-from dobrushin.experiments.measure import (BatchMeasure, HeadSink, Scratch, head_rows, keep_slice, measure_batch,
+from dobrushin.experiments.heads import HeadSink, head_rows
+from dobrushin.experiments.measure import (BatchMeasure, Scratch, keep_slice, measure_batch,
                                           restrict_checked, thread_scratch)
 from dobrushin.experiments.pipeline import MeasureConfig, run_weights
 from dobrushin.math import kernel
@@ -287,7 +288,7 @@ def test_head_rows_tests_each_input_as_alone_bit_for_bit(chunk, monkeypatch):
     (gathered by dobrushin.restrict)."""
     from dobrushin.capture.roles import keep_indices
     from dobrushin.experiments import measure as measure_module
-    from dobrushin.experiments.measure import HeadSink, head_rows
+    from dobrushin.experiments.heads import HeadSink, head_rows  # they read measure's CHUNK_BYTES
 
     if chunk is not None:
         monkeypatch.setattr(measure_module, "CHUNK_BYTES", chunk)
@@ -511,7 +512,7 @@ def test_a_row_with_no_mass_on_the_kept_tokens_is_named_by_input_layer_and_head(
     (its id), the layer (of the batch, not of a block or chunk), the variant and, per head, the head — also
     when the input is not the first of its kept-token layout and the layers come in chunks."""
     from dobrushin.experiments import measure as measure_module
-    from dobrushin.experiments.measure import HeadSink, head_rows
+    from dobrushin.experiments.heads import HeadSink, head_rows  # they read measure's CHUNK_BYTES
 
     rng = np.random.default_rng(3)
     A = _stochastic32(rng, (4, 4, 2, 6, 6))  # (B, L, H, n, n)

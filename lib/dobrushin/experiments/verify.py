@@ -730,9 +730,9 @@ def carry_over(root) -> dict:
 def digest_status(root) -> "tuple[bool, str]":
     """Whether the published results in ``root`` are valid for the code and packages here, and one line that
     says so: every product's code must be the code that made it or be attested to it (:func:`carry_over`), and
-    the installed versions of the key packages (:func:`~dobrushin.experiments.pipeline.key_versions`) those in
+    the installed versions of the key packages (:func:`~dobrushin.experiments.environment.key_versions`) those in
     the published cache keys.  (The parameters, the weights and the device type are decided entry by entry.)"""
-    from .pipeline import key_versions
+    from .environment import key_versions
 
     meta = json.loads((Path(root) / "PUBLISHED.json").read_text())
     co = carry_over(root)

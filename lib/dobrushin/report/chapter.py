@@ -147,7 +147,7 @@ class FamilyChapter(InsightSections):
 
     def __init__(self, params, title: str, *, ncols: int = 3):
         from ..experiments.params import FamilyParameters
-        from ..experiments.pipeline import resolve_device
+        from ..experiments.environment import resolve_device
 
         if not isinstance(params, FamilyParameters):
             raise TypeError("params must be a family chapter's parameters (dobrushin.experiments.params.resolve), "
@@ -180,7 +180,7 @@ class FamilyChapter(InsightSections):
 
     @staticmethod
     def _versions() -> dict:
-        from ..experiments.pipeline import versions
+        from ..experiments.environment import versions
 
         return versions(("transformers", "timm", "dobrushin", "pandas", "matplotlib"))
 
@@ -263,7 +263,8 @@ class FamilyChapter(InsightSections):
 
     def measure(self):
         """Every model through the measurement loop (cached results are reused), then the manifest."""
-        from ..experiments.pipeline import describe_device, measure_models
+        from ..experiments.environment import describe_device
+        from ..experiments.pipeline import measure_models
 
         t0 = time.perf_counter()
         if self.input_set is not None:
@@ -471,7 +472,7 @@ class FamilyChapter(InsightSections):
 
     def finish(self):
         """The collapsed "How this chapter was run" block: parameters, versions, device, timings."""
-        from ..experiments.pipeline import describe_device
+        from ..experiments.environment import describe_device
 
         wall = time.perf_counter() - self.t_start
         # the wall time of the last pass that measured: a pass that found every table cached (make reproduce
