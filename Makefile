@@ -76,7 +76,7 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 book: notebooks html
 
 # TQDM_DISABLE=1: third-party progress bars (tqdm's default) stay out of the executed notebooks;
-# the library's own bars draw only on a terminal (dobrushin.experiments.pipeline.progress_enabled).
+# the library's own bars draw only on a terminal (dobrushin.experiments.environment.progress_enabled).
 notebooks: $(STAMP)
 	@test -d params/$(PROFILE) || { echo "unknown PROFILE=$(PROFILE): no folder params/$(PROFILE)"; exit 2; }
 	@$(if $(NO_PUBLISHED_NOTE),echo "=== no published paper-scale results (published/paper/PUBLISHED.json): building the quick profile from scratch; make reproduce computes the paper profile (hours)",true)

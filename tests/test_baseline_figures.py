@@ -6,6 +6,8 @@ matplotlib.use("Agg")
 import pandas as pd
 import pytest
 
+from dobrushin.random import cells as C
+
 from dobrushin.random import ensembles as E
 from dobrushin.random import law
 from dobrushin.report import baseline_figures as BF
@@ -57,7 +59,7 @@ def test_bound_text():
 
 
 def test_law_figures_draw():
-    grid = E.run_grid([(e, n, 200) for e in ("dirichlet(1)", "softmax_gaussian(1)") for n in (3, 8, 16)], 1,
+    grid = C.run_grid([(e, n, 200) for e in ("dirichlet(1)", "softmax_gaussian(1)") for n in (3, 8, 16)], 1,
                       check=False, cache=None)
     ens = ["dirichlet(1)", "softmax_gaussian(1)"]
     assert len(LF.curve_figure(grid, ens).axes) == 2
@@ -65,7 +67,7 @@ def test_law_figures_draw():
 
 def test_rate_table_is_the_split_constant_at_the_largest_size():
     """¼ − c_n at the largest size of each ensemble with c_W of order one."""
-    grid = E.run_grid([(e, n, 200) for e in ("dirichlet(1)", "softmax_gaussian(1)") for n in (3, 8, 16)], 1,
+    grid = C.run_grid([(e, n, 200) for e in ("dirichlet(1)", "softmax_gaussian(1)") for n in (3, 8, 16)], 1,
                       check=False, cache=None)
     rt = LF.rate_table(grid, ["dirichlet(1)", "softmax_gaussian(1)"], min_n=8)
     assert list(rt["ensemble"]) == [E.parse_ensemble(e).label for e in law.finite_first_order(["dirichlet(1)", "softmax_gaussian(1)"])]

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dobrushin as db
+from dobrushin.random import cells as C
 from dobrushin.random import ensembles as E
 
 ENSEMBLES = ["dirichlet(1)", "dirichlet(0.1)", "dirichlet(10)", "softmax_gaussian(0.3)", "softmax_gaussian(2)"]
@@ -291,17 +292,17 @@ def test_summarise_against_independent_formulas():
 # ---------------------------------------------------------------------------------- cache + files
 def test_run_grid_caches_cells(tmp_path):
     cells = [("dirichlet(1)", 5, 300), ("softmax_gaussian(1)", 6, 200)]
-    a = E.run_grid(cells, seed=1, cache=tmp_path)
+    a = C.run_grid(cells, seed=1, cache=tmp_path)
     assert not a["cached"].any()
-    b = E.run_grid(cells, seed=1, cache=tmp_path)
+    b = C.run_grid(cells, seed=1, cache=tmp_path)
     assert b["cached"].all()
     keep = [c for c in a.columns if c not in ("cached",)]
     pd.testing.assert_frame_equal(a[keep], b[keep])
     assert list(a.columns) == list(b.columns)  # a table lists its columns alike, computed or read back
     # a changed parameter is a different cell; a corrupt file is recomputed
-    assert not E.run_grid([("dirichlet(1)", 5, 301)], seed=1, cache=tmp_path)["cached"].any()
-    E.cell_path(tmp_path, E.cell_params("dirichlet(1)", 5, 300, 1, True)).write_text("{not json")
-    assert not E.run_grid(cells[:1], seed=1, cache=tmp_path)["cached"].any()
+    assert not C.run_grid([("dirichlet(1)", 5, 301)], seed=1, cache=tmp_path)["cached"].any()
+    C.cell_path(tmp_path, C.cell_params("dirichlet(1)", 5, 300, 1, True)).write_text("{not json")
+    assert not C.run_grid(cells[:1], seed=1, cache=tmp_path)["cached"].any()
     files = list(tmp_path.glob("*.json"))
     # keyed by the digest of the code that computes a cell (not a hand-bumped version)
     from dobrushin.store.code import code_digest
@@ -312,14 +313,14 @@ def test_run_grid_caches_cells(tmp_path):
 def test_write_table_and_reference(tmp_path):
     ref = pd.DataFrame({"n": [9, 197], "ensemble": ["dirichlet(1)"] * 2, "p": [0.27, 0.25],
                         "ci_low": [0.26, 0.249], "ci_high": [0.28, 0.251]})
-    entry = E.write_table(ref, tmp_path / "baseline" / "reference.csv", {"k": 1})
+    entry = C.write_table(ref, tmp_path / "baseline" / "reference.csv", {"k": 1})
     man = json.loads((tmp_path / "baseline" / "manifest.json").read_text())
     assert man["files"]["reference.csv"]["sha256"] == entry["sha256"]
-    assert E.reference(197, results_dir=tmp_path) == (0.25, 0.249, 0.251)
+    assert C.reference(197, results_dir=tmp_path) == (0.25, 0.249, 0.251)
     with pytest.raises(ValueError, match="no baseline for n=198"):
-        E.reference(198, results_dir=tmp_path)
+        C.reference(198, results_dir=tmp_path)
     with pytest.raises(FileNotFoundError):
-        E.reference(9, results_dir=tmp_path / "elsewhere")
+        C.reference(9, results_dir=tmp_path / "elsewhere")
 
 
 # ------------------------------------------------------------------------------ split constant

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 import dobrushin as db
+from dobrushin.random import cells as C
 from dobrushin.random import ensembles as E
 from dobrushin.random import law
 
@@ -83,7 +84,7 @@ def test_approach_sides_and_first_below():
 
 def test_typical_pairs_compares_at_equal_n():
     cells = [("dirichlet(1)", 16, 300)]
-    grid = E.run_grid(cells, 5, check=False, cache=None)
+    grid = C.run_grid(cells, 5, check=False, cache=None)
     typ = law.typical_pairs(grid, ["dirichlet(1)"], [16, 32], matrices=10, seed=9)
     r16, r32 = typ.iloc[0], typ.iloc[1]
     fp = law.fixed_pair_split("dirichlet(1)", 16, 10, 9)

@@ -118,7 +118,7 @@ def test_attested_products_are_rekeyed_and_found_by_their_caches(tmp_path, monke
     """Cells and checkpoints made by code an accepted attestation carries over to today's are copied under the
     key today's code gives them, so the caches' own look-ups find them (and nothing of other code is)."""
     from dobrushin.models.ft_transformer import CHECKPOINT_FORMAT
-    from dobrushin.random import ensembles as E
+    from dobrushin.random import cells as C
     from dobrushin.store import attest as A
     from dobrushin.store.results import params_key
 
@@ -128,7 +128,7 @@ def test_attested_products_are_rekeyed_and_found_by_their_caches(tmp_path, monke
     pub = tmp_path / "published" / "paper"
     cells = pub / "baseline" / "cells"
     cells.mkdir(parents=True)
-    params = {**E.cell_params("dirichlet(1)", 5, 40, 7, True), "code_digest": old_cells}
+    params = {**C.cell_params("dirichlet(1)", 5, 40, 7, True), "code_digest": old_cells}
     (cells / "old.json").write_text(json.dumps({"counts": {"holds": 11}, "params": params}))
     ck = pub / "checkpoints" / "tabular"
     ck.mkdir(parents=True)
@@ -146,9 +146,9 @@ def test_attested_products_are_rekeyed_and_found_by_their_caches(tmp_path, monke
     run = tmp_path / "run"
     got = S.seed(pub, run)
     assert got["rekeyed_under_attestation"] == {"baseline cells": 1, "FT-Transformer checkpoints": 1}
-    new_params = E.cell_params("dirichlet(1)", 5, 40, 7, True)  # today's key, computed by the cache itself
+    new_params = C.cell_params("dirichlet(1)", 5, 40, 7, True)  # today's key, computed by the cache itself
     assert new_params["code_digest"] == today["cells"]
-    found = json.loads(E.cell_path(run / "baseline" / "cells", new_params).read_text())
+    found = json.loads(C.cell_path(run / "baseline" / "cells", new_params).read_text())
     assert found["params"] == new_params and found["counts"] == {"holds": 11}
     key = params_key({"format": CHECKPOINT_FORMAT, "data": rec["data_checksum"], "config": rec["config"],
                       "train": rec["settings"], "seed": 1, "code_digest": today["training"]})

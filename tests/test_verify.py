@@ -223,7 +223,7 @@ def test_verify_without_published_results_says_so_and_exits_0(tmp_path, capsys):
 
 # ------------------------------------------------------------------------- end to end on fixtures
 def test_verify_baseline_recomputes_counts_exactly(tmp_path, monkeypatch):
-    from dobrushin.random.ensembles import run_cell
+    from dobrushin.random.cells import run_cell
 
     cells = tmp_path / "baseline" / "cells"
     for n in (3, 4, 6, 8):

@@ -152,7 +152,7 @@ def _seed_trajectory(rows, rec: dict, cache: Path) -> None:
 
 def _rekey_cell(f: Path, cells: Path, digest: str) -> None:
     """Write the cell record ``f`` under the key today's code gives it (its parameters' digest replaced)."""
-    from dobrushin.random.ensembles import cell_path
+    from dobrushin.random.cells import cell_path
     from dobrushin.store.results import atomic_write_json as write
 
     rec = json.loads(f.read_text())

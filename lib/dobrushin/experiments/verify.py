@@ -227,7 +227,8 @@ def _say(c: "Comparison") -> None:
 def verify_baseline(published_root: Path, sizes: int = BASELINE_SIZES) -> Comparison:
     """Re-simulate the Dirichlet(1) cells of ``sizes`` sizes (smallest, middle, largest n of the published
     cells) and compare every count exactly."""
-    from ..random.ensembles import load_cell, parse_ensemble, simulate
+    from ..random.cells import load_cell
+    from ..random.ensembles import parse_ensemble, simulate
 
     c = Comparison("random baseline")
     cells = []

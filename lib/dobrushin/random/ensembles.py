@@ -27,30 +27,22 @@ never on the batch size, and every accumulated quantity is an integer.  Each mat
 settled in exact integer arithmetic (:func:`exact_equality`) and only a mismatch that survives that
 counts as a *disagreement* with the theorem.
 
-:func:`run_grid` caches one small JSON file per ``(ensemble, n, trials, seed, …)`` cell under
-``results/baseline/cells`` (atomic writes, parameter-keyed), :func:`summarise` turns counts into the
-tidy table (Wilson intervals for the direct fractions, Student-t intervals for the column-averaged
-estimator), and :func:`reference` reads the per-token-count reference table written by the
-``baseline_law`` notebook.
+:func:`summarise` turns counts into the tidy table (Wilson intervals for the direct fractions, Student-t
+intervals for the column-averaged estimator); :mod:`dobrushin.random.cells` runs and caches the cells of a grid.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
-import time
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..math.coefficient import analyse, kappa, rollout_factor
-from ..store.code import code_digest
-from ..store.results import atomic_write_csv, atomic_write_json, params_key, sha256_file
 from ..math.stats import wilson
 from ..math.validation import check_integer, check_positive
 from .exact import exact_equality
@@ -67,7 +59,7 @@ BLOCK_ELEMENTS = 2**20
 #: unit of n, are treated as "equal" by the float64 direct comparison (rounding of n-term sums)
 DIRECT_RESOLUTION_PER_N = 16 * np.finfo(np.float64).eps
 
-_COUNT_FIELDS = (
+COUNT_FIELDS = (
     "trials", "holds", "both_reversed", "mixed", "first_only", "ties", "checked", "float_mismatches",
     "disagreements", "rb_holds_num", "rb_holds_num_sq", "rb_reversed_num", "rb_reversed_num_sq",
     "imbalance_sq",
@@ -232,7 +224,7 @@ def simulate(
 ) -> dict:
     """Sample ``trials`` matrices of size ``n`` from ``ensemble`` and count the events (integers).
 
-    Returns a dict with the fields of :data:`_COUNT_FIELDS`: ``holds`` (by :func:`dobrushin.analyse`,
+    Returns a dict with the fields of :data:`COUNT_FIELDS`: ``holds`` (by :func:`dobrushin.analyse`,
     tol = 0), ``both_reversed``, ``mixed``, ``first_only`` (X true, Y false) on the attaining pair;
     ``ties`` (a comparison of the pair or a column of ``u`` equal to zero); with ``check``:
     ``checked``, ``float_mismatches`` (float64 direct comparison ≠ theorem; settled exactly) and
@@ -251,7 +243,7 @@ def simulate(
     chunk = block_size(n) if batch is None else check_integer("batch", batch, 0)
     if chunk == 0:
         raise ValueError("batch must be at least 1")
-    c = {f: 0 for f in _COUNT_FIELDS}
+    c = {f: 0 for f in COUNT_FIELDS}
     c["trials"] = trials
     m = block_size(n)
     stop_all = start + trials
@@ -405,151 +397,8 @@ def pair_split_constant(ensemble: "str | Ensemble") -> float:
     return 0.25 + 2 * pprime**2 * math.expm1(s * s) + pprime * 2 * (2 * stats.norm.cdf(s / math.sqrt(2)) - 1)
 
 
-# ------------------------------------------------------------------------------ cached grid runs
-def cell_params(ensemble, n: int, trials: int, seed: int, check: bool) -> dict:
-    return {
-        "code_digest": code_digest(CELL_CODE), "block_elements": BLOCK_ELEMENTS, "ensemble": parse_ensemble(ensemble).name,
-        "n": int(n), "trials": int(trials), "seed": int(seed), "check": bool(check), "tol": 0.0,
-    }
-
-
-def cell_path(cache: Path, params: Mapping[str, Any]) -> Path:
-    slug = re.sub(r"[^A-Za-z0-9.]+", "-", params["ensemble"]).strip("-")
-    return cache / f"{slug}_n{params['n']}_{params_key(params)}.json"
-
-
-def load_cell(cache: Path, params: Mapping[str, Any]) -> dict | None:
-    """The cached cell for ``params`` if present and intact, else None."""
-    p = cell_path(Path(cache), params)
-    try:
-        rec = json.loads(p.read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    if not isinstance(rec, dict) or rec.get("params") != dict(params):
-        return None
-    counts = rec.get("counts")
-    if not isinstance(counts, dict) or set(counts) != set(_COUNT_FIELDS):
-        return None
-    # in the order of a fresh cell's counts (the file keeps its keys sorted), so that a table is written
-    # with the same columns in the same order whether its cells were computed or read back
-    return {**rec, "counts": {k: counts[k] for k in _COUNT_FIELDS}}
-
-
-def run_cell(ensemble, n: int, trials: int, seed: int, *, check: bool, cache: "Path | None",
-             batch: int | None = None) -> dict:
-    """Counts for one cell, from the cache when the same parameters were run before.
-
-    Returns ``{"params", "counts", "wall_s", "cpu_s", "cached"}``; ``wall_s``/``cpu_s`` are the cost of
-    the run that produced the counts.
-    """
-    params = cell_params(ensemble, n, trials, seed, check)
-    if cache is not None:
-        rec = load_cell(cache, params)
-        if rec is None:  # the published folder's copy of the same cell (same file name, same parameters)
-            from ..store.paths import published_counterpart
-
-            pub = published_counterpart(Path(cache) / "x")
-            rec = load_cell(pub.parent, params) if pub is not None else None
-            if rec is not None:
-                atomic_write_json(cell_path(Path(cache), params), rec)
-        if rec is not None:
-            return {**rec, "cached": True}
-    t0, c0 = time.perf_counter(), time.process_time()
-    counts = simulate(ensemble, n, trials, seed, batch=batch, check=check)
-    rec = {"params": params, "counts": counts, "wall_s": time.perf_counter() - t0,
-           "cpu_s": time.process_time() - c0}
-    if cache is not None:
-        atomic_write_json(cell_path(Path(cache), params), rec)
-    return {**rec, "cached": False}
-
-
-def run_grid(
-    cells: Iterable[tuple[Any, int, int]],
-    seed: int,
-    *,
-    check: "bool | Callable[[int], bool]" = True,
-    cache: "Path | None" = None,
-    batch: int | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> pd.DataFrame:
-    """Run (or load) every ``(ensemble, n, trials)`` cell and return the tidy :func:`summarise` table,
-    with ``wall_s``, ``cpu_s``, ``cached`` and ``seed`` columns.  ``check`` may be a function of n."""
-    rows = []
-    for ens, n, trials in cells:
-        ens = parse_ensemble(ens)
-        chk = check(n) if callable(check) else bool(check)
-        rec = run_cell(ens, n, trials, seed, check=chk, cache=cache, batch=batch)
-        rows.append({"n": int(n), "ensemble": ens.name, **rec["counts"], "seed": int(seed), "check": chk,
-                     "wall_s": rec["wall_s"], "cpu_s": rec["cpu_s"], "cached": rec["cached"]})
-        if progress:
-            how = "cached" if rec["cached"] else "%.1f s" % rec["wall_s"]
-            progress(f"{ens.name} n={n} trials={trials}: {how}")
-    if not rows:
-        raise ValueError("no cells to run")
-    return summarise(pd.DataFrame(rows))
-
-
-# ------------------------------------------------------------------------ tidy files + manifest
-def write_table(df: pd.DataFrame, path: Path, params: Mapping[str, Any]) -> dict:
-    """Write ``df`` to ``path`` (CSV) atomically and record it in ``<folder>/manifest.json`` under
-    ``files`` (parameter key, parameters, SHA-256, rows, time)."""
-    path = Path(path)
-    atomic_write_csv(path, df)
-    man_path = path.parent / "manifest.json"
-    try:
-        man = json.loads(man_path.read_text())
-        if not isinstance(man, dict):
-            raise ValueError
-    except (FileNotFoundError, ValueError):
-        man = {}
-    entry = {"file": path.name, "params_key": params_key(params), "params": dict(params),
-             "sha256": sha256_file(path), "rows": int(len(df)),
-             "code_digest": str(params.get("code_digest") or code_digest(CELL_CODE)),
-             "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    man.setdefault("files", {})[path.name] = entry
-    atomic_write_json(man_path, man)
-    return entry
-
-
-def baseline_dir(results_dir=None) -> Path:
-    from ..store.paths import results_dir as _rd
-
-    return Path(results_dir if results_dir is not None else _rd()) / "baseline"
-
-
-REFERENCE_COLUMNS = ("n", "ensemble", "p", "ci_low", "ci_high")
-
-
-def reference_table(results_dir=None) -> pd.DataFrame:
-    """``results/baseline/reference.csv``: the random baseline at the token counts of the real models
-    (columns ``n, ensemble, p, ci_low, ci_high`` first; written by the ``baseline_law`` notebook)."""
-    p = baseline_dir(results_dir) / "reference.csv"
-    if not p.exists():
-        raise FileNotFoundError(f"{p} does not exist; run the baseline_law notebook first")
-    df = pd.read_csv(p)
-    missing = [c for c in REFERENCE_COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"{p} lacks columns {missing}")
-    return df
-
-
-def reference(n: int, ensemble: "str | Ensemble" = "dirichlet(1)", results_dir=None) -> tuple[float, float, float]:
-    """The baseline P(holds) at token count ``n`` for ``ensemble``: ``(p, ci_low, ci_high)`` from
-    :func:`reference_table`.  ValueError when the table has no such row."""
-    n = check_integer("n", n, 2)
-    name = parse_ensemble(ensemble).name
-    df = reference_table(results_dir)
-    hit = df[(df["n"] == n) & (df["ensemble"] == name)]
-    if hit.empty:
-        have = sorted(df.loc[df["ensemble"] == name, "n"].unique().tolist())
-        raise ValueError(f"no baseline for n={n}, {name} in the reference table (it has n = {have})")
-    r = hit.iloc[0]
-    return float(r["p"]), float(r["ci_low"]), float(r["ci_high"])
-
-
 __all__: Sequence[str] = [
-    "BLOCK_ELEMENTS", "CELL_CODE", "ENSEMBLES_VERSION", "Ensemble", "baseline_dir", "block_rng", "block_size",
-    "cell_params", "dirichlet", "exact_equality", "exact_probability", "holds_bounds", "load_cell",
-    "pair_split_constant", "pair_statistics", "parse_ensemble", "reference", "reference_table", "run_cell", "run_grid",
-    "sample_matrices", "simulate", "softmax_gaussian", "summarise", "write_table",
+    "BLOCK_ELEMENTS", "CELL_CODE", "ENSEMBLES_VERSION", "Ensemble", "block_rng", "block_size", "dirichlet",
+    "exact_equality", "exact_probability", "holds_bounds", "pair_split_constant", "pair_statistics", "parse_ensemble",
+    "sample_matrices", "simulate", "softmax_gaussian", "summarise",
 ]

@@ -1,5 +1,5 @@
 """Statistics of the law of the random baseline (the baseline-law chapter), computed from the grid of
-:func:`dobrushin.random.ensembles.run_grid` / :func:`~dobrushin.random.ensembles.summarise` and from
+:func:`dobrushin.random.cells.run_grid` / :func:`~dobrushin.random.ensembles.summarise` and from
 sampled matrices; tested in ``tests/test_law.py``."""
 from __future__ import annotations
 

@@ -38,14 +38,14 @@ class RandomMatrixChapter:
         import numpy as np
 
         from ..math import kernel
-        from ..random import ensembles as E
+        from ..random import cells as C
         from ..store.paths import results_dir as default_results_dir
 
         self._t0, self._c0 = time.perf_counter(), time.process_time()
         self.p = params
         self.results_dir = params.results_dir
         root = default_results_dir() if params.results_dir is None else params.results_dir
-        self.out_dir = E.baseline_dir(root)
+        self.out_dir = C.baseline_dir(root)
         self.cache = self.out_dir / "cells"
         self.backend = kernel.backend(np.zeros((1, 2, 2)))
         self.params = params.as_dict(exclude=("results_dir",))  # what the result files record
@@ -87,12 +87,12 @@ class BaselineChapter(RandomMatrixChapter):
     # ---------------------------------------------------------------- uniform rows
     def uniform(self):
         """Compute the Dirichlet(1) curve and write ``baseline.csv``."""
-        from ..random import ensembles as E
+        from ..random import cells as C
 
         p = self.p
         cells = [("dirichlet(1)", n, trials_for(n, p.trials_small, p.trials_large)) for n in p.ns]
-        self.uni = uni = E.run_grid(cells, p.seed, check=p.check_theorem, cache=self.cache)
-        E.write_table(uni, self.out_dir / "baseline.csv", self.params)
+        self.uni = uni = C.run_grid(cells, p.seed, check=p.check_theorem, cache=self.cache)
+        C.write_table(uni, self.out_dir / "baseline.csv", self.params)
 
     def uniform_figure(self):
         from ..random import ensembles as E
@@ -114,14 +114,15 @@ class BaselineChapter(RandomMatrixChapter):
         """Compute the extra ensembles and rewrite ``baseline.csv`` with every row."""
         import pandas as pd
 
+        from ..random import cells as C
         from ..random import ensembles as E
 
         p = self.p
         extra = [f"dirichlet({a:g})" for a in p.alphas] + [f"softmax_gaussian({t:g})" for t in p.temperatures]
         cells = [(e, n, trials_for(n, p.ensemble_trials_small, p.ensemble_trials_large)) for e in extra for n in p.ensemble_ns]
-        ens_df = E.run_grid(cells, p.seed, check=p.check_theorem, cache=self.cache)
+        ens_df = C.run_grid(cells, p.seed, check=p.check_theorem, cache=self.cache)
         self.allres = pd.concat([self.uni, ens_df], ignore_index=True)
-        E.write_table(self.allres, self.out_dir / "baseline.csv", self.params)
+        C.write_table(self.allres, self.out_dir / "baseline.csv", self.params)
         self.order = ["dirichlet(1)"] + extra
         self.labels = {e: E.parse_ensemble(e).label for e in self.order}
 

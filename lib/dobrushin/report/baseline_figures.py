@@ -1,6 +1,6 @@
 """Figures and generated sentences of the random-matrix baseline chapter (``notebooks/baseline.ipynb``).
 
-Drawn from the tidy grid of :func:`dobrushin.random.ensembles.run_grid` (columns ``ensemble``, ``n``,
+Drawn from the tidy grid of :func:`dobrushin.random.cells.run_grid` (columns ``ensemble``, ``n``,
 ``p``, ``ci_low``, ``ci_high``, ``trials``). The random baseline is drawn in the book's baseline colour
 (:data:`dobrushin.report.style.COLORS` ``"random"``). Tested in ``tests/test_baseline_figures.py``.
 """

@@ -39,24 +39,24 @@ class LawChapter(RandomMatrixChapter):
         """Run (or read from the cache) every cell of the appendix and write its three tables."""
         import pandas as pd
 
-        from ..random import ensembles as E
+        from ..random import cells as C
 
         p = self.p
         check = lambda n: n <= p.check_max_n
-        self.small = small = E.run_grid([(e, n, p.small_trials) for e in p.ensembles for n in (2, 3)], p.seed, check=True,
+        self.small = small = C.run_grid([(e, n, p.small_trials) for e in p.ensembles for n in (2, 3)], p.seed, check=True,
                                         cache=self.cache)
-        E.write_table(small, self.out_dir / "law_small_n.csv", self.params)
+        C.write_table(small, self.out_dir / "law_small_n.csv", self.params)
 
         plan = {(e, n): self.trials_at(n) for e in p.ensembles for n in p.ns}
         plan.update({(e, n): t for e in p.large_ensembles for n, t in p.large_ns.items()})  # large sizes override
-        grid = E.run_grid([(e, n, t) for (e, n), t in plan.items()], p.seed, check=check, cache=self.cache)
+        grid = C.run_grid([(e, n, t) for (e, n), t in plan.items()], p.seed, check=check, cache=self.cache)
         grid = pd.concat([small, grid], ignore_index=True)
         self.grid = grid = grid.sort_values(["ensemble", "n"]).reset_index(drop=True)
-        E.write_table(grid, self.out_dir / "law.csv", self.params)
+        C.write_table(grid, self.out_dir / "law.csv", self.params)
 
         ref_cells = [(e, n, self.ref_trials(n)) for e in p.reference_ensembles for n in p.reference_ns]
-        self.ref = ref = E.run_grid(ref_cells, p.seed, check=check, cache=self.cache)
-        E.write_table(pd.DataFrame({
+        self.ref = ref = C.run_grid(ref_cells, p.seed, check=check, cache=self.cache)
+        C.write_table(pd.DataFrame({
             "n": ref["n"], "ensemble": ref["ensemble"], "p": ref["rb_p_holds"], "ci_low": ref["rb_ci_low"],
             "ci_high": ref["rb_ci_high"], "estimator": "column-averaged score, Student-t 95%", "matrices": ref["trials"],
             "p_direct": ref["p"], "direct_ci_low": ref["ci_low"], "direct_ci_high": ref["ci_high"],

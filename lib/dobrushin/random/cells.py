@@ -1,0 +1,164 @@
+"""The random baseline's cells, cached: :func:`run_grid` runs (or reads) one small JSON file per ``(ensemble, n,
+trials, seed, …)`` cell under ``results/baseline/cells`` (atomic writes, keyed by the parameters and the digest of
+the code that computes them, :data:`dobrushin.random.ensembles.CELL_CODE`; on a miss the published folder's copy
+of the same cell is used), :func:`write_table` writes a tidy table with its manifest record, and :func:`reference`
+reads the per-token-count reference table written by the ``baseline_law`` notebook."""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from ..math.validation import check_integer
+from ..store.code import code_digest
+from ..store.results import atomic_write_csv, atomic_write_json, params_key, sha256_file
+from .ensembles import COUNT_FIELDS, BLOCK_ELEMENTS, CELL_CODE, Ensemble, parse_ensemble, simulate, summarise
+
+
+def cell_params(ensemble, n: int, trials: int, seed: int, check: bool) -> dict:
+    return {
+        "code_digest": code_digest(CELL_CODE), "block_elements": BLOCK_ELEMENTS, "ensemble": parse_ensemble(ensemble).name,
+        "n": int(n), "trials": int(trials), "seed": int(seed), "check": bool(check), "tol": 0.0,
+    }
+
+
+def cell_path(cache: Path, params: Mapping[str, Any]) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", params["ensemble"]).strip("-")
+    return cache / f"{slug}_n{params['n']}_{params_key(params)}.json"
+
+
+def load_cell(cache: Path, params: Mapping[str, Any]) -> dict | None:
+    """The cached cell for ``params`` if present and intact, else None."""
+    p = cell_path(Path(cache), params)
+    try:
+        rec = json.loads(p.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    if not isinstance(rec, dict) or rec.get("params") != dict(params):
+        return None
+    counts = rec.get("counts")
+    if not isinstance(counts, dict) or set(counts) != set(COUNT_FIELDS):
+        return None
+    # in the order of a fresh cell's counts (the file keeps its keys sorted), so that a table is written
+    # with the same columns in the same order whether its cells were computed or read back
+    return {**rec, "counts": {k: counts[k] for k in COUNT_FIELDS}}
+
+
+def run_cell(ensemble, n: int, trials: int, seed: int, *, check: bool, cache: "Path | None",
+             batch: int | None = None) -> dict:
+    """Counts for one cell, from the cache when the same parameters were run before.
+
+    Returns ``{"params", "counts", "wall_s", "cpu_s", "cached"}``; ``wall_s``/``cpu_s`` are the cost of
+    the run that produced the counts.
+    """
+    params = cell_params(ensemble, n, trials, seed, check)
+    if cache is not None:
+        rec = load_cell(cache, params)
+        if rec is None:  # the published folder's copy of the same cell (same file name, same parameters)
+            from ..store.paths import published_counterpart
+
+            pub = published_counterpart(Path(cache) / "x")
+            rec = load_cell(pub.parent, params) if pub is not None else None
+            if rec is not None:
+                atomic_write_json(cell_path(Path(cache), params), rec)
+        if rec is not None:
+            return {**rec, "cached": True}
+    t0, c0 = time.perf_counter(), time.process_time()
+    counts = simulate(ensemble, n, trials, seed, batch=batch, check=check)
+    rec = {"params": params, "counts": counts, "wall_s": time.perf_counter() - t0,
+           "cpu_s": time.process_time() - c0}
+    if cache is not None:
+        atomic_write_json(cell_path(Path(cache), params), rec)
+    return {**rec, "cached": False}
+
+
+def run_grid(
+    cells: Iterable[tuple[Any, int, int]],
+    seed: int,
+    *,
+    check: "bool | Callable[[int], bool]" = True,
+    cache: "Path | None" = None,
+    batch: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """Run (or load) every ``(ensemble, n, trials)`` cell and return the tidy :func:`summarise` table,
+    with ``wall_s``, ``cpu_s``, ``cached`` and ``seed`` columns.  ``check`` may be a function of n."""
+    rows = []
+    for ens, n, trials in cells:
+        ens = parse_ensemble(ens)
+        chk = check(n) if callable(check) else bool(check)
+        rec = run_cell(ens, n, trials, seed, check=chk, cache=cache, batch=batch)
+        rows.append({"n": int(n), "ensemble": ens.name, **rec["counts"], "seed": int(seed), "check": chk,
+                     "wall_s": rec["wall_s"], "cpu_s": rec["cpu_s"], "cached": rec["cached"]})
+        if progress:
+            how = "cached" if rec["cached"] else "%.1f s" % rec["wall_s"]
+            progress(f"{ens.name} n={n} trials={trials}: {how}")
+    if not rows:
+        raise ValueError("no cells to run")
+    return summarise(pd.DataFrame(rows))
+
+
+# ------------------------------------------------------------------------ tidy files + manifest
+def write_table(df: pd.DataFrame, path: Path, params: Mapping[str, Any]) -> dict:
+    """Write ``df`` to ``path`` (CSV) atomically and record it in ``<folder>/manifest.json`` under
+    ``files`` (parameter key, parameters, SHA-256, rows, time)."""
+    path = Path(path)
+    atomic_write_csv(path, df)
+    man_path = path.parent / "manifest.json"
+    try:
+        man = json.loads(man_path.read_text())
+        if not isinstance(man, dict):
+            raise ValueError
+    except (FileNotFoundError, ValueError):
+        man = {}
+    entry = {"file": path.name, "params_key": params_key(params), "params": dict(params),
+             "sha256": sha256_file(path), "rows": int(len(df)),
+             "code_digest": str(params.get("code_digest") or code_digest(CELL_CODE)),
+             "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    man.setdefault("files", {})[path.name] = entry
+    atomic_write_json(man_path, man)
+    return entry
+
+
+def baseline_dir(results_dir=None) -> Path:
+    from ..store.paths import results_dir as _rd
+
+    return Path(results_dir if results_dir is not None else _rd()) / "baseline"
+
+
+REFERENCE_COLUMNS = ("n", "ensemble", "p", "ci_low", "ci_high")
+
+
+def reference_table(results_dir=None) -> pd.DataFrame:
+    """``results/baseline/reference.csv``: the random baseline at the token counts of the real models
+    (columns ``n, ensemble, p, ci_low, ci_high`` first; written by the ``baseline_law`` notebook)."""
+    p = baseline_dir(results_dir) / "reference.csv"
+    if not p.exists():
+        raise FileNotFoundError(f"{p} does not exist; run the baseline_law notebook first")
+    df = pd.read_csv(p)
+    missing = [c for c in REFERENCE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{p} lacks columns {missing}")
+    return df
+
+
+def reference(n: int, ensemble: "str | Ensemble" = "dirichlet(1)", results_dir=None) -> tuple[float, float, float]:
+    """The baseline P(holds) at token count ``n`` for ``ensemble``: ``(p, ci_low, ci_high)`` from
+    :func:`reference_table`.  ValueError when the table has no such row."""
+    n = check_integer("n", n, 2)
+    name = parse_ensemble(ensemble).name
+    df = reference_table(results_dir)
+    hit = df[(df["n"] == n) & (df["ensemble"] == name)]
+    if hit.empty:
+        have = sorted(df.loc[df["ensemble"] == name, "n"].unique().tolist())
+        raise ValueError(f"no baseline for n={n}, {name} in the reference table (it has n = {have})")
+    r = hit.iloc[0]
+    return float(r["p"]), float(r["ci_low"]), float(r["ci_high"])
+
+
+__all__: Sequence[str] = ["REFERENCE_COLUMNS", "baseline_dir", "cell_params", "cell_path", "load_cell", "reference",
+                          "reference_table", "run_cell", "run_grid", "write_table"]
