@@ -5,6 +5,7 @@ the caches' own rule (a cell or checkpoint is found only under its key), tested 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -145,7 +146,8 @@ def test_attested_products_are_rekeyed_and_found_by_their_caches(tmp_path, monke
             {"comparisons": []})
     run = tmp_path / "run"
     got = S.seed(pub, run)
-    assert got["rekeyed_under_attestation"] == {"baseline cells": 1, "FT-Transformer checkpoints": 1}
+    assert got["rekeyed_under_attestation"] == {"baseline cells": 1, "FT-Transformer checkpoints": 1,
+                                                "trajectories along training": 0}
     new_params = C.cell_params("dirichlet(1)", 5, 40, 7, True)  # today's key, computed by the cache itself
     assert new_params["code_digest"] == today["cells"]
     found = json.loads(C.cell_path(run / "baseline" / "cells", new_params).read_text())
@@ -155,3 +157,55 @@ def test_attested_products_are_rekeyed_and_found_by_their_caches(tmp_path, monke
     assert (run / ".cache" / "tabular" / f"adult-seed1-{key}.pt").read_bytes() == b"weights"
     moved = json.loads((run / ".cache" / "tabular" / f"adult-seed1-{key}.json").read_text())
     assert moved["key"] == key and moved["code_digest"] == today["training"] and moved["epochs"] == 2
+
+
+def test_an_attested_trajectory_is_rekeyed_where_the_chapter_looks_for_it(tmp_path, monkeypatch):
+    """A trajectory along training holds its key, not its parameters: the seed rebuilds them as the tabular chapter
+    does (data set, published epoch rows and split, the checkpoint's settings), checks that they give the published
+    key under the published digest, and writes the rows under the key the chapter computes with today's code."""
+    import pandas as pd
+
+    from dobrushin.data import tabular_data
+    from dobrushin.experiments import epochs as E
+    from dobrushin.models import ft_transformer as ft
+    from dobrushin.store import attest as A
+
+    monkeypatch.delenv("DOBRUSHIN_PUBLISHED", raising=False)
+    today, old = S._current_digests(), "f" * 64
+    d = tabular_data.load("breast_cancer", 0)
+    rows = ft.select_rows(d.size("test"), 20, seed=0)
+    settings = ft.train_settings(max_epochs=3)
+
+    def key(digest):
+        monkeypatch.setattr(E, "code_digest", lambda *_: digest)
+        k = E.trajectory_key(d, 1, rows, settings=settings, config=ft.model_config(d))
+        monkeypatch.undo()
+        monkeypatch.delenv("DOBRUSHIN_PUBLISHED", raising=False)
+        return k
+
+    pub = tmp_path / "published" / "paper"
+    (pub / "tabular").mkdir(parents=True)
+    (pub / "checkpoints" / "tabular").mkdir(parents=True)
+    (pub / "checkpoints" / "tabular" / "breast_cancer-seed1-ck.json").write_text(json.dumps({"settings": settings}))
+    rec = {"dataset": "breast_cancer", "seed": 1, "key": key(old), "code_digest": old, "checkpoint_key": "ck"}
+    (pub / "tabular" / "manifest.json").write_text(json.dumps({"epochs": {
+        "split_seed": 0, "train_rows": None, "epoch_rows": 20, "trajectories": {"breast_cancer-seed1": rec}}}))
+    t = pd.DataFrame([{"dataset": "breast_cancer", "seed": 1, "epoch": e, "variant": "content", "layer": None,
+                       "pairs": 60, "holds": 9 + e, "fraction": (9 + e) / 60, "val_metric": "accuracy", "val_value": 0.9,
+                       "early_stopping_epoch": 1, "stop_epoch": 2, "key": rec["key"]} for e in range(3)])
+    t.to_csv(pub / "tabular" / "epochs.csv", index=False)
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": "e" * 64, "commit": "abc", "digests": {"epochs": old}}))
+    assert S.seed(pub, tmp_path / "run0")["skipped_other_code"]["trajectories along training"] == 1
+    A.write(pub, {"epochs": {"published": old, "now": today["epochs"], "evidence": "replayed"}}, {"comparisons": []})
+    got = S.seed(pub, tmp_path / "run")
+    assert got["rekeyed_under_attestation"]["trajectories along training"] == 1
+    new = key(today["epochs"])
+    stem = tmp_path / "run" / ".cache" / "epochs" / f"breast_cancer-seed1-{new}"
+    back = pd.read_csv(f"{stem}.csv")
+    assert list(back["holds"]) == [9, 10, 11] and set(back["key"]) == {new}
+    assert json.loads(Path(f"{stem}.json").read_text())["code_digest"] == today["epochs"]
+    # a record whose rebuilt parameters do not give its published key is left out, not re-keyed under a guess
+    rec["key"] = "0" * 16
+    (pub / "tabular" / "manifest.json").write_text(json.dumps({"epochs": {
+        "split_seed": 0, "train_rows": None, "epoch_rows": 20, "trajectories": {"breast_cancer-seed1": rec}}}))
+    assert S.seed(pub, tmp_path / "run2")["skipped_other_code"]["trajectories along training"] == 1

@@ -23,9 +23,9 @@ chapter's time stays the whole time spent on what it shows, over all passes; a c
 products could be seeded starts its record afresh.  ``SEEDED.json`` in the run folder says where the seed came
 from; publishing copies it into ``PUBLISHED.json`` as ``seeded_from``.
 
-A cell or checkpoint made by the code that an accepted attestation carries over to today's
+A cell, checkpoint or trajectory made by the code that an accepted attestation carries over to today's
 (:mod:`dobrushin.store.attest`) is **re-keyed**: copied under the key today's code gives it (its record's
-digest replaced, its counts or weights as they are), so the run reuses it as the attestation allows.
+digest replaced, its counts, weights or rows as they are), so the run reuses it as the attestation allows.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def seed(published, run) -> dict:
     current = _current_digests()
     carried = _attested(published, current)  # product -> the published digest an attestation carries to today's
     skipped = {"baseline cells": 0, "FT-Transformer checkpoints": 0, "trajectories along training": 0}  # other code
-    rekeyed = {"baseline cells": 0, "FT-Transformer checkpoints": 0}
+    rekeyed = {"baseline cells": 0, "FT-Transformer checkpoints": 0, "trajectories along training": 0}
     for f in sorted((published / "baseline" / "cells").glob("*.json")):
         d = _digest_of(f, "params")
         if d == current["cells"]:  # another digest can never match a key of today's
@@ -87,8 +87,13 @@ def seed(published, run) -> dict:
         else:
             skipped["FT-Transformer checkpoints"] += 1
     rows = None  # the published epochs.csv, read once when a trajectory is seeded
+    loaded: dict = {}  # the data sets a re-keying loaded
     for rec in _trajectories(published):
-        if rec.get("code_digest") != current["epochs"]:
+        d = rec.get("code_digest")
+        now = rec if d == current["epochs"] else (
+            _rekeyed_trajectory(published, rec, current["epochs"], loaded) if d is not None and d == carried.get("epochs")
+            else None)
+        if now is None:
             skipped["trajectories along training"] += 1
             continue
         if rows is None:
@@ -97,8 +102,9 @@ def seed(published, run) -> dict:
             from dobrushin.experiments.epochs import conform_epochs
 
             rows = conform_epochs(pd.read_csv(published / "tabular" / "epochs.csv"))
-        _seed_trajectory(rows, rec, run / ".cache" / "epochs")
+        _seed_trajectory(rows[rows.key == rec["key"]].assign(key=now["key"]), now, run / ".cache" / "epochs")
         copied["trajectories along training"] += 1
+        rekeyed["trajectories along training"] += now is not rec
     carried = [nb for nb, products in SEEDED_CHAPTERS.items() if copied[products]]
     for nb in carried:
         for f in sorted((published / "timings").glob(f"*/{nb}.json")):
@@ -140,14 +146,49 @@ def _trajectories(published: Path) -> list:
 
 
 def _seed_trajectory(rows, rec: dict, cache: Path) -> None:
-    """Write the trajectory ``rec``'s rows (of the published ``epochs.csv`` rows ``rows``) where
-    :func:`dobrushin.experiments.epochs.trajectory` finds a finished one of its key (its rows and their record, the
-    SHA-256 of the rows as written)."""
+    """Write the trajectory ``rec``'s ``rows`` where :func:`dobrushin.experiments.epochs.trajectory` finds a finished
+    one of its key (its rows and their record, the SHA-256 of the rows as written)."""
     from dobrushin.store.results import atomic_write_csv, sha256_bytes
 
     stem = cache / f"{rec['dataset']}-seed{int(rec['seed'])}-{rec['key']}"
-    atomic_write_csv(Path(f"{stem}.csv"), rows[rows.key == rec["key"]].reset_index(drop=True))
+    atomic_write_csv(Path(f"{stem}.csv"), rows.reset_index(drop=True))
     atomic_write_json(Path(f"{stem}.json"), {**rec, "sha256": sha256_bytes(Path(f"{stem}.csv").read_bytes())})
+
+
+def _rekeyed_trajectory(published: Path, rec: dict, digest: str, loaded: dict) -> "dict | None":
+    """The trajectory record ``rec`` (made by code an accepted attestation carries over to today's) under the key
+    today's code gives it, or None when its key cannot be rebuilt.  A trajectory's record holds its key, not the
+    parameters behind it, so they are rebuilt as the tabular chapter builds them — the data set (read again), the
+    published epoch rows, split seed and training rows, the model and training settings of its checkpoint — and used
+    only if they give the published key under the published digest."""
+    from unittest import mock
+
+    from dobrushin.data import tabular_data
+    from dobrushin.experiments import epochs as E
+    from dobrushin.models import ft_transformer as ft
+
+    meta = json.loads((published / "tabular" / "manifest.json").read_text()).get("epochs") or {}
+    ck = published / "checkpoints" / "tabular" / f"{rec['dataset']}-seed{int(rec['seed'])}-{rec.get('checkpoint_key')}.json"
+    if not ck.is_file():
+        return None
+    ck = json.loads(ck.read_text())
+    split = int(meta.get("split_seed", 0))
+    try:
+        if rec["dataset"] not in loaded:
+            loaded[rec["dataset"]] = tabular_data.load(rec["dataset"], split).subsample("train", meta.get("train_rows"),
+                                                                                      seed=split)
+    except tabular_data.DataUnavailable:
+        return None
+    d = loaded[rec["dataset"]]
+    rows = ft.select_rows(d.size("test"), meta.get("epoch_rows"), seed=split)
+
+    def key(under: str) -> str:
+        with mock.patch.object(E, "code_digest", lambda *_: under):
+            return E.trajectory_key(d, int(rec["seed"]), rows, settings=ck["settings"], config=ft.model_config(d))
+
+    if key(rec["code_digest"]) != rec["key"]:
+        return None
+    return {**rec, "key": key(digest), "code_digest": digest}
 
 
 def _rekey_cell(f: Path, cells: Path, digest: str) -> None:
