@@ -4,6 +4,7 @@ exist and agree with it."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shutil
 import subprocess
@@ -62,3 +63,42 @@ def test_the_makefile_runs_the_registrys_chapters():
     printed = subprocess.run([sys.executable, "-S", "lib/dobrushin/experiments/families.py"], cwd=ROOT,
                              capture_output=True, text=True, check=True, env={}).stdout.split()
     assert printed == list(F.NOTEBOOKS)
+
+
+def test_a_toy_family_added_through_the_registry_alone_builds_its_chapter(tmp_path):
+    """Adding a family touches its registry entry, its notebook, its two parameter files and its line in _toc.yml
+    (the module docstring of dobrushin.experiments.families): in a copy of the repository with just those added,
+    the script the Makefile runs lists the new chapter and papermill builds it (an untrained control on two bundled photos,
+    offline), writing its results under its own name."""
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT / "lib", copy / "lib", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("notebooks", "params"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    for name in ("_toc.yml", "_config.yml", "Makefile"):
+        shutil.copy(ROOT / name, copy / name)
+    reg = copy / "lib" / "dobrushin" / "experiments" / "families.py"
+    entry = '    Family("toy", "image", "image_source image_size", ("facebook/deit-base-patch16-224",)),\n'
+    reg.write_text(reg.read_text().replace('    Family("tabular", "tabular"),\n', entry + '    Family("tabular", "tabular"),\n'))
+    nb = nbformat.read(ROOT / "notebooks" / "supervised_vit.ipynb", as_version=4)
+    for c in nb.cells:  # its notebook: the chapter's name, and the model it measures by default
+        c.source = c.source.replace('"supervised_vit"', '"toy"').replace(', "google/vit-base-patch16-224"', "")
+    nbformat.write(nb, copy / "notebooks" / "toy.ipynb")
+    for profile in ("quick", "paper"):
+        shutil.copy(ROOT / "params" / profile / "supervised_vit.yml", copy / "params" / profile / "toy.yml")
+    toc = copy / "_toc.yml"
+    toc.write_text(re.sub(r"^( *)- file: executed/supervised_vit$", r"\g<0>\n\1- file: executed/toy", toc.read_text(),
+                          flags=re.M))
+    listed = subprocess.run([sys.executable, str(reg)], capture_output=True, text=True, check=True).stdout.split()
+    assert listed == [*F.NOTEBOOKS[:-1], "toy", F.NOTEBOOKS[-1]]
+    env = {**__import__("os").environ, "PYTHONPATH": str(copy / "lib"), "HF_HUB_OFFLINE": "1",
+           "DOBRUSHIN_RESULTS": str(tmp_path / "results"), "TQDM_DISABLE": "1"}
+    env.pop("DOBRUSHIN_PUBLISHED", None)
+    run = subprocess.run([sys.executable, "-m", "papermill", "--no-progress-bar", "-k", "python3", "--cwd",
+                          str(copy / "notebooks"), "-f", str(copy / "params" / "quick" / "toy.yml"),
+                          "-p", "weights", '["untrained"]', "-p", "n_inputs", "2", "-p", "image_source", "embedded",
+                          "-p", "results_dir", str(tmp_path / "results"), str(copy / "notebooks" / "toy.ipynb"),
+                          str(tmp_path / "toy.ipynb")], env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    man = json.loads((tmp_path / "results" / "toy" / "manifest.json").read_text())
+    (e,) = man["entries"].values()
+    assert e["model"] == "facebook/deit-base-patch16-224" and e["rows"] == 2 * 12 * 2  # inputs × layers × variants

@@ -372,10 +372,10 @@ def download_links(results_dir, notebook: str, page_dir: str = "executed") -> li
     ``scorecard.csv``, with paths relative to the executed notebooks' folder (``../results/...``), so Sphinx copies
     them into the built book's ``_downloads``.  The chapter's own files are listed as they exist; the two summary
     files always (the summary notebook writes them before the book is built)."""
-    root = Path(results_dir)
-    try:
-        rel = Path("..") / root.resolve().relative_to(_project_root().resolve())
-    except (ValueError, TypeError):
+    root, project = Path(results_dir), _project_root()
+    try:  # no links outside a checkout of the book, or for results outside it
+        rel = Path("..") / root.resolve().relative_to(project.resolve())
+    except (ValueError, TypeError, AttributeError):
         return []
     files = sorted(p for p in (root / notebook).glob("*") if p.suffix in (".parquet", ".csv") and not p.name.startswith("."))
     # the summary notebook writes these after the family chapters run; the book is built after it
