@@ -28,15 +28,12 @@ def _uni(ps):
                          "ci_low": [p - 0.01 for p in ps], "ci_high": [p + 0.01 for p in ps]})
 
 
-def test_uniform_text_follows_the_numbers():
-    uni = _uni([0.5, 0.333, 0.31, 0.275, 0.255, 0.2505])
-    t = BF.uniform_text(uni, (0.24, 0.30))
-    assert "27.5%" in t and "inside the paper's band 24%–30%" in t
-    assert "inside the band at n = 8 to 512" in t
-    assert "entirely above it at n = 2 to 3" in t
-    assert "acceptance" not in t and "of the grid" not in t
-    t2 = BF.uniform_text(_uni([0.5, 0.333, 0.31, 0.35, 0.255, 0.2505]), (0.24, 0.30))
-    assert "outside the paper's band" in t2
+def test_uniform_values_follow_the_numbers():
+    v = BF.uniform_values(_uni([0.5, 0.333, 0.31, 0.275, 0.255, 0.2505]), (0.24, 0.30))
+    assert (v["p8"], v["p8-where"], v["band"]) == ("27.5%", "inside", "24%–30%")
+    assert v["inside"] == "n = 8 to 512" and v["above"] == "n = 2 to 3" and v["below"] == "no n"
+    assert (v["p2"], v["p2-ci"], v["nmax"], v["pmax"]) == ("0.5000", "0.4900–0.5100", "512", "25.1%")
+    assert BF.uniform_values(_uni([0.5, 0.333, 0.31, 0.35, 0.255, 0.2505]), (0.24, 0.30))["p8-where"] == "outside"
 
 
 def test_ensembles_facets_one_panel_each():
@@ -49,11 +46,10 @@ def test_ensembles_facets_one_panel_each():
         BF.ensembles_facets(pd.DataFrame(rows), ["a", "x"], {}, (0.24, 0.3), "band")
 
 
-def test_bound_text():
-    t = BF.bound_text((0.24, 0.30))
-    assert "$2/7\\approx 0.2857$ at $n=8$" in t
-    assert "at any $n\\ge7$" in t and "$n\\ge5$" in t and "$n=5$ and $n=6$" in t
-    assert "the top" not in t.split("Values above")[0]  # 2/7 is not called the top of the band
+def test_bound_values():
+    v = BF.bound_values((0.24, 0.30))
+    assert (v["ref"], v["ref-decimal"], v["from"]) == ("2/7", "0.2857", "7")  # 2/7 at n = 8, not exceeded from 7 on
+    assert (v["top-from"], v["top-at"], v["upper-part"]) == ("5", "n = 5 and n = 6", "28.6%–30%")
     df = LF.bounds_table(10)
     assert list(df["upper (decimal)"].round(6))[5:7] == [round(2 / 7, 6)] * 2
 
@@ -76,3 +72,16 @@ def test_rate_table_is_the_split_constant_at_the_largest_size():
     # the appendix's identity P(holds) = ¼ + (¼ − c_n)/(n − 1), on the column-averaged estimate
     assert rt["¼ − c_n"].iloc[0] == pytest.approx(15 * (float(r["rb_p_holds"].iloc[0]) - 0.25), abs=1e-12)
     assert rt["limit ¼ − c_W"].iloc[0] == 0.25 - E.pair_split_constant("dirichlet(1)")
+
+
+def test_ensembles_and_theorem_check_values():
+    rows = [{"ensemble": e, "n": n, "p": p, "trials": 400, "ci_low": p - 0.02, "ci_high": p + 0.03,
+             "checked": 400, "float_mismatches": int(e == "b"), "disagreements": 0, "ties": 2}
+            for e, shift in (("a", 0.0), ("b", 0.01)) for n, p in ((2, 0.5 + shift), (3, 1 / 3), (8, 0.28 + shift))]
+    res = pd.DataFrame(rows)
+    v = BF.ensembles_values(res, {"a": "A"})
+    assert (v["at8-min"], v["at8-min-label"], v["at8-max"], v["at8-max-label"]) == ("28.0%", "A", "29.0%", "b")
+    assert v["z"] == f"{0.01 / (0.25 / 400) ** 0.5:.1f}" and v["small"] == "2"  # b at n = 2: 0.01 off ½
+    assert (v["big"], v["big-lo"], v["big-hi"]) == ("8", "26.0%", "32.0%")
+    t = BF.theorem_check_values(res)
+    assert (t["trials"], t["checked"], t["mismatches"], t["disagreements"], t["ties"]) == ("2,400", "2,400", "3", "0", "12")

@@ -74,6 +74,14 @@ class RandomMatrixChapter:
                                      **timings})
 
 
+def _glue(prefix: str, values: dict) -> None:
+    """Glue each of ``values`` as ``<prefix>-<key>`` for the notebook's hand-written sentences."""
+    from .display import glue_text
+
+    for k, v in values.items():
+        glue_text(f"{prefix}-{k}", v)
+
+
 class BaselineChapter(RandomMatrixChapter):
     """The baseline chapter's sections; ``params`` are the notebook's resolved parameters."""
 
@@ -104,9 +112,7 @@ class BaselineChapter(RandomMatrixChapter):
                         alt="Line plot with error bars of the probability that the condition holds against matrix size on a log axis, falling from one half at n equal 2 towards one quarter, with the paper's band shaded.")
 
     def uniform_numbers(self):
-        from IPython.display import Markdown, display
-
-        display(Markdown(BF.uniform_text(self.uni, band("baseline"))))
+        _glue("uni", BF.uniform_values(self.uni, band("baseline")))
         return F.details("The numbers behind the figure", F.table(self.uni[UNI_COLS], caption="Rows uniform on the simplex: matrices, how many hold, the fraction with its Wilson 95% interval, and the direct check of the theorem.", name="tab-baseline-uniform"))
 
     # ---------------------------------------------------------------- other ensembles
@@ -134,23 +140,17 @@ class BaselineChapter(RandomMatrixChapter):
                         alt="Six small line plots, one per ensemble (Dirichlet with alpha 1, 0.1 and 10, softmax of Gaussian logits at temperatures 0.3, 1 and 3), each showing the fraction that holds against matrix size with error bars.")
 
     def ensembles_numbers(self):
-        from IPython.display import Markdown
-
-        return Markdown(BF.ensembles_text(self.allres[self.allres["ensemble"].isin(self.order)], self.labels))
+        _glue("ens", BF.ensembles_values(self.allres[self.allres["ensemble"].isin(self.order)], self.labels))
 
     # ---------------------------------------------------------------- the law and the theorem on every matrix
     def law_bound(self):
-        """What the appendix's universal upper bound says about the paper's band."""
-        from IPython.display import Markdown
-
-        return Markdown(BF.bound_text(band("baseline")))
+        """What the appendix's universal upper bound says about the paper's band (glued)."""
+        _glue("bound", BF.bound_values(band("baseline")))
 
     def theorem_check(self):
-        """Show the check's sentence; with ``check_theorem``, fail unless every matrix was checked and agreed."""
-        from IPython.display import Markdown, display
-
+        """Glue the check's counts; with ``check_theorem``, fail unless every matrix was checked and agreed."""
         tot = self.allres[["trials", "checked", "disagreements"]].sum()
-        display(Markdown(BF.theorem_check_text(self.allres)))
+        _glue("thm", BF.theorem_check_values(self.allres))
         if self.p.check_theorem:
             if int(tot["checked"]) != int(tot["trials"]):
                 raise AssertionError(f"{int(tot['checked'])} of {int(tot['trials'])} matrices were checked")

@@ -1,4 +1,4 @@
-"""Figures and generated sentences of the random-matrix baseline chapter (``notebooks/baseline.ipynb``).
+"""Figures and the numbers of the sentences of the random-matrix baseline chapter (``notebooks/baseline.ipynb``).
 
 Drawn from the tidy grid of :func:`dobrushin.random.cells.run_grid` (columns ``ensemble``, ``n``,
 ``p``, ``ci_low``, ``ci_high``, ``trials``). The random baseline is drawn in the book's baseline colour
@@ -109,91 +109,65 @@ def _row(df, n, ens="dirichlet(1)"):
     return r.iloc[0]
 
 
-def uniform_text(uni: pd.DataFrame, band: tuple) -> str:
-    """The paragraph under the uniform-row figure: n = 2 against ½, n = 8, where the estimates lie
-    relative to the paper's band, the largest size."""
+def uniform_values(uni: pd.DataFrame, band: tuple) -> dict:
+    """The numbers of the paragraph under the uniform-row figure (glued as ``uni-*``): n = 2 against ½, n = 8 and
+    whether it lies inside the paper's band, the sizes where the estimate or its interval lies inside, overlaps,
+    below or above the band, and the largest size."""
     lo, hi = band
     grid = list(uni["n"])
     r2, r8 = _row(uni, 2), _row(uni, 8)
     nmax = int(uni["n"].max())
-    inside = uni[(uni["p"] >= lo) & (uni["p"] <= hi)]["n"].tolist()
-    overlap = uni[(uni["ci_high"] >= lo) & (uni["ci_low"] <= hi)]["n"].tolist()
-    below = uni[uni["ci_high"] < lo]["n"].tolist()
-    above = uni[uni["ci_low"] > hi]["n"].tolist()
-    in8 = "inside" if lo <= r8["p"] <= hi else "outside"
-    return (
-        f"At $n=2$ the estimate is {r2['p']:.4f} (95% interval {r2['ci_low']:.4f}–{r2['ci_high']:.4f}, "
-        f"{int(r2['trials'])} matrices) against the exact value $\\tfrac12$. "
-        f"At $n=8$ it is {pct(r8['p'])} ({pct(r8['ci_low'])}–{pct(r8['ci_high'])}), {in8} the paper's band "
-        f"{pct(lo, 0)}–{pct(hi, 0)}. Over the grid, the point estimate lies inside the band at "
-        f"{size_ranges(inside, grid)}; the 95% interval overlaps the band at {size_ranges(overlap, grid)}"
-        + (f", lies entirely below it at {size_ranges(below, grid)}" if below else "")
-        + (f", and lies entirely above it at {size_ranges(above, grid)}" if above else "")
-        + f". The largest size, $n={nmax}$, gives {pct(_row(uni, nmax)['p'])}. The band describes moderate $n$: "
-        "at the smallest sizes the baseline is higher (it starts at $\\tfrac12$) and at large $n$ it approaches "
-        "$\\tfrac14$, near the lower end of the band."
-    )
+    where = lambda mask: size_ranges(uni[mask]["n"].tolist(), grid)  # noqa: E731
+    return {"p2": f"{r2['p']:.4f}", "p2-ci": f"{r2['ci_low']:.4f}–{r2['ci_high']:.4f}", "p2-trials": f"{int(r2['trials']):,}",
+            "p8": pct(r8["p"]), "p8-ci": f"{pct(r8['ci_low'])}–{pct(r8['ci_high'])}",
+            "p8-where": "inside" if lo <= r8["p"] <= hi else "outside", "band": f"{pct(lo, 0)}–{pct(hi, 0)}",
+            "inside": where((uni["p"] >= lo) & (uni["p"] <= hi)),
+            "overlap": where((uni["ci_high"] >= lo) & (uni["ci_low"] <= hi)),
+            "below": where(uni["ci_high"] < lo), "above": where(uni["ci_low"] > hi),
+            "nmax": str(nmax), "pmax": pct(_row(uni, nmax)["p"])}
 
 
-def ensembles_text(res: pd.DataFrame, labels: dict) -> str:
-    """The paragraph under the ensemble panels: spread at n = 8, agreement with ½ and ⅓ at n = 2, 3,
-    and the range at the largest common size."""
+def ensembles_values(res: pd.DataFrame, labels: dict) -> dict:
+    """The numbers of the paragraph under the ensemble panels (glued as ``ens-*``): the spread at n = 8, the largest
+    distance of the n = 2, 3 estimates from ½ and ⅓ in standard errors, the range at the largest common size."""
     common = sorted(set.intersection(*(set(g["n"]) for _, g in res.groupby("ensemble"))))
     if not common:
         raise ValueError("the ensembles share no size")
-    out = []
+    out = dict.fromkeys(("at8-min", "at8-min-label", "at8-max", "at8-max-label", "z", "small"), "—")
     if 8 in common:
         at8 = res[res["n"] == 8].set_index("ensemble")["p"]
-        out.append(f"At $n=8$ the estimates range from {pct(at8.min())} ({labels.get(at8.idxmin(), at8.idxmin())}) "
-                   f"to {pct(at8.max())} ({labels.get(at8.idxmax(), at8.idxmax())}).")
+        out.update({"at8-min": pct(at8.min()), "at8-min-label": labels.get(at8.idxmin(), at8.idxmin()),
+                    "at8-max": pct(at8.max()), "at8-max-label": labels.get(at8.idxmax(), at8.idxmax())})
     sm = res[res["n"].isin([2, 3])]
     if len(sm):
         ex = sm["n"].map({2: 0.5, 3: 1 / 3})
-        z = float(((sm["p"] - ex).abs() / np.sqrt(ex * (1 - ex) / sm["trials"])).max())
-        out.append(f"At $n=2$ and $n=3$ the {sm['ensemble'].nunique()} ensembles' estimates differ from "
-                   f"$\\tfrac12$ and $\\tfrac13$ by at most {z:.1f} standard errors.")
-    big = max(common)
-    atbig = res[res["n"] == big]
-    out.append(f"At $n={big}$ all estimates lie between {pct(atbig['ci_low'].min())} and "
-               f"{pct(atbig['ci_high'].max())} (lowest and highest ends of the 95% intervals).")
-    return " ".join(out)
+        out.update({"z": f"{float(((sm['p'] - ex).abs() / np.sqrt(ex * (1 - ex) / sm['trials'])).max()):.1f}",
+                    "small": str(sm["ensemble"].nunique())})
+    big = res[res["n"] == max(common)]
+    return {**out, "big": str(max(common)), "big-lo": pct(big["ci_low"].min()), "big-hi": pct(big["ci_high"].max())}
 
 
-def bound_text(paper_band: tuple, n_ref: int = 8) -> str:
-    """What the universal upper bound of the appendix says about the paper's band: its value at ``n_ref`` and
-    the sizes from which values above it, and above the band's top, are impossible."""
+def bound_values(paper_band: tuple, n_ref: int = 8) -> dict:
+    """The numbers of what the appendix's universal upper bound says about the paper's band (glued as ``bound-*``):
+    its value at ``n_ref``, the size from which no ensemble exceeds it, the size from which none exceeds the band's
+    top, the sizes where the bound equals that top, and the part of the band reachable only below those sizes."""
     lo_b, hi_b = paper_band
     ub = E.holds_bounds(n_ref)[1]
     n_ub = law.upper_bound_from(ub)
     top = Fraction(repr(float(hi_b)))
-    n_top = law.upper_bound_from(top) if top > Fraction(1, 4) else None
-    s = (f"The universal upper bound is ${ub.numerator}/{ub.denominator}\\approx {float(ub):.4f}$ at $n={n_ref}$, and "
-         f"since it does not increase with $n$, no normalised-weight ensemble can have $P(\\text{{holds}})$ above "
-         f"${ub.numerator}/{ub.denominator}$ at any $n\\ge{n_ub}$.")
-    if n_top:
-        eq = [n for n in range(2, n_ub + 1) if E.holds_bounds(n)[1] == top]
-        s += (f" Values above the top of the paper's {pct(lo_b, 0)}–{pct(hi_b, 0)} band are impossible for every "
-              f"$n\\ge{n_top}$" + (f" (the bound is exactly {pct(hi_b, 0)} at $n=" + "$ and $n=".join(map(str, eq)) + "$)"
-                                   if eq else "")
-              + f", so the upper part of the band, {pct(float(ub))}–{pct(hi_b, 0)}, can only be reached at $n<{n_ub}$.")
-    return s
+    eq = [n for n in range(2, n_ub + 1) if E.holds_bounds(n)[1] == top]
+    return {"ref": f"{ub.numerator}/{ub.denominator}", "ref-decimal": f"{float(ub):.4f}", "n-ref": str(n_ref),
+            "from": str(n_ub), "top": pct(hi_b, 0), "top-from": str(law.upper_bound_from(top)),
+            "top-at": and_join([f"n = {n}" for n in eq]) or "no n", "upper-part": f"{pct(float(ub))}–{pct(hi_b, 0)}"}
 
 
-def theorem_check_text(allres: pd.DataFrame) -> str:
-    """The paragraph on the direct check of the theorem over every sampled matrix."""
+def theorem_check_values(allres: pd.DataFrame) -> dict:
+    """The counts of the direct check of the theorem over every sampled matrix (glued as ``thm-*``)."""
     tot = allres[["trials", "checked", "float_mismatches", "disagreements", "ties"]].sum()
-    ties = int(tot["ties"])
-    return (
-        f"{int(tot['trials']):,} matrices were sampled in this chapter and {int(tot['checked']):,} of them were "
-        f"checked directly. The float64 comparison of $\\kappa(\\tfrac12(I+A))$ with $\\tfrac12(1+\\kappa(A))$ "
-        f"disagreed with the condition on {int(tot['float_mismatches'])} matrices; each was recomputed in exact "
-        f"integer arithmetic, and the number of disagreements with the theorem that remain is "
-        f"**{int(tot['disagreements'])}**. (Float64 mismatches happen when a comparison on the attaining pair is "
-        "decided by entries too small for $\\tfrac12(I+A)$ to resolve, as in the sparse Dirichlet(0.1) rows. "
-        f"{ties} {'matrix' if ties == 1 else 'matrices'} had an exact float64 tie in a comparison or a column of "
-        "the attaining pair, from entries that round to exactly 0 or 1.)"
-    )
+    return {k: f"{int(tot[c]):,}" for k, c in (("trials", "trials"), ("checked", "checked"),
+                                                ("mismatches", "float_mismatches"), ("disagreements", "disagreements"),
+                                                ("ties", "ties"))}
 
 
-__all__ = ["bound_text", "ensembles_facets", "ensembles_text", "pct", "size_ranges", "theorem_check_text", "uniform_figure",
-           "uniform_text"]
+__all__ = ["bound_values", "ensembles_facets", "ensembles_values", "pct", "size_ranges", "theorem_check_values",
+           "uniform_figure", "uniform_values"]
