@@ -14,7 +14,7 @@ from . import page as F
 from .claims import CLAIMS, SCORECARD
 from .display import plain_text
 from .insight import download_links
-from .names import display_name, pct
+from .names import and_join, display_name, pct
 
 NOTEBOOK = "summary"
 
@@ -200,7 +200,8 @@ class SummaryInsights:
         rho = trained[["trace", "fraction"]].corr("spearman").iloc[0, 1] if len(trained) > 2 else float("nan")
         glued = {"why_trained": len(trained), "why_controls": int((pts["weights"] == "untrained").sum()),
                  "why_rho": f"{rho:+.2f}".replace("-", "−") if np.isfinite(rho) else "—",
-                 "why_random": (f"{pct(band[0])}–{pct(band[1])}" if band else "—")}
+                 "why_random": (f"{pct(band[0])}–{pct(band[1])}" if band else "—"),
+                 "why_below": and_join(list(dict.fromkeys(trained.loc[trained["trace"] < 1, "label"]))) or "none"}
         for name, part in (("before", "original"), ("after", "ablated")):
             k, n, t = abl[part] if abl is not None else ("—", "—", float("nan"))
             glued.update({f"why_mpnet_{name}_k": k, "why_mpnet_n": n,
