@@ -199,7 +199,7 @@ def test_the_why_figure_and_its_numbers_are_computed_from_the_files(tmp_path, mo
     glued = {}
     monkeypatch.setattr(si, "_glue", lambda k, v: glued.setdefault(k, str(v)))
     monkeypatch.setattr(si.F, "figure", lambda *a, **k: None)
-    baseline = pd.DataFrame({"fraction": [0.3044, 0.27, 0.255]})
+    baseline = pd.DataFrame({"n": [4, 8, 64], "p": [0.3044, 0.27, 0.255]})  # as results_loading.load_baseline
     si.SummaryInsights.why(SimpleNamespace(results=tmp_path, family_table=table, baseline=baseline))
     tr = pts[pts.weights == "pretrained"]
     assert glued["why_trained"] == "3" and glued["why_controls"] == "2"

@@ -50,8 +50,8 @@ def distance_buckets(model) -> dict:
 
 def ablate_distance0(model):
     """``(copy, info)``: a deep copy of ``model`` whose distance-0 bias row is the mean of the distance −1 and +1
-    rows (per head); every other parameter is unchanged.  ``info``: the buckets and the per-head bias before and
-    after (``before``, ``after``, ``neighbours`` arrays over heads)."""
+    rows (per head); every other parameter is unchanged.  ``info``: the ``buckets`` and, per head, the bias
+    ``before`` and ``after`` and that of the neighbours, ``minus1`` and ``plus1``."""
     buckets = distance_buckets(model)
     ablated = copy.deepcopy(model)
     _, emb, _ = _bias_module(ablated)
@@ -131,10 +131,14 @@ def measured_ablation(store, subject: str, texts: Sequence[str], ids: Sequence[s
                       max_length) -> dict:
     """The ablation of ``subject``, trained and untrained, on ``texts`` (input ids ``ids``) as a keyed analysis of
     ``store`` (:meth:`dobrushin.store.results.ResultStore.keyed`: made once, published, reused while the
-    parameters, the code and the weights' ``provenance`` — as the chapter's table of the model records it — are
-    the same).  ``{weights: {"layers": rows of ABLATION_COLUMNS, "cosine": [...], "info": {...}}}``; an untrained
-    control that could not be built is left out; the trained weights failing to load raise."""
+    parameters — the sentences themselves, by SHA-256 — the code, the versions of the packages behind the numbers
+    and the weights' ``provenance``, as the chapter's table of the model records it, are the same).
+    ``{weights: {"layers": rows of ABLATION_COLUMNS, "cosine": [...], "info": {...}}}``; an untrained control that
+    could not be built is ``{"error": why}``; the trained weights failing to load raise."""
+    import hashlib
+
     from ..models.loading import load_model
+    from .environment import key_versions
 
     def one(pretrained: bool) -> dict:
         lm = load_model(subject, pretrained=pretrained, seed=seed, max_length=max_length)
@@ -147,25 +151,32 @@ def measured_ablation(store, subject: str, texts: Sequence[str], ids: Sequence[s
         out = {"pretrained": one(True)}
         try:
             out["untrained"] = one(False)
-        except Exception:  # noqa: BLE001 - the control is optional; the trained result stands without it
-            pass
+        except Exception as e:  # noqa: BLE001 - the control is optional; the trained result stands, with why
+            out["untrained"] = {"error": f"{type(e).__name__}: {e}"}
         return out
 
+    texts = list(texts)
     params = {"analysis": "distance-0 ablation", "model": subject, "inputs": list(map(str, ids)),
-              "provenance": provenance, "seed": int(seed), "max_length": max_length}
+              "texts_sha256": hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest(),
+              "provenance": provenance, "seed": int(seed), "max_length": max_length, "versions": key_versions(),
+              "device": "cpu"}
     return store.keyed("mpnet-ablation", params, compute)
 
 
 def check_ablation(value: dict, lm, texts: Sequence[str], *, atol: float) -> dict:
     """``make verify``'s check of a published ablation ``value`` (its trained weights): measured again on
-    ``texts`` with the code here, the count holding per (condition, variant, layer) must be the same and the
-    mean trace within ``atol``.  ``{"rows", "mismatches", "number_failures", "max_abs_diff"}``."""
+    ``texts`` with the code here, the counts ``k`` of ``n`` per (condition, variant, layer) must be the same and the
+    mean trace within ``atol`` relative to it (a trace sums n float32-derived entries, up to n).
+    ``{"rows", "mismatches", "number_failures", "max_abs_diff"}``."""
     new = run_ablation(lm, texts).layers
     old = pd.DataFrame(value["pretrained"]["layers"])
     m = old.merge(new, on=["condition", "variant", "layer"], suffixes=("_old", "_new"), how="outer", indicator=True)
+    both = m["_merge"] == "both"
+    differ = both & ((m["k_old"] != m["k_new"]) | (m["n_old"] != m["n_new"]))
     diff = (m["trace_old"] - m["trace_new"]).abs()
-    return {"rows": len(m), "mismatches": int((m["_merge"] != "both").sum() + (m["k_old"] != m["k_new"]).sum()),
-            "number_failures": int((~(diff <= atol)).sum()), "max_abs_diff": float(diff.max()) if len(m) else 0.0}
+    within = diff <= atol * np.maximum(1.0, m["trace_old"].abs())
+    return {"rows": len(m), "mismatches": int((~both).sum() + differ.sum()),
+            "number_failures": int((both & ~within).sum()), "max_abs_diff": float(diff[both].max()) if both.any() else 0.0}
 
 
 __all__ = ["ABLATION_COLUMNS", "AblationResult", "ablate_distance0", "check_ablation", "distance_buckets",

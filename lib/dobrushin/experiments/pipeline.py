@@ -455,8 +455,5 @@ def measure_models(model_ids: Sequence[str], inputs, *, store: ResultStore, conf
     return [measure_model(m, inputs, store=store, config=config, **kw) for m in model_ids]
 
 
-__all__ = [
-    "MeasureConfig", "ModelRun", "cache_params", "describe_device", "measure_model",
-    "measure_models", "resolve_device", "run_weights", "versions", "KEY_PACKAGES", "key_versions",
-    "MMAP_THRESHOLD", "PAUSE_ENV", "PartialBatches", "steady_heap",
-]
+__all__ = ["MeasureConfig", "ModelRun", "PAUSE_ENV", "PartialBatches", "STAGES", "cache_params", "measure_model",
+           "measure_models", "run_weights"]

@@ -156,8 +156,9 @@ def bound_values(paper_band: tuple, n_ref: int = 8) -> dict:
     n_ub = law.upper_bound_from(ub)
     top = Fraction(repr(float(hi_b)))
     eq = [n for n in range(2, n_ub + 1) if E.holds_bounds(n)[1] == top]
+    top_from = str(law.upper_bound_from(top)) if top > Fraction(1, 4) else "no n"  # the bound stays above ¼
     return {"ref": f"{ub.numerator}/{ub.denominator}", "ref-decimal": f"{float(ub):.4f}", "n-ref": str(n_ref),
-            "from": str(n_ub), "top": pct(hi_b, 0), "top-from": str(law.upper_bound_from(top)),
+            "from": str(n_ub), "top": pct(hi_b, 0), "top-from": top_from,
             "top-at": and_join([f"n = {n}" for n in eq]) or "no n", "upper-part": f"{pct(float(ub))}–{pct(hi_b, 0)}"}
 
 

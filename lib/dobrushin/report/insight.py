@@ -199,7 +199,7 @@ class InsightSections:
         glued = dict.fromkeys(keys, "—")
         glued["verdict"] = "not run"
         entry = self.store.entry(subject)
-        res = None
+        res, why = None, f"{display_name(subject)} was not measured here"
         if self.input_set is not None and subject in self.params.models and entry and entry.get("file"):
             texts = self.input_set.items(0, int(n_sentences))
             try:
@@ -207,13 +207,16 @@ class InsightSections:
                                         provenance=entry.get("provenance"), seed=self.config.seed,
                                         max_length=self.config.max_length)
             except Exception as e:  # noqa: BLE001 — missing weights are stated, not hidden
-                _md(f"{display_name(subject)}: ablation not run ({type(e).__name__}: {e}).")
+                why = f"{type(e).__name__}: {e}"
         if res is None:
+            (self.store.dir / "mpnet-ablation.analysis.json").unlink(missing_ok=True)  # no other build's numbers
             for k, v in glued.items():
                 glue_text(f"mpnet-{k}", v)
-            _md(f"The ablation was not run in this build ({display_name(subject)} was not measured here).")
+            _md(f"The ablation was not run in this build ({why}).")
             return
-        lay = {w: pd.DataFrame(r["layers"]) for w, r in res.items()}
+        if "error" in res.get("untrained", {}):
+            _md(f"The untrained control of the ablation could not be built ({res['untrained']['error']}).")
+        lay = {w: pd.DataFrame(r["layers"]) for w, r in res.items() if "layers" in r}
         c = lay["pretrained"][lay["pretrained"]["variant"] == "content"]
         o, a = c[c["condition"] == "original"], c[c["condition"] == "ablated"]
         ws = lay["pretrained"][lay["pretrained"]["variant"] == "with_special"]

@@ -156,7 +156,8 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
 
 
 def why_points(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
-    """One point per measured model and weights (each network once, :func:`distinct_controls`): the fraction of
+    """One point per measured model and weights (each network once, :func:`distinct_controls`; the seeds of an
+    FT-Transformer benchmark pooled): the fraction of
     (input, layer) pairs where the condition holds and the mean trace of the attention, its self-attention over
     the uniform share (tr A = n × mean A_ii; 1 for uniform rows).  Columns ``model, weights, family, label,
     fraction, trace, n``; rows without a trace (tables made before it was recorded) are left out."""
@@ -164,11 +165,12 @@ def why_points(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
     if "trace" not in t.columns:
         return pd.DataFrame(columns=["model", "weights", "family", "label", "fraction", "trace", "n"])
     t = t[t["trace"].notna()]
-    g = t.groupby(["model", "weights"], sort=False).agg(fraction=("holds", "mean"), trace=("trace", "mean"),
-                                                        n=("holds", "size")).reset_index()
+    t = t.assign(label=[_short_label(m) + (" (proxy)" if is_proxy(m) else "") for m in t["model"]])
+    # the seeds of one FT-Transformer benchmark are one model (its label), as in the scorecard
+    g = t.groupby(["label", "weights"], sort=False).agg(model=("model", "first"), fraction=("holds", "mean"),
+                                                        trace=("trace", "mean"), n=("holds", "size")).reset_index()
     g["family"] = [summary_family(m) for m in g["model"]]
-    g["label"] = [_short_label(m) + (" (proxy)" if is_proxy(m) else "") for m in g["model"]]
-    return g
+    return g[["model", "weights", "family", "label", "fraction", "trace", "n"]]
 
 
 def plot_why(points: pd.DataFrame, arrow: Optional[tuple] = None, random_band: Optional[tuple] = None):
@@ -192,11 +194,7 @@ def plot_why(points: pd.DataFrame, arrow: Optional[tuple] = None, random_band: O
                label="untrained controls", zorder=3)
     tr = points[points["weights"] == "pretrained"]
     ax.scatter(tr["trace"], tr["fraction"], s=36, color=COLORS["trained"], label="trained weights", zorder=4)
-    seen = set()
     for r in tr.itertuples():
-        if r.label in seen:  # the seeds of one FT-Transformer benchmark: one label
-            continue
-        seen.add(r.label)
         ax.annotate(r.label, (r.trace, r.fraction), xytext=(5, -3), textcoords="offset points", fontsize=7.5)
     if arrow is not None:
         (x0, y0), (x1, y1), lab = arrow

@@ -195,7 +195,7 @@ class SummaryInsights:
             arrow = ((t0, k0 / n0), (t1, k1 / n1), f"MPNet, distance-0 bias ablated ({abl['sentences']} sentences)")
         band = None
         if self.baseline is not None and len(self.baseline):
-            band = (float(self.baseline["fraction"].min()), float(self.baseline["fraction"].max()))
+            band = (float(self.baseline["p"].min()), float(self.baseline["p"].max()))
         trained = pts[pts["weights"] == "pretrained"]
         rho = trained[["trace", "fraction"]].corr("spearman").iloc[0, 1] if len(trained) > 2 else float("nan")
         glued = {"why_trained": len(trained), "why_controls": int((pts["weights"] == "untrained").sum()),
