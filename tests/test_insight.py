@@ -202,7 +202,7 @@ def test_the_why_figure_and_its_numbers_are_computed_from_the_files(tmp_path, mo
     baseline = pd.DataFrame({"n": [4, 8, 64], "p": [0.3044, 0.27, 0.255]})  # as results_loading.load_baseline
     si.SummaryInsights.why(SimpleNamespace(results=tmp_path, family_table=table, baseline=baseline))
     tr = pts[pts.weights == "pretrained"]
-    assert glued["why_trained"] == "3" and glued["why_controls"] == "2"
+    assert glued["why_trained"] == "3"
     assert glued["why_rho"] == f"{spearmanr(tr.trace, tr.fraction)[0]:+.2f}".replace("-", "−")
     assert glued["why_random"] == "25.5%–30.4%" and glued["why_below"] == "z"  # the trained model with trace < 1
     assert (glued["why_mpnet_before_k"], glued["why_mpnet_after_k"], glued["why_mpnet_n"]) == ("0", "30", "32")

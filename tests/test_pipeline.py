@@ -428,16 +428,16 @@ def test_steady_heap_keeps_a_freed_block_of_a_few_megabytes_in_the_heap():
                                                ("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=0", True),
                                                ("GLIBC_TUNABLES", "glibc.pthread.rseq=0", False)])
 def test_steady_heap_leaves_thresholds_the_user_set_alone(var, value, tuned, monkeypatch):
-    from dobrushin.experiments import environment as pipeline
+    from dobrushin.experiments import environment
 
     for v in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"):
         monkeypatch.delenv(v, raising=False)
-    assert not pipeline._user_tuned_malloc()
+    assert not environment._user_tuned_malloc()
     monkeypatch.setenv(var, value)
-    assert pipeline._user_tuned_malloc() is tuned
+    assert environment._user_tuned_malloc() is tuned
     if tuned:  # nothing is set (in a fresh state of the once-per-process flag)
-        monkeypatch.setattr(pipeline, "_HEAP_SET", None)
-        assert pipeline.steady_heap() is False
+        monkeypatch.setattr(environment, "_HEAP_SET", None)
+        assert environment.steady_heap() is False
 
 
 def test_versions_are_read_once_per_process_and_match_the_metadata(monkeypatch):

@@ -460,6 +460,26 @@ def test_verify_attests_a_changed_code_only_with_evidence(tmp_path, monkeypatch)
     assert V.attest(pub, passed) == {}  # nothing left to attest
 
 
+def test_tables_missing_a_schema_column_are_not_attested(tmp_path):
+    """A published table without a column today's schema has (one added since) is a schema change: no attestation
+    carries it over, however the sample agreed."""
+    from dobrushin.store.results import SCHEMA, ResultStore
+
+    pub = tmp_path / "published" / "paper"
+    store = ResultStore(pub, "language")
+    row = {"model": "m", "input_id": "a", "layer": 0, "n_tokens": 3, "kappa": 0.5, "kappa_factor": 0.75,
+           "bound": 0.75, "slack": 0.0, "holds": True, "variant": "content", "weights": "pretrained",
+           "kappa_gap": 0.1, "self_margin_i": 0.1, "self_margin_j": 0.1, "trace": 1.5}
+    store.save("m", {"k": 1}, pd.DataFrame([row]))
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": "1" * 64, "commit": "abc"}))
+    passed = {"passed": True, "comparisons": [{"group": "language: m (pretrained)", "rows": 36, "passed": True,
+                                               "max_abs_diff": 1e-7, "excused": []}]}
+    assert V._schema_gap(pub) == [] and set(SCHEMA) - set(row) == set()
+    pd.read_parquet(pub / "language" / "m.parquet").drop(columns="trace").to_parquet(pub / "language" / "m.parquet")
+    assert V._schema_gap(pub) == ["trace"]
+    assert V.attest(pub, passed) == {"tables": ""} and not (pub / "attestations").exists()
+
+
 def test_verify_attests_the_trajectories_by_their_early_stopping_rows(tmp_path):
     """Changed code behind the trajectories along training is attested by one replayed from its initialisation and
     their re-measured early-stopping rows, only while the training code is the published one."""

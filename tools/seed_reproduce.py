@@ -102,7 +102,11 @@ def seed(published, run) -> dict:
             from dobrushin.experiments.epochs import conform_epochs
 
             rows = conform_epochs(pd.read_csv(published / "tabular" / "epochs.csv"))
-        _seed_trajectory(rows[rows.key == rec["key"]].assign(key=now["key"]), now, run / ".cache" / "epochs")
+        mine = rows[rows.key == rec["key"]]
+        if not len(mine):  # a record without its rows is no finished trajectory
+            skipped["trajectories along training"] += 1
+            continue
+        _seed_trajectory(mine.assign(key=now["key"]), now, run / ".cache" / "epochs")
         copied["trajectories along training"] += 1
         rekeyed["trajectories along training"] += now is not rec
     carried = [nb for nb, products in SEEDED_CHAPTERS.items() if copied[products]]

@@ -77,7 +77,7 @@ _THREAD = threading.local()
 
 def thread_scratch() -> Scratch:
     """The calling thread's :class:`Scratch`, kept for the life of the thread: every batch's restricted
-    copies (:class:`BatchMeasure`, :class:`HeadSink`, :func:`head_rows`) reuse one buffer, so that only the
+    copies (:class:`BatchMeasure`; :mod:`dobrushin.experiments.heads`'s per-head tables) reuse one buffer, so that only the
     first batch of a process (or a larger piece later) maps and zeroes fresh pages for it.  Timed on
     DINOv2-S at 224 px and batch 8, restricting a batch into a fresh 50 MB buffer took 15 ms, into a reused
     one 4.3 ms; a buffer per batch, as before, paid the difference on every batch.  Every user takes its

@@ -28,7 +28,8 @@ from ..store.code import PRODUCTS, product_digest  # the digests of the code tha
 
 #: the published folder's size limit (the repository carries it)
 MAX_BYTES = 64 * 2**20
-#: the data sets whose checkpoints are published first (the paper's two benchmarks), then the others
+#: the data sets whose checkpoints are published first (the paper's two benchmarks); the others come after the
+#: FT-Transformer tables
 CHECKPOINT_ORDER = ("california", "adult")
 #: files copied (globs relative to the results folder; ``*/*.csv`` takes ``bench/stages.csv``, the stage table
 #: ``make reproduce`` measures before publishing); figures and caches are recomputed

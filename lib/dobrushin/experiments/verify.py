@@ -760,6 +760,22 @@ def digest_status(root) -> "tuple[bool, str]":
     return True, "\n".join([line, *notes])
 
 
+def _schema_gap(root) -> List[str]:
+    """The columns of today's result schema that a published model table lacks (those that follow from others
+    aside): a schema change, which no attestation carries over (the published tables would read them as NaN);
+    ``make reproduce`` publishes afresh."""
+    import pyarrow.parquet as pq
+
+    from ..store.results import DERIVED, SCHEMA
+
+    for man in sorted(Path(root).glob("*/manifest.json")):
+        for e in (json.loads(man.read_text()).get("entries") or {}).values():
+            if e.get("file") and (man.parent / e["file"]).is_file():
+                have = set(pq.read_schema(man.parent / e["file"]).names)
+                return [c for c in SCHEMA if c not in have and c not in DERIVED]
+    return []
+
+
 def attest(root, rep: dict) -> dict:
     """After a passing :func:`run`, write the attestation (:func:`dobrushin.store.attest.write`) for each
     product whose code changed, with its evidence: the model tables by the re-measured sample (families and
@@ -783,7 +799,7 @@ def attest(root, rep: dict) -> dict:
     for p, v in changed.items():
         if p != "tables" and code_digest(PRODUCTS[p][0], normalize=False) == v["published"]:
             evidence[p] = "byte-identical source (the digest changed from raw bytes to normalized source)"
-        elif p == "tables" and measured:
+        elif p == "tables" and measured and not _schema_gap(root):
             evidence[p] = (f"re-measured: {len(measured)} groups, {sum(c['rows'] for c in measured)} rows, every "
                            "decision agreed (near-ties below the float error excepted) and κ within tolerance")
         elif p == "cells" and any(c["group"] == "random baseline" for c in groups):
@@ -915,8 +931,11 @@ def main(argv=None) -> int:
         evidence = {p: "" for p, v in carry_over(root).items() if v["how"] == "changed"}
     rep["carry_over"] = carry_over(root)
     print_report(rep)
+    gap = _schema_gap(root) if "tables" in evidence else []
     for p, e in evidence.items():
         print(f"attested: the {PRODUCT_NAMES[p]} ({e}); commit {rep['attestation']}" if e else
+              f"NOT attested: the published tables lack the schema's columns {', '.join(gap)}: make reproduce "
+              "publishes afresh" if p == "tables" and gap else
               f"NOT attested: the code that makes the {PRODUCT_NAMES[p]} changed and this run cannot attest it (it "
               "failed, the code was edited while it ran, or the code changed beyond what it checks): make verify "
               "again, or make reproduce publishes afresh")

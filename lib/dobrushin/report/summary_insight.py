@@ -198,7 +198,7 @@ class SummaryInsights:
             band = (float(self.baseline["p"].min()), float(self.baseline["p"].max()))
         trained = pts[pts["weights"] == "pretrained"]
         rho = trained[["trace", "fraction"]].corr("spearman").iloc[0, 1] if len(trained) > 2 else float("nan")
-        glued = {"why_trained": len(trained), "why_controls": int((pts["weights"] == "untrained").sum()),
+        glued = {"why_trained": len(trained),
                  "why_rho": f"{rho:+.2f}".replace("-", "−") if np.isfinite(rho) else "—",
                  "why_random": (f"{pct(band[0])}–{pct(band[1])}" if band else "—"),
                  "why_below": and_join(list(dict.fromkeys(trained.loc[trained["trace"] < 1, "label"]))) or "none"}
@@ -214,7 +214,7 @@ class SummaryInsights:
             return
         fig = plot_why(pts, arrow, band)
         F.figure(fig, notebook=NOTEBOOK, name="why", width="full", results_dir=self.results, close=False,
-                 caption="Why the condition holds: for every model measured in this build (filled: trained weights; "
+                 caption="Self-attention and the condition: for every model measured in this build (filled: trained weights; "
                          "open: untrained controls), the fraction of (input, layer) pairs where it holds on content "
                          "tokens against the model's self-attention, the mean trace of its head-averaged attention "
                          "(n times the mean diagonal entry; 1 for uniform rows). Grey bar: the random baseline's range "
