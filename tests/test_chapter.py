@@ -222,22 +222,22 @@ def test_a_pass_that_found_every_table_cached_keeps_the_recorded_wall_time(tmp_p
     assert "notebook_wall_s" in fresh.store.manifest()
 
 
-def test_near_tie_text_counts_the_decisions_a_rounding_could_turn():
+def test_near_ties_count_the_decisions_a_rounding_could_turn():
     """The share of decisions whose margin (min of the κ gap and the two self-margins) is below verify's float
     error, and the largest move of a fraction if all of them went the other way, from the table's own columns."""
     from dobrushin.experiments.verify import FLOAT_ERROR
-    from dobrushin.report.insight import near_tie_text
+    from dobrushin.report.insight import near_ties
 
     t = pd.DataFrame({"model": ["a"] * 4 + ["b"] * 4, "weights": "pretrained", "variant": "content",
                       "kappa_gap": [1e-3, FLOAT_ERROR / 10, 1e-3, 1e-3] + [1e-3] * 4,
                       "self_margin_i": [1e-3, 1e-3, -FLOAT_ERROR / 2, 1e-3] + [1e-3] * 4,
                       "self_margin_j": [1e-3] * 8})
-    txt = near_tie_text(t, name=str)
-    assert "2 of the 8 (input, layer, variant) decisions above (25.0%)" in txt
-    assert "more than 50.0 points (the most: a, trained weights, content tokens)" in txt
-    clean = near_tie_text(t[t["model"] == "b"], name=str)
-    assert clean.startswith("**Near-ties.** None of the 4 decisions")
-    assert near_tie_text(t.drop(columns="kappa_gap")) == ""
+    v = near_ties(t, name=str)
+    assert (v["n"], v["rows"], v["share"], v["top"]) == ("2", "8", "25.0%", "50.0")  # 2 of a's 4 rows
+    assert v["where"] == "a, trained weights, content tokens"
+    clean = near_ties(t[t["model"] == "b"], name=str)
+    assert (clean["n"], clean["rows"], clean["top"], clean["where"]) == ("0", "4", "0.0", "—")
+    assert set(near_ties(t.drop(columns="kappa_gap")).values()) == {"—"}
 
 
 def test_fractions_carry_the_interval_clustered_by_input_and_the_grid_shows_it():

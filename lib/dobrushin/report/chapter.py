@@ -34,7 +34,7 @@ from . import plots
 from .names import WEIGHTS_LABELS, pct, weights_label
 from .plots import display_name
 from .tables import fraction_grid, fractions, fractions_caption, head_summary, rollout_summary, status_table
-from .insight import InsightSections, near_tie_text
+from .insight import InsightSections, glue_near_ties
 from .results_loading import baseline_for
 
 
@@ -350,6 +350,7 @@ class FamilyChapter(InsightSections):
     def fractions(self):
         """The fraction of (input, layer) pairs where the condition holds (:func:`fraction_grid`), and the
         near-ties."""
+        glue_near_ties(self.notebook, self.table[self.table["model"].isin(self.featured)])
         if not len(self.table):
             _md("No model could be measured in this build.")
             return
@@ -357,9 +358,6 @@ class FamilyChapter(InsightSections):
         atomic_write_csv(self.results / self.notebook / "fractions.csv", summ)
         summ = summ[summ["model"].isin(self.featured)]
         _display(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-fractions", caption=fractions_caption()))
-        ties = near_tie_text(self.table[self.table["model"].isin(self.featured)])
-        if ties:
-            _md(ties)
 
     def _depth_figure(self, table: pd.DataFrame, models: list, name: str, what: str):
         base = baseline_for(table, self.results)

@@ -38,35 +38,35 @@ def _md(text: str):
     _display(Markdown(text))
 
 
-def near_tie_text(table: pd.DataFrame, name=None) -> str:
-    """A paragraph on the decisions a rounding could turn: of the (input, layer, variant) rows of ``table``, those
-    whose decision margin (the smallest of the κ gap and the two self-margins: how far the κ-attaining pair is from
-    another pair, and each token's self-attention from the other's attention to it) is below
-    :data:`dobrushin.experiments.verify.FLOAT_ERROR`, the size of float32 rounding in the captured attention,
-    and how far counting all of them the other way could move a fraction (per model, weights and variant).
-    ``name``: how a model id is shown.  "" when the table has no margin columns."""
+def near_ties(table: pd.DataFrame, name=None) -> dict:
+    """The numbers of the decisions a rounding could turn (glued as ``<chapter>-ties-*`` for the notebook's
+    sentence): of the (input, layer, variant) rows of ``table``, those whose decision margin (the smallest of the
+    κ gap and the two self-margins: how far the κ-attaining pair is from another pair, and each token's
+    self-attention from the other's attention to it) is below :data:`dobrushin.experiments.verify.FLOAT_ERROR`,
+    the size of float32 rounding in the captured attention; their share; and how far counting all of them the
+    other way could move a fraction (per model, weights and variant) and where.  ``name``: how a model id is
+    shown.  Every value "—" when the table has no margin columns."""
     from ..experiments.verify import FLOAT_ERROR, MARGIN_COLUMNS, margin_of_rows
 
+    keys = ("n", "rows", "share", "error", "top", "where")
     if not len(table) or not set(MARGIN_COLUMNS) <= set(table.columns):
-        return ""
+        return dict.fromkeys(keys, "—")
     name = name or display_name
     m = margin_of_rows(table).to_numpy(float)
     tie = np.isfinite(m) & (m < FLOAT_ERROR)
-    n_tie = int(tie.sum())
-    if not n_tie:
-        return (f"**Near-ties.** None of the {len(table):,} decisions above has a margin below {FLOAT_ERROR:g} (the "
-                "smallest of κ's lead over the best non-attaining pair and the deciding pair's two self-margins), "
-                "far above the float32 rounding of the captured attention: no decision here rests on a near-tie.")
-    t = table.assign(_tie=tie)
-    share = t.groupby(["model", "weights", "variant"], observed=True, sort=False)["_tie"].mean()
-    (mm, w, v), top = share.idxmax(), float(share.max())
-    overall = n_tie / len(table)
-    return (f"**Near-ties.** {n_tie:,} of the {len(table):,} (input, layer, variant) decisions above "
-            f"({pct(overall, 2 if overall < 0.001 else 1)}) have a margin below {FLOAT_ERROR:g} (the smallest of κ's lead over the best "
-            "non-attaining pair and the deciding pair's two self-margins): there float32 rounding of the captured attention could decide either "
-            "way, and another machine may. Counting every one of them the other way would move no fraction by more "
-            f"than {100 * top:.1f} points (the most: {name(mm)}, {weights_label(w)}, "
-            f"{VARIANT_LABELS.get(v, v)}). `make verify` excuses a differing decision only below this margin.")
+    share = table.assign(_tie=tie).groupby(["model", "weights", "variant"], observed=True, sort=False)["_tie"].mean()
+    (mm, w, v), overall = share.idxmax(), tie.mean()
+    return {"n": f"{int(tie.sum()):,}", "rows": f"{len(table):,}", "share": pct(overall, 2 if overall < 0.001 else 1),
+            "error": f"{FLOAT_ERROR:g}", "top": f"{100 * float(share.max()):.1f}",
+            "where": f"{name(mm)}, {weights_label(w)}, {VARIANT_LABELS.get(v, v)}" if tie.any() else "—"}
+
+
+def glue_near_ties(notebook: str, table: pd.DataFrame, name=None) -> None:
+    """Glue :func:`near_ties` of ``table`` as ``<notebook>-ties-*``."""
+    from .display import glue_text
+
+    for k, v in near_ties(table, name).items():
+        glue_text(f"{notebook}-ties-{k}", v)
 
 
 def ablation_verdict(k0: int, n0: int, k1: int, n1: int) -> str:

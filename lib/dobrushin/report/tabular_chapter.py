@@ -22,7 +22,7 @@ from .results_loading import baseline_for
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
 from .display import glue_text
 from .training import epochs_figure, epochs_values
-from .insight import near_tie_text
+from .insight import glue_near_ties
 from .names import ft_model_name
 from .tables import fraction_grid, fractions, fractions_caption, rollout_summary
 
@@ -269,6 +269,7 @@ class TabularChapter:
         self.table = table = (pd.concat([v.table for v in runs.values()], ignore_index=True) if runs
                               else self.store.tables().iloc[:0])
         self.summ = summ = fractions(table, ("model", "weights", "variant")) if len(table) else pd.DataFrame()
+        glue_near_ties("tabular", table, name=plots.display_name)
         if not len(summ):
             _markdown("**No tabular model could be measured in this build.**")
             return
@@ -284,8 +285,7 @@ class TabularChapter:
         else:
             verdict = ("Neither benchmark of the paper (California Housing, Adult) was measured in this build, so the "
                        f"paper's {claim.paper_value} is not compared here (see the status section).")
-        ties = near_tie_text(table, name=plots.display_name)
-        _markdown(verdict + (f"\n\n{ties}" if ties else ""))
+        _markdown(verdict)
 
     def layers(self):
         table = self.table
