@@ -176,7 +176,7 @@ def test_the_ablation_is_a_keyed_product_that_verify_runs_again(tmp_path, monkey
     import json
 
     from dobrushin.data.inputs import load_inputs
-    from dobrushin.experiments import verify as V
+    from dobrushin.experiments import verify_products as VP
     from dobrushin.experiments.ablation import measured_ablation
     from dobrushin.models import MPNET_ID
     from dobrushin.store.results import ResultStore
@@ -195,11 +195,11 @@ def test_the_ablation_is_a_keyed_product_that_verify_runs_again(tmp_path, monkey
     assert measured_ablation(store, MPNET_ID, inputs.items(0, 2), list(inputs.ids)[:2], **kw) == v
     monkeypatch.undo()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    (c,) = V.verify_ablation(tmp_path)
+    (c,) = VP.verify_ablation(tmp_path)
     assert c.passed and c.rows == len(lay) and c.max_abs_diff <= 1e-5, c.as_dict()
     f = tmp_path / "language" / "mpnet-ablation.analysis.json"
     rec = json.loads(f.read_text())
     rec["value"]["pretrained"]["layers"][0]["k"] += 1
     f.write_text(json.dumps(rec))
-    (c,) = V.verify_ablation(tmp_path)
+    (c,) = VP.verify_ablation(tmp_path)
     assert not c.passed and c.decision_mismatches

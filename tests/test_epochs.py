@@ -151,17 +151,17 @@ def published(data, rows, run, tmp_path):
 
 
 def test_verify_remeasures_the_early_stopping_epoch(published, monkeypatch):
-    from dobrushin.experiments import verify as V
+    from dobrushin.experiments import verify_products as VP
 
     # the published checkpoint is found by its key; verify loads the data set as the chapter does
-    (c,) = V.verify_epochs(published)
+    (c,) = VP.verify_epochs(published)
     assert c.passed and c.rows == 2 * 4  # two variants x (all layers, three layers)
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(2)  # verify's process may use more threads than the trajectory was trained with
     try:
-        (r,) = V.verify_epochs_replay(published)  # trained again for epochs 0-2, with one thread: the published rows
+        (r,) = VP.verify_epochs_replay(published)  # trained again for epochs 0-2, with one thread: the published rows
     finally:
         torch.set_num_threads(threads)
     assert r.passed and r.rows == 3 * 2 * 4 and r.group.endswith("breast_cancer-seed1, epochs 0–2")
@@ -172,11 +172,11 @@ def test_verify_remeasures_the_early_stopping_epoch(published, monkeypatch):
     es = (t.epoch == t.early_stopping_epoch) & t.layer.isna() & (t.variant == "content")
     t.loc[es, "holds"] += 3
     t.to_csv(csv, index=False)
-    (c,) = V.verify_epochs(published)
+    (c,) = VP.verify_epochs(published)
     assert not c.passed and c.decision_mismatches[0]["published holds"] == c.decision_mismatches[0]["now"] + 3
     t.loc[(t.epoch == 1) & t.layer.isna(), "val_value"] += 0.01
     t.to_csv(csv, index=False)
-    (r,) = V.verify_epochs_replay(published)
+    (r,) = VP.verify_epochs_replay(published)
     assert not r.passed and r.number_failures == 2 and r.max_abs_diff == pytest.approx(0.01)
 
 

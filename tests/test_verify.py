@@ -13,7 +13,9 @@ import pytest
 
 from dobrushin.store.results import ResultStore
 from dobrushin.experiments import publish as P
+from dobrushin.experiments import comparison as CMP
 from dobrushin.experiments import verify as V
+from dobrushin.experiments import verify_products as VP
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,12 +98,12 @@ def test_decision_margin_in_blocks_equals_one_block(monkeypatch):
     mats = [rng.dirichlet(np.full(9, 0.4), size=9) for _ in range(10)]
     whole = [V.decision_margin(A) for A in mats]
     for block in (9 * 9, 3 * 81):
-        monkeypatch.setattr(V, "MARGIN_BLOCK_ELEMENTS", block)
+        monkeypatch.setattr(CMP, "MARGIN_BLOCK_ELEMENTS", block)
         assert [V.decision_margin(A) for A in mats] == whole
     A = np.full((4, 4), 0.0)
     A[0, 0] = A[3, 3] = 1.0
     A[1, :] = A[2, :] = 0.25  # pairs (0, 3) and others: κ = 1 attained by (0, 3) only
-    monkeypatch.setattr(V, "MARGIN_BLOCK_ELEMENTS", 16)
+    monkeypatch.setattr(CMP, "MARGIN_BLOCK_ELEMENTS", 16)
     assert V.decision_margin(A) == pytest.approx(min(1.0 - 0.75, 1.0, 1.0))
     B = np.eye(4)  # every pair at κ = 1
     assert V.decision_margin(B) == 0.0
@@ -303,9 +305,9 @@ def test_end_to_end_on_packaged_minilm(tmp_path, monkeypatch):
     assert t["_margin"].notna().all() and (t["_margin"] >= 0).all()
     # a table without the kernel's margin columns: the margin is recomputed from the captured matrices
     # (decision_margin, an independent computation) and agrees with the kernel's
-    monkeypatch.setattr(V, "MARGIN_COLUMNS", V.MARGIN_COLUMNS + ("no such column",))
+    monkeypatch.setattr(V, "MARGIN_COLUMNS", V.MARGIN_COLUMNS + ("no such column",))  # what _measure_fresh checks
     ids = sorted(set(t["input_id"].astype(str)))
-    again = V._measure_fresh(MINILM_ID, V._subset(inputs, ids), cfg)
+    again = V._measure_fresh(MINILM_ID, V.subset_inputs(inputs, ids), cfg)
     kernel = t[["kappa_gap", "self_margin_i", "self_margin_j"]].astype(float).abs().min(axis=1)
     assert again["table"]["_margin"].to_numpy() == pytest.approx(kernel.to_numpy(), abs=1e-9)
 
@@ -336,7 +338,7 @@ def test_verify_tabular_end_to_end_and_the_published_checkpoint_layer(tmp_path, 
     pub = tmp_path / "published" / "paper"
     meta = P.publish(src, pub, "paper", repo=tmp_path, cache=cache)
     assert len(list((pub / "checkpoints" / "tabular").glob("*.pt"))) == 1 and meta["files"] >= 3
-    comps = V.verify_tabular(pub, rows=64)
+    comps = VP.verify_tabular(pub, rows=64)
     assert len(comps) == 1 and comps[0].passed, comps[0].as_dict()
     t = pd.read_parquet(pub / "tabular" / "bc-seed0.parquet")
     focus = V.focus_inputs(t[t["weights"] == "pretrained"])  # the largest row and the near-ties join the 64
@@ -345,7 +347,7 @@ def test_verify_tabular_end_to_end_and_the_published_checkpoint_layer(tmp_path, 
     ck = next((pub / "checkpoints" / "tabular").glob("*.pt"))
     good = ck.read_bytes()
     ck.write_bytes(b"x" + good[1:])
-    assert "SHA-256" in V.verify_tabular(pub, rows=8)[0].error
+    assert "SHA-256" in VP.verify_tabular(pub, rows=8)[0].error
     ck.write_bytes(good)
     monkeypatch.setenv("DOBRUSHIN_PUBLISHED", str(pub))
     again = tb.fit(data, 0, cache_root=tmp_path / "empty", **kw)

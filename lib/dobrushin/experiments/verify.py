@@ -37,7 +37,6 @@ import json
 import sys
 import time
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
@@ -47,172 +46,10 @@ import pandas as pd
 # the tolerances (on κ and the slack; the decision margin below which a flip is float32 rounding) are
 # defined with the attestations that record them
 from ..store.attest import FLOAT_ERROR, KAPPA_TOL
-from .families import TRANSFORMER_INPUTS
+from .comparison import (BASELINE_SIZES, FAMILY_KINDS, HEAD_KEY, HEAD_NUMBERS, MARGIN_COLUMNS, PER_GROUP, ROLLOUT_KEY,
+                         ROLLOUT_NUMBERS, SEED, Comparison, compare, decision_margin, focus_inputs, margin_of_rows,
+                         sample_inputs, subset_inputs)
 
-#: seed of the sample
-SEED = 19
-#: inputs re-measured per model, weights setting and resolution
-PER_GROUP = 3
-#: sizes of the random baseline re-simulated
-BASELINE_SIZES = 3
-#: test rows of the FT-Transformer checkpoint re-measured
-TABULAR_ROWS = 64
-#: the per-row margin columns of the tidy table, when it has them
-MARGIN_COLUMNS = ("kappa_gap", "self_margin_i", "self_margin_j")
-#: elements of one block of pair distances in :func:`decision_margin` (float64: 64 MiB, twice that with
-#: the temporary of the absolute value)
-MARGIN_BLOCK_ELEMENTS = 1 << 23
-KEY = ["input_id", "layer", "variant", "weights"]
-NUMBERS = ("kappa", "kappa_factor", "slack")
-FAMILY_KINDS = TRANSFORMER_INPUTS  # the transformer family chapters and their inputs (experiments.families)
-
-
-@dataclass
-class Comparison:
-    """The comparison of one group (a model, weights setting and resolution; or the baseline)."""
-    group: str
-    rows: int = 0
-    decision_mismatches: List[dict] = field(default_factory=list)  # margin ≥ FLOAT_ERROR or unknown: failures
-    excused: List[dict] = field(default_factory=list)  # decision differs, margin below the float error
-    max_abs_diff: float = 0.0
-    number_failures: int = 0
-    missing: int = 0  # published rows the re-measurement did not produce
-    error: str = ""  # could not be re-measured: why
-
-    @property
-    def passed(self) -> bool:
-        return (not self.error and not self.decision_mismatches and not self.number_failures
-                and not self.missing and self.rows > 0)
-
-    def absorb(self, other: "Comparison", table: str) -> None:
-        """Add the comparison of another table of the same group (``table``: ``"heads"``, ``"rollout"``)."""
-        self.rows += other.rows
-        self.decision_mismatches += [{"table": table, **r} for r in other.decision_mismatches]
-        self.excused += [{"table": table, **r} for r in other.excused]
-        self.max_abs_diff = max(self.max_abs_diff, other.max_abs_diff)
-        self.number_failures += other.number_failures
-        self.missing += other.missing
-
-    def as_dict(self) -> dict:
-        return {"group": self.group, "rows": self.rows, "passed": self.passed,
-                "decision_mismatches": self.decision_mismatches, "excused": self.excused,
-                "max_abs_diff": self.max_abs_diff, "number_failures": self.number_failures,
-                "missing": self.missing, "error": self.error}
-
-
-# ------------------------------------------------------------------------------------ margins
-def margin_of_rows(df: pd.DataFrame) -> pd.Series:
-    """The recorded decision margin of each row (nan when the table has no margin columns)."""
-    if not set(MARGIN_COLUMNS) <= set(df.columns):
-        return pd.Series(np.nan, index=df.index)
-    m = df[list(MARGIN_COLUMNS)].astype(float).abs()
-    return m.min(axis=1)
-
-
-def decision_margin(A: np.ndarray) -> float:
-    """How far the equality decision of one row-stochastic matrix is from flipping: the smallest of the gap
-    between the largest and the second-largest pair distance ½‖A_i − A_j‖₁ (which pair attains κ) and
-    the two self-dominance differences A_ii − A_ji, A_jj − A_ij of the attaining pair (0 on a tie)."""
-    A = np.asarray(A, dtype=np.float64)
-    n = A.shape[-1]
-    if A.ndim != 2 or A.shape[0] != n or n < 2:
-        raise ValueError(f"need one square matrix with n >= 2, got shape {A.shape}")
-    if not np.isfinite(A).all():
-        return float("nan")  # no decision to be near: the row fails the comparison on its own
-    # the pair distances a block of rows at a time (memory O(block·n²), not O(n³): at n = 1 370 the whole
-    # (pairs, n) difference would be 10 GB); the best pair is the first maximum in (i, j) order, i < j
-    step = max(1, MARGIN_BLOCK_ELEMENTS // (n * n))
-    top = [-np.inf, -np.inf]
-    best = (0, 1)
-    for i0 in range(0, n - 1, step):
-        i1 = min(n - 1, i0 + step)
-        D = 0.5 * np.abs(A[i0:i1, None, :] - A[None, :, :]).sum(axis=2)  # (rows, n)
-        D[np.arange(i1 - i0)[:, None] >= (np.arange(n)[None, :] - i0)] = -np.inf  # keep j > i only
-        flat = D.ravel()
-        k = int(np.argmax(flat))
-        if flat[k] > top[0]:
-            top[1] = max(top[0], float(np.partition(flat, -2)[-2]) if flat.size > 1 else -np.inf)
-            top[0], best = float(flat[k]), (i0 + k // n, k % n)
-        else:
-            top[1] = max(top[1], float(flat[k]))
-    gap = top[0] - top[1] if np.isfinite(top[1]) else float("inf")
-    i, j = best
-    return float(min(gap, abs(A[i, i] - A[j, i]), abs(A[j, j] - A[i, j])))
-
-
-# ------------------------------------------------------------------------------------ comparison
-#: the key, numbers and decision of the secondary tables: per head, and the whole rollout (its decision is
-#: how many layers hold)
-HEAD_KEY, HEAD_NUMBERS = KEY + ["head"], ("kappa", "slack")
-ROLLOUT_KEY, ROLLOUT_NUMBERS = ["input_id", "variant", "weights"], ("kappa_rollout", "factor_product", "bound")
-
-
-def compare(published: pd.DataFrame, remeasured: pd.DataFrame, group: str,
-            margins: Optional[pd.Series] = None, key: Sequence[str] = KEY, numbers: Sequence[str] = NUMBERS,
-            decision: str = "holds", published_margins: Optional[pd.Series] = None) -> Comparison:
-    """Compare re-measured rows with the published ones on ``key``: ``decision`` equal, ``numbers`` within
-    :data:`KAPPA_TOL`.  ``margins``: decision margins of the re-measured rows (index aligned with
-    ``remeasured``), used where the published rows carry none; ``published_margins``: those of the published
-    rows, instead of their margin columns."""
-    c = Comparison(group)
-    key, numbers = list(key), tuple(numbers)
-    pm = margin_of_rows(published) if published_margins is None else published_margins
-    pub = published.assign(_margin=np.asarray(pm, dtype=float))
-    rem = remeasured.assign(_rmargin=(margins.to_numpy() if margins is not None else np.nan))
-    for col in key:
-        pub[col], rem[col] = pub[col].astype(str), rem[col].astype(str)
-    m = pub.merge(rem, on=key, how="left", suffixes=("", "_new"), indicator=True)
-    c.missing = int((m["_merge"] == "left_only").sum())
-    m = m[m["_merge"] == "both"]
-    c.rows = len(m)
-    if not c.rows:
-        return c
-    diffs = np.column_stack([np.abs(m[x].astype(float) - m[f"{x}_new"].astype(float)) for x in numbers])
-    # a number that is NaN on one side only differs by more than any tolerance
-    nan_one_side = np.column_stack([m[x].astype(float).isna() != m[f"{x}_new"].astype(float).isna() for x in numbers])
-    diffs = np.where(nan_one_side, np.inf, diffs)
-    c.max_abs_diff = float(np.nanmax(diffs)) if diffs.size and not np.isnan(diffs).all() else 0.0
-    flip = np.array([_plain(a) != _plain(b) for a, b in zip(m[decision], m[f"{decision}_new"])], dtype=bool)
-    # a flipped decision also moves the slack across 0 by its margin: the number check covers agreeing rows
-    c.number_failures = int(((diffs > KAPPA_TOL).any(axis=1) & ~flip).sum())
-    for _, r in m[flip].iterrows():
-        margin = r["_margin"] if np.isfinite(r["_margin"]) else r["_rmargin"]
-        rec = {k: r[k] for k in key} | {"published": _plain(r[decision]), "now": _plain(r[f"{decision}_new"]),
-                                         "margin": None if not np.isfinite(margin) else float(margin)}
-        (c.excused if np.isfinite(margin) and margin < FLOAT_ERROR else c.decision_mismatches).append(rec)
-    return c
-
-
-def _plain(v):
-    """A table cell as a plain Python value (numpy scalars to their Python type)."""
-    return v.item() if hasattr(v, "item") else v
-
-
-def focus_inputs(rows: pd.DataFrame) -> List[str]:
-    """The inputs of one group re-measured beside the seeded sample: the one with the most tokens (the
-    first by id among equals) and every input with a published near-tie (a decision margin below
-    :data:`FLOAT_ERROR`)."""
-    if rows.empty:
-        return []
-    ids = rows["input_id"].astype(str)
-    top = rows.assign(_id=ids).sort_values(["n_tokens", "_id"], ascending=[False, True])["_id"].iloc[0]
-    ties = set(ids[(margin_of_rows(rows) < FLOAT_ERROR).to_numpy()])
-    return sorted(ties | {top})
-
-
-def sample_inputs(table: pd.DataFrame, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
-    """``{(model, weights): [input ids]}``: ``per_group`` inputs (all when fewer) of every model and weights
-    setting, drawn with a generator seeded by ``seed`` and the group's name (independent of the order)."""
-    out = {}
-    for (model, weights), g in table.groupby(["model", "weights"], sort=True):
-        ids = sorted(set(g["input_id"].astype(str)))
-        rng = np.random.default_rng([seed, zlib.crc32(f"{model}|{weights}".encode())])
-        k = min(per_group, len(ids))
-        out[(str(model), str(weights))] = sorted(rng.choice(ids, size=k, replace=False).tolist())
-    return out
-
-
-# ------------------------------------------------------------------------------------ re-measuring
 _START = [time.perf_counter()]  # reset by run()
 
 
@@ -254,24 +91,6 @@ def verify_baseline(published_root: Path, sizes: int = BASELINE_SIZES) -> Compar
         if diff:
             c.decision_mismatches.append({"n": p["n"], "trials": p["trials"], "counts differ": diff})
     return c
-
-
-def _subset(inputs, ids: Sequence[str]):
-    pos = {str(x): i for i, x in enumerate(inputs.ids)}
-    missing = [i for i in ids if i not in pos]
-    if missing:
-        import os
-
-        from ..data.canonical import IMAGENET_SAMPLES_SOURCE, SST2_SOURCE
-
-        fell_back = inputs.source not in (IMAGENET_SAMPLES_SOURCE, SST2_SOURCE)
-        hint = ("" if os.environ.get("DOBRUSHIN_DATA") or not fell_back else
-                "; DOBRUSHIN_DATA is not set and the canonical inputs were not had"
-                + (f" ({inputs.notes})" if inputs.notes else "")
-                + ", so the inputs came from elsewhere than the published run's (set DOBRUSHIN_DATA to a data "
-                "folder holding them, e.g. ../shared/data)")
-        raise LookupError(f"inputs {missing} are not in today's selection (source {inputs.source}){hint}")
-    return inputs.subset([pos[i] for i in ids])
 
 
 def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_group: int = PER_GROUP,
@@ -319,7 +138,7 @@ def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_gro
                 config = MeasureConfig(**fields, weights=(weights,), head_inputs=len(head_pick), progress=False,
                                        n_untrained=None)
                 base = str(p.get("model_id") or model).split("@")[0]
-                now = measure(base, _subset(inputs, order), config)
+                now = measure(base, subset_inputs(inputs, order), config)
                 now = now if isinstance(now, dict) else {"table": now}
                 t = now["table"]
                 pub = rows[rows["input_id"].astype(str).isin(order)]
@@ -408,250 +227,6 @@ def _measure_fresh(model_id: str, inputs, config):
             "rollout": run.rollout}
 
 
-def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_ROWS,
-                   measure: Optional[Callable] = None) -> List[Comparison]:
-    """One FT-Transformer checkpoint (a seeded choice among the tabular entries whose checkpoint publish did
-    not leave out for size) on ``rows`` of its published test rows: the checkpoint from ``published/<profile>/checkpoints/tabular/`` (checked
-    against the SHA-256 its entry records), the data set loaded as the notebook loads it (its checksum must
-    be the published one), measured with the current code."""
-    from ..store.results import ResultStore, sha256_file
-
-    d = published_root / "tabular"
-    if not (d / "manifest.json").exists():
-        return []
-    store = ResultStore.__new__(ResultStore)
-    store.dir, store.notebook, store.manifest_path = d, "tabular", d / "manifest.json"
-    left_out, tables_left_out = set(), set()  # what publish left out for size (PUBLISHED.json): not drawn
-    if (published_root / "PUBLISHED.json").exists():
-        pub = json.loads((published_root / "PUBLISHED.json").read_text())
-        left_out, tables_left_out = set(pub.get("checkpoints_left_out") or ()), set(pub.get("tables_left_out") or ())
-
-    def key(e):
-        return ((e.get("provenance") or {}).get("pretrained") or {}).get("checkpoint_key")
-
-    ents = [(slug, e) for slug, e in sorted(store.manifest()["entries"].items()) if e.get("file") and key(e)]
-    # an entry whose checkpoint publish left out for size is not drawn; one whose checkpoint is missing for
-    # another reason is, and fails (the published folder is incomplete)
-    ents = [(slug, e) for slug, e in ents
-            if slug not in tables_left_out and not any(n.endswith(f"-{key(e)}.pt") for n in left_out)]
-    if not ents:
-        c = Comparison("tabular: one FT-Transformer checkpoint")
-        c.error = "no published FT-Transformer entry with a checkpoint"
-        return [c]
-    slug, e = ents[int(np.random.default_rng([seed, 1]).integers(len(ents)))]
-    c = Comparison(f"tabular: {e.get('model', slug)} ({rows} test rows)")
-    try:
-        prov = e["provenance"]["pretrained"]
-        ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{prov['checkpoint_key']}.pt"))
-        if not ck:
-            raise FileNotFoundError(f"checkpoint {prov['checkpoint_key']} is not in the published folder")
-        if sha256_file(ck[0]) != prov.get("sha256"):
-            raise ValueError(f"{ck[0].name} does not match the SHA-256 its entry records")
-        table = store.read(e, "table")
-        pub = table[table["weights"] == "pretrained"]
-        ids = sorted(set(pub["input_id"].astype(str)))
-        pick = sorted(set(np.random.default_rng([seed, 2]).choice(ids, size=min(rows, len(ids)), replace=False).tolist())
-                      | set(focus_inputs(pub)))
-        now = (measure or _measure_tabular_fresh)(e, ck[0], pick)
-        c = compare(pub[pub["input_id"].astype(str).isin(pick)], now, c.group,
-                    margins=now["_margin"] if "_margin" in now.columns else None)
-    except Exception as exc:  # noqa: BLE001 - a checkpoint that cannot be re-measured fails, with why
-        c.error = f"{type(exc).__name__}: {exc}"
-    return [c]
-
-
-def _measure_tabular_fresh(entry: dict, checkpoint: Path, ids: Sequence[str]):
-    import io
-    import json as _json
-    import tempfile
-
-    import torch
-
-    from ..data import tabular_data
-    from .tabular import measure_tabular
-    from ..store.results import ResultStore
-
-    rec = _json.loads(checkpoint.with_suffix(".json").read_text())
-    data = tabular_data.load(entry.get("dataset") or rec["dataset"])
-    want = ((entry.get("params") or {}).get("inputs") or {}).get("source", "")
-    if data.checksum not in want:
-        raise ValueError(f"the data set today ({data.checksum[:12]}) is not the published one ({want})")
-    import rtdl_revisiting_models as rtdl
-
-    model = rtdl.FTTransformer(**rec["config"])
-    model.load_state_dict(torch.load(io.BytesIO(checkpoint.read_bytes()), map_location="cpu", weights_only=True))
-    model.eval()
-    index = {f"test/{int(v)}": r for r, v in enumerate(data.index["test"])}
-    rows = np.array([index[i] for i in ids], dtype=np.int64)
-    prov = {"pretrained": dict(entry["provenance"]["pretrained"])}
-    with tempfile.TemporaryDirectory() as tmp:
-        run = measure_tabular(ResultStore(tmp, "verify"), "verify", models={"pretrained": model}, provenance=prov,
-                              data=data, rows=rows, model_name=str(entry.get("model", "FT-Transformer")))
-    return run.table
-
-
-def _published_trajectories(published_root: Path):
-    """``(record, rows)`` of the trajectories along training in a published folder: the tabular manifest's
-    ``epochs`` record and the rows of ``epochs.csv``; None when it has none."""
-    from .epochs import conform_epochs
-
-    d = published_root / "tabular"
-    man = json.loads((d / "manifest.json").read_text()).get("epochs") if (d / "manifest.json").exists() else None
-    return (man, conform_epochs(pd.read_csv(d / man["file"]))) if man else None
-
-
-def _trajectory_checkpoint(published_root: Path, tr: dict) -> Path:
-    """The published checkpoint (``.pt``) a trajectory's early-stopping epoch should be."""
-    ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{tr['checkpoint_key']}.pt"))
-    if not ck:
-        raise FileNotFoundError(f"checkpoint {tr['checkpoint_key']} is not in the published folder")
-    return ck[0]
-
-
-def _trajectory_inputs(man: dict, dataset: str, loaded: dict):
-    """``(data, rows)`` a trajectory of ``dataset`` was measured on, as the chapter chose them (its split seed,
-    training rows and ``epoch_rows``); ``loaded`` keeps each data set loaded once."""
-    from ..data import tabular_data
-    from ..models import ft_transformer as ft
-
-    if dataset not in loaded:
-        split = int(man["split_seed"])
-        data = tabular_data.load(dataset, split).subsample("train", man["train_rows"], seed=split)
-        loaded[dataset] = (data, ft.select_rows(data.size("test"), man["epoch_rows"], seed=split))
-    return loaded[dataset]
-
-
-def verify_epochs(published_root: Path) -> List[Comparison]:
-    """The condition along training (``tabular/epochs.csv``, :mod:`dobrushin.experiments.epochs`): for each
-    trajectory, its weights at the early-stopping epoch must be the published checkpoint (SHA-256), and that
-    checkpoint, measured now on the same test rows, must give the counts holding of the published row of that
-    epoch, per variant and layer, up to the rows whose decision margin is below the float error."""
-    import tempfile
-
-    import torch
-
-    from ..models import ft_transformer as ft
-    from ..store.results import ResultStore, sha256_file
-    from .tabular import measure_tabular
-
-    got = _published_trajectories(published_root)
-    if got is None:
-        return []
-    man, rows_all = got
-    out, loaded = [], {}
-    for slug, tr in sorted(man["trajectories"].items()):
-        mine = rows_all[rows_all.key == tr["key"]]
-        es = int(tr["early_stopping_epoch"])
-        c = Comparison(f"tabular along training: {slug}, early-stopping epoch {es}")
-        try:
-            ck = _trajectory_checkpoint(published_root, tr)
-            if sha256_file(ck) != tr["early_stopping_sha256"]:
-                raise ValueError("the trajectory's weights at its early-stopping epoch are not the published checkpoint")
-            rec = json.loads(ck.with_suffix(".json").read_text())
-            data, rows = _trajectory_inputs(man, rec["dataset"], loaded)
-            model = ft.rtdl.FTTransformer(**rec["config"])
-            model.load_state_dict(torch.load(ck, map_location="cpu", weights_only=True))
-            with tempfile.TemporaryDirectory() as tmp:
-                now = measure_tabular(ResultStore(tmp, "verify"), "verify", models={"pretrained": model.eval()},
-                                      provenance={"pretrained": {"sha256": rec["sha256"]}}, data=data, rows=rows,
-                                      model_name=slug).table
-            now = now.assign(margin=margin_of_rows(now))
-            pub = mine[mine.epoch == es]
-            groups = ([(v, None, g) for v, g in now.groupby("variant")]
-                      + [(v, int(layer), g) for (v, layer), g in now.groupby(["variant", "layer"])])
-            for variant, layer, g in groups:  # every layer together, then each layer
-                p = pub[(pub.variant == variant) & (pub.layer.isna() if layer is None else pub.layer == layer)]
-                if len(p) != 1 or int(p.pairs.iloc[0]) != len(g):
-                    c.missing += 1
-                    continue
-                c.rows += 1
-                held, holds, near = int(p.holds.iloc[0]), int(g.holds.sum()), g[g.margin < FLOAT_ERROR]
-                c.max_abs_diff = max(c.max_abs_diff, abs(held - holds) / len(g))
-                what = {"variant": variant, "layer": layer, "published holds": held, "now": holds}
-                if abs(held - holds) > len(near):
-                    c.decision_mismatches.append(what)
-                elif held != holds:
-                    c.excused.append({**what, "margin": float(near.margin.min())})
-        except Exception as exc:  # noqa: BLE001 - a trajectory that cannot be checked fails, with why
-            c.error = f"{type(exc).__name__}: {exc}"
-        out.append(c)
-    return out
-
-
-def verify_epochs_replay(published_root: Path) -> List[Comparison]:
-    """The training of the trajectories replayed with the code here: one of them (California's first seed when
-    there is one, the fastest) trained again from its initialisation with the protocol capped at one epoch, which
-    trains on to epoch two (:func:`~dobrushin.experiments.epochs.trajectory`), with the torch threads it was trained
-    with (the manifest's ``torch_threads``, 1 when not recorded: the chapter's default); its counts holding per
-    variant and layer and its validation metric must be the published rows of epochs 0–2."""
-    import tempfile
-
-    import torch
-
-    from .epochs import trajectory
-
-    got = _published_trajectories(published_root)
-    if got is None:
-        return []
-    man, published = got
-    slug, tr = sorted(man["trajectories"].items(), key=lambda kv: (kv[1]["dataset"] != "california", kv[0]))[0]
-    c = Comparison(f"tabular along training, replayed: {slug}, epochs 0–2")
-    try:
-        rec = json.loads(_trajectory_checkpoint(published_root, tr).with_suffix(".json").read_text())
-        data, rows = _trajectory_inputs(man, rec["dataset"], {})
-        threads = torch.get_num_threads()
-        torch.set_num_threads(int(man.get("torch_threads", 1)))  # as it was trained (more threads: other sums)
-        try:
-            with tempfile.TemporaryDirectory() as tmp:
-                now = trajectory(data, int(tr["seed"]), rows, cache_root=Path(tmp),
-                                 **{**rec["settings"], "max_epochs": 1}).rows
-        finally:
-            torch.set_num_threads(threads)
-        pub = published[(published.key == tr["key"]) & (published.epoch <= 2)]
-        key = ["epoch", "variant", "layer"]
-        m = pub.assign(layer=pub.layer.fillna(-1)).merge(now.assign(layer=now.layer.fillna(-1)), on=key, how="left",
-                                                         suffixes=("", "_now"))
-        c.missing = int(m.holds_now.isna().sum())
-        got = m[m.holds_now.notna()]
-        c.rows = len(got)
-        c.decision_mismatches = [{"epoch": int(r.epoch), "variant": r.variant, "layer": int(r.layer),
-                                  "published holds": int(r.holds), "now": int(r.holds_now)}
-                                 for r in got[got.holds != got.holds_now].itertuples()]
-        diff = (got.val_value - got.val_value_now).abs()
-        c.max_abs_diff = float(diff.max()) if len(diff) else 0.0
-        c.number_failures = int((diff > KAPPA_TOL).sum())
-    except Exception as exc:  # noqa: BLE001 - a trajectory that cannot be replayed fails, with why
-        c.error = f"{type(exc).__name__}: {exc}"
-    return [c]
-
-
-# ------------------------------------------------------------------------------------ report
-def verify_ablation(published_root: Path) -> List[Comparison]:
-    """The language chapter's MPNet ablation (a keyed analysis), run again with the code here on its sentences
-    (trained weights): the same count holding per condition, variant and layer, the mean trace within KAPPA_TOL."""
-    f = published_root / "language" / "mpnet-ablation.analysis.json"
-    if not f.is_file():
-        return []
-    rec = json.loads(f.read_text())
-    p, c = rec["params"], Comparison("language: MPNet distance-0 ablation (trained)")
-    try:
-        from ..data.inputs import load_inputs
-        from ..models.loading import load_model
-        from .ablation import check_ablation
-
-        params = json.loads((published_root / "language" / "manifest.json").read_text()).get("parameters") or {}
-        kind = FAMILY_KINDS["language"]
-        inputs = _subset(load_inputs(kind, params.get(f"{kind}_source"), params.get("n_inputs"),
-                                     seed=int(params.get("seed", 0))), p["inputs"])
-        lm = load_model(p["model"], pretrained=True, seed=p["seed"], max_length=p["max_length"])
-        r = check_ablation(rec["value"], lm, inputs.items(0, len(p["inputs"])), atol=KAPPA_TOL)
-        c.rows, c.max_abs_diff, c.number_failures = r["rows"], r["max_abs_diff"], r["number_failures"]
-        c.decision_mismatches = [{"layers whose count holding differs": r["mismatches"]}] if r["mismatches"] else []
-    except Exception as exc:  # noqa: BLE001 - an ablation that cannot be run again fails, with why
-        c.error = f"{type(exc).__name__}: {exc}"
-    return [c]
-
-
 def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
     """Every comparison of :func:`verify_baseline`, :func:`verify_family`, :func:`verify_ablation`,
     :func:`verify_tabular` and the trajectories'."""
@@ -667,6 +242,8 @@ def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
         _say(c)
     for nb in FAMILY_KINDS:
         comps += verify_family(root, nb, seed, per_group)
+    from .verify_products import verify_ablation, verify_epochs, verify_epochs_replay, verify_tabular
+
     for c in verify_ablation(root) + verify_tabular(root, seed) + verify_epochs(root) + verify_epochs_replay(root):
         _say(c)
         comps.append(c)

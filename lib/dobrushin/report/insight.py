@@ -46,7 +46,7 @@ def near_ties(table: pd.DataFrame, name=None) -> dict:
     the size of float32 rounding in the captured attention; their share; and how far counting all of them the
     other way could move a fraction (per model, weights and variant) and where.  ``name``: how a model id is
     shown.  Every value "—" when the table has no margin columns."""
-    from ..experiments.verify import FLOAT_ERROR, MARGIN_COLUMNS, margin_of_rows
+    from ..experiments.comparison import FLOAT_ERROR, MARGIN_COLUMNS, margin_of_rows
 
     keys = ("n", "rows", "share", "error", "top", "where")
     if not len(table) or not set(MARGIN_COLUMNS) <= set(table.columns):

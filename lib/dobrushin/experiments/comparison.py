@@ -1,0 +1,204 @@
+"""What ``make verify`` compares with, shared by its checks (:mod:`dobrushin.experiments.verify`,
+:mod:`dobrushin.experiments.verify_products`): the sample it draws, the comparison of a published table with the
+re-measured one (decisions, numbers within tolerance, near-ties below the float error excused) and the decision
+margins."""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+# the tolerances (on κ and the slack; the decision margin below which a flip is float32 rounding) are
+# defined with the attestations that record them
+from ..store.attest import FLOAT_ERROR, KAPPA_TOL
+from .families import TRANSFORMER_INPUTS
+
+
+#: seed of the sample
+SEED = 19
+#: inputs re-measured per model, weights setting and resolution
+PER_GROUP = 3
+#: sizes of the random baseline re-simulated
+BASELINE_SIZES = 3
+#: test rows of the FT-Transformer checkpoint re-measured
+TABULAR_ROWS = 64
+#: the per-row margin columns of the tidy table, when it has them
+MARGIN_COLUMNS = ("kappa_gap", "self_margin_i", "self_margin_j")
+#: elements of one block of pair distances in :func:`decision_margin` (float64: 64 MiB, twice that with
+#: the temporary of the absolute value)
+MARGIN_BLOCK_ELEMENTS = 1 << 23
+KEY = ["input_id", "layer", "variant", "weights"]
+NUMBERS = ("kappa", "kappa_factor", "slack")
+FAMILY_KINDS = TRANSFORMER_INPUTS  # the transformer family chapters and their inputs (experiments.families)
+
+
+@dataclass
+class Comparison:
+    """The comparison of one group (a model, weights setting and resolution; or the baseline)."""
+    group: str
+    rows: int = 0
+    decision_mismatches: List[dict] = field(default_factory=list)  # margin ≥ FLOAT_ERROR or unknown: failures
+    excused: List[dict] = field(default_factory=list)  # decision differs, margin below the float error
+    max_abs_diff: float = 0.0
+    number_failures: int = 0
+    missing: int = 0  # published rows the re-measurement did not produce
+    error: str = ""  # could not be re-measured: why
+
+    @property
+    def passed(self) -> bool:
+        return (not self.error and not self.decision_mismatches and not self.number_failures
+                and not self.missing and self.rows > 0)
+
+    def absorb(self, other: "Comparison", table: str) -> None:
+        """Add the comparison of another table of the same group (``table``: ``"heads"``, ``"rollout"``)."""
+        self.rows += other.rows
+        self.decision_mismatches += [{"table": table, **r} for r in other.decision_mismatches]
+        self.excused += [{"table": table, **r} for r in other.excused]
+        self.max_abs_diff = max(self.max_abs_diff, other.max_abs_diff)
+        self.number_failures += other.number_failures
+        self.missing += other.missing
+
+    def as_dict(self) -> dict:
+        return {"group": self.group, "rows": self.rows, "passed": self.passed,
+                "decision_mismatches": self.decision_mismatches, "excused": self.excused,
+                "max_abs_diff": self.max_abs_diff, "number_failures": self.number_failures,
+                "missing": self.missing, "error": self.error}
+
+
+# ------------------------------------------------------------------------------------ margins
+def margin_of_rows(df: pd.DataFrame) -> pd.Series:
+    """The recorded decision margin of each row (nan when the table has no margin columns)."""
+    if not set(MARGIN_COLUMNS) <= set(df.columns):
+        return pd.Series(np.nan, index=df.index)
+    m = df[list(MARGIN_COLUMNS)].astype(float).abs()
+    return m.min(axis=1)
+
+
+def decision_margin(A: np.ndarray) -> float:
+    """How far the equality decision of one row-stochastic matrix is from flipping: the smallest of the gap
+    between the largest and the second-largest pair distance ½‖A_i − A_j‖₁ (which pair attains κ) and
+    the two self-dominance differences A_ii − A_ji, A_jj − A_ij of the attaining pair (0 on a tie)."""
+    A = np.asarray(A, dtype=np.float64)
+    n = A.shape[-1]
+    if A.ndim != 2 or A.shape[0] != n or n < 2:
+        raise ValueError(f"need one square matrix with n >= 2, got shape {A.shape}")
+    if not np.isfinite(A).all():
+        return float("nan")  # no decision to be near: the row fails the comparison on its own
+    # the pair distances a block of rows at a time (memory O(block·n²), not O(n³): at n = 1 370 the whole
+    # (pairs, n) difference would be 10 GB); the best pair is the first maximum in (i, j) order, i < j
+    step = max(1, MARGIN_BLOCK_ELEMENTS // (n * n))
+    top = [-np.inf, -np.inf]
+    best = (0, 1)
+    for i0 in range(0, n - 1, step):
+        i1 = min(n - 1, i0 + step)
+        D = 0.5 * np.abs(A[i0:i1, None, :] - A[None, :, :]).sum(axis=2)  # (rows, n)
+        D[np.arange(i1 - i0)[:, None] >= (np.arange(n)[None, :] - i0)] = -np.inf  # keep j > i only
+        flat = D.ravel()
+        k = int(np.argmax(flat))
+        if flat[k] > top[0]:
+            top[1] = max(top[0], float(np.partition(flat, -2)[-2]) if flat.size > 1 else -np.inf)
+            top[0], best = float(flat[k]), (i0 + k // n, k % n)
+        else:
+            top[1] = max(top[1], float(flat[k]))
+    gap = top[0] - top[1] if np.isfinite(top[1]) else float("inf")
+    i, j = best
+    return float(min(gap, abs(A[i, i] - A[j, i]), abs(A[j, j] - A[i, j])))
+
+
+# ------------------------------------------------------------------------------------ comparison
+#: the key, numbers and decision of the secondary tables: per head, and the whole rollout (its decision is
+#: how many layers hold)
+HEAD_KEY, HEAD_NUMBERS = KEY + ["head"], ("kappa", "slack")
+ROLLOUT_KEY, ROLLOUT_NUMBERS = ["input_id", "variant", "weights"], ("kappa_rollout", "factor_product", "bound")
+
+
+def compare(published: pd.DataFrame, remeasured: pd.DataFrame, group: str,
+            margins: Optional[pd.Series] = None, key: Sequence[str] = KEY, numbers: Sequence[str] = NUMBERS,
+            decision: str = "holds", published_margins: Optional[pd.Series] = None) -> Comparison:
+    """Compare re-measured rows with the published ones on ``key``: ``decision`` equal, ``numbers`` within
+    :data:`KAPPA_TOL`.  ``margins``: decision margins of the re-measured rows (index aligned with
+    ``remeasured``), used where the published rows carry none; ``published_margins``: those of the published
+    rows, instead of their margin columns."""
+    c = Comparison(group)
+    key, numbers = list(key), tuple(numbers)
+    pm = margin_of_rows(published) if published_margins is None else published_margins
+    pub = published.assign(_margin=np.asarray(pm, dtype=float))
+    rem = remeasured.assign(_rmargin=(margins.to_numpy() if margins is not None else np.nan))
+    for col in key:
+        pub[col], rem[col] = pub[col].astype(str), rem[col].astype(str)
+    m = pub.merge(rem, on=key, how="left", suffixes=("", "_new"), indicator=True)
+    c.missing = int((m["_merge"] == "left_only").sum())
+    m = m[m["_merge"] == "both"]
+    c.rows = len(m)
+    if not c.rows:
+        return c
+    diffs = np.column_stack([np.abs(m[x].astype(float) - m[f"{x}_new"].astype(float)) for x in numbers])
+    # a number that is NaN on one side only differs by more than any tolerance
+    nan_one_side = np.column_stack([m[x].astype(float).isna() != m[f"{x}_new"].astype(float).isna() for x in numbers])
+    diffs = np.where(nan_one_side, np.inf, diffs)
+    c.max_abs_diff = float(np.nanmax(diffs)) if diffs.size and not np.isnan(diffs).all() else 0.0
+    flip = np.array([_plain(a) != _plain(b) for a, b in zip(m[decision], m[f"{decision}_new"])], dtype=bool)
+    # a flipped decision also moves the slack across 0 by its margin: the number check covers agreeing rows
+    c.number_failures = int(((diffs > KAPPA_TOL).any(axis=1) & ~flip).sum())
+    for _, r in m[flip].iterrows():
+        margin = r["_margin"] if np.isfinite(r["_margin"]) else r["_rmargin"]
+        rec = {k: r[k] for k in key} | {"published": _plain(r[decision]), "now": _plain(r[f"{decision}_new"]),
+                                         "margin": None if not np.isfinite(margin) else float(margin)}
+        (c.excused if np.isfinite(margin) and margin < FLOAT_ERROR else c.decision_mismatches).append(rec)
+    return c
+
+
+def _plain(v):
+    """A table cell as a plain Python value (numpy scalars to their Python type)."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def focus_inputs(rows: pd.DataFrame) -> List[str]:
+    """The inputs of one group re-measured beside the seeded sample: the one with the most tokens (the
+    first by id among equals) and every input with a published near-tie (a decision margin below
+    :data:`FLOAT_ERROR`)."""
+    if rows.empty:
+        return []
+    ids = rows["input_id"].astype(str)
+    top = rows.assign(_id=ids).sort_values(["n_tokens", "_id"], ascending=[False, True])["_id"].iloc[0]
+    ties = set(ids[(margin_of_rows(rows) < FLOAT_ERROR).to_numpy()])
+    return sorted(ties | {top})
+
+
+def sample_inputs(table: pd.DataFrame, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
+    """``{(model, weights): [input ids]}``: ``per_group`` inputs (all when fewer) of every model and weights
+    setting, drawn with a generator seeded by ``seed`` and the group's name (independent of the order)."""
+    out = {}
+    for (model, weights), g in table.groupby(["model", "weights"], sort=True):
+        ids = sorted(set(g["input_id"].astype(str)))
+        rng = np.random.default_rng([seed, zlib.crc32(f"{model}|{weights}".encode())])
+        k = min(per_group, len(ids))
+        out[(str(model), str(weights))] = sorted(rng.choice(ids, size=k, replace=False).tolist())
+    return out
+
+
+# ------------------------------------------------------------------------------------ re-measuring
+
+
+def subset_inputs(inputs, ids: Sequence[str]):
+    pos = {str(x): i for i, x in enumerate(inputs.ids)}
+    missing = [i for i in ids if i not in pos]
+    if missing:
+        import os
+
+        from ..data.canonical import IMAGENET_SAMPLES_SOURCE, SST2_SOURCE
+
+        fell_back = inputs.source not in (IMAGENET_SAMPLES_SOURCE, SST2_SOURCE)
+        hint = ("" if os.environ.get("DOBRUSHIN_DATA") or not fell_back else
+                "; DOBRUSHIN_DATA is not set and the canonical inputs were not had"
+                + (f" ({inputs.notes})" if inputs.notes else "")
+                + ", so the inputs came from elsewhere than the published run's (set DOBRUSHIN_DATA to a data "
+                "folder holding them, e.g. ../shared/data)")
+        raise LookupError(f"inputs {missing} are not in today's selection (source {inputs.source}){hint}")
+    return inputs.subset([pos[i] for i in ids])
+
+
+__all__ = ['HEAD_KEY', 'HEAD_NUMBERS', 'ROLLOUT_KEY', 'ROLLOUT_NUMBERS', 'BASELINE_SIZES', 'Comparison', 'FAMILY_KINDS', 'KEY', 'MARGIN_BLOCK_ELEMENTS', 'MARGIN_COLUMNS', 'NUMBERS', 'PER_GROUP', 'SEED', 'TABULAR_ROWS', 'compare', 'decision_margin', 'focus_inputs', 'margin_of_rows', 'sample_inputs', 'subset_inputs']

@@ -1,0 +1,263 @@
+"""``make verify``'s checks of the products besides the family tables and the random baseline
+(:mod:`dobrushin.experiments.verify` runs them all): an FT-Transformer checkpoint's tables re-measured from the
+published weights, the trajectories along training (their early-stopping rows re-measured from the published
+checkpoints, and one replayed from its initialisation), and the MPNet ablation run again."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..store.attest import FLOAT_ERROR, KAPPA_TOL
+from .comparison import (FAMILY_KINDS, SEED, TABULAR_ROWS, Comparison, compare, focus_inputs, margin_of_rows,
+                         subset_inputs)
+
+
+def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_ROWS,
+                   measure: Optional[Callable] = None) -> List[Comparison]:
+    """One FT-Transformer checkpoint (a seeded choice among the tabular entries whose checkpoint publish did
+    not leave out for size) on ``rows`` of its published test rows: the checkpoint from ``published/<profile>/checkpoints/tabular/`` (checked
+    against the SHA-256 its entry records), the data set loaded as the notebook loads it (its checksum must
+    be the published one), measured with the current code."""
+    from ..store.results import ResultStore, sha256_file
+
+    d = published_root / "tabular"
+    if not (d / "manifest.json").exists():
+        return []
+    store = ResultStore.__new__(ResultStore)
+    store.dir, store.notebook, store.manifest_path = d, "tabular", d / "manifest.json"
+    left_out, tables_left_out = set(), set()  # what publish left out for size (PUBLISHED.json): not drawn
+    if (published_root / "PUBLISHED.json").exists():
+        pub = json.loads((published_root / "PUBLISHED.json").read_text())
+        left_out, tables_left_out = set(pub.get("checkpoints_left_out") or ()), set(pub.get("tables_left_out") or ())
+
+    def key(e):
+        return ((e.get("provenance") or {}).get("pretrained") or {}).get("checkpoint_key")
+
+    ents = [(slug, e) for slug, e in sorted(store.manifest()["entries"].items()) if e.get("file") and key(e)]
+    # an entry whose checkpoint publish left out for size is not drawn; one whose checkpoint is missing for
+    # another reason is, and fails (the published folder is incomplete)
+    ents = [(slug, e) for slug, e in ents
+            if slug not in tables_left_out and not any(n.endswith(f"-{key(e)}.pt") for n in left_out)]
+    if not ents:
+        c = Comparison("tabular: one FT-Transformer checkpoint")
+        c.error = "no published FT-Transformer entry with a checkpoint"
+        return [c]
+    slug, e = ents[int(np.random.default_rng([seed, 1]).integers(len(ents)))]
+    c = Comparison(f"tabular: {e.get('model', slug)} ({rows} test rows)")
+    try:
+        prov = e["provenance"]["pretrained"]
+        ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{prov['checkpoint_key']}.pt"))
+        if not ck:
+            raise FileNotFoundError(f"checkpoint {prov['checkpoint_key']} is not in the published folder")
+        if sha256_file(ck[0]) != prov.get("sha256"):
+            raise ValueError(f"{ck[0].name} does not match the SHA-256 its entry records")
+        table = store.read(e, "table")
+        pub = table[table["weights"] == "pretrained"]
+        ids = sorted(set(pub["input_id"].astype(str)))
+        pick = sorted(set(np.random.default_rng([seed, 2]).choice(ids, size=min(rows, len(ids)), replace=False).tolist())
+                      | set(focus_inputs(pub)))
+        now = (measure or _measure_tabular_fresh)(e, ck[0], pick)
+        c = compare(pub[pub["input_id"].astype(str).isin(pick)], now, c.group,
+                    margins=now["_margin"] if "_margin" in now.columns else None)
+    except Exception as exc:  # noqa: BLE001 - a checkpoint that cannot be re-measured fails, with why
+        c.error = f"{type(exc).__name__}: {exc}"
+    return [c]
+
+
+def _measure_tabular_fresh(entry: dict, checkpoint: Path, ids: Sequence[str]):
+    import io
+    import json as _json
+    import tempfile
+
+    import torch
+
+    from ..data import tabular_data
+    from .tabular import measure_tabular
+    from ..store.results import ResultStore
+
+    rec = _json.loads(checkpoint.with_suffix(".json").read_text())
+    data = tabular_data.load(entry.get("dataset") or rec["dataset"])
+    want = ((entry.get("params") or {}).get("inputs") or {}).get("source", "")
+    if data.checksum not in want:
+        raise ValueError(f"the data set today ({data.checksum[:12]}) is not the published one ({want})")
+    import rtdl_revisiting_models as rtdl
+
+    model = rtdl.FTTransformer(**rec["config"])
+    model.load_state_dict(torch.load(io.BytesIO(checkpoint.read_bytes()), map_location="cpu", weights_only=True))
+    model.eval()
+    index = {f"test/{int(v)}": r for r, v in enumerate(data.index["test"])}
+    rows = np.array([index[i] for i in ids], dtype=np.int64)
+    prov = {"pretrained": dict(entry["provenance"]["pretrained"])}
+    with tempfile.TemporaryDirectory() as tmp:
+        run = measure_tabular(ResultStore(tmp, "verify"), "verify", models={"pretrained": model}, provenance=prov,
+                              data=data, rows=rows, model_name=str(entry.get("model", "FT-Transformer")))
+    return run.table
+
+
+def _published_trajectories(published_root: Path):
+    """``(record, rows)`` of the trajectories along training in a published folder: the tabular manifest's
+    ``epochs`` record and the rows of ``epochs.csv``; None when it has none."""
+    from .epochs import conform_epochs
+
+    d = published_root / "tabular"
+    man = json.loads((d / "manifest.json").read_text()).get("epochs") if (d / "manifest.json").exists() else None
+    return (man, conform_epochs(pd.read_csv(d / man["file"]))) if man else None
+
+
+def _trajectory_checkpoint(published_root: Path, tr: dict) -> Path:
+    """The published checkpoint (``.pt``) a trajectory's early-stopping epoch should be."""
+    ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{tr['checkpoint_key']}.pt"))
+    if not ck:
+        raise FileNotFoundError(f"checkpoint {tr['checkpoint_key']} is not in the published folder")
+    return ck[0]
+
+
+def _trajectory_inputs(man: dict, dataset: str, loaded: dict):
+    """``(data, rows)`` a trajectory of ``dataset`` was measured on, as the chapter chose them (its split seed,
+    training rows and ``epoch_rows``); ``loaded`` keeps each data set loaded once."""
+    from ..data import tabular_data
+    from ..models import ft_transformer as ft
+
+    if dataset not in loaded:
+        split = int(man["split_seed"])
+        data = tabular_data.load(dataset, split).subsample("train", man["train_rows"], seed=split)
+        loaded[dataset] = (data, ft.select_rows(data.size("test"), man["epoch_rows"], seed=split))
+    return loaded[dataset]
+
+
+def verify_epochs(published_root: Path) -> List[Comparison]:
+    """The condition along training (``tabular/epochs.csv``, :mod:`dobrushin.experiments.epochs`): for each
+    trajectory, its weights at the early-stopping epoch must be the published checkpoint (SHA-256), and that
+    checkpoint, measured now on the same test rows, must give the counts holding of the published row of that
+    epoch, per variant and layer, up to the rows whose decision margin is below the float error."""
+    import tempfile
+
+    import torch
+
+    from ..models import ft_transformer as ft
+    from ..store.results import ResultStore, sha256_file
+    from .tabular import measure_tabular
+
+    got = _published_trajectories(published_root)
+    if got is None:
+        return []
+    man, rows_all = got
+    out, loaded = [], {}
+    for slug, tr in sorted(man["trajectories"].items()):
+        mine = rows_all[rows_all.key == tr["key"]]
+        es = int(tr["early_stopping_epoch"])
+        c = Comparison(f"tabular along training: {slug}, early-stopping epoch {es}")
+        try:
+            ck = _trajectory_checkpoint(published_root, tr)
+            if sha256_file(ck) != tr["early_stopping_sha256"]:
+                raise ValueError("the trajectory's weights at its early-stopping epoch are not the published checkpoint")
+            rec = json.loads(ck.with_suffix(".json").read_text())
+            data, rows = _trajectory_inputs(man, rec["dataset"], loaded)
+            model = ft.rtdl.FTTransformer(**rec["config"])
+            model.load_state_dict(torch.load(ck, map_location="cpu", weights_only=True))
+            with tempfile.TemporaryDirectory() as tmp:
+                now = measure_tabular(ResultStore(tmp, "verify"), "verify", models={"pretrained": model.eval()},
+                                      provenance={"pretrained": {"sha256": rec["sha256"]}}, data=data, rows=rows,
+                                      model_name=slug).table
+            now = now.assign(margin=margin_of_rows(now))
+            pub = mine[mine.epoch == es]
+            groups = ([(v, None, g) for v, g in now.groupby("variant")]
+                      + [(v, int(layer), g) for (v, layer), g in now.groupby(["variant", "layer"])])
+            for variant, layer, g in groups:  # every layer together, then each layer
+                p = pub[(pub.variant == variant) & (pub.layer.isna() if layer is None else pub.layer == layer)]
+                if len(p) != 1 or int(p.pairs.iloc[0]) != len(g):
+                    c.missing += 1
+                    continue
+                c.rows += 1
+                held, holds, near = int(p.holds.iloc[0]), int(g.holds.sum()), g[g.margin < FLOAT_ERROR]
+                c.max_abs_diff = max(c.max_abs_diff, abs(held - holds) / len(g))
+                what = {"variant": variant, "layer": layer, "published holds": held, "now": holds}
+                if abs(held - holds) > len(near):
+                    c.decision_mismatches.append(what)
+                elif held != holds:
+                    c.excused.append({**what, "margin": float(near.margin.min())})
+        except Exception as exc:  # noqa: BLE001 - a trajectory that cannot be checked fails, with why
+            c.error = f"{type(exc).__name__}: {exc}"
+        out.append(c)
+    return out
+
+
+def verify_epochs_replay(published_root: Path) -> List[Comparison]:
+    """The training of the trajectories replayed with the code here: one of them (California's first seed when
+    there is one, the fastest) trained again from its initialisation with the protocol capped at one epoch, which
+    trains on to epoch two (:func:`~dobrushin.experiments.epochs.trajectory`), with the torch threads it was trained
+    with (the manifest's ``torch_threads``, 1 when not recorded: the chapter's default); its counts holding per
+    variant and layer and its validation metric must be the published rows of epochs 0–2."""
+    import tempfile
+
+    import torch
+
+    from .epochs import trajectory
+
+    got = _published_trajectories(published_root)
+    if got is None:
+        return []
+    man, published = got
+    slug, tr = sorted(man["trajectories"].items(), key=lambda kv: (kv[1]["dataset"] != "california", kv[0]))[0]
+    c = Comparison(f"tabular along training, replayed: {slug}, epochs 0–2")
+    try:
+        rec = json.loads(_trajectory_checkpoint(published_root, tr).with_suffix(".json").read_text())
+        data, rows = _trajectory_inputs(man, rec["dataset"], {})
+        threads = torch.get_num_threads()
+        torch.set_num_threads(int(man.get("torch_threads", 1)))  # as it was trained (more threads: other sums)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                now = trajectory(data, int(tr["seed"]), rows, cache_root=Path(tmp),
+                                 **{**rec["settings"], "max_epochs": 1}).rows
+        finally:
+            torch.set_num_threads(threads)
+        pub = published[(published.key == tr["key"]) & (published.epoch <= 2)]
+        key = ["epoch", "variant", "layer"]
+        m = pub.assign(layer=pub.layer.fillna(-1)).merge(now.assign(layer=now.layer.fillna(-1)), on=key, how="left",
+                                                         suffixes=("", "_now"))
+        c.missing = int(m.holds_now.isna().sum())
+        got = m[m.holds_now.notna()]
+        c.rows = len(got)
+        c.decision_mismatches = [{"epoch": int(r.epoch), "variant": r.variant, "layer": int(r.layer),
+                                  "published holds": int(r.holds), "now": int(r.holds_now)}
+                                 for r in got[got.holds != got.holds_now].itertuples()]
+        diff = (got.val_value - got.val_value_now).abs()
+        c.max_abs_diff = float(diff.max()) if len(diff) else 0.0
+        c.number_failures = int((diff > KAPPA_TOL).sum())
+    except Exception as exc:  # noqa: BLE001 - a trajectory that cannot be replayed fails, with why
+        c.error = f"{type(exc).__name__}: {exc}"
+    return [c]
+
+
+# ------------------------------------------------------------------------------------ report
+def verify_ablation(published_root: Path) -> List[Comparison]:
+    """The language chapter's MPNet ablation (a keyed analysis), run again with the code here on its sentences
+    (trained weights): the same count holding per condition, variant and layer, the mean trace within KAPPA_TOL."""
+    f = published_root / "language" / "mpnet-ablation.analysis.json"
+    if not f.is_file():
+        return []
+    rec = json.loads(f.read_text())
+    p, c = rec["params"], Comparison("language: MPNet distance-0 ablation (trained)")
+    try:
+        from ..data.inputs import load_inputs
+        from ..models.loading import load_model
+        from .ablation import check_ablation
+
+        params = json.loads((published_root / "language" / "manifest.json").read_text()).get("parameters") or {}
+        kind = FAMILY_KINDS["language"]
+        inputs = subset_inputs(load_inputs(kind, params.get(f"{kind}_source"), params.get("n_inputs"),
+                                     seed=int(params.get("seed", 0))), p["inputs"])
+        lm = load_model(p["model"], pretrained=True, seed=p["seed"], max_length=p["max_length"])
+        r = check_ablation(rec["value"], lm, inputs.items(0, len(p["inputs"])), atol=KAPPA_TOL)
+        c.rows, c.max_abs_diff, c.number_failures = r["rows"], r["max_abs_diff"], r["number_failures"]
+        c.decision_mismatches = [{"layers whose count holding differs": r["mismatches"]}] if r["mismatches"] else []
+    except Exception as exc:  # noqa: BLE001 - an ablation that cannot be run again fails, with why
+        c.error = f"{type(exc).__name__}: {exc}"
+    return [c]
+
+
+__all__ = ["verify_ablation", "verify_epochs", "verify_epochs_replay", "verify_tabular"]
