@@ -30,3 +30,11 @@ def test_a_keyed_analysis_is_made_once_and_reused_from_the_published_folder(tmp_
     assert rec["published_from"] == str(tmp_path / "pub" / "language") and rec["params"] == {"n": 16}
     # another code digest is another key: made again
     assert run.keyed("abl", {"n": 16, "code_digest": "other"}, lambda: compute(5))["k"] == [5, 2]
+
+
+def test_an_unreadable_analysis_record_is_made_again(tmp_path, monkeypatch):
+    monkeypatch.delenv("DOBRUSHIN_PUBLISHED", raising=False)
+    store = ResultStore(tmp_path, "language")
+    store.keyed("abl", {"n": 1}, lambda: {"v": 1})
+    (store.dir / "abl.analysis.json").write_text("{not json")
+    assert store.keyed("abl", {"n": 1}, lambda: {"v": 2}) == {"v": 2}

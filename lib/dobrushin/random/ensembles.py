@@ -398,7 +398,7 @@ def pair_split_constant(ensemble: "str | Ensemble") -> float:
 
 
 __all__: Sequence[str] = [
-    "BLOCK_ELEMENTS", "CELL_CODE", "ENSEMBLES_VERSION", "Ensemble", "block_rng", "block_size", "dirichlet",
+    "BLOCK_ELEMENTS", "CELL_CODE", "COUNT_FIELDS", "ENSEMBLES_VERSION", "Ensemble", "block_rng", "block_size", "dirichlet",
     "exact_equality", "exact_probability", "holds_bounds", "pair_split_constant", "pair_statistics", "parse_ensemble",
     "sample_matrices", "simulate", "softmax_gaussian", "summarise",
 ]

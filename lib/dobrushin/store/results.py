@@ -383,8 +383,11 @@ class ResultStore:
         p = self.dir / f"{slugify(name)}.analysis.json"
         pub = self._published()
         for f in (p, pub.dir / p.name if pub else None):
-            rec = json.loads(f.read_text()) if f is not None and f.is_file() else None
-            if rec and rec.get("key") == key:
+            try:  # a missing or unreadable record is a miss
+                rec = json.loads(f.read_text()) if f is not None and f.is_file() else None
+            except ValueError:
+                rec = None
+            if isinstance(rec, dict) and rec.get("key") == key and "value" in rec:
                 if f != p:
                     atomic_write_json(p, {**rec, "published_from": str(pub.dir)})
                 return rec["value"]
