@@ -165,7 +165,8 @@ def why_points(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
     if "trace" not in t.columns:
         return pd.DataFrame(columns=["model", "weights", "family", "label", "fraction", "trace", "n"])
     t = t[t["trace"].notna()]
-    t = t.assign(label=[_short_label(m) + (" (proxy)" if is_proxy(m) else "") for m in t["model"]])
+    t = t.assign(label=[_short_label(m) + (" (proxy)" if is_proxy(m) and "proxy" not in _short_label(m) else "")
+                        for m in t["model"]])
     # the seeds of one FT-Transformer benchmark are one model (its label), as in the scorecard
     g = t.groupby(["label", "weights"], sort=False).agg(model=("model", "first"), fraction=("holds", "mean"),
                                                         trace=("trace", "mean"), n=("holds", "size")).reset_index()
@@ -194,12 +195,16 @@ def plot_why(points: pd.DataFrame, arrow: Optional[tuple] = None, random_band: O
                label="untrained controls", zorder=3)
     tr = points[points["weights"] == "pretrained"]
     ax.scatter(tr["trace"], tr["fraction"], s=36, color=COLORS["trained"], label="trained weights", zorder=4)
-    for r in tr.itertuples():
-        ax.annotate(r.label, (r.trace, r.fraction), xytext=(5, -3), textcoords="offset points", fontsize=7.5)
+    right = float(np.nanmax(points["trace"])) if len(points) else 1.0
+    for r in tr.itertuples():  # labels left of the points in the right third of the axis, so none is cut off
+        left = r.trace > right ** 0.6
+        ax.annotate(r.label, (r.trace, r.fraction), xytext=(-6 if left else 5, -3), textcoords="offset points",
+                    fontsize=7.5, ha="right" if left else "left")
     if arrow is not None:
         (x0, y0), (x1, y1), lab = arrow
         ax.annotate("", (x1, y1), (x0, y0), arrowprops=dict(arrowstyle="-|>", color="0.2", lw=1.3), zorder=5)
-        ax.annotate(lab, (x1, y1), xytext=(5, 4), textcoords="offset points", fontsize=7.5, color="0.2")
+        ax.annotate(lab, ((x0 * x1) ** 0.5, (y0 + y1) / 2), xytext=(-8, 4), textcoords="offset points", fontsize=7.5,
+                    color="0.2", ha="right")  # left of the arrow's middle, clear of the points at tr A = 1
     ax.set_xscale("log")
     ax.set_xlabel("self-attention over uniform: mean tr A = n · mean $A_{ii}$ (log)")
     ax.set_ylabel("fraction holding (content tokens)")
