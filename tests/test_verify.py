@@ -630,3 +630,18 @@ def test_only_the_oldest_attestations_count_and_code_edited_during_a_run_is_not_
     (fresh / "PUBLISHED.json").write_text(json.dumps({"code_digest": "0" * 64, "commit": "abc"}))
     assert V.attest(fresh, passed) == {"tables": ""} and not (fresh / "attestations").exists()
     assert V.attest(fresh, dict(passed, digests={"tables": product_digest("tables")}))["tables"].startswith("re-measured")
+
+
+def test_compare_checks_the_trace_relative_to_its_size_where_it_was_recorded():
+    """tr A goes up to n and sums float32-derived entries: it is compared within the tolerance relative to its size,
+    and not at all against a table made before it was recorded."""
+    from dobrushin.store.attest import KAPPA_TOL
+
+    row = {"input_id": "a", "layer": 0, "variant": "content", "weights": "pretrained", "kappa": 0.5,
+           "kappa_factor": 0.75, "slack": 0.0, "holds": True, "kappa_gap": 0.1, "self_margin_i": 0.1,
+           "self_margin_j": 0.1, "trace": 17.0}
+    pub = pd.DataFrame([row])
+    near = pd.DataFrame([{**row, "trace": 17.0 * (1 + KAPPA_TOL / 2)}])  # |Δ| above KAPPA_TOL, relative below
+    far = pd.DataFrame([{**row, "trace": 17.0 * (1 + 2 * KAPPA_TOL)}])
+    assert CMP.compare(pub, near, "g").passed and not CMP.compare(pub, far, "g").passed
+    assert CMP.compare(pub.assign(trace=float("nan")), far, "g").passed  # no trace published: not compared

@@ -31,7 +31,7 @@ MARGIN_COLUMNS = ("kappa_gap", "self_margin_i", "self_margin_j")
 #: the temporary of the absolute value)
 MARGIN_BLOCK_ELEMENTS = 1 << 23
 KEY = ["input_id", "layer", "variant", "weights"]
-NUMBERS = ("kappa", "kappa_factor", "slack")
+NUMBERS = ("kappa", "kappa_factor", "slack", "trace")
 FAMILY_KINDS = TRANSFORMER_INPUTS  # the transformer family chapters and their inputs (experiments.families)
 
 
@@ -119,7 +119,8 @@ def compare(published: pd.DataFrame, remeasured: pd.DataFrame, group: str,
             margins: Optional[pd.Series] = None, key: Sequence[str] = KEY, numbers: Sequence[str] = NUMBERS,
             decision: str = "holds", published_margins: Optional[pd.Series] = None) -> Comparison:
     """Compare re-measured rows with the published ones on ``key``: ``decision`` equal, ``numbers`` within
-    :data:`KAPPA_TOL`.  ``margins``: decision margins of the re-measured rows (index aligned with
+    :data:`KAPPA_TOL` (the trace, which goes up to n, relative to its size; compared only where the published
+    table records it).  ``margins``: decision margins of the re-measured rows (index aligned with
     ``remeasured``), used where the published rows carry none; ``published_margins``: those of the published
     rows, instead of their margin columns."""
     c = Comparison(group)
@@ -135,7 +136,9 @@ def compare(published: pd.DataFrame, remeasured: pd.DataFrame, group: str,
     c.rows = len(m)
     if not c.rows:
         return c
-    diffs = np.column_stack([np.abs(m[x].astype(float) - m[f"{x}_new"].astype(float)) for x in numbers])
+    numbers = tuple(x for x in numbers if x != "trace" or {"trace", "trace_new"} <= set(m.columns) and m[x].notna().any())
+    diffs = np.column_stack([np.abs(m[x].astype(float) - m[f"{x}_new"].astype(float))
+                             / (np.maximum(1.0, m[x].abs().astype(float)) if x == "trace" else 1.0) for x in numbers])
     # a number that is NaN on one side only differs by more than any tolerance
     nan_one_side = np.column_stack([m[x].astype(float).isna() != m[f"{x}_new"].astype(float).isna() for x in numbers])
     diffs = np.where(nan_one_side, np.inf, diffs)
