@@ -12,7 +12,7 @@ MODULE_LIMIT = 500
 #: modules still over MODULE_LIMIT, each at most its size today
 OVER = {"experiments/verify.py": 525, "experiments/params.py": 637, "data/inputs.py": 512, "experiments/sweep.py": 506}
 #: the package and report/ at most their size today (targets: 16,000 and 4,000)
-CEILINGS = {"": 19_324, "report": 6_281}
+CEILINGS = {"": 19_317, "report": 6_274}
 
 
 def _lines(p: Path) -> int:

@@ -88,10 +88,11 @@ def seed(published, run) -> dict:
             skipped["FT-Transformer checkpoints"] += 1
     rows = None  # the published epochs.csv, read once when a trajectory is seeded
     loaded: dict = {}  # the data sets a re-keying loaded
-    for rec in _trajectories(published):
+    trajectories = _epochs_meta(published)
+    for rec in (trajectories.get("trajectories") or {}).values():
         d = rec.get("code_digest")
         now = rec if d == current["epochs"] else (
-            _rekeyed_trajectory(published, rec, current["epochs"], loaded) if d is not None and d == carried.get("epochs")
+            _rekeyed_trajectory(published, trajectories, rec, current["epochs"], loaded) if d is not None and d == carried.get("epochs")
             else None)
         if now is None:
             skipped["trajectories along training"] += 1
@@ -142,11 +143,10 @@ def _attested(published: Path, current: dict) -> dict:
     return out
 
 
-def _trajectories(published: Path) -> list:
-    """The trajectory records of the published tabular manifest (``epochs.trajectories``), none when absent."""
+def _epochs_meta(published: Path) -> dict:
+    """The published tabular manifest's ``epochs`` record (its trajectories under ``trajectories``), {} when absent."""
     man = published / "tabular" / "manifest.json"
-    epochs = (json.loads(man.read_text()).get("epochs") or {}) if man.is_file() else {}
-    return list((epochs.get("trajectories") or {}).values())
+    return (json.loads(man.read_text()).get("epochs") or {}) if man.is_file() else {}
 
 
 def _seed_trajectory(rows, rec: dict, cache: Path) -> None:
@@ -159,19 +159,18 @@ def _seed_trajectory(rows, rec: dict, cache: Path) -> None:
     atomic_write_json(Path(f"{stem}.json"), {**rec, "sha256": sha256_bytes(Path(f"{stem}.csv").read_bytes())})
 
 
-def _rekeyed_trajectory(published: Path, rec: dict, digest: str, loaded: dict) -> "dict | None":
+def _rekeyed_trajectory(published: Path, meta: dict, rec: dict, digest: str, loaded: dict) -> "dict | None":
     """The trajectory record ``rec`` (made by code an accepted attestation carries over to today's) under the key
     today's code gives it, or None when its key cannot be rebuilt.  A trajectory's record holds its key, not the
     parameters behind it, so they are rebuilt as the tabular chapter builds them — the data set (read again), the
     published epoch rows, split seed and training rows, the model and training settings of its checkpoint — and used
-    only if they give the published key under the published digest."""
+    only if they give the published key under the published digest.  ``meta``: the published ``epochs`` record."""
     from unittest import mock
 
     from dobrushin.data import tabular_data
     from dobrushin.experiments import epochs as E
     from dobrushin.models import ft_transformer as ft
 
-    meta = json.loads((published / "tabular" / "manifest.json").read_text()).get("epochs") or {}
     ck = published / "checkpoints" / "tabular" / f"{rec['dataset']}-seed{int(rec['seed'])}-{rec.get('checkpoint_key')}.json"
     if not ck.is_file():
         return None

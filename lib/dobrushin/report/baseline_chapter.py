@@ -14,6 +14,7 @@ import time
 
 from . import baseline_figures as BF
 from . import page as F
+from .display import glue_values
 from .claims import band, band_label
 
 UNI_COLS = ["n", "trials", "holds", "p", "ci_low", "ci_high", "checked", "disagreements"]
@@ -74,14 +75,6 @@ class RandomMatrixChapter:
                                      **timings})
 
 
-def _glue(prefix: str, values: dict) -> None:
-    """Glue each of ``values`` as ``<prefix>-<key>`` for the notebook's hand-written sentences."""
-    from .display import glue_text
-
-    for k, v in values.items():
-        glue_text(f"{prefix}-{k}", v)
-
-
 class BaselineChapter(RandomMatrixChapter):
     """The baseline chapter's sections; ``params`` are the notebook's resolved parameters."""
 
@@ -112,7 +105,7 @@ class BaselineChapter(RandomMatrixChapter):
                         alt="Line plot with error bars of the probability that the condition holds against matrix size on a log axis, falling from one half at n equal 2 towards one quarter, with the paper's band shaded.")
 
     def uniform_numbers(self):
-        _glue("uni", BF.uniform_values(self.uni, band("baseline")))
+        glue_values("uni", BF.uniform_values(self.uni, band("baseline")))
         return F.details("The numbers behind the figure", F.table(self.uni[UNI_COLS], caption="Rows uniform on the simplex: matrices, how many hold, the fraction with its Wilson 95% interval, and the direct check of the theorem.", name="tab-baseline-uniform"))
 
     # ---------------------------------------------------------------- other ensembles
@@ -140,17 +133,17 @@ class BaselineChapter(RandomMatrixChapter):
                         alt="Six small line plots, one per ensemble (Dirichlet with alpha 1, 0.1 and 10, softmax of Gaussian logits at temperatures 0.3, 1 and 3), each showing the fraction that holds against matrix size with error bars.")
 
     def ensembles_numbers(self):
-        _glue("ens", BF.ensembles_values(self.allres[self.allres["ensemble"].isin(self.order)], self.labels))
+        glue_values("ens", BF.ensembles_values(self.allres[self.allres["ensemble"].isin(self.order)], self.labels))
 
     # ---------------------------------------------------------------- the law and the theorem on every matrix
     def law_bound(self):
         """What the appendix's universal upper bound says about the paper's band (glued)."""
-        _glue("bound", BF.bound_values(band("baseline")))
+        glue_values("bound", BF.bound_values(band("baseline")))
 
     def theorem_check(self):
         """Glue the check's counts; with ``check_theorem``, fail unless every matrix was checked and agreed."""
         tot = self.allres[["trials", "checked", "disagreements"]].sum()
-        _glue("thm", BF.theorem_check_values(self.allres))
+        glue_values("thm", BF.theorem_check_values(self.allres))
         if self.p.check_theorem:
             if int(tot["checked"]) != int(tot["trials"]):
                 raise AssertionError(f"{int(tot['checked'])} of {int(tot['trials'])} matrices were checked")

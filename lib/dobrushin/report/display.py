@@ -62,6 +62,12 @@ def glue_text(key: str, value) -> None:
     glue(key, plain_text(value), display=False)
 
 
+def glue_values(prefix: str, values: dict) -> None:
+    """:func:`glue_text` each of ``values`` under ``<prefix>-<key>``."""
+    for k, v in values.items():
+        glue_text(f"{prefix}-{k}", v)
+
+
 def admonition(title: str, body: str, kind: str = "warning", classes: Sequence[str] = ()) -> Display:
     """A warning box: HTML with the admonition classes of the book's theme (Jupyter Book renders a
     ``text/html`` output as is), a Markdown and a plain-text fallback. ``classes`` are extra CSS classes.
@@ -79,5 +85,5 @@ def admonition(title: str, body: str, kind: str = "warning", classes: Sequence[s
                    markdown=f"**{title}**: {body}")
 
 
-__all__ = ["ADMONITION_KINDS", "Display", "admonition", "html_block", "glue_text", "markdown_block",
+__all__ = ["ADMONITION_KINDS", "Display", "admonition", "html_block", "glue_text", "glue_values", "markdown_block",
            "plain_text"]

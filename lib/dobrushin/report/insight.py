@@ -63,10 +63,9 @@ def near_ties(table: pd.DataFrame, name=None) -> dict:
 
 def glue_near_ties(notebook: str, table: pd.DataFrame, name=None) -> None:
     """Glue :func:`near_ties` of ``table`` as ``<notebook>-ties-*``."""
-    from .display import glue_text
+    from .display import glue_values
 
-    for k, v in near_ties(table, name).items():
-        glue_text(f"{notebook}-ties-{k}", v)
+    glue_values(f"{notebook}-ties", near_ties(table, name))
 
 
 def ablation_verdict(k0: int, n0: int, k1: int, n1: int) -> str:
@@ -192,7 +191,7 @@ class InsightSections:
         and untrained; :func:`dobrushin.experiments.ablation.measured_ablation`, a keyed product); glue its
         numbers (``mpnet-*``) for the notebook's paragraph, draw it and tabulate it per layer."""
         from ..experiments.ablation import measured_ablation
-        from .display import glue_text
+        from .display import glue_values
 
         keys = ("bias0", "bias_minus1", "bias_plus1", "bias_after", "heads", "k0", "k1", "n", "s0", "s1",
                 "trace0", "trace1", "cos_median", "cos_min", "verdict", "sentences", "u_k0", "u_k1")
@@ -210,8 +209,7 @@ class InsightSections:
                 why = f"{type(e).__name__}: {e}"
         if res is None:
             (self.store.dir / "mpnet-ablation.analysis.json").unlink(missing_ok=True)  # no other build's numbers
-            for k, v in glued.items():
-                glue_text(f"mpnet-{k}", v)
+            glue_values("mpnet", glued)
             _md(f"The ablation was not run in this build ({why}).")
             return
         if "error" in res.get("untrained", {}):
@@ -234,8 +232,7 @@ class InsightSections:
             u = lay["untrained"][lay["untrained"]["variant"] == "content"]
             glued.update(u_k0=int(u.loc[u["condition"] == "original", "k"].sum()),
                          u_k1=int(u.loc[u["condition"] == "ablated", "k"].sum()))
-        for k, v in glued.items():
-            glue_text(f"mpnet-{k}", v)
+        glue_values("mpnet", glued)
         from .plots import panel_grid
 
         fig, axes = panel_grid(2, 2, panel=(3.4, 2.6), sharey=False)

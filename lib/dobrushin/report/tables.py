@@ -25,9 +25,8 @@ def fractions(table: pd.DataFrame, by: Sequence[str] = ("model", "weights", "var
     (``ci_low``, ``ci_high``) and, where the table has ``input_id``, the one clustered by input that the verdicts
     use (``cl_low``, ``cl_high``: the layers of one input are not independent draws; Wilson's otherwise).
 
-    Columns: ``*by, k, n, fraction, ci_low, ci_high, cl_low, cl_high, trace``; groups in the order they first
-    appear in ``table``.  ``trace``: the mean trace of the rows' matrices, their self-attention over the uniform
-    share (NaN where the table has none).
+    Columns: ``*by, k, n, fraction, ci_low, ci_high, cl_low, cl_high``; groups in the order they first appear in
+    ``table``.
     """
     by = [by] if isinstance(by, str) else list(by)
     rows = []
@@ -36,9 +35,8 @@ def fractions(table: pd.DataFrame, by: Sequence[str] = ("model", "weights", "var
         k, n = int(g["holds"].sum()), len(g)
         p, lo, hi = wilson(k, n)
         _, clo, chi = clustered(input_sums(g)) if "input_id" in g else (p, lo, hi)
-        tr = float(g["trace"].mean()) if "trace" in g else float("nan")
-        rows.append((*key, k, n, p, lo, hi, clo, chi, tr))
-    return pd.DataFrame(rows, columns=[*by, "k", "n", "fraction", "ci_low", "ci_high", "cl_low", "cl_high", "trace"])
+        rows.append((*key, k, n, p, lo, hi, clo, chi))
+    return pd.DataFrame(rows, columns=[*by, "k", "n", "fraction", "ci_low", "ci_high", "cl_low", "cl_high"])
 
 
 def status_table(runs: Sequence) -> pd.DataFrame:

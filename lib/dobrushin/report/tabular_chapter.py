@@ -20,7 +20,7 @@ from .chapter import rollout_check_text
 from .names import pct
 from .results_loading import baseline_for
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
-from .display import glue_text
+from .display import glue_text, glue_values
 from .training import epochs_figure, epochs_values
 from .insight import glue_near_ties
 from .names import ft_model_name
@@ -394,8 +394,7 @@ class TabularChapter:
         same = [self.trained[k][1].sha256 == records[f"{k[0]}-seed{k[1]}"]["early_stopping_sha256"]
                 for k in self.trained if f"{k[0]}-seed{k[1]}" in records]
         for name, values in epochs_values(t, claim).items():  # the notebook's sentences (placeholders: not measured)
-            for k, v in values.items():
-                glue_text(f"epochs-{name}-{k}", v)
+            glue_values(f"epochs-{name}", values)
         glue_text("epochs-same", f"{sum(same)} of the {len(same)}" if same else "—")
         if not frames:
             _markdown("No benchmark was measured along training in this build.")
