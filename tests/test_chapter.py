@@ -84,6 +84,19 @@ def test_slack_panel_of_zeros_says_all_zero():
     assert texts(plots.slack_by_layer(some)) == []  # values that are not all zero are drawn, not labelled
 
 
+@pytest.fixture(autouse=True)
+def _no_inputs(monkeypatch):
+    """A chapter built here loads no inputs (so it measures nothing) unless a test gives it some."""
+    monkeypatch.setattr(chapter.FamilyChapter, "_load_inputs", lambda self: None)
+
+
+def _text(section) -> str:
+    """The sentences of a returned section (its Markdown blocks)."""
+    from IPython.display import Markdown
+
+    return "\n".join(b.data for b in section if isinstance(b, Markdown))
+
+
 def _family_params(nb, tmp_path, **overrides):
     from dobrushin.experiments import params as P
 
@@ -167,27 +180,18 @@ def test_the_status_says_a_proxys_untrained_control_keeps_the_proxy_name(tmp_pat
 
     hub = {"source": "hub", "revision": "abc"}
     pkg = {"source": "package", "package": "p", "version": "1", "proxy_for": "hub/original"}
-    shown = []
-    monkeypatch.setattr(chapter, "_md", shown.append)
-    monkeypatch.setattr(chapter, "_display", lambda *a, **k: None)
-    one = "In the tables and figures the untrained control of "
-    two = "In the tables and figures the untrained controls of "
+    monkeypatch.setattr(chapter.FamilyChapter, "_load_inputs", lambda self: setattr(self, "input_set", object()))
+    one = "In the tables and figures the untrained control of a packaged proxy "
     cases = (
-        ([run("x/packaged", pkg), run("x/from-hub", hub)], one + "packaged bears the proxy's name"),
+        ([run("x/packaged", pkg), run("x/from-hub", hub)], one + "(packaged) bears the proxy's name"),
         # one proxy at two resolutions: named once
         ([run("x/packaged", pkg), run("x/packaged@518px", pkg), run("x/from-hub", hub)],
-         one + "packaged bears the proxy's name"),
-        ([run("x/packaged", pkg), run("x/other", pkg), run("x/from-hub", hub)],
-         two + "packaged and other bear their proxies' names"),
+         one + "(packaged) bears the proxy's name"),
+        ([run("x/packaged", pkg), run("x/other", pkg), run("x/from-hub", hub)], one + "(packaged and other) bears"),
         ([run("x/packaged", pkg, untrained=False), run("x/from-hub", hub)], None))
     for runs, want in cases:
         monkeypatch.setattr(pipeline, "measure_models", lambda *a, runs=runs, **k: runs)
-        ch = chapter.FamilyChapter(_family_params("language", tmp_path), "Language models")
-        ch.input_set = object()
-        ch.measure()
-        shown.clear()
-        ch.status()
-        text = "\n".join(map(str, shown))
+        text = _text(chapter.FamilyChapter(_family_params("language", tmp_path), "Language models").status())
         assert "Trained weights measured here" in text
         said = [p for p in text.split("\n\n") if "untrained control" in p]
         if want is None:
@@ -202,8 +206,6 @@ def test_a_pass_that_found_every_table_cached_keeps_the_recorded_wall_time(tmp_p
     reproduce renders a chapter again after its lanes (every table cached), and that pass must not put its
     seconds in place of the measuring pass's."""
     from types import SimpleNamespace
-
-    monkeypatch.setattr(chapter, "_display", lambda *a, **k: None)
 
     def run(cached):
         return SimpleNamespace(model_id="x/m", status="ok", cached=cached, runs={"pretrained": {"status": "ok"}})
@@ -277,12 +279,10 @@ def test_a_chapter_without_trained_weights_shows_its_controls_in_the_fractions_g
     ch.runs = [types.SimpleNamespace(model_id="facebook/deit-base-patch16-224", table=ch.table,
                                      runs={"pretrained": {"status": "weights unavailable"}})]
     monkeypatch.setattr(chapter.FamilyChapter, "_trained_ok", lambda self, r: False)
-    drawn, shown = [], []
-    monkeypatch.setattr(chapter.FamilyChapter, "_depth_figure", lambda self, *a: drawn.append(a[1]))
-    monkeypatch.setattr(insight, "_display", shown.append)
+    drawn = []
+    monkeypatch.setattr(chapter.FamilyChapter, "_depth_figure", lambda self, out, *a: drawn.append(a[1]))
     monkeypatch.setattr(insight.F, "table", lambda df, **kw: (df, kw["name"]))
-    ch.overview()
-    (grid, name), = shown
+    (grid, name), = ch.overview()
     assert name == "tab-supervised_vit-controls" and list(grid.columns) == [
         "model", "untrained, content", "untrained, with special tokens", "pairs"]
     summ = fractions(ch.table)

@@ -267,6 +267,8 @@ def test_figure_saves_150dpi_sized_png_and_glues_it(tmp_path, monkeypatch):
     assert 3 * F.WIDTHS_IN["full"] / 12 < F.MIN_HEIGHTS_IN["full"]
     assert w == round(F.WIDTHS_IN["full"] * 150) and abs(h - round(F.MIN_HEIGHTS_IN["full"] * 150)) <= 1
     assert not plt.fignum_exists(fig.number)  # closed: the inline backend will not show it again
+    assert cap.outputs == []  # shown when it is displayed (a cell's value, or in a section)
+    cap.result(paths)
     glued, shown = cap.outputs
     assert glued["metadata"]["scrapbook"]["name"] == "fig-nb-depth"
     assert glued["metadata"]["scrapbook"]["mime_prefix"]  # stored, not displayed in place
@@ -275,8 +277,6 @@ def test_figure_saves_150dpi_sized_png_and_glues_it(tmp_path, monkeypatch):
     (key,) = [k for k in glued["data"] if k.endswith("image/png")]
     assert base64.b64decode(glued["data"][key]) == png  # the page shows exactly the saved PNG
     assert shown["data"]["text/markdown"].startswith(":::{glue:figure} fig-nb-depth\n")
-    cap.result(paths)
-    assert len(cap.outputs) == 2  # the returned paths add nothing to the page
 
 
 def test_figure_keeps_the_aspect_of_a_tall_figure(tmp_path, monkeypatch):
@@ -393,13 +393,13 @@ def test_helpers_render_in_a_jupyter_book(tmp_path, monkeypatch):
     (book / "_toc.yml").write_text("format: jb-book\nroot: executed/demo\n")
 
     cap = _Capture(monkeypatch)
-    F.figure(_three_panel(), notebook="demo", name="panels", width="full", results_dir=tmp_path / "results",
-             caption=f"Three panels with a computed value {0.1 + 0.2:.2f} and math $\\kappa(A)$.",
-             alt="Three line plots side by side.")
+    cap.result(F.figure(_three_panel(), notebook="demo", name="panels", width="full", results_dir=tmp_path / "results",
+                        caption=f"Three panels with a computed value {0.1 + 0.2:.2f} and math $\\kappa(A)$.",
+                        alt="Three line plots side by side."))
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot([0, 1], [0, 1])
-    F.figure(fig, notebook="demo", name="line", results_dir=tmp_path / "results",
-             caption="One panel.", alt="A rising line.")
+    cap.result(F.figure(fig, notebook="demo", name="line", results_dir=tmp_path / "results",
+                        caption="One panel.", alt="A rising line."))
     figs = cap.outputs[:]
     cap.outputs.clear()
     cap.result(F.banner("Not reproduced in this build", "weights unavailable: <reason>"))

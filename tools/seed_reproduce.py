@@ -165,8 +165,6 @@ def _rekeyed_trajectory(published: Path, meta: dict, rec: dict, digest: str, loa
     parameters behind it, so they are rebuilt as the tabular chapter builds them — the data set (read again), the
     published epoch rows, split seed and training rows, the model and training settings of its checkpoint — and used
     only if they give the published key under the published digest.  ``meta``: the published ``epochs`` record."""
-    from unittest import mock
-
     from dobrushin.data import tabular_data
     from dobrushin.experiments import epochs as E
     from dobrushin.models import ft_transformer as ft
@@ -186,8 +184,8 @@ def _rekeyed_trajectory(published: Path, meta: dict, rec: dict, digest: str, loa
     rows = ft.select_rows(d.size("test"), meta.get("epoch_rows"), seed=split)
 
     def key(under: str) -> str:
-        with mock.patch.object(E, "code_digest", lambda *_: under):
-            return E.trajectory_key(d, int(rec["seed"]), rows, settings=ck["settings"], config=ft.model_config(d))
+        return E.trajectory_key(d, int(rec["seed"]), rows, settings=ck["settings"], config=ft.model_config(d),
+                                digest=under)
 
     if key(rec["code_digest"]) != rec["key"]:
         return None

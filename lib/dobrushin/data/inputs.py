@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence
@@ -53,6 +52,7 @@ from ..math.validation import check_integer
 from ..store.paths import data_dir
 from .availability import DataUnavailable, hub_offline
 from .canonical import IMAGE_SUFFIXES, IMAGENET_SAMPLES_SOURCE, SST2_SOURCE, photo_folder, sst2_file
+from .texts import embedded_sentences, read_sst2_tsv
 
 #: photographs bundled with scikit-image 0.2x (no download needed); names of ``skimage.data`` functions
 SKIMAGE_PHOTOS = (
@@ -382,42 +382,6 @@ def load_images(source: Optional[str] = None, n: Optional[int] = None, *, seed: 
 # ------------------------------------------------------------------------------------------------
 # text
 
-_CODEY = re.compile(r"[\"`*_=|\[\]{}<>\\#@$^~]|::|\.\.\.|\(\)|\w\.\w")
-
-
-def embedded_sentences(min_chars: int = 40, max_chars: int = 200, min_words: int = 8) -> List[str]:
-    """Real English sentences from the Python documentation shipped with the interpreter.
-
-    ``pydoc_data.topics`` holds the text of the language reference.  Topics are taken in sorted
-    order; paragraphs with indented or ``>>>`` lines (code) are dropped; the rest is split into
-    sentences at ``. ! ?`` (possibly followed by a closing quote or bracket) followed by a
-    capital letter; whitespace is collapsed; a sentence is kept when it starts with a
-    capitalised word, ends with a full stop, has ``min_chars..max_chars`` characters and at least
-    ``min_words`` words, and contains no code-like characters (quotes, backticks, brackets,
-    operators, ``::``, dotted names).  Duplicates are dropped (first occurrence kept).
-    Deterministic for a given Python version.
-    """
-    from pydoc_data.topics import topics
-
-    out, seen = [], set()
-    for key in sorted(topics):
-        for para in re.split(r"\n\s*\n", topics[key]):
-            lines = para.splitlines()
-            if any(ln.startswith("   ") or ln.lstrip().startswith(">>>") for ln in lines):
-                continue
-            text = " ".join(" ".join(lines).split())
-            for s in re.split(r"(?:(?<=[.!?])|(?<=[.!?][\u2019\u201d')]))\s+(?=[A-Z])", text):
-                s = s.strip()
-                if not (min_chars <= len(s) <= max_chars) or not s.endswith("."):
-                    continue
-                if not re.match(r"^[A-Z][a-z]", s) or len(s.split()) < min_words or _CODEY.search(s):
-                    continue
-                if s not in seen:
-                    seen.add(s)
-                    out.append(s)
-    return out
-
-
 def _text_set(sentences: Sequence[str], ids: Sequence[str], n, seed, source, notes="") -> InputSet:
     idx = select(ids, n, seed)
     chosen_ids = [ids[i] for i in idx]
@@ -429,26 +393,6 @@ def _text_set(sentences: Sequence[str], ids: Sequence[str], n, seed, source, not
 def _row_ids(prefix: str, count: int) -> List[str]:
     width = len(str(max(count - 1, 0)))
     return [f"{prefix}:{i:0{width}d}" for i in range(count)]
-
-
-def read_sst2_tsv(path) -> List[str]:
-    """The ``sentence`` column of a GLUE-style TSV (header row, tab separated, no quote processing)."""
-    import pandas as pd
-
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise ValueError(f"sentence file {str(path)!r} does not exist")
-    try:
-        df = pd.read_csv(p, sep="\t", quoting=3, dtype=str, keep_default_na=False)
-    except Exception as e:  # noqa: BLE001
-        raise ValueError(f"{p}: cannot read as a tab-separated table: {e}") from None
-    if "sentence" not in df.columns:
-        raise ValueError(f"{p}: no 'sentence' column in the header (columns: {list(df.columns)})")
-    sents = [s.strip() for s in df["sentence"].tolist()]
-    empty = [i for i, s in enumerate(sents) if not s]
-    if empty:
-        raise ValueError(f"{p}: row {empty[0]} has an empty sentence")
-    return sents
 
 
 def _sst2_file(path, n, seed, label=None, notes: str = "") -> InputSet:

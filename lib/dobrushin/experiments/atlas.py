@@ -95,7 +95,7 @@ def _display_image(pixels: torch.Tensor) -> np.ndarray:
     return np.clip((x - lo) / np.where(hi > lo, hi - lo, 1.0), 0, 1)
 
 
-def pair_and_margins(A, holds_wanted: Optional[bool] = None, tol: float = DEFAULT_TOL):
+def pair_and_margins(A, tol: float = DEFAULT_TOL):
     """``(i, j, margin_i, margin_j, n_pairs)`` for one row-stochastic matrix: among the attaining pairs, the
     first that is mutually self-dominant when one is (the pair that makes the condition hold), else the one
     whose smaller margin is largest (the nearest miss)."""
@@ -160,11 +160,78 @@ def tabular_tokens(inputs, k: int) -> List[str]:
     return out
 
 
+_SCALARS = ("model", "weights", "variant", "input_id", "layer", "rule", "i", "j", "ti", "tj", "role_i", "role_j",
+            "margin_i", "margin_j", "kappa", "slack", "holds", "table_holds", "n_pairs")
+
+
+def _png(image: np.ndarray) -> str:
+    """A drawn photo (H, W, 3 in [0, 1]) as base64 PNG of its 8-bit pixels (it is only drawn, never measured)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.round(np.clip(image, 0, 1) * 255).astype(np.uint8)).save(buf, "PNG", optimize=True)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _unpng(text: str) -> np.ndarray:
+    import base64
+    import io
+
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(text))).convert("RGB"), dtype=np.float64) / 255.0
+
+
+def atlas_value(cases: Sequence[Case]) -> dict:
+    """``cases`` as a JSON-able value: ``{"cases": [...], "images": {input_id: base64 PNG}}``."""
+    images = {k.input_id: _png(k.image) for k in cases if k.image is not None}
+    return {"cases": [{**{c: getattr(k, c) for c in _SCALARS}, "roles": list(k.roles), "tokens": k.tokens}
+                      for k in cases], "images": images}
+
+
+def atlas_cases(value: dict) -> List[Case]:
+    """The :class:`Case` list of an :func:`atlas_value` (images decoded)."""
+    images = {i: _unpng(b) for i, b in (value.get("images") or {}).items()}
+    return [Case(**{**d, "image": images.get(d["input_id"])}) for d in value["cases"]]
+
+
+def measured_atlas(store, name: str, chosen: pd.DataFrame, table_key: str, make_model, input_set, *,
+                   seed: int) -> List[Case]:
+    """The cases of ``chosen`` (:func:`choose_cases`) recomputed (:func:`recompute`) as a keyed analysis of ``store``
+    (:meth:`dobrushin.store.results.ResultStore.keyed`, ``<name>.analysis.json``): made once, published, reused
+    while the chosen rows, the key of the table they were chosen from (``table_key``: model, weights provenance,
+    inputs, measurement parameters) and the code are the same.  ``make_model()`` gives the model and
+    ``input_set`` the inputs, used only on a miss."""
+    from .environment import key_versions
+
+    rows = chosen[["model", "weights", "variant", "input_id", "layer", "rule", "holds"]]
+    params = {"analysis": "failure atlas", "table_key": str(table_key), "seed": int(seed),
+              "cases": [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
+                        for r in rows.to_dict("records")], "versions": key_versions(), "device": "cpu"}
+    return atlas_cases(store.keyed(name, params, lambda: atlas_value(recompute(make_model(), input_set, chosen))))
+
+
+def check_atlas(value: dict, lm, input_set, *, atol: float) -> dict:
+    """``make verify``'s check of a published atlas ``value``: its cases recomputed with the code here on the same
+    inputs must have the same verdict and pair, and κ and both margins within ``atol``.
+    ``{"rows", "mismatches", "number_failures", "max_abs_diff"}``."""
+    old = atlas_cases(value)
+    chosen = pd.DataFrame([{c: getattr(k, c) for c in ("model", "weights", "variant", "input_id", "layer", "rule")}
+                           | {"holds": k.table_holds} for k in old])
+    new = recompute(lm, input_set, chosen)
+    diffs = [abs(getattr(a, f) - getattr(b, f)) for a, b in zip(old, new) for f in ("kappa", "margin_i", "margin_j")]
+    mism = sum((a.holds, a.i, a.j) != (b.holds, b.i, b.j) for a, b in zip(old, new))
+    return {"rows": len(old), "mismatches": int(mism), "number_failures": int(sum(d > atol for d in diffs)),
+            "max_abs_diff": float(max(diffs, default=0.0))}
+
+
 def cases_frame(cases: Sequence[Case]) -> pd.DataFrame:
     """The cases as a table (no image or token arrays)."""
-    cols = ["model", "weights", "variant", "input_id", "layer", "rule", "i", "j", "ti", "tj", "role_i", "role_j",
-            "margin_i", "margin_j", "kappa", "slack", "holds", "table_holds", "n_pairs"]
-    return pd.DataFrame([{c: getattr(k, c) for c in cols} for k in cases], columns=cols)
+    return pd.DataFrame([{c: getattr(k, c) for c in _SCALARS} for k in cases], columns=list(_SCALARS))
 
 
-__all__ = ["Case", "RULES", "cases_frame", "choose_cases", "pair_and_margins", "recompute", "tabular_tokens"]
+__all__ = ["Case", "RULES", "atlas_cases", "atlas_value", "cases_frame", "check_atlas", "choose_cases", "measured_atlas",
+           "pair_and_margins", "recompute", "tabular_tokens"]

@@ -94,10 +94,12 @@ class Trajectory:
 
 
 def trajectory_key(data: TabularData, seed: int, rows: np.ndarray, *, settings: dict, config: dict,
-                   extend: float = EXTEND, tol: float = DEFAULT_TOL) -> str:
+                   extend: float = EXTEND, tol: float = DEFAULT_TOL, digest: Optional[str] = None) -> str:
+    """The key of a trajectory; ``digest``: the code digest it is keyed under (default: this code's)."""
     return params_key({"format": FORMAT, "data": data.checksum, "config": config, "train": settings,
                        "seed": int(seed), "rows": hashlib.sha256(np.asarray(rows, np.int64).tobytes()).hexdigest()[:16],
-                       "extend": float(extend), "tol": float(tol), "code_digest": code_digest(EPOCHS_CODE)})
+                       "extend": float(extend), "tol": float(tol),
+                       "code_digest": code_digest(EPOCHS_CODE) if digest is None else digest})
 
 
 def trajectory(data: TabularData, seed: int, rows: Sequence[int], *, cache_root: Path, extend: float = EXTEND,

@@ -228,7 +228,7 @@ def _measure_fresh(model_id: str, inputs, config):
 
 
 def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
-    """Every comparison of :func:`verify_baseline`, :func:`verify_family`, :func:`verify_ablation`,
+    """Every comparison of :func:`verify_baseline`, :func:`verify_family`, :func:`verify_ablation`, the atlases',
     :func:`verify_tabular` and the trajectories'."""
     from ..store.code import product_digest
 
@@ -242,9 +242,10 @@ def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
         _say(c)
     for nb in FAMILY_KINDS:
         comps += verify_family(root, nb, seed, per_group)
-    from .verify_products import verify_ablation, verify_epochs, verify_epochs_replay, verify_tabular
+    from .verify_products import verify_ablation, verify_atlases, verify_epochs, verify_epochs_replay, verify_tabular
 
-    for c in verify_ablation(root) + verify_tabular(root, seed) + verify_epochs(root) + verify_epochs_replay(root):
+    for c in (verify_ablation(root) + verify_atlases(root) + verify_tabular(root, seed) + verify_epochs(root)
+              + verify_epochs_replay(root)):
         _say(c)
         comps.append(c)
     meta = {}

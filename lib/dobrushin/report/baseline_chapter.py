@@ -1,12 +1,12 @@
-"""The random-matrix baseline chapter (``notebooks/baseline.ipynb``), one method per section.
+"""The random-matrix baseline chapter (``notebooks/baseline.ipynb``).
 
-``BaselineChapter(_params)`` takes the notebook's resolved parameters
-(:func:`dobrushin.experiments.params.resolve`); each method computes (or reads from the cache under
-``<results>/baseline/cells``) what its section shows and displays it: the uniform-row curve
-(:meth:`uniform`, :meth:`uniform_figure`, :meth:`uniform_numbers`), the attention-like ensembles (:meth:`ensembles`,
-:meth:`ensembles_figure`, :meth:`ensembles_numbers`), what the appendix's bound says about the paper's band
-(:meth:`law_bound`), the theorem checked on every matrix (:meth:`theorem_check`), the download links and the
-provenance block.
+``BaselineChapter(_params)`` takes the notebook's resolved parameters (:func:`dobrushin.experiments.params.resolve`)
+and computes (or reads from the cache under ``<results>/baseline/cells``) every cell: the uniform-row curve and the
+attention-like ensembles.  Each section is then a method that returns what its cell shows (a figure, a
+:class:`~dobrushin.report.display.Section` of tables and glued numbers): :meth:`uniform_figure`,
+:meth:`uniform_numbers`, :meth:`ensembles_figure`, :meth:`ensembles_numbers`, what the appendix's bound says about
+the paper's band (:meth:`law_bound`), the theorem checked on every matrix (:meth:`theorem_check`), the download
+links and the provenance block.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 
 from . import baseline_figures as BF
 from . import page as F
-from .display import glue_values
+from .display import Section
 from .claims import band, band_label
 
 UNI_COLS = ["n", "trials", "holds", "p", "ci_low", "ci_high", "checked", "disagreements"]
@@ -55,7 +55,7 @@ class RandomMatrixChapter:
         """The download links of ``results/baseline/``, which both chapters write, and of the summary's files."""
         from .insight import show_downloads
 
-        show_downloads("baseline", self.results_dir)
+        return show_downloads("baseline", self.results_dir)
 
     def _provenance(self, versions: dict, timings: dict):
         import platform
@@ -84,9 +84,11 @@ class BaselineChapter(RandomMatrixChapter):
         super().__init__(params)
         self.uni = self.allres = None
         self.order, self.labels = [], {}
+        self._uniform()
+        self._ensembles()
 
     # ---------------------------------------------------------------- uniform rows
-    def uniform(self):
+    def _uniform(self):
         """Compute the Dirichlet(1) curve and write ``baseline.csv``."""
         from ..random import cells as C
 
@@ -104,12 +106,14 @@ class BaselineChapter(RandomMatrixChapter):
                         caption=f"Fraction of random matrices with rows uniform on the simplex for which the equality condition holds, against the matrix size $n$ ({len(p.ns)} sizes, {int(uni['trials'].min()):,}–{int(uni['trials'].max()):,} matrices per size; Wilson 95% error bars). Shaded: the paper's range. The curve starts at the exact value $\\tfrac12$ (star) and approaches $\\tfrac14$ (dotted).",
                         alt="Line plot with error bars of the probability that the condition holds against matrix size on a log axis, falling from one half at n equal 2 towards one quarter, with the paper's band shaded.")
 
-    def uniform_numbers(self):
-        glue_values("uni", BF.uniform_values(self.uni, band("baseline")))
-        return F.details("The numbers behind the figure", F.table(self.uni[UNI_COLS], caption="Rows uniform on the simplex: matrices, how many hold, the fraction with its Wilson 95% interval, and the direct check of the theorem.", name="tab-baseline-uniform"))
+    def uniform_numbers(self) -> Section:
+        return Section(F.details("The numbers behind the figure", F.table(
+            self.uni[UNI_COLS], name="tab-baseline-uniform", caption="Rows uniform on the simplex: matrices, how many "
+            "hold, the fraction with its Wilson 95% interval, and the direct check of the theorem."))).glue(
+            "uni", BF.uniform_values(self.uni, band("baseline")))
 
     # ---------------------------------------------------------------- other ensembles
-    def ensembles(self):
+    def _ensembles(self):
         """Compute the extra ensembles and rewrite ``baseline.csv`` with every row."""
         import pandas as pd
 
@@ -132,23 +136,24 @@ class BaselineChapter(RandomMatrixChapter):
                         caption="The baseline for six ensembles of random row-stochastic matrices, one panel per ensemble: the fraction for which the equality condition holds against $n$, with Wilson 95% error bars. The thin grey line repeats Dirichlet(1) in every other panel; shaded: the paper's range; dotted: $\\tfrac14$.",
                         alt="Six small line plots, one per ensemble (Dirichlet with alpha 1, 0.1 and 10, softmax of Gaussian logits at temperatures 0.3, 1 and 3), each showing the fraction that holds against matrix size with error bars.")
 
-    def ensembles_numbers(self):
-        glue_values("ens", BF.ensembles_values(self.allres[self.allres["ensemble"].isin(self.order)], self.labels))
+    def ensembles_numbers(self) -> Section:
+        return Section().glue("ens", BF.ensembles_values(self.allres[self.allres["ensemble"].isin(self.order)],
+                                                         self.labels))
 
     # ---------------------------------------------------------------- the law and the theorem on every matrix
-    def law_bound(self):
+    def law_bound(self) -> Section:
         """What the appendix's universal upper bound says about the paper's band (glued)."""
-        glue_values("bound", BF.bound_values(band("baseline")))
+        return Section().glue("bound", BF.bound_values(band("baseline")))
 
     def theorem_check(self):
         """Glue the check's counts; with ``check_theorem``, fail unless every matrix was checked and agreed."""
         tot = self.allres[["trials", "checked", "disagreements"]].sum()
-        glue_values("thm", BF.theorem_check_values(self.allres))
         if self.p.check_theorem:
             if int(tot["checked"]) != int(tot["trials"]):
                 raise AssertionError(f"{int(tot['checked'])} of {int(tot['trials'])} matrices were checked")
             if int(tot["disagreements"]) != 0:
                 raise AssertionError("the theorem disagrees with the direct computation")
+        return Section().glue("thm", BF.theorem_check_values(self.allres))
 
     # ---------------------------------------------------------------- end of the chapter
     def finish(self):

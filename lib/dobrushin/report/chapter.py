@@ -34,21 +34,9 @@ from . import plots
 from .names import WEIGHTS_LABELS, pct, weights_label
 from .plots import display_name
 from .tables import fraction_grid, fractions, fractions_caption, head_summary, rollout_summary, status_table
-from .insight import InsightSections, glue_near_ties
+from .insight import InsightSections, near_ties
 from .results_loading import baseline_for
-
-
-def _display(*objs):
-    from IPython.display import display
-
-    display(*objs)
-
-
-def _md(text: str):
-    from IPython.display import Markdown
-
-    _display(Markdown(text))
-
+from .display import Section
 
 
 def proxy_label(model_id: str, provenance: Optional[dict]) -> str:
@@ -91,20 +79,15 @@ def weights_kind(provenance: Optional[dict]) -> str:
 
 
 def _proxy_control_sentence(model_ids) -> str:
-    """The paragraph that says a packaged proxy's untrained control bears the proxy's name (the name follows
-    the model id) though nothing in it comes from the package; ``model_ids``: the proxies
-    whose control was measured (one name per model, whatever its resolutions); ``""`` for none."""
+    """The paragraph that says a packaged proxy's untrained control bears the proxy's name though nothing in it comes
+    from the package; ``model_ids``: the proxies whose control was measured (one name per model, whatever its
+    resolutions); ``""`` for none."""
     from ..models.configs import base_id
 
     shown = list(dict.fromkeys(display_name(base_id(m)) for m in model_ids))
-    if not shown:
-        return ""
-    if len(shown) == 1:
-        return (f"\n\nIn the tables and figures the untrained control of {shown[0]} bears the proxy's name, though "
-                "nothing in it comes from the package: it is the proxy's architecture with seeded random weights.")
-    return (f"\n\nIn the tables and figures the untrained controls of {names.and_join(shown)} bear "
-            "their proxies' names, though nothing in them comes from the packages: each is its proxy's architecture "
-            "with seeded random weights.")
+    return (f"\n\nIn the tables and figures the untrained control of a packaged proxy ({names.and_join(shown)}) bears "
+            "the proxy's name, though nothing in it comes from the package: it is the proxy's architecture with seeded "
+            "random weights." if shown else "")
 
 
 def _alt_panels(models) -> str:
@@ -139,11 +122,12 @@ class FamilyChapter(InsightSections):
     """One family chapter: ``FamilyChapter(params, title)`` with the notebook's validated parameters
     (:func:`dobrushin.experiments.params.resolve` returns them: a
     :class:`~dobrushin.experiments.params.FamilyParameters`, which knows its notebook and the kind of
-    input, ``"image"`` or ``"text"``), then one call per section (:meth:`inputs`, :meth:`measure`,
-    :meth:`status`, :meth:`fractions`, :meth:`depth`, :meth:`slack`, :meth:`heads`, :meth:`rollout`,
-    :meth:`controls`, :meth:`finish`).  The parameters are kept as they are (``self.params``) and the measurement config
-    is built from them (``self.config``).  Nothing is printed: every output is a table, figure or
-    sentence of the page."""
+    input, ``"image"`` or ``"text"``): it loads the inputs and measures every model (cached results are reused).
+    Each section is then a method that returns a :class:`~dobrushin.report.display.Section` (its tables, figures,
+    sentences and glued numbers), shown by the notebook cell it ends: :meth:`inputs`, :meth:`status`,
+    :meth:`fractions`, :meth:`depth`, :meth:`slack`, :meth:`heads`, :meth:`rollout`, :meth:`controls`,
+    :meth:`finish`, and those of :class:`~dobrushin.report.insight.InsightSections`.  The parameters are kept as they
+    are (``self.params``) and the measurement config is built from them (``self.config``)."""
 
     def __init__(self, params, title: str, *, ncols: int = 3):
         from ..experiments.params import FamilyParameters
@@ -172,6 +156,8 @@ class FamilyChapter(InsightSections):
         self.st = pd.DataFrame()
         self.timings = {}
         self.data_status = None
+        self._load_inputs()
+        self._measure()
 
     @staticmethod
     def _extra_models(params) -> list:
@@ -214,32 +200,37 @@ class FamilyChapter(InsightSections):
     def _width(self, n_panels: int) -> str:
         return "full" if n_panels > 1 else "column"
 
-    def _fig(self, fig, name: str, caption: str, alt: str, n_panels: int = 2):
+    def _fig(self, out: Section, fig, name: str, caption: str, alt: str, n_panels: int = 2) -> None:
+        """Add ``fig`` to ``out`` as the chapter's figure ``name``."""
         if n_panels == 1:  # one panel in the text column: not taller than 0.62 of its width
             w, h = fig.get_size_inches()
             fig.set_size_inches(w, min(h, 0.62 * w))
-        F.figure(fig, notebook=self.notebook, name=name, caption=caption, alt=alt, width=self._width(n_panels),
-                 results_dir=self.results)
+        out.append(F.figure(fig, notebook=self.notebook, name=name, caption=caption, alt=alt,
+                            width=self._width(n_panels), results_dir=self.results))
 
     # -- sections -------------------------------------------------------------------------------
-    def inputs(self):
-        """Load the inputs and say what they are; when the data is unavailable, one banner."""
+    def _load_inputs(self):
+        """The inputs; when the data is unavailable, every model recorded with the reason (``data_status``)."""
         from ..data.inputs import load_inputs
 
-        what = "images" if self.kind == "image" else "sentences"
         try:
             self.input_set = load_inputs(self.kind, self.params.source, self.params.n_inputs, seed=self.params.seed)
         except DataUnavailable as e:
             self.data_status = e.status
-            _display(F.banner("Not reproduced in this build", e.status))
             for m in self.params.models:
                 self.store.record(slugify(m), self.params.recorded(), status=e.status, model=m, display=display_name(m),
                                   family="")
-            return
-        _md(f"Inputs: {F.scrub_paths(self.input_set.describe())}.")
+
+    def inputs(self) -> Section:
+        """What the inputs are; when the data is unavailable, one banner."""
+        if self.input_set is None:
+            return Section(F.banner("Not reproduced in this build", self.data_status))
+        out = Section().md(f"Inputs: {F.scrub_paths(self.input_set.describe())}.")
         if self.params.n_inputs is not None and self.input_set.available < self.params.n_inputs:
-            _md(f"The source holds only {self.input_set.available} {what}, fewer than the {self.params.n_inputs} asked "
-                f"for: all of them are used.")
+            what = "images" if self.kind == "image" else "sentences"
+            out.md(f"The source holds only {self.input_set.available} {what}, fewer than the {self.params.n_inputs} "
+                   "asked for: all of them are used.")
+        return out
 
     def _measure_extra(self):
         """The models of ``extra_size_models`` again at ``extra_image_size`` px, stored as ``<id>@<size>px``."""
@@ -261,7 +252,7 @@ class FamilyChapter(InsightSections):
                                       info={"base_model": m, "image_size": size}))
         return runs
 
-    def measure(self):
+    def _measure(self):
         """Every model through the measurement loop (cached results are reused), then the manifest."""
         from ..experiments.environment import describe_device
         from ..experiments.pipeline import measure_models
@@ -289,6 +280,7 @@ class FamilyChapter(InsightSections):
     def status(self):
         """One banner naming every model whose trained weights could not be obtained (with the reasons),
         then what was measured and where each real model's weights come from."""
+        out = Section()
         missing = [r for r in self.runs if r.status != "ok"]
         if missing:
             by_reason = {}
@@ -303,7 +295,7 @@ class FamilyChapter(InsightSections):
                     "they say nothing about the trained networks." if u_ok else "")
             title = ("Not reproduced in this build" if len(missing) == len(self.runs)
                      else f"{len(missing)} of {len(self.runs)} models not reproduced in this build")
-            _display(F.banner(title, f"trained weights unavailable for {body}.{tail}"))
+            out.append(F.banner(title, f"trained weights unavailable for {body}.{tail}"))
         st = self.st
         if len(st):
             def cell(model, w):
@@ -316,7 +308,7 @@ class FamilyChapter(InsightSections):
             shown = pd.DataFrame({"model": [display_name(m) for m in models],
                                   "trained weights": [cell(m, "pretrained") for m in models],
                                   "untrained control": [cell(m, "untrained") for m in models]})
-            _display(F.table(shown, caption="What this build measured, per model: its trained weights and its "
+            out.append(F.table(shown, caption="What this build measured, per model: its trained weights and its "
                                             "untrained control (same architecture, seeded random initialisation).",
                              name=f"tab-{self.notebook}-status"))
         from ..models.provenance import original_from_package
@@ -340,26 +332,28 @@ class FamilyChapter(InsightSections):
             text = "Trained weights measured here:\n\n" + "\n".join(f"- **{lab}**." for lab in labels)
             text += _proxy_control_sentence([r.model_id for r in self._proxy_runs()
                                              if r.runs.get("untrained", {}).get("status") == "ok"])
-            _md(text)
+            out.md(text)
             prov_t = pd.DataFrame(rows).set_index("model").T.rename_axis(None).reset_index()
             prov_t.columns = ["", *prov_t.columns[1:]]
-            _display(F.table(prov_t, caption="Provenance of the trained weights (from the results manifest): the "
+            out.append(F.table(prov_t, caption="Provenance of the trained weights (from the results manifest): the "
                              "package, its version and the SHA-256 of the weights file.",
                              name=f"tab-{self.notebook}-provenance"))
+        return out
 
     def fractions(self):
         """The fraction of (input, layer) pairs where the condition holds (:func:`fraction_grid`), and the
         near-ties."""
-        glue_near_ties(self.notebook, self.table[self.table["model"].isin(self.featured)])
+        out = Section().glue(f"{self.notebook}-ties", near_ties(self.table[self.table["model"].isin(self.featured)]))
         if not len(self.table):
-            _md("No model could be measured in this build.")
-            return
+            out.md("No model could be measured in this build.")
+            return out
         summ = fractions(self.table, ("model", "weights", "variant"))
         atomic_write_csv(self.results / self.notebook / "fractions.csv", summ)
         summ = summ[summ["model"].isin(self.featured)]
-        _display(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-fractions", caption=fractions_caption()))
+        out.append(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-fractions", caption=fractions_caption()))
+        return out
 
-    def _depth_figure(self, table: pd.DataFrame, models: list, name: str, what: str):
+    def _depth_figure(self, out: Section, table: pd.DataFrame, models: list, name: str, what: str):
         base = baseline_for(table, self.results)
         fig = plots.layer_profile(table, models=models, ncols=self.ncols, baseline=base)
         have = [m for m in models if m in base]
@@ -370,16 +364,17 @@ class FamilyChapter(InsightSections):
                 "matrix (Dirichlet(1) rows) of the model's median number of content tokens (" + each + ").") if have else \
             " (No random-baseline results were found, so no baseline line is drawn.)"
         drawn = plots.series_caption(table[table["model"].isin(models)])
-        self._fig(fig, name, f"{what}: fraction of inputs for which the equality condition holds, per layer, with "
+        self._fig(out, fig, name, f"{what}: fraction of inputs for which the equality condition holds, per layer, with "
                              f"Wilson 95% bands; {drawn}.{btxt} Layer 1 acts first.",
                   f"Line plots of the fraction of inputs where the equality condition holds against layer, one "
                   f"panel per model ({_alt_panels(models)}), with a horizontal random-baseline line.", len(models))
 
     def depth(self):
         """Fraction holding per layer (random baseline drawn), and where in depth the content failures lie."""
+        out = Section()
         if not len(self.table):
-            return
-        self._depth_figure(self._sub(self.table), self.featured, "layers", self.title)
+            return out
+        self._depth_figure(out, self._sub(self.table), self.featured, "layers", self.title)
         rows = []
         for (m, w), g in self._sub(self.table)[lambda d: d["variant"] == "content"].groupby(["model", "weights"], sort=False):
             L = int(g["layer"].max()) + 1
@@ -388,12 +383,14 @@ class FamilyChapter(InsightSections):
             rows.append(f"- {display_name(m)}, {weights_label(w)}: {len(fails)} failing pairs out of {len(g)}"
                         + (f"; {late} of them ({pct(late / len(fails))}) in the second half of the {L} layers"
                            if len(fails) else "") + ".")
-        _md("Content tokens:\n\n" + "\n".join(rows))
+        out.md("Content tokens:\n\n" + "\n".join(rows))
+        return out
 
     def slack(self):
         """The slack of the layer bound per layer (symlog axis), and its quantiles."""
+        out = Section()
         if not len(self.table):
-            return
+            return out
         t = self._sub(self.table)
         fig = plots.slack_by_layer(t, variant="content", models=self.featured, ncols=self.ncols)
         c = t[t["variant"] == "content"]
@@ -402,24 +399,26 @@ class FamilyChapter(InsightSections):
         ztxt = (f" The slack is 0 in every (input, layer) pair for {names.and_join(zero)}; {'its panel says' if len(zero) == 1 else 'their panels say'} "
                 "“all zero” (in the title, when the other weights' boxes are drawn), as those boxes lie flat on the "
                 "zero line." if zero else "")
-        self._fig(fig, "slack", f"{self.title}: distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) of the "
+        self._fig(out, fig, "slack", f"{self.title}: distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) of the "
                                 f"layer bound per layer (content tokens; {plots.series_caption(c)}). The axis is "
                                 f"symmetric-logarithmic, linear below {plots.SLACK_LINTHRESH:g}: slack 0 is the "
                                 f"equality case, and the slack spans many orders of magnitude.{ztxt}",
                   "Box plots of the slack of the layer bound per layer on a symmetric log axis, one panel per "
                   f"model ({_alt_panels(self.featured)}).", len(self.featured))
+        return out
 
     def heads(self):
         """The test on each head's own attention: summary table and per-layer/head heatmap."""
+        out = Section()
         h = self._sub(self.heads_table)
         if not len(h):
-            _md("No per-head measurements (`head_inputs = 0` or nothing measured).")
-            return
+            out.md("No per-head measurements (`head_inputs = 0` or nothing measured).")
+            return out
         hs = head_summary(h)
         shown = hs.assign(model=hs["model"].map(display_name), weights=hs["weights"].map(WEIGHTS_LABELS),
                           fraction=hs["fraction"].map(pct), head_min=hs["head_min"].map(pct),
                           head_median=hs["head_median"].map(pct), head_max=hs["head_max"].map(pct))
-        _display(F.table(shown[["model", "weights", "inputs", "heads", "k", "n", "fraction", "head_min",
+        out.append(F.table(shown[["model", "weights", "inputs", "heads", "k", "n", "fraction", "head_min",
                                 "head_median", "head_max"]], drop_constant=True,
                          columns={"k": "holds", "n": "(input, layer, head)", "head_min": "worst head",
                                   "head_median": "median head", "head_max": "best head"},
@@ -429,49 +428,55 @@ class FamilyChapter(InsightSections):
                                  "it holds.", name=f"tab-{self.notebook}-heads"))
         models = [m for m in self.featured if (h["model"] == m).any()]
         fig = plots.head_heatmap(h, variant="content", models=models, ncols=self.ncols)
-        self._fig(fig, "heads", f"{self.title}: fraction of inputs for which the condition holds on each head's own "
+        self._fig(out, fig, "heads", f"{self.title}: fraction of inputs for which the condition holds on each head's own "
                                 "attention, per layer (rows, layer 1 at the bottom) and head (columns); trained "
                                 "weights where measured, else the untrained control (panel titles say which).",
                   f"Heat maps of the fraction holding per layer and head, one per model ({_alt_panels(models)}).",
                   len(models))
+        return out
 
     def rollout(self):
         """κ of the whole rollout against the product bound, per input."""
+        out = Section()
         roll = self._sub(self.roll)
         if not len(roll):
-            return
+            return out
         rs = rollout_summary(roll)
         models = [m for m in self.featured if (roll["model"] == m).any()]
         fig = plots.rollout_scatter(roll, variant="content", models=models, ncols=self.ncols)
-        self._fig(fig, "rollout", f"{self.title}: per input, κ of the rollout of the restricted layers (y) against "
+        self._fig(out, fig, "rollout", f"{self.title}: per input, κ of the rollout of the restricted layers (y) against "
                                   "the product of the layer bounds (x), log–log, content tokens; the dotted diagonal "
                                   "is κ(R) = bound, and every point lies on or below it.",
                   f"Log-log scatter plots of kappa of the rollout against its bound, one panel per model "
                   f"({_alt_panels(models)}).", len(models))
         text = rollout_check_text(rs)
         if text:
-            _md(text)
+            out.md(text)
+        return out
 
     def controls(self):
         """*Not run here*: the models whose trained weights were not reachable, with the reason and their untrained
         controls' fractions (one table; the banner above names them too)."""
+        out = Section()
         others = self.others
         if not others:
-            _md("No trained weights were measured in this build: the sections above show the untrained controls."
+            out.md("No trained weights were measured in this build: the sections above show the untrained controls."
                 if self.runs and not any(self._trained_ok(r) for r in self.runs) else
                 "None: every model named in the parameters was measured with its trained weights.")
-            return
+            return out
         t = self.table[self.table["model"].isin(others)]
-        _display(F.table(fraction_grid(fractions(t, ("model", "weights", "variant"))), name=f"tab-{self.notebook}-not-run",
+        out.append(F.table(fraction_grid(fractions(t, ("model", "weights", "variant"))), name=f"tab-{self.notebook}-not-run",
                          caption="Not run here: models whose trained weights this build could not obtain (reasons "
                                  "in the banner above), and the fraction holding for their untrained controls "
                                  "(`make book HUB=1` measures the trained weights where the hub answers). "
                                  + fractions_caption()))
+        return out
 
     def finish(self):
         """The collapsed "How this chapter was run" block: parameters, versions, device, timings."""
         from ..experiments.environment import describe_device
 
+        out = Section()
         wall = time.perf_counter() - self.t_start
         # the wall time of the last pass that measured: a pass that found every table cached (make reproduce
         # rendering a chapter again after its lanes, or a rebuild) leaves an earlier pass's time in place
@@ -484,8 +489,9 @@ class FamilyChapter(InsightSections):
                     timings[f"{display_name(r.model_id)}, {weights_label(w)}: measure"
                             + (" (cached run)" if r.cached else "")] = info["wall_s"]
         timings["notebook wall time"] = round(wall, 1)
-        _display(F.provenance(self.params.recorded(), versions=self._versions(), device=describe_device(self.device),
+        out.append(F.provenance(self.params.recorded(), versions=self._versions(), device=describe_device(self.device),
                               timings=timings))
+        return out
 
 
 __all__ = ["FamilyChapter", "proxy_label", "rollout_check_text", "weights_kind"]

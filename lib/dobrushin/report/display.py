@@ -55,17 +55,52 @@ def plain_text(s) -> Display:
     return Display(s, html=f'<span class="dobrushin-text">{_html.escape(s)}</span>')
 
 
-def glue_text(key: str, value) -> None:
-    """Glue ``value`` as plain text under ``key`` for a notebook's hand-written ``{glue}`key``` (not shown here)."""
-    from myst_nb import glue
+def show(*objs) -> None:
+    """Show ``objs`` in the notebook (IPython's ``display``): the one way a section puts a block on its page."""
+    from IPython.display import display
 
-    glue(key, plain_text(value), display=False)
+    display(*objs)
 
 
-def glue_values(prefix: str, values: dict) -> None:
-    """:func:`glue_text` each of ``values`` under ``<prefix>-<key>``."""
-    for k, v in values.items():
-        glue_text(f"{prefix}-{k}", v)
+def glue(key: str, value) -> None:
+    """``myst_nb.glue`` of ``value`` under ``key``, not shown here (a figure or table another page pastes)."""
+    from myst_nb import glue as _glue
+
+    _glue(key, value, display=False)
+
+
+class Section(list):
+    """What a section of a chapter returns: its blocks (tables, figures, sentences), shown in order when it is the
+    value of a notebook cell, and ``values``, the numbers it glues for the notebook's hand-written sentences (a
+    number or a string as plain text; an HTML block or an image as it is)."""
+
+    def __init__(self, *blocks, values: Optional[dict] = None):
+        super().__init__(b for b in blocks if b is not None)
+        self.values = dict(values or {})
+
+    def md(self, text: str) -> "Section":
+        """Add a sentence (Markdown) of the page."""
+        from IPython.display import Markdown
+
+        self.append(Markdown(text))
+        return self
+
+    def glue(self, prefix: str, values: dict) -> "Section":
+        """Add ``values`` to be glued as ``<prefix>-<key>``."""
+        self.values.update({f"{prefix}-{k}": v for k, v in values.items()})
+        return self
+
+    def include(self, other: "Section") -> "Section":
+        """Add the blocks and glued values of ``other``."""
+        self.extend(other)
+        self.values.update(other.values)
+        return self
+
+    def _ipython_display_(self):
+        for k, v in self.values.items():  # a number or a string as plain text; a block or an image as it is
+            glue(k, v if hasattr(v, "_repr_html_") or hasattr(v, "_repr_png_") else plain_text(v))
+        for b in self:
+            show(b)
 
 
 def admonition(title: str, body: str, kind: str = "warning", classes: Sequence[str] = ()) -> Display:
@@ -85,5 +120,5 @@ def admonition(title: str, body: str, kind: str = "warning", classes: Sequence[s
                    markdown=f"**{title}**: {body}")
 
 
-__all__ = ["ADMONITION_KINDS", "Display", "admonition", "html_block", "glue_text", "glue_values", "markdown_block",
-           "plain_text"]
+__all__ = ["ADMONITION_KINDS", "Display", "Section", "admonition", "glue", "html_block",
+           "markdown_block", "plain_text", "show"]

@@ -22,20 +22,9 @@ from . import page as F
 from .names import VARIANT_LABELS, and_join, pct, weights_label
 from .tables import kappa_caption, kappa_table
 from .plots import display_name
+from .display import Section
 
 MPNET = "sentence-transformers/all-mpnet-base-v2"
-
-
-def _display(*objs):
-    from IPython.display import display
-
-    display(*objs)
-
-
-def _md(text: str):
-    from IPython.display import Markdown
-
-    _display(Markdown(text))
 
 
 def near_ties(table: pd.DataFrame, name=None) -> dict:
@@ -59,13 +48,6 @@ def near_ties(table: pd.DataFrame, name=None) -> dict:
     return {"n": f"{int(tie.sum()):,}", "rows": f"{len(table):,}", "share": pct(overall, 2 if overall < 0.001 else 1),
             "error": f"{FLOAT_ERROR:g}", "top": f"{100 * float(share.max()):.1f}",
             "where": f"{name(mm)}, {weights_label(w)}, {VARIANT_LABELS.get(v, v)}" if tie.any() else "—"}
-
-
-def glue_near_ties(notebook: str, table: pd.DataFrame, name=None) -> None:
-    """Glue :func:`near_ties` of ``table`` as ``<notebook>-ties-*``."""
-    from .display import glue_values
-
-    glue_values(f"{notebook}-ties", near_ties(table, name))
 
 
 def ablation_verdict(k0: int, n0: int, k1: int, n1: int) -> str:
@@ -100,8 +82,9 @@ class InsightSections:
     def kappa_profile(self):
         """κ(A) per layer per model (trained, untrained control, random matrices of the same n), κ(R)/bound in the
         panel titles, and the values behind the chapter's reading of it in one table (:func:`kappa_table`)."""
+        out = Section()
         if not len(self.table):
-            return
+            return out
         models = [m for m in self.featured if (self.table["model"] == m).any()]
         rk = self._random_kappa(models)
         from .kappa_figures import kappa_by_layer
@@ -110,28 +93,30 @@ class InsightSections:
             self.table, self.roll, models=models, random_kappa=rk, ncols=self.ncols)
         c = self.table[(self.table["variant"] == "content") & self.table["model"].isin(models)]
         ns = {m: int(c.loc[c["model"] == m, "n_tokens"].median()) for m in models}
-        self._fig(fig, "kappa", f"{self.title}: κ(A) of the head-averaged attention per layer (content tokens; "
+        self._fig(out, fig, "kappa", f"{self.title}: κ(A) of the head-averaged attention per layer (content tokens; "
                   "median over inputs, band: interquartile range), trained and untrained, against Dirichlet(1) random "
                   "matrices of the model's median number of content tokens (dotted). Panel titles: the median "
                   "κ(R)/bound of the whole rollout.",
                   f"Line plots of kappa of the attention against layer, one panel per model "
                   f"({', '.join(map(display_name, models))}), trained in blue, untrained in orange, random matrices "
                   "dotted grey.", len(models))
-        _display(F.table(kappa_table(c, self.roll[self.roll["model"].isin(models)] if len(self.roll) else self.roll,
+        out.append(F.table(kappa_table(c, self.roll[self.roll["model"].isin(models)] if len(self.roll) else self.roll,
                                      rk, ns), name=f"tab-{self.notebook}-kappa",
                          caption=kappa_caption("Per model and weights", rollout=True)))
+        return out
 
     # ------------------------------------------------------------------ §2 the failure atlas
     def atlas(self, n_random: int = 1):
         """One atlas per chapter: for the featured model whose trained weights fail on the most (input, layer) pairs,
         per variant, failing cases (largest slack, then ``n_random`` seeded random ones) and one holding case, drawn
         on the input with the κ-attaining pair and its margins.  Nothing when no trained model fails."""
-        from ..experiments.atlas import RULES, cases_frame, choose_cases, recompute
+        from ..experiments.atlas import cases_frame, choose_cases, measured_atlas
         from ..models.loading import load_model
-        from .kappa_figures import SPECIAL_NAMES, atlas_figure
+        from .kappa_figures import atlas_figure
 
+        out = Section()
         if not len(self.table) or self.input_set is None:
-            return
+            return out
         failing = {}  # featured model with trained weights -> its failing trained pairs
         for m in [x for x in self.featured if not plots_sep(x)]:
             run = next(r for r in self.runs if r.model_id == m)
@@ -143,56 +128,53 @@ class InsightSections:
                                          n_random=n_random) for v in ("content", "with_special")],
                            ignore_index=True) if m is not None else []
         if not len(chosen):
-            _md("No trained model in this chapter fails on any (input, layer) pair: there is no atlas to draw.")
-            return
+            out.md("No trained model in this chapter fails on any (input, layer) pair: there is no atlas to draw.")
+            return out
+        name = f"atlas-{_key(m)}"
+        for f in self.store.dir.glob("atlas-*.analysis.json"):  # another build's atlas of another model
+            if f.name != f"{name}.analysis.json":
+                f.unlink()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            lm = load_model(m, pretrained=True, seed=self.config.seed, image_size=self.config.image_size,
-                            max_length=self.config.max_length)
-            all_cases = recompute(lm, self.input_set, chosen)
-        del lm
+            all_cases = measured_atlas(
+                self.store, name, chosen, (self.store.entry(m) or {}).get("params_key", ""),
+                lambda: load_model(m, pretrained=True, seed=self.config.seed, image_size=self.config.image_size,
+                                   max_length=self.config.max_length), self.input_set, seed=self.config.seed)
         fig = atlas_figure(all_cases)
         what = "photo as the model sees it (after its preprocessing), the two patches outlined" \
             if self.kind == "image" else ("sentence as the model's tokens (· starts a word piece that continues the previous "
                                        "token; special tokens in grey italics), the two tokens highlighted")
-        special = [f"trained, {RULES[k.rule]} case, layer {k.layer + 1}: "
-                   + " and ".join(f"{'ij'[q]} is {SPECIAL_NAMES.get(role, role)}"
-                                  for q, role in enumerate((k.role_i, k.role_j)) if role != "content")
-                   for k in all_cases if (k.role_i, k.role_j) != ("content", "content")]
-        t = self.table[(self.table["model"] == m) & (self.table["weights"] == "pretrained")]
-        counts = "; ".join(f"trained, {'content' if v == 'content' else 'with special'}: {int((~g['holds']).sum())} "
-                           f"failing of {len(g)}" for v, g in t.groupby("variant", sort=False))
         others = [display_name(x) for x in failing if x != m]
-        self._fig(fig, f"atlas-{_key(m)}",
+        self._fig(out, fig, f"atlas-{_key(m)}",
                   f"Failure atlas of {display_name(m)}, the trained model here that fails most often"
                   + (f" (also failing: {and_join(others)})" if others else "")
                   + f". Per variant: the failing (input, layer) pair of largest slack, {n_random} failing pair(s) "
-                  f"drawn with numpy's default_rng({self.config.seed}) and one holding pair (failing: {counts}). "
-                  f"Each panel shows the {what}: the κ-attaining pair i (vermillion) and j (green), with margins "
-                  "$A_{ii}-A_{ji}$ and $A_{jj}-A_{ij}$, both ≥ 0 exactly when the pair is mutually self-dominant"
-                  + (f". Special tokens in the pair: {'; '.join(special)}." if special else
-                     ". No special token is in any drawn pair."),
+                  f"drawn with numpy's default_rng({self.config.seed}) and one holding pair. Each panel shows the "
+                  f"{what}: the κ-attaining pair i (vermillion) and j (green), with margins $A_{{ii}}-A_{{ji}}$ and "
+                  "$A_{jj}-A_{ij}$, both ≥ 0 exactly when the pair is mutually self-dominant.",
                   f"Panels of the {'photos' if self.kind == 'image' else 'sentences'} of {display_name(m)} with "
                   "two tokens marked in each.", 3)
         cf = cases_frame(all_cases)
         agree = int((cf["holds"] == cf["table_holds"]).sum())
         f = cf[~cf["holds"]]
         both = int(((f["margin_i"] < 0) & (f["margin_j"] < 0)).sum())
-        _md(f"Recomputed from the models for the atlas: {len(cf)} cases; the recomputed verdict agrees with the "
+        out.md(f"Recomputed from the model for the atlas (kept with the results and checked by `make verify`): "
+            f"{len(cf)} cases; the recomputed verdict agrees with the "
             f"result table in {agree} of them."
             + (f" Of the {len(f)} drawn failing cases, {both} fail on both margins and {len(f) - both} on one: "
                "there the pair is one-sidedly dominated (one token attends to the other more than the other "
                "attends to itself)." if len(f) else ""))
         atomic_write_csv(self.store.dir / "atlas.csv", cf)
+        return out
 
     # ------------------------------------------------------------------ §3 MPNet ablation
     def mpnet_ablation(self, n_sentences: int = 16, subject: str = MPNET):
         """Set MPNet's distance-0 relative position bias to the mean of distance ±1 and measure again (trained
         and untrained; :func:`dobrushin.experiments.ablation.measured_ablation`, a keyed product); glue its
-        numbers (``mpnet-*``) for the notebook's paragraph, draw it and tabulate it per layer."""
+        numbers (``mpnet-*``) for the notebook's paragraph and draw it per layer."""
         from ..experiments.ablation import measured_ablation
-        from .display import glue_values
 
+        out = Section()
         keys = ("bias0", "bias_minus1", "bias_plus1", "bias_after", "heads", "k0", "k1", "n", "s0", "s1",
                 "trace0", "trace1", "cos_median", "cos_min", "verdict", "sentences", "u_k0", "u_k1")
         glued = dict.fromkeys(keys, "—")
@@ -209,11 +191,11 @@ class InsightSections:
                 why = f"{type(e).__name__}: {e}"
         if res is None:
             (self.store.dir / "mpnet-ablation.analysis.json").unlink(missing_ok=True)  # no other build's numbers
-            glue_values("mpnet", glued)
-            _md(f"The ablation was not run in this build ({why}).")
-            return
+            out.glue("mpnet", glued)
+            out.md(f"The ablation was not run in this build ({why}).")
+            return out
         if "error" in res.get("untrained", {}):
-            _md(f"The untrained control of the ablation could not be built ({res['untrained']['error']}).")
+            out.md(f"The untrained control of the ablation could not be built ({res['untrained']['error']}).")
         lay = {w: pd.DataFrame(r["layers"]) for w, r in res.items() if "layers" in r}
         c = lay["pretrained"][lay["pretrained"]["variant"] == "content"]
         o, a = c[c["condition"] == "original"], c[c["condition"] == "ablated"]
@@ -232,7 +214,7 @@ class InsightSections:
             u = lay["untrained"][lay["untrained"]["variant"] == "content"]
             glued.update(u_k0=int(u.loc[u["condition"] == "original", "k"].sum()),
                          u_k1=int(u.loc[u["condition"] == "ablated", "k"].sum()))
-        glue_values("mpnet", glued)
+        out.glue("mpnet", glued)
         from .plots import panel_grid
 
         fig, axes = panel_grid(2, 2, panel=(3.4, 2.6), sharey=False)
@@ -251,7 +233,7 @@ class InsightSections:
             ax.set_xlabel("layer")
         h, lab = axes[0].get_legend_handles_labels()
         fig.legend(h, lab, loc="outside lower center", ncols=2, frameon=False)
-        self._fig(fig, "mpnet-ablation",
+        self._fig(out, fig, "mpnet-ablation",
                   f"{display_name(subject)} with its distance-0 relative position bias set to the mean of the "
                   f"distance −1 and +1 buckets (ablated, dashed) against the original (solid), on the first "
                   f"{len(cos)} sentences, content tokens. Left: fraction of sentences where the condition holds, "
@@ -259,14 +241,7 @@ class InsightSections:
                   "weights; orange: the untrained control.",
                   "Two line plots against layer: fraction holding and self-attention, original solid and "
                   "ablated dashed, trained in blue and untrained in orange.", 2)
-        per = c.pivot_table(index="layer", columns="condition", values=["k", "trace"]).reset_index()
-        per.columns = [" ".join(x for x in col if x).strip() for col in per.columns]
-        shown = pd.DataFrame({"layer": per["layer"] + 1, "holds (original)": per["k original"].astype(int),
-                              "holds (ablated)": per["k ablated"].astype(int),
-                              "tr A (original)": per["trace original"], "tr A (ablated)": per["trace ablated"]})
-        _display(F.details(f"Per layer: sentences (of {len(cos)}) where the condition holds on content tokens, and "
-                           "the mean trace of the attention (self-attention over uniform), before and after",
-                           F.table(shown, name=f"tab-{self.notebook}-mpnet-ablation")))
+        return out
 
     def overview(self):
         """A chapter whose trained weights may be missing (supervised ViTs): when none was measured, one table and
@@ -274,40 +249,43 @@ class InsightSections:
         rollout, κ(A), atlas, controls)."""
         from .tables import fraction_grid, fractions, fractions_caption
 
+        out = Section()
         if not len(self.table):
-            _md("No model could be measured in this build.")
-            return
+            out.md("No model could be measured in this build.")
+            return out
         if any(self._trained_ok(r) for r in self.runs):
             for title, fn in (("How often the condition holds", self.fractions), ("Where in depth", self.depth),
                               ("The slack of the layer bound", self.slack), ("Individual heads", self.heads),
                               ("The whole rollout", self.rollout), ("κ(A) per layer", self.kappa_profile),
                               ("Failure atlas", self.atlas), ("Not run here", self.controls)):
-                _md(f"**{title}.**")
-                fn()
-            return
+                out.md(f"**{title}.**").include(fn())
+            return out
         summ = fractions(self.table, ("model", "weights", "variant"))
         atomic_write_csv(self.results / self.notebook / "fractions.csv", summ)
-        _display(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-controls",
+        out.append(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-controls",
                          caption="Untrained controls (no trained weights were measured in this build). "
                                  + fractions_caption()))
-        self._depth_figure(self.table, [r.model_id for r in self.runs if len(r.table)], "controls",
+        self._depth_figure(out, self.table, [r.model_id for r in self.runs if len(r.table)], "controls",
                            "Untrained controls")
+        return out
 
     # ------------------------------------------------------------------ §4 downloads
     def downloads(self):
         """Links to the chapter's result files (tables, fractions, atlas, ablation) and the summary's."""
+        out = Section()
         links = download_links(self.results, self.notebook)
         if links:
-            _md("**Result files of this chapter** (download): " + ", ".join(links) + ".")
+            out.md("**Result files of this chapter** (download): " + ", ".join(links) + ".")
+        return out
 
 
-def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, results_dir=None, n_random: int = 1):
+def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, store, n_random: int = 1):
     """The failure atlas of the tabular chapter, one figure: for the first trained seed of each data set (``runs`` and
     ``trained`` as the notebook keeps them, keyed by (data set, seed)), the content-token cases of
     :func:`dobrushin.experiments.atlas.choose_cases` recomputed on those test rows, one row of panels per data set,
     each drawn as the row's tokens ([CLS] and one per feature, with the value the model sees), the two features of
     the κ-attaining pair highlighted."""
-    from ..experiments.atlas import cases_frame, choose_cases, recompute
+    from ..experiments.atlas import cases_frame, choose_cases, measured_atlas
     from ..experiments.tabular import TabularInputs, TabularModel
     from ..models import ft_transformer as tb
     from .kappa_figures import atlas_figure
@@ -319,39 +297,42 @@ def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, results_dir
         d, r = trained[key]
         rows = tb.select_rows(d.size("test"), attention_rows, seed=split_seed)
         inputs = TabularInputs(d, "test", rows)
-        lm = TabularModel(r.model, inputs.preprocess, run.model_id, "pretrained", {})
         chosen = choose_cases(run.table, model=run.model_id, weights="pretrained", variant="content",
                               seed=split_seed, n_random=n_random)
         if not len(chosen):
             continue
         seen.add(key[0])
-        drawn += recompute(lm, inputs, chosen)
+        drawn += measured_atlas(store, f"atlas-{key[0]}", chosen, (store.entry(f"{key[0]}-seed{key[1]}") or {}).get(
+            "params_key", ""), lambda: TabularModel(r.model, inputs.preprocess, run.model_id, "pretrained", {}),
+            inputs, seed=split_seed)  # the model is built (here, at once) only when the atlas is not kept
         names.append(display_name(run.model_id))
     if not drawn:
-        return
-    F.figure(atlas_figure(drawn, ncols=n_random + 2), notebook="tabular", name="atlas", width="full",
-             results_dir=results_dir,
-             caption=f"Failure atlas, one row per model ({', '.join(names)}), content tokens: the failing (test row, "
-                     f"layer) pair of largest slack, {n_random} failing pair(s) drawn with numpy's "
-                     f"default_rng({split_seed}) and one holding pair. Each panel shows the row as the model's tokens "
-                     "([CLS], then name=value per feature, as the model sees them); feature i vermillion, feature j "
-                     "green, the κ-attaining pair. Margins: i = $A_{ii}-A_{ji}$, j = $A_{jj}-A_{ij}$; the pair is "
-                     "mutually self-dominant exactly when both are ≥ 0.",
-             alt="Panels of test rows as lists of features, two features highlighted in each, one row per model.")
+        return Section()
+    caption = (f"Failure atlas, one row per model ({', '.join(names)}), content tokens: the failing (test row, layer) "
+               f"pair of largest slack, {n_random} failing pair(s) drawn with numpy's default_rng({split_seed}) and one "
+               "holding pair. Each panel shows the row as the model's tokens ([CLS], then name=value per feature, as the "
+               "model sees them); feature i vermillion, feature j green, the κ-attaining pair. Margins: i = "
+               "$A_{ii}-A_{ji}$, j = $A_{jj}-A_{ij}$; the pair is mutually self-dominant exactly when both are ≥ 0.")
+    out = Section(F.figure(atlas_figure(drawn, ncols=n_random + 2), notebook="tabular", name="atlas", width="full",
+                           results_dir=store.dir.parent, caption=caption,
+                           alt="Panels of test rows as lists of features, two features highlighted in each, one row "
+                               "per model."))
     cf = cases_frame(drawn)
-    agree = int((cf["holds"] == cf["table_holds"]).sum())
-    _md(f"Recomputed for the atlas: {len(cf)} cases; the recomputed verdict agrees with the result table in "
-        f"{agree} of them.")
+    return out.md(f"Recomputed from the checkpoints for the atlas (kept with the results and checked by `make verify`): "
+                  f"{len(cf)} cases; the recomputed verdict agrees with the result table in "
+                  f"{int((cf['holds'] == cf['table_holds']).sum())} of them.")
 
 
 def show_downloads(notebook: str, results_dir=None):
-    """Display the download links of ``notebook``'s result files (for the chapters that are not
+    """The download links of ``notebook``'s result files (for the chapters that are not
     :class:`~dobrushin.report.chapter.FamilyChapter` notebooks)."""
     from ..store.paths import results_dir as default
 
+    out = Section()
     links = download_links(Path(results_dir) if results_dir else default(), notebook)
     if links:
-        _md("**Result files of this chapter** (download): " + ", ".join(links) + ".")
+        out.md("**Result files of this chapter** (download): " + ", ".join(links) + ".")
+    return out
 
 
 def _key(model_id: str) -> str:

@@ -1,9 +1,10 @@
-"""The appendix on the law of the random baseline (``notebooks/baseline_law.ipynb``), one method per section.
+"""The appendix on the law of the random baseline (``notebooks/baseline_law.ipynb``).
 
-``LawChapter(_params)`` takes the notebook's resolved parameters; the methods run in the page's order:
-:meth:`compute` (every cell: n = 2, 3 against the exact values, ``law_small_n.csv``; the grid over every
-ensemble and size, ``law.csv``; the baseline at the models' token counts, ``reference.csv``, which the summary
-reads), :meth:`exact` (the bounds table), :meth:`curve`, :meth:`rate`, :meth:`downloads` and :meth:`finish`.
+``LawChapter(_params)`` takes the notebook's resolved parameters and computes (or reads from the cache) every cell:
+n = 2, 3 against the exact values (``law_small_n.csv``), the grid over every ensemble and size (``law.csv``) and the
+baseline at the models' token counts (``reference.csv``, which the summary reads).  Each section is then a method that
+returns what its cell shows: :meth:`exact` (the bounds table), :meth:`curve`, :meth:`rate`, :meth:`downloads` and
+:meth:`finish`.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class LawChapter(RandomMatrixChapter):
     def __init__(self, params):
         super().__init__(params)
         self.small = self.grid = self.ref = None
+        self._compute()
 
     def trials_at(self, n: int) -> int:
         """Matrices at size ``n``: the value of the smallest key of ``trials`` that is at least ``n``."""
@@ -35,7 +37,7 @@ class LawChapter(RandomMatrixChapter):
         return self.p.reference_trials[lo_n] if n <= lo_n else self.p.reference_trials[hi_n]
 
     # ---------------------------------------------------------------- every cell
-    def compute(self):
+    def _compute(self):
         """Run (or read from the cache) every cell of the appendix and write its three tables."""
         import pandas as pd
 

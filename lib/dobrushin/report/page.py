@@ -71,7 +71,7 @@ def figure_markdown(label: str, caption: str, alt: str, width: str = "column") -
 
 def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str = "column",
            results_dir=None, resize: bool = True, close: bool = True) -> list:
-    """Save ``fig`` (PNG at 150 dpi + SVG) and show it as a numbered figure with caption and alt text.
+    """Save ``fig`` (PNG at 150 dpi + SVG) as a numbered figure with caption and alt text, shown when displayed.
 
     ``caption``: MyST Markdown, one paragraph — what is plotted and what to see; it may be an f-string
     with computed numbers and may hold ``$…$`` math. ``alt``: plain text for readers who cannot see
@@ -83,11 +83,9 @@ def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str 
     A full-width figure needs a page with at least one section heading: sphinx-book-theme folds its
     "Contents" sidebar away while full-width content is in view, and its script throws a console
     error (which ``make check-html`` reports) when the page has no such sidebar.
-    Returns the paths written by :func:`dobrushin.report.plots.save_figure` (a list that displays as nothing).
+    Returns the paths written by :func:`dobrushin.report.plots.save_figure` (a :class:`SavedFigure`, which shows the
+    figure when it is displayed).
     """
-    from IPython.display import Image, Markdown, display
-    from myst_nb import glue
-
     from .plots import save_figure
 
     label = figure_label(notebook, name)
@@ -102,17 +100,23 @@ def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str 
         import matplotlib.pyplot as plt
 
         plt.close(fig)
-    glue(label, Image(data=Path(png).read_bytes(), format="png"), display=False)
-    display(Markdown(md))
-    return SavedFigure(paths)
+    return SavedFigure(paths, label=label, markdown=md, png=Path(png).read_bytes())
 
 
 class SavedFigure(list):
-    """The paths :func:`figure` wrote. Shows nothing when it is a cell's last value (the figure
-    itself was already displayed), so no list of paths appears on the page."""
+    """The paths :func:`figure` wrote; shown (on its own or in a :class:`~dobrushin.report.display.Section`), it
+    glues the image under its label, for other pages, and shows the numbered figure."""
+
+    def __init__(self, paths, *, label: str, markdown: str, png: bytes):
+        super().__init__(paths)
+        self.label, self.markdown, self.png = label, markdown, png
 
     def _ipython_display_(self):
-        pass
+        from IPython.display import Image, Markdown, display
+        from myst_nb import glue
+
+        glue(self.label, Image(data=self.png, format="png"), display=False)
+        display(Markdown(self.markdown))
 
 
 # ---------------------------------------------------------------- numbers and tables

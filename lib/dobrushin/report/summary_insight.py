@@ -12,9 +12,9 @@ import pandas as pd
 
 from . import page as F
 from .claims import CLAIMS, SCORECARD
-from .display import plain_text
 from .insight import download_links
 from .names import and_join, display_name, pct
+from .display import Section
 
 NOTEBOOK = "summary"
 
@@ -35,18 +35,6 @@ ROW_SOURCES = {
     "special": (("dinov2", "language"), ("sec-dinov2-fractions", "sec-language-fractions")),
     "related_text": (("language",), ("sec-language-fractions",)),
 }
-
-
-def _md(text: str):
-    from IPython.display import Markdown, display
-
-    display(Markdown(text))
-
-
-def _glue(key: str, value):
-    from myst_nb import glue
-
-    glue(key, value, display=False)
 
 
 def row_sources(profile: str = "quick") -> pd.DataFrame:
@@ -157,9 +145,7 @@ class SummaryInsights:
         rs = row_sources(self.profile)
         lines = [f"- **{r.row}**: {r['computed in']}; recompute with `{r.command}`" for _, r in rs.iterrows()
                  if r["computed in"]]
-        from IPython.display import display
-
-        display(F.details("Where each row is computed, and the command that recomputes it (then make html)",
+        return Section(F.details("Where each row is computed, and the command that recomputes it (then make html)",
                           "\n".join(lines)))
 
     def claims_figure(self):
@@ -167,17 +153,19 @@ class SummaryInsights:
         ``results/figures/summary-claims.png``."""
         import matplotlib.pyplot as plt
 
+        out = Section()
         fig, rows = claims_figure(self.card, self.table)
         n_dots = int(rows["dots"].map(len).sum())
-        F.figure(fig, notebook=NOTEBOOK, name="claims", width="full", results_dir=self.results, close=False,
+        out.append(F.figure(fig, notebook=NOTEBOOK, name="claims", width="full", results_dir=self.results, close=False,
                  caption=f"The paper's {len(rows)} claims against this build: the paper's range (grey), the measured "
                          "fraction of (input, layer) pairs where the condition holds with the 95% interval the verdict "
                          "uses (clustered by input), coloured by the verdict, and small circles for the parts a claim "
                          f"pools ({n_dots} in all: each size of the random baseline, each seed of an FT-Transformer "
                          "benchmark, each model of a pooled range). Untrained controls are shown in their chapters.",
                  alt="Forest plot, one line per claim of the paper: grey bands for the paper's ranges, coloured "
-                     "intervals for this build's measurements, verdicts written at the right.")
+                     "intervals for this build's measurements, verdicts written at the right."))
         plt.close(fig)
+        return out
 
     def why(self):
         """The "Why" figure (:func:`~dobrushin.report.summary_figures.plot_why`): every measured model's fraction
@@ -187,6 +175,7 @@ class SummaryInsights:
 
         from .summary_figures import plot_why, why_points
 
+        out = Section()
         pts = why_points(self.family_table) if len(self.family_table) else why_points(pd.DataFrame(columns=["variant"]))
         abl = _ablation(self.results)
         arrow = None
@@ -208,12 +197,12 @@ class SummaryInsights:
                           f"why_mpnet_{name}_trace": f"{t:.3g}" if np.isfinite(t) else "—"})
         glued["why_mpnet_bias"] = f"{abl['bias0']:.1f}".replace("-", "−") if abl is not None else "—"
         for k, v in glued.items():
-            _glue(k, plain_text(v))
+            out.values[k] = v
         if not len(pts):
-            _md("No measured table records the trace of its attention (made before it was recorded): no figure.")
-            return
+            out.md("No measured table records the trace of its attention (made before it was recorded): no figure.")
+            return out
         fig = plot_why(pts, arrow, band)
-        F.figure(fig, notebook=NOTEBOOK, name="why", width="full", results_dir=self.results, close=False,
+        out.append(F.figure(fig, notebook=NOTEBOOK, name="why", width="full", results_dir=self.results, close=False,
                  caption="Self-attention and the condition: for every model measured in this build (filled: trained weights; "
                          "open: untrained controls), the fraction of (input, layer) pairs where it holds on content "
                          "tokens against the model's self-attention, the mean trace of its head-averaged attention "
@@ -222,13 +211,14 @@ class SummaryInsights:
                          "the ablation's sentences, before and after its distance-0 position bias is set to its "
                          "neighbours' mean.",
                  alt="Scatter plot of fraction holding against self-attention on a log axis, trained models filled, "
-                     "untrained controls open, an arrow for the MPNet ablation.")
+                     "untrained controls open, an arrow for the MPNet ablation."))
         plt.close(fig)
+        return out
 
     def downloads(self):
         """Links to summary.csv and scorecard.csv."""
         links = download_links(self.results, "summary")
-        _md("**Result files** (download): " + ", ".join(links) + ".")
+        return Section().md("**Result files** (download): " + ", ".join(links) + ".")
 
 
 __all__ = ["ROW_SOURCES", "SummaryInsights", "claim_rows", "claims_figure", "row_sources"]

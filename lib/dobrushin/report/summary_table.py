@@ -33,11 +33,8 @@ from .tables import input_sums
 
 COLUMNS = ["claim", "model", "variant", "paper_value", "measured", "ci_low", "ci_high", "n_pairs", "status", "detail",
            "weights_source", "n_inputs", "cl_low", "cl_high", "sum_kk", "sum_kn", "sum_nn"]
-#: the sufficient statistics of the per-input counts behind ``cl_low``/``cl_high`` (pooling adds them)
-SUM_COLUMNS = {"clusters": "n_inputs", "k": None, "n": "n_pairs", "kk": "sum_kk", "kn": "sum_kn", "nn": "sum_nn"}
 #: values of the ``weights_source`` column: where the measured weights came from
 WEIGHTS_SOURCES = ("original", "proxy", "trained here", "untrained", "none", "random matrices", "unrecorded")
-VARIANT_LABEL = VARIANT_TABLE_LABELS  # (the report's one map: names.VARIANT_TABLE_LABELS)
 
 
 def independent_sums(k: int, n: int) -> dict:
@@ -111,10 +108,10 @@ def _row(claim: Optional[Claim], model, variant, k, n, detail="", weights="pretr
         raise ValueError(f"cluster sums ({sums['k']} of {sums['n']}) do not match the counts ({k} of {n})")
     _, clo, chi = clustered(sums)
     if weights == "untrained":
-        variant_label = f"untrained control ({VARIANT_LABEL.get(variant, variant)})"
+        variant_label = f"untrained control ({VARIANT_TABLE_LABELS.get(variant, variant)})"
         claim_used = None
     else:
-        variant_label = VARIANT_LABEL.get(variant, variant)
+        variant_label = VARIANT_TABLE_LABELS.get(variant, variant)
         claim_used = claim
     status = judge(p, clo, chi, claim_used, n) if claim_used else "no paper value"
     return {
@@ -142,7 +139,7 @@ def _not_run(claim: Optional[Claim], model, variant, reason) -> dict:
     return {
         "claim": claim.text if claim else "(not in the paper)",
         "model": model,
-        "variant": VARIANT_LABEL.get(variant, variant),
+        "variant": VARIANT_TABLE_LABELS.get(variant, variant),
         "paper_value": claim.paper_value if claim else "—",
         "measured": np.nan,
         "ci_low": np.nan,

@@ -1,13 +1,12 @@
-"""The FT-Transformer chapter (``notebooks/tabular.ipynb``), one method per section.
+"""The FT-Transformer chapter (``notebooks/tabular.ipynb``).
 
-``TabularChapter(_params)`` takes the notebook's resolved parameters; the methods run in the chapter's
-order: :meth:`data` (load the data sets, the banner for those unavailable), :meth:`protocol` (the model
-configuration and training settings, read from the package and the parameters), :meth:`train` (train or load
-each (data set, seed) from the checkpoint cache, ``metrics.csv``), :meth:`metrics`, :meth:`recompute_check`
-(recomputed against hooked attention), :meth:`measure` (trained and untrained, via
-:func:`dobrushin.experiments.tabular.measure_tabular`), :meth:`results`, :meth:`layers`, :meth:`slack`,
-:meth:`uniformity` (κ(A): is tightness informative?), :meth:`heads_rollout`, :meth:`epochs` (the condition
-along training, :mod:`dobrushin.report.training`), :meth:`atlas`, :meth:`status`, :meth:`downloads` and :meth:`finish`.
+``TabularChapter(_params)`` takes the notebook's resolved parameters, loads the data sets, trains (or loads from the
+checkpoint cache) every (data set, seed) and measures each trained model and its untrained initialisation
+(:func:`dobrushin.experiments.tabular.measure_tabular`; cached results are reused).  Each section is then a method
+that returns a :class:`~dobrushin.report.display.Section` (or a table): :meth:`data`, :meth:`protocol`,
+:meth:`metrics`, :meth:`results`, :meth:`layers`, :meth:`slack`, :meth:`uniformity` (κ(A): is tightness
+informative?), :meth:`heads_rollout`, :meth:`epochs` (the condition along training, :mod:`dobrushin.report.training`),
+:meth:`atlas`, :meth:`status`, :meth:`downloads` and :meth:`finish`.
 """
 from __future__ import annotations
 
@@ -20,22 +19,11 @@ from .chapter import rollout_check_text
 from .names import pct
 from .results_loading import baseline_for
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
-from .display import glue_text, glue_values
 from .training import epochs_figure, epochs_values
-from .insight import glue_near_ties
+from .insight import near_ties
 from .names import ft_model_name
 from .tables import fraction_grid, fractions, fractions_caption, rollout_summary
-
-def _display(*objs):
-    from IPython.display import display
-
-    display(*objs)
-
-
-def _markdown(text: str):
-    from IPython.display import Markdown
-
-    _display(Markdown(text))
+from .display import Section
 
 
 def integer_axes(fig):
@@ -111,6 +99,9 @@ class TabularChapter:
         self.timings = {}
         self.data_sets, self.unavailable, self.trained, self.metric_rows, self.runs = {}, {}, {}, [], {}
         self.table = self.summ = None
+        self._load_data()
+        self._train()
+        self._measure()
 
     @property
     def capped(self) -> bool:
@@ -118,8 +109,8 @@ class TabularChapter:
         return self.p.max_epochs is not None or self.p.train_rows is not None
 
     # ---------------------------------------------------------------- data and training
-    def data(self):
-        """Load every data set; a banner names those unavailable. Returns the data-set table."""
+    def _load_data(self):
+        """Load every data set (those unavailable recorded with why) and the table that describes them."""
         import pandas as pd
 
         from ..data import tabular_data
@@ -141,12 +132,17 @@ class TabularChapter:
                          "val": d.size("val"), "test": d.size("test"), "numeric": len(d.num_names),
                          "categorical": len(d.cat_names), "tokens": d.n_tokens, "source": src,
                          "checksum": d.checksum[:12]})
-        data_table = pd.DataFrame(rows)
-        if self.unavailable:
-            _display(F.banner("Not reproduced in this build",
-                              "; ".join(f"{tabular_data.TITLES[k]}: {v}" for k, v in self.unavailable.items())))
-        return F.table(data_table, drop_constant=True, caption="The data sets: splits, features, tokens per row ([CLS] + one per feature) and source.",
-                       name="tab-tabular-data")
+        self.data_table = pd.DataFrame(rows)
+
+    def data(self) -> Section:
+        """The data sets: a banner names those unavailable, then one table."""
+        from ..data import tabular_data
+
+        why = "; ".join(f"{tabular_data.TITLES[k]}: {v}" for k, v in self.unavailable.items())
+        return Section(F.banner("Not reproduced in this build", why) if why else None,
+                       F.table(self.data_table, drop_constant=True, name="tab-tabular-data",
+                               caption="The data sets: splits, features, tokens per row ([CLS] + one per feature) and "
+                                       "source."))
 
     def protocol(self):
         """The model configuration and the training settings, read from what builds and trains the models
@@ -155,7 +151,7 @@ class TabularChapter:
         return F.table(protocol_table(self.p), name="tab-tabular-protocol",
                        caption="The FT-Transformer configuration and training settings of this build, with where each comes from.")
 
-    def train(self):
+    def _train(self):
         """Train (or load from the checkpoint cache) every (data set, seed); writes ``metrics.csv``."""
         import pandas as pd
 
@@ -184,6 +180,7 @@ class TabularChapter:
 
         from ..data import tabular_data
 
+        out = Section()
         p = self.p
         show = pd.DataFrame([{
             "data set": tabular_data.TITLES[m["dataset"]], "seed": m["seed"], "metric": m["metric"], "value": m["value"],
@@ -191,51 +188,23 @@ class TabularChapter:
             "stopped by": "epoch cap" if (p.max_epochs is not None and m["epochs"] >= p.max_epochs) else "early stopping",
             "training rows": self.trained[(m["dataset"], m["seed"])][0].size("train"),
         } for m in self.metric_rows])
-        if len(show):
-            _display(F.table(show, drop_constant=True, caption="Test metrics of the trained FT-Transformers next to the published FT-Transformer values.", name="tab-tabular-metrics"))
-        parts = []
-        for r in show.to_dict("records"):
-            pub = "" if pd.isna(r["published FT-Transformer"]) else f" (published FT-Transformer: {r['published FT-Transformer']:.3f})"
-            parts.append(f"{r['data set']} seed {r['seed']}: test {r['metric']} **{r['value']:.3f}**{pub}")
-        msg = "; ".join(parts) + "." if parts else "No model was trained."
-        if self.capped and parts:
-            msg += (f"\n\n**These are quick-profile models, not the paper's:** training was capped at "
-                    f"{p.max_epochs if p.max_epochs is not None else 'no'} epochs on at most "
-                    f"{p.train_rows if p.train_rows is not None else 'all'} training rows, so the metrics are *not* expected "
-                    f"to match the published values; the paper profile trains to early stopping on the full splits with "
-                    f"several seeds.")
-        _markdown(msg)
+        if not len(show):
+            return out.md("No model was trained.")
+        out.append(F.table(show, drop_constant=True, name="tab-tabular-metrics", caption="Test metrics of the trained "
+                           "FT-Transformers next to the published FT-Transformer values."))
+        if self.capped:
+            out.md(f"**These are quick-profile models, not the paper's:** training was capped at "
+                   f"{p.max_epochs if p.max_epochs is not None else 'no'} epochs on at most "
+                   f"{p.train_rows if p.train_rows is not None else 'all'} training rows, so the metrics are *not* "
+                   "expected to match the published values; the paper profile trains to early stopping on the full "
+                   "splits with several seeds.")
+        return out
 
     # ---------------------------------------------------------------- attention and measurement
-    def recompute_check(self):
-        """Attention recomputed from the blocks against the hooked attention, on 64 test rows per model."""
-        import numpy as np
+    def _measure(self):
+        """Measure every trained model and its untrained initialisation; record the unavailable data sets."""
         import pandas as pd
 
-        from ..capture import ft_transformer as ft_capture
-        from ..data import tabular_data
-        from ..models import ft_transformer as ft_model
-
-        checks = []
-        for (name, seed), (d, r) in self.trained.items():
-            xn, xc = ft_model.tensors(d, "test", np.arange(min(64, d.size("test"))))
-            cap = ft_capture.capture(r.model, xn, xc)
-            L = len(cap.hooked)
-            early = max(float((cap.hooked[l] - cap.recomputed[l]).abs().max()) for l in range(L - 1))
-            last = float((cap.hooked[-1][:, :, 0] - cap.recomputed[-1][:, :, ft_capture.CLS_POSITION]).abs().max())
-            checks.append({"data set": tabular_data.TITLES[name], "seed": seed, "blocks": L,
-                           "max |hooked − recomputed|, blocks 1…L−1": early,
-                           "max |hooked CLS row − recomputed CLS row|, block L": last})
-        checks_df = pd.DataFrame(checks)
-        _display(F.table(checks_df, drop_constant=True, caption="Recomputed against hooked attention (64 test rows per model).", name="tab-tabular-recompute"))
-        if len(checks_df):
-            e, l_ = checks_df.iloc[:, 3].max(), checks_df.iloc[:, 4].max()
-            _markdown(f"On 64 test rows of each model the recomputation differs from the attention the model "
-                      f"computed by at most {e:.1e} on the earlier blocks and by at most {l_:.1e} on the `[CLS]` "
-                      f"row of the last block (float32).")
-
-    def measure(self):
-        """Measure every trained model and its untrained initialisation; record the unavailable data sets."""
         from ..experiments.tabular import TABULAR_CONFIG, measure_tabular
         from ..models import ft_transformer as ft_model
 
@@ -259,21 +228,19 @@ class TabularChapter:
                 store.record(f"{name}-seed{seed}", {"dataset": name, "seed": seed, "profile": p.profile}, status=status,
                              model=ft_model_name(name, seed), family="ft-transformer",
                              dataset=name, seed=seed, paper_benchmark=name in PUBLISHED_FT_TRANSFORMER)
+        self.table = (pd.concat([v.table for v in self.runs.values()], ignore_index=True) if self.runs
+                      else store.tables().iloc[:0])
+        self.summ = fractions(self.table, ("model", "weights", "variant")) if len(self.table) else pd.DataFrame()
 
     # ---------------------------------------------------------------- results
     def results(self):
         """The fractions table, one line per model, and the comparison with the paper's range."""
-        import pandas as pd
-
-        runs = self.runs
-        self.table = table = (pd.concat([v.table for v in runs.values()], ignore_index=True) if runs
-                              else self.store.tables().iloc[:0])
-        self.summ = summ = fractions(table, ("model", "weights", "variant")) if len(table) else pd.DataFrame()
-        glue_near_ties("tabular", table, name=plots.display_name)
+        out, table, summ = Section(), self.table, self.summ
+        out.glue("tabular-ties", near_ties(table, name=plots.display_name))
         if not len(summ):
-            _markdown("**No tabular model could be measured in this build.**")
-            return
-        _display(F.table(fraction_grid(summ, plots.display_name), name="tab-tabular-fractions",
+            out.md("**No tabular model could be measured in this build.**")
+            return out
+        out.append(F.table(fraction_grid(summ, plots.display_name), name="tab-tabular-fractions",
                          caption=fractions_caption("test row")))
         bench = summ[(summ["variant"] == "content") & (summ["weights"] == "pretrained")
                      & ~summ["model"].str.contains("Breast")]
@@ -285,31 +252,36 @@ class TabularChapter:
         else:
             verdict = ("Neither benchmark of the paper (California Housing, Adult) was measured in this build, so the "
                        f"paper's {claim.paper_value} is not compared here (see the status section).")
-        _markdown(verdict)
+        out.md(verdict)
+        return out
 
     def layers(self):
+        out = Section()
         table = self.table
         if not len(table):
-            return
+            return out
         base = baseline_for(table, self.results_dir)
         fig = plots.layer_profile(table, ncols=3, baseline=base)
-        F.figure(integer_axes(fig), notebook="tabular", name="layers", width="full", results_dir=self.results_dir,
+        out.append(F.figure(integer_axes(fig), notebook="tabular", name="layers", width="full", results_dir=self.results_dir,
                  caption="FT-Transformer: fraction of test rows for which the equality condition holds, per layer (Wilson 95% "
                          f"bands); {plots.series_caption(table, special='with [CLS]')}. The grey dotted "
                          "line is the random Dirichlet(1) baseline at the model's number of content tokens ("
                          + ", ".join(f"{plots.display_name(m)}: {pct(p)}" for m, p in base.items()) + ").",
-                 alt="Line plots of the fraction holding against layer for each FT-Transformer, with the random baseline.")
+                 alt="Line plots of the fraction holding against layer for each FT-Transformer, with the random baseline."))
+        return out
 
     def slack(self):
+        out = Section()
         table = self.table
         if not len(table):
-            return
+            return out
         fig = plots.slack_by_layer(table, variant="content", ncols=3)
-        F.figure(integer_axes(fig), notebook="tabular", name="slack", width="full", results_dir=self.results_dir,
+        out.append(F.figure(integer_axes(fig), notebook="tabular", name="slack", width="full", results_dir=self.results_dir,
                  caption="FT-Transformer: slack of the layer bound per layer over test rows (content tokens; "
                          f"{plots.series_caption(table[table['variant'] == 'content'])}), symmetric-log axis linear below "
                          f"{plots.SLACK_LINTHRESH:g}; 0 is the equality case.",
-                 alt="Box plots of the slack of the layer bound per layer, one panel per FT-Transformer, symmetric log axis.")
+                 alt="Box plots of the slack of the layer bound per layer, one panel per FT-Transformer, symmetric log axis."))
+        return out
 
     def uniformity(self, count: int = 64):
         """Is tightness informative here?  Per benchmark (its seeds pooled) and weights, one row of
@@ -323,32 +295,36 @@ class TabularChapter:
         from ..experiments.structure import random_kappa
         from .tables import kappa_caption, kappa_table
 
+        out = Section()
         table = self.table
         if not len(table):
-            return
+            return out
         c = table[table["variant"] == "content"]
         c = c.assign(model=c["model"].map(lambda m: re.sub(r" seed \d+$", "", str(m))))
         ns = {b: int(g["n_tokens"].median()) for b, g in c.groupby("model", sort=False)}
         rk = {b: random_kappa(n, count=count, seed=0) for b, n in ns.items()}
-        _display(F.table(kappa_table(c, pd.DataFrame(), rk, ns), name="tab-tabular-kappa",
+        out.append(F.table(kappa_table(c, pd.DataFrame(), rk, ns), name="tab-tabular-kappa",
                          caption=kappa_caption("Per benchmark (seeds pooled) and weights")))
+        return out
 
     def heads_rollout(self):
         import pandas as pd
 
+        out = Section()
         runs = self.runs
         heads = pd.concat([v.heads for v in runs.values()], ignore_index=True) if runs else pd.DataFrame()
         roll = pd.concat([v.rollout for v in runs.values()], ignore_index=True) if runs else pd.DataFrame()
         if len(heads):
             fig = plots.head_heatmap(heads, variant="content", ncols=3)
-            F.figure(integer_axes(fig), notebook="tabular", name="heads", width="full", results_dir=self.results_dir,
+            out.append(F.figure(integer_axes(fig), notebook="tabular", name="heads", width="full", results_dir=self.results_dir,
                      caption="Fraction of test rows for which the condition holds on each head's own attention, per block "
                              "(rows) and head (columns), trained models, content tokens.",
-                     alt="Heat maps of the fraction holding per block and head, one per trained FT-Transformer.")
+                     alt="Heat maps of the fraction holding per block and head, one per trained FT-Transformer."))
         if len(roll):
             text = rollout_check_text(rollout_summary(roll), unit="test row")
             if text:
-                _markdown(text)
+                out.md(text)
+        return out
 
     def epochs(self):
         """The condition along training (:mod:`dobrushin.experiments.epochs`): each benchmark of ``epoch_datasets``
@@ -362,6 +338,7 @@ class TabularChapter:
         from ..store.code import code_digest
         from ..store.results import atomic_write_csv, sha256_file
 
+        out = Section()
         p, frames, sizes, records = self.p, [], set(), {}
         pub = paths.published_dir()
         pub_csv = pub / "tabular" / "epochs.csv" if pub is not None else None
@@ -394,49 +371,52 @@ class TabularChapter:
         same = [self.trained[k][1].sha256 == records[f"{k[0]}-seed{k[1]}"]["early_stopping_sha256"]
                 for k in self.trained if f"{k[0]}-seed{k[1]}" in records]
         for name, values in epochs_values(t, claim).items():  # the notebook's sentences (placeholders: not measured)
-            glue_values(f"epochs-{name}", values)
-        glue_text("epochs-same", f"{sum(same)} of the {len(same)}" if same else "—")
+            out.glue(f"epochs-{name}", values)
+        out.glue("epochs", {"same": f"{sum(same)} of the {len(same)}" if same else "—"})
         if not frames:
-            _markdown("No benchmark was measured along training in this build.")
-            return
+            out.md("No benchmark was measured along training in this build.")
+            return out
         atomic_write_csv(self.store.dir / "epochs.csv", t)
         self.store.update_manifest(epochs={"file": "epochs.csv", "sha256": sha256_file(self.store.dir / "epochs.csv"),
                                            "epoch_rows": p.epoch_rows, "split_seed": p.split_seed,
                                            "train_rows": p.train_rows, "torch_threads": p.torch_threads,
                                            "trajectories": records})
-        F.figure(epochs_figure(t, claim), notebook="tabular", name="epochs", width="full", results_dir=self.results_dir,
+        out.append(F.figure(epochs_figure(t, claim), notebook="tabular", name="epochs", width="full", results_dir=self.results_dir,
                  caption=f"Along training, content tokens of {' or '.join(sorted(sizes))} test rows: the fraction "
                          f"where the condition holds (top; seeds as lines, the paper's {claim.paper_value} shaded, each "
                          "seed's early-stopping epoch as a dot), the validation metric (middle) and the fraction per layer, "
                          "seeds pooled (bottom). Epoch 0 is the initialisation; training goes on to "
                          f"{E.EXTEND:g} times the early-stopping epoch, or to the protocol's stop if that is later.",
                  alt="Line plots against the training epoch, one column per benchmark: the fraction holding per seed, "
-                     "the validation metric, and the fraction per layer.")
+                     "the validation metric, and the fraction per layer."))
+        return out
 
     def atlas(self):
         from .insight import tabular_atlas
 
-        tabular_atlas(self.runs, self.trained, attention_rows=self.p.attention_rows, split_seed=self.p.split_seed,
-                      results_dir=self.results_dir)
+        return tabular_atlas(self.runs, self.trained, attention_rows=self.p.attention_rows, split_seed=self.p.split_seed,
+                      store=self.store)
 
     # ---------------------------------------------------------------- status and the end of the chapter
     def status(self):
         import pandas as pd
 
+        out = Section()
         entries = self.store.manifest()["entries"]
         wanted = [f"{n}-seed{s}" for n in self.p.datasets for s in self.p.seeds]
         status = pd.DataFrame([{"entry": k, "status": entries.get(k, {}).get("status", "not run"),
                                 "model": entries.get(k, {}).get("model", ""),
                                 "rows": entries.get(k, {}).get("rows", 0)} for k in wanted])
-        _display(F.table(status, caption="What this build measured, per data set and seed.", name="tab-tabular-status"))
+        out.append(F.table(status, caption="What this build measured, per data set and seed.", name="tab-tabular-status"))
         bad = status[status["status"] != "ok"]
-        _markdown("Every requested data set and seed was measured." if bad.empty else
+        out.md("Every requested data set and seed was measured." if bad.empty else
                   "Not measured (see the banner at the top): " + ", ".join(bad["entry"]) + ".")
+        return out
 
     def downloads(self):
         from .insight import show_downloads
 
-        show_downloads("tabular", self.p.results_dir)
+        return show_downloads("tabular", self.p.results_dir)
 
     def finish(self):
         import torch

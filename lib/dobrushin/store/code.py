@@ -166,11 +166,12 @@ def _digest(files: Sequence[Path], root: Path, normalize: bool = True) -> str:
 
 #: each cached product and the code that makes it, relative to the package root: the model tables (main, heads
 #: and rollout, of every family and of the FT-Transformer, with the chapters' keyed analyses such as the MPNet
-#: ablation: the producing modules and every ``dobrushin`` file they import, :func:`import_closure`), the random baseline's cells (the packages ``math``, ``random`` and
+#: ablation and the failure atlases: the producing modules and every ``dobrushin`` file they import, :func:`import_closure`), the random baseline's cells (the packages ``math``, ``random`` and
 #: ``store``), the trained FT-Transformer checkpoints (the training code and the data preparation) and the
 #: FT-Transformer measured along training (:mod:`dobrushin.experiments.epochs` and its closure)
 PRODUCTS = {
-    "tables": (("experiments/pipeline.py", "experiments/tabular.py", "experiments/ablation.py"), True),
+    "tables": (("experiments/pipeline.py", "experiments/tabular.py", "experiments/ablation.py", "experiments/atlas.py"),
+               True),
     "cells": (("math", "random", "store"), False),
     "training": (("models/ft_transformer.py", "data/tabular_data.py"), False),
     "epochs": (("experiments/epochs.py",), True),

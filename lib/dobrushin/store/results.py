@@ -56,8 +56,16 @@ MARGIN_COLUMNS = ("kappa_gap", "self_margin_i", "self_margin_j")
 LATER_COLUMNS = MARGIN_COLUMNS + ("trace",)
 #: SCHEMA columns that a stored table leaves out because they follow from others bit for bit (the same
 #: float64 operations as :func:`dobrushin.math.coefficient.analyse`); :func:`conform` puts them back
-DERIVED = {"bound": lambda df: 0.5 * (1.0 + df["kappa"]),
-           "slack": lambda df: 0.5 * (1.0 + df["kappa"]) - df["kappa_factor"]}
+def _bound(df: pd.DataFrame) -> pd.Series:
+    return 0.5 * (1.0 + df["kappa"])
+
+
+DERIVED = {"bound": _bound, "slack": lambda df: _bound(df) - df["kappa_factor"]}
+
+
+def _derived(df: pd.DataFrame) -> dict:
+    """The :data:`DERIVED` columns computed from ``df`` (none when it lacks ``kappa`` or ``kappa_factor``)."""
+    return {c: f(df) for c, f in DERIVED.items()} if {"kappa", "kappa_factor"} <= set(df.columns) else {}
 VARIANTS = ("content", "with_special")
 WEIGHTS = ("pretrained", "untrained")
 
@@ -126,8 +134,7 @@ def write_stored(path, df: pd.DataFrame) -> None:
     follow from the others bit for bit, and float columns byte-stream-split before zstd (lossless; float64
     noise compresses about a third better), so the paper's FT-Transformer tables fit the publication.
     :func:`conform` reads the same values back."""
-    drop = [c for c, f in DERIVED.items() if c in df.columns and {"kappa", "kappa_factor"} <= set(df.columns)
-            and df[c].astype("float64").equals(f(df).astype("float64"))]
+    drop = [c for c, v in _derived(df).items() if c in df.columns and df[c].astype("float64").equals(v.astype("float64"))]
     df = df.drop(columns=drop)
     floats = [c for c in df.columns if pd.api.types.is_float_dtype(df[c])]
     # pandas hands the last two options to pyarrow's writer
@@ -195,7 +202,7 @@ def conform(df: pd.DataFrame) -> pd.DataFrame:
     absent = [c for c in LATER_COLUMNS if c not in df.columns]
     if absent:
         df = df.assign(**{c: float("nan") for c in absent})
-    derive = {c: f(df) for c, f in DERIVED.items() if c not in df.columns and {"kappa", "kappa_factor"} <= set(df.columns)}
+    derive = {c: v for c, v in _derived(df).items() if c not in df.columns}
     if derive:
         df = df.assign(**derive)
     missing = [c for c in SCHEMA if c not in df.columns]
