@@ -10,9 +10,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "dobrushin"
 GENERATED = {"math/_kernel_numba.py"}
 MODULE_LIMIT = 500
 #: modules still over MODULE_LIMIT, each at most its size today
-OVER = {"experiments/verify.py": 525, "experiments/params.py": 637, "experiments/sweep.py": 506}
+OVER = {"experiments/verify.py": 525, "experiments/sweep.py": 506}
 #: the package and report/ at most their size today (targets: 16,000 and 4,000)
-CEILINGS = {"": 19_315, "report": 6_188}
+CEILINGS = {"": 19_306, "report": 6_175}
 
 
 def _lines(p: Path) -> int:

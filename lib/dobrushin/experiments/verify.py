@@ -399,24 +399,15 @@ def data_dir_note(root) -> str:
     """A line on the inputs when ``DOBRUSHIN_DATA`` is not set here: the published results of a chapter that
     measured the canonical inputs (:mod:`dobrushin.data.canonical`; their manifests' input sources say so) are
     reused only when those inputs can be downloaded and match their checksums; otherwise the chapter measures
-    other inputs (the embedded ones), whose cache key differs, again.  Results published from inputs read
-    through ``$DOBRUSHIN_DATA`` under the older source line need the data folder itself."""
+    other inputs (the embedded ones), whose cache key differs, again."""
     import os
 
     from ..data.canonical import IMAGENET_SAMPLES_SOURCE, SST2_SOURCE
 
     if os.environ.get("DOBRUSHIN_DATA"):
         return ""
-    canonical, folder = [], []
-    for nb in FAMILY_KINDS:
-        entries = _published_entries(root, nb)
-        if not entries:
-            continue
-        sources = {str(((e.get("params") or {}).get("inputs") or {}).get("source", "")) for e in entries}
-        if sources & {IMAGENET_SAMPLES_SOURCE, SST2_SOURCE}:
-            canonical.append(nb)
-        elif any("$DOBRUSHIN_DATA" in src for src in sources):
-            folder.append(nb)
+    canonical = [nb for nb in FAMILY_KINDS if {str(((e.get("params") or {}).get("inputs") or {}).get("source", ""))
+                                                for e in _published_entries(root, nb)} & {IMAGENET_SAMPLES_SOURCE, SST2_SOURCE}]
     lines = []
     if canonical:
         lines.append(f"=== DOBRUSHIN_DATA is not set: the published results of {', '.join(sorted(canonical))} are "
@@ -424,11 +415,6 @@ def data_dir_note(root) -> str:
                      "GLUE) are downloaded and match their checksums; where that fails, those "
                      "chapters measure other inputs again (hours at paper scale): set DOBRUSHIN_DATA to the "
                      "data folder (README: Data and model weights)")
-    if folder:
-        lines.append(f"=== WARNING: the published results of {', '.join(sorted(folder))} measured inputs read from "
-                     "$DOBRUSHIN_DATA, which is not set here: those chapters will measure other inputs again "
-                     "(hours at paper scale) instead of reusing them; set DOBRUSHIN_DATA to the data folder "
-                     "(README: Data and model weights)")
     tab = _published_tabular(root)
     if tab:
         lines.append(f"=== DOBRUSHIN_DATA is not set: the tabular chapter downloads {' and '.join(tab)}; where that "

@@ -55,20 +55,6 @@ def plain_text(s) -> Display:
     return Display(s, html=f'<span class="dobrushin-text">{_html.escape(s)}</span>')
 
 
-def show(*objs) -> None:
-    """Show ``objs`` in the notebook (IPython's ``display``): the one way a section puts a block on its page."""
-    from IPython.display import display
-
-    display(*objs)
-
-
-def glue(key: str, value) -> None:
-    """``myst_nb.glue`` of ``value`` under ``key``, not shown here (a figure or table another page pastes)."""
-    from myst_nb import glue as _glue
-
-    _glue(key, value, display=False)
-
-
 class Section(list):
     """What a section of a chapter returns: its blocks (tables, figures, sentences), shown in order when it is the
     value of a notebook cell, and ``values``, the numbers it glues for the notebook's hand-written sentences (a
@@ -97,10 +83,12 @@ class Section(list):
         return self
 
     def _ipython_display_(self):
+        from IPython.display import display
+        from myst_nb import glue
+
         for k, v in self.values.items():  # a number or a string as plain text; a block or an image as it is
-            glue(k, v if hasattr(v, "_repr_html_") or hasattr(v, "_repr_png_") else plain_text(v))
-        for b in self:
-            show(b)
+            glue(k, v if hasattr(v, "_repr_html_") or hasattr(v, "_repr_png_") else plain_text(v), display=False)
+        display(*self)
 
 
 def admonition(title: str, body: str, kind: str = "warning", classes: Sequence[str] = ()) -> Display:
@@ -120,5 +108,4 @@ def admonition(title: str, body: str, kind: str = "warning", classes: Sequence[s
                    markdown=f"**{title}**: {body}")
 
 
-__all__ = ["ADMONITION_KINDS", "Display", "Section", "admonition", "glue", "html_block",
-           "markdown_block", "plain_text", "show"]
+__all__ = ["ADMONITION_KINDS", "Display", "Section", "admonition", "html_block", "markdown_block", "plain_text"]
