@@ -1,6 +1,6 @@
 """The package's size, checked by make test (issue: a codebase a newcomer can change in ten minutes).  The
-targets are 4,000 lines for report/, 16,000 for the package and 500 for any module; until they are met the
-sizes may only shrink: each ceiling below is today's size, to be lowered as code goes."""
+targets are 4,000 lines for report/, 16,000 for the package and 500 for any module (met); until the first two are
+met the sizes may only shrink: each ceiling below is today's size, to be lowered as code goes."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,10 +9,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "dobrushin"
 #: generated code, outside the limits
 GENERATED = {"math/_kernel_numba.py"}
 MODULE_LIMIT = 500
-#: modules still over MODULE_LIMIT, each at most its size today
-OVER = {"experiments/verify.py": 525, "experiments/sweep.py": 506}
 #: the package and report/ at most their size today (targets: 16,000 and 4,000)
-CEILINGS = {"": 19_306, "report": 6_175}
+CEILINGS = {"": 19_288, "report": 6_175}
 
 
 def _lines(p: Path) -> int:
@@ -25,9 +23,8 @@ def _modules():
 
 def test_no_module_grows_past_its_limit():
     sizes = _modules()
-    over = {m: n for m, n in sizes.items() if m not in GENERATED and n > OVER.get(m, MODULE_LIMIT)}
-    assert over == {}, f"modules over {MODULE_LIMIT} lines (or over their ceiling in OVER): {over}"
-    assert set(OVER) <= set(sizes), "a module in OVER no longer exists: take it out"
+    over = {m: n for m, n in sizes.items() if m not in GENERATED and n > MODULE_LIMIT}
+    assert over == {}, f"modules over {MODULE_LIMIT} lines: {over}"
 
 
 def test_the_package_and_report_do_not_grow():

@@ -13,27 +13,20 @@ its forward passes are the batches a serial ``measure`` run makes, and its rows 
 ``measure`` gives for those inputs (the task calls :func:`dobrushin.experiments.measure_cli.measure_inputs`,
 the loop of ``measure`` and of the notebooks, :func:`dobrushin.experiments.pipeline.measure_model`).
 
-**Loading once.** A worker keeps the models it loaded in a small LRU cache (:class:`~dobrushin.experiments.model_cache.ModelCache`, two
-models by default, keyed by model, weights, seed, image size and text length) and reuses a model for
-every shard of it that it runs; tasks are submitted model by model, so a worker loads a model about
-once.  On Dask the cache is a worker plugin
-(:class:`dobrushin.experiments.sweep_dask.ModelCachePlugin`); serially, one cache in the
-process.  Loads in one process are serialised (the seeded initialisation of the untrained control uses
-torch's global generator), and a cached model runs one shard at a time (capture hooks live on the model).
+**Loading once.** A worker keeps the models it loaded in a small LRU cache (:mod:`.model_cache`; on Dask a
+worker plugin, :mod:`.sweep_dask`) and reuses a model for every shard of it that it runs; tasks are submitted
+model by model, so a worker loads a model about once.  Loads in one process are serialised (the untrained
+control's seeded initialisation uses torch's global generator); a cached model runs one shard at a time.
 
 **Results.** ``OUT/table/<model-slug>/<weights>/shard-00000.parquet``: the tidy
 :data:`~dobrushin.store.results.SCHEMA` table of one shard, written atomically by the driver (workers
 need no access to ``OUT``); ``pandas.read_parquet(OUT / "table")`` reads them all.  ``OUT/manifest.json``
 (:class:`dobrushin.store.results.ResultStore`): ``sweep`` (the request), and per shard an entry keyed
-``<slug>.<weights>.shard-00000`` with ``status`` (``ok``; ``empty``: the source had fewer inputs;
-``weights unavailable: <reason>``; ``failed``), ``error`` and ``attempts`` for a failure, the file,
-its SHA-256, rows, the shard's inputs, the worker, whether that task loaded the model, wall times,
-device, loader notes and weights provenance.
+``<slug>.<weights>.shard-00000``: ``status`` (``ok``, ``empty``, ``weights unavailable: <reason>``,
+``failed`` with ``error`` and ``attempts``), the file and its SHA-256, the shard's inputs, worker, times, provenance.
 
-**Restart and failure.** A re-run of the same sweep skips every shard whose entry has the same
-parameters (model, weights, shard bounds, inputs source and its fingerprint, ``--n``, seed, batch size,
-image size, text length, tolerances, weights provenance, versions of the pipeline) and an intact file
-(SHA-256 checked), and ``empty`` shards; everything else runs again.  A task that raises is retried
+**Restart and failure.** A re-run of the same sweep skips every shard whose entry has the same parameters
+(:func:`task_params`) and an intact file (SHA-256 checked), and ``empty`` shards; everything else runs again.  A task that raises is retried
 ``--retries`` times (Dask's own retries on a cluster, which also cover a worker that died); then the
 shard is recorded ``failed`` with the reason in the manifest and on stderr, the sweep goes on, and the
 exit status is 1.  Trained weights that cannot be obtained are recorded as ``weights unavailable`` (not

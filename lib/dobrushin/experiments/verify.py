@@ -1,34 +1,23 @@
 """``make verify``: re-measure a seeded random sample of the published results with the current code, compare
 it with the published rows, and attest a changed code when every decision agrees.
 
-The published results (``published/<profile>/``, written by ``make reproduce`` through
-:mod:`dobrushin.experiments.publish`) are laid out like ``results/``.  The sample (seed :data:`SEED`):
+The sample (seed :data:`SEED`) of the published results (``published/<profile>/``, laid out like ``results/``):
+per model, weights setting and resolution of the family notebooks (``<id>@<size>px`` is its own group),
+:data:`PER_GROUP` seeded inputs, the input with the most tokens and every input with a published near-tie
+(:func:`focus_inputs`), their main table, rollout rows and the per-head rows of one seeded input; the random
+baseline (Dirichlet(1)) at :data:`BASELINE_SIZES` sizes, re-simulated whole; one FT-Transformer checkpoint on
+:data:`TABULAR_ROWS` test rows and its near-ties; the trajectories, the MPNet ablation and the failure atlases
+(:mod:`dobrushin.experiments.verify_products`).
 
-* of every model, weights setting and resolution of the family notebooks (a model measured at a second
-  resolution is stored as ``<id>@<size>px``, so it is its own group): :data:`PER_GROUP` seeded inputs, the input
-  with the most tokens and every input with a published near-tie (:func:`focus_inputs`); their main table,
-  their rollout rows, and the per-head rows of one seeded input of the per-head table;
-* the random baseline (Dirichlet(1)) at :data:`BASELINE_SIZES` sizes, re-simulated whole (its counts are
-  integers and the matrices depend only on the seed, the ensemble, n and the index: they must be equal);
-* one FT-Transformer checkpoint on :data:`TABULAR_ROWS` test rows and its near-ties (the published folder
-  carries the checkpoints of its FT-Transformer entries, ``checkpoints/tabular/``).
-
-It **passes** when
-
-* every re-measured decision (``holds``; a rollout's count of holding layers) equals the published one,
-  except where the recorded decision margin is below :data:`FLOAT_ERROR` (they are listed: there a rounding
-  may decide either way).  The margin is ``min(kappa_gap, |self_margin_i|, |self_margin_j|)`` from the tidy
-  table's columns when it has them, else it is recomputed from the re-measured attention matrices
-  (:func:`decision_margin`);
-* κ(A), κ(½(I+A)), the slack and the rollout's numbers agree within :data:`KAPPA_TOL` (absolute);
-* the baseline's counts are identical.
-
-When it passes and the code that makes a product changed since the publication, it writes the attestation that
-carries the published results over to the code here (:func:`attest`, :mod:`dobrushin.store.attest`); ``make
-verify``'s exit status is 1 when a changed product cannot be attested.  ``--digest-only`` only says whether the
-published results are valid for the code here (exit 0) or not (exit 3).  When the published folder does not
-exist, verify says so loudly (``no published results to verify``) and exits 0.  The report goes to
-``results/verify/report.json`` (the book shows it).
+It **passes** when every re-measured decision (``holds``; a rollout's count of holding layers) equals the
+published one, except where the decision margin (``min(kappa_gap, |self_margin_i|, |self_margin_j|)``, recomputed
+from the attention for a table without those columns) is below :data:`FLOAT_ERROR` (listed: a rounding may decide
+either way); when κ(A), κ(½(I+A)), the slack and the rollout's numbers agree within :data:`KAPPA_TOL`; and when the
+baseline's counts are identical.  Then, if the code that makes a product changed since the publication, it writes
+the attestation that carries the published results over to the code here (:func:`attest`,
+:mod:`dobrushin.store.attest`); the exit status is 1 when a changed product cannot be attested.  ``--digest-only``
+only says whether the published results are valid for the code here (exit 0) or not (exit 3); without a published
+folder verify says so loudly and exits 0.  The report goes to ``results/verify/report.json`` (the book shows it).
 """
 from __future__ import annotations
 
