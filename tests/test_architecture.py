@@ -150,10 +150,10 @@ def test_capture_imports_no_pandas():
 
 def test_the_package_ships_no_developer_tool():
     """The benchmarks and the browser check (dev extras, Chromium) live in the repository's tools/, not in
-    the installed package: dobrushin.tools holds only what the book's build needs (the Sphinx hooks named in
+    the installed package: dobrushin.bookbuild holds only what the book's build needs (the Sphinx hooks named in
     _config.yml), and no module of the package imports the top-level tools or playwright."""
-    assert sorted(p.name for p in (PKG / "tools").glob("*.py")) == ["__init__.py", "sphinx_fixes.py"]
-    assert "dobrushin.tools.sphinx_fixes" in (LIB.parent / "_config.yml").read_text()
+    assert sorted(p.name for p in (PKG / "bookbuild").glob("*.py")) == ["__init__.py", "sphinx_fixes.py"]
+    assert "dobrushin.bookbuild.sphinx_fixes" in (LIB.parent / "_config.yml").read_text()
     bad = [f"{m}:{line} imports {src}" for m, rows in _imports(_modules()).items() for src, _, line in rows
            if src.split(".")[0] in ("tools", "playwright")]
     assert bad == []

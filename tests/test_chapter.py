@@ -51,7 +51,7 @@ def test_baseline_for_reads_the_grid_at_the_median_token_count(tmp_path):
 
 def test_layer_profile_draws_the_baseline_line():
     t = pd.concat([_table("m", "pretrained", [True, False, True], 16)]).assign(variant="content")
-    fig = plots.layer_profile(t, baseline={"m": 0.25})
+    fig = plots.fraction_by_layer(t, baseline={"m": 0.25})
     ax = fig.axes[0]
     lines = [ln for ln in ax.get_lines() if ln.get_label().startswith("random baseline")]
     assert len(lines) == 1 and np.allclose(lines[0].get_ydata(), 0.25)

@@ -1,5 +1,5 @@
 """The book's presentation helpers (``dobrushin.report.page``), the build-noise filter of
-``dobrushin.tools.sphinx_fixes`` and the terminal gate of progress bars.
+``dobrushin.bookbuild.sphinx_fixes`` and the terminal gate of progress bars.
 
 Pure parts are checked directly. One test renders the helpers' real notebook outputs (captured from
 the calls, no kernel) into a tiny Jupyter Book and reads the built HTML: numbered figures with alt
@@ -31,7 +31,7 @@ from dobrushin.report import layout as L  # noqa: E402
 from dobrushin.report.display import Display, admonition  # noqa: E402
 from dobrushin.report import plots  # noqa: E402
 from dobrushin.experiments.environment import progress_enabled  # noqa: E402
-from dobrushin.tools.sphinx_fixes import HIDDEN_CELL_TAGS, hide_build_cells, proof_index_entries  # noqa: E402
+from dobrushin.bookbuild.sphinx_fixes import HIDDEN_CELL_TAGS, hide_build_cells, proof_index_entries  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 JB = Path(sys.executable).with_name("jupyter-book")
@@ -480,7 +480,7 @@ def test_scrub_paths(tmp_path, text, expected):
 
 
 def test_provenance_block_has_no_machine_paths(tmp_path):
-    md = F.provenance({"profile": "quick", "results_dir": "/tmp/x/results", "cache": None,
+    md = F.how_run({"profile": "quick", "results_dir": "/tmp/x/results", "cache": None,
                        "models": ["facebook/dinov2-small", str(tmp_path / "w.bin")], "n": 768.0},
                       versions={"torch": "2.5.1"}, device="cpu", timings={"measure": 12.345},
                       root=tmp_path)._repr_markdown_()

@@ -371,7 +371,7 @@ def test_fractions_and_plots(tmp_path, images):
     lf = plots.layer_fractions(run.table)
     assert len(lf) == 2 * 2 * L and (lf.n == len(images)).all()
     figs = {
-        "profile": plots.layer_profile(run.table),
+        "profile": plots.fraction_by_layer(run.table),
         "slack": plots.slack_by_layer(run.table),
         "rollout": plots.rollout_scatter(run.rollout),
         "heads": plots.head_heatmap(run.heads),
@@ -382,7 +382,7 @@ def test_fractions_and_plots(tmp_path, images):
         assert [p.name for p in paths] == [f"nb-{what}.png", f"nb-{what}.svg"]
         assert all(p.stat().st_size > 1000 for p in paths)
     with pytest.raises(ValueError, match="not in the table"):
-        plots.layer_profile(run.table, models=["other/model"])
+        plots.fraction_by_layer(run.table, models=["other/model"])
     with pytest.raises(ValueError, match="lacks columns"):
         plots.rollout_scatter(run.table)
 

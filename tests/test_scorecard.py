@@ -380,7 +380,7 @@ def test_depth_figure_one_panel_per_family_in_the_book_colours(results):
     table, _ = RL.load_family_results(results)
     fams = SF.family_order(SF.families_of(table[table["variant"] == "content"]))
     assert fams == ["DINOv2", "RoBERTa", "MiniLM", "MPNet", "DeiT", "FT-Transformer"]
-    fig = SF.plot_depth_profiles(table, pd.DataFrame({"n": [4, 64], "p": [0.29, 0.27]}))
+    fig = SF.plot_depth(table, pd.DataFrame({"n": [4, 64], "p": [0.29, 0.27]}))
     axes = [a for a in fig.axes if a.get_visible()]
     # a panel whose one trained line is a packaged proxy says so (the line has no legend to say it)
     assert [a.get_title() for a in axes] == ["DINOv2 (trained: proxy)", "RoBERTa (untrained only)", "MiniLM", "MPNet",
@@ -466,8 +466,8 @@ def test_a_second_resolution_is_in_the_scale_and_the_notes_but_not_pooled(result
         assert noted.loc[key, "note"] == card.set_index("key").loc[key, "note"]
 
 
-def test_provenance_rows_count_reuse_and_read_the_verify_report(tmp_path):
-    from dobrushin.report.summary_chapter import provenance_rows
+def test_result_sources_count_reuse_and_read_the_verify_report(tmp_path):
+    from dobrushin.report.summary_chapter import result_sources
     from dobrushin.store.code import code_digest
 
     pub = tmp_path / "published" / "paper"
@@ -479,9 +479,9 @@ def test_provenance_rows_count_reuse_and_read_the_verify_report(tmp_path):
                ("language", "n"): {"model": "n"},
                ("language", "h"): {"model": "h", "status": "weights unavailable: not cached"}}
     res = tmp_path / "results"
-    assert provenance_rows(res, {}) == []
-    assert provenance_rows(res, {("language", "h"): entries[("language", "h")]}) == []  # nothing measured
-    rows = dict(provenance_rows(res, entries))
+    assert result_sources(res, {}) == []
+    assert result_sources(res, {("language", "h"): entries[("language", "h")]}) == []  # nothing measured
+    rows = dict(result_sources(res, entries))
     assert rows["model results reused from the publication"] == "1 of 3"
     assert rows["the publication"] == "commit ffffffffffff, 2026-12-01, code digest abcd1234abcd"
     assert rows["model results computed in this build"] == "n"  # h was not measured: not named
@@ -492,16 +492,16 @@ def test_provenance_rows_count_reuse_and_read_the_verify_report(tmp_path):
            "comparisons": [{"rows": 72}, {"rows": 1000}]}
     (res / "verify" / "report.json").write_text(json.dumps(rep))
     now = code_digest()
-    assert dict(provenance_rows(res, entries))["last make verify"] == (
+    assert dict(result_sources(res, entries))["last make verify"] == (
         f"passed: 2 groups, 1,072 rows re-measured, 2026-12-02, earlier code (digest 99; this code is {now[:12]}: "
         "run make verify again)")
     (res / "verify" / "report.json").write_text(json.dumps({**rep, "current_digest": now, "passed": False}))
-    assert dict(provenance_rows(res, entries))["last make verify"].endswith(f", this code (digest {now[:12]})")
-    assert dict(provenance_rows(res, entries))["last make verify"].startswith("FAILED: 2 groups")
+    assert dict(result_sources(res, entries))["last make verify"].endswith(f", this code (digest {now[:12]})")
+    assert dict(result_sources(res, entries))["last make verify"].startswith("FAILED: 2 groups")
     meta["seeded_from"] = {"published": "2026-11-30T10:00:00Z", "commit": "a98d7e2" + "0" * 33,
                            "copied": {"baseline cells": 1534, "FT-Transformer checkpoint files": 16}}
     (pub / "PUBLISHED.json").write_text(json.dumps(meta))
-    assert dict(provenance_rows(res, entries))["seeded from (make reproduce SEED=1)"] == (
+    assert dict(result_sources(res, entries))["seeded from (make reproduce SEED=1)"] == (
         "the run of 2026-11-30 (commit a98d7e200000): 1,534 baseline cells, 8 FT-Transformer checkpoints")
 
 
@@ -549,7 +549,7 @@ def test_a_proxy_control_that_is_its_checkpoints_network_is_pooled_once():
     assert set(kept.loc[kept["weights"] == "untrained", "model"]) == {"facebook/dinov2-small", "facebook/dinov2-large"}
     assert len(kept[kept["weights"] == "pretrained"]) == len(trained)  # trained rows are never dropped
     # the plotted pooled line is the pooled fraction of the distinct networks, layer by layer
-    fig = SF.plot_depth_profiles(both)
+    fig = SF.plot_depth(both)
     orange = [ln for ln in fig.axes[0].get_lines() if len(ln.get_xdata()) == 12 and ln.get_linewidth() == 1.2]
     assert len(orange) == 1
     expect = pd.concat([hub, large]).groupby("layer")["holds"].mean().to_numpy()
@@ -564,11 +564,11 @@ def test_pooled_depth_profile_pools_every_network_at_every_point():
     """Untrained controls of one family with different depths (a 12- and a 24-layer network) pooled on
     relative depth: every point of the line holds pairs of both networks, so a network that always holds and
     one that never does give a flat line at their mean, not a zigzag between them."""
-    from dobrushin.report.summary_figures import pooled_profile
+    from dobrushin.report.summary_figures import pooled_by_depth
 
     rows = [{"model": "shallow", "layer": l, "holds": True} for l in range(12) for _ in range(2)]
     rows += [{"model": "deep", "layer": l, "holds": False} for l in range(24)]
-    prof = pooled_profile(pd.DataFrame(rows))
+    prof = pooled_by_depth(pd.DataFrame(rows))
     assert len(prof) == 12 and prof["rel"].is_monotonic_increasing
     assert prof["n"].tolist() == [4] * 12  # each point: two pairs of each network
     assert np.allclose(prof["fraction"], 0.5)

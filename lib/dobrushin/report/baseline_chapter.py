@@ -57,7 +57,7 @@ class RandomMatrixChapter:
 
         return show_downloads("baseline", self.results_dir)
 
-    def _provenance(self, versions: dict, timings: dict):
+    def _how_run(self, versions: dict, timings: dict):
         import platform
 
         import matplotlib
@@ -67,7 +67,7 @@ class RandomMatrixChapter:
 
         import dobrushin as db
 
-        return F.provenance(self.params, versions={"python": platform.python_version(), "dobrushin": db.__version__, "numpy": np.__version__,
+        return F.how_run(self.params, versions={"python": platform.python_version(), "dobrushin": db.__version__, "numpy": np.__version__,
                                                    **versions, "pandas": pd.__version__, "torch": torch.__version__,
                                                    "matplotlib": matplotlib.__version__},
                             device=f"CPU (kernel backend {self.backend})",
@@ -159,4 +159,4 @@ class BaselineChapter(RandomMatrixChapter):
     def finish(self):
         """The provenance block: parameters, versions, device and timings."""
         allres = self.allres
-        return self._provenance({}, {"cells computed now (CPU)": float(allres.loc[~allres["cached"], "cpu_s"].sum())})
+        return self._how_run({}, {"cells computed now (CPU)": float(allres.loc[~allres["cached"], "cpu_s"].sum())})

@@ -355,7 +355,7 @@ class FamilyChapter(InsightSections):
 
     def _depth_figure(self, out: Section, table: pd.DataFrame, models: list, name: str, what: str):
         base = baseline_for(table, self.results)
-        fig = plots.layer_profile(table, models=models, ncols=self.ncols, baseline=base)
+        fig = plots.fraction_by_layer(table, models=models, ncols=self.ncols, baseline=base)
         have = [m for m in models if m in base]
         vals = {pct(base[m]) for m in have}
         each = (f"{vals.pop()} for every model" if len(vals) == 1 and len(have) > 1 else
@@ -489,7 +489,7 @@ class FamilyChapter(InsightSections):
                     timings[f"{display_name(r.model_id)}, {weights_label(w)}: measure"
                             + (" (cached run)" if r.cached else "")] = info["wall_s"]
         timings["notebook wall time"] = round(wall, 1)
-        out.append(F.provenance(self.params.recorded(), versions=self._versions(), device=describe_device(self.device),
+        out.append(F.how_run(self.params.recorded(), versions=self._versions(), device=describe_device(self.device),
                               timings=timings))
         return out
 

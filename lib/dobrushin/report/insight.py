@@ -1,7 +1,7 @@
 """Sections that show *why* the condition holds or fails, mixed into the family chapters
 (:class:`InsightSections`, a base of :class:`dobrushin.report.chapter.FamilyChapter`):
 
-* :meth:`~InsightSections.kappa_profile` — κ(A) per layer (trained, untrained control, random matrices of the
+* :meth:`~InsightSections.kappa` — κ(A) per layer (trained, untrained control, random matrices of the
   same n) beside κ(R)/bound, and the split of the whole-rollout gap into its two factors;
 * :meth:`~InsightSections.atlas` — the failure atlas: failing and holding cases drawn on the photo or sentence;
 * :meth:`~InsightSections.mpnet_ablation` — the MPNet distance-0 bias ablation (language chapter);
@@ -79,7 +79,7 @@ class InsightSections:
                 out[m] = random_kappa(int(g["n_tokens"].median()), count=count, seed=self.config.seed)
         return out
 
-    def kappa_profile(self):
+    def kappa(self):
         """κ(A) per layer per model (trained, untrained control, random matrices of the same n), κ(R)/bound in the
         panel titles, and the values behind the chapter's reading of it in one table (:func:`kappa_table`)."""
         out = Section()
@@ -256,7 +256,7 @@ class InsightSections:
         if any(self._trained_ok(r) for r in self.runs):
             for title, fn in (("How often the condition holds", self.fractions), ("Where in depth", self.depth),
                               ("The slack of the layer bound", self.slack), ("Individual heads", self.heads),
-                              ("The whole rollout", self.rollout), ("κ(A) per layer", self.kappa_profile),
+                              ("The whole rollout", self.rollout), ("κ(A) per layer", self.kappa),
                               ("Failure atlas", self.atlas), ("Not run here", self.controls)):
                 out.md(f"**{title}.**").include(fn())
             return out

@@ -84,5 +84,5 @@ class LawChapter(RandomMatrixChapter):
         import pandas as pd
 
         all_cells = pd.concat([self.grid, self.ref], ignore_index=True)
-        return self._provenance({},
+        return self._how_run({},
                                 {"CPU of all cells (cached ones at the cost of the run that made them)": float(all_cells["cpu_s"].sum())})

@@ -6,7 +6,7 @@
 * :func:`table`: a data frame as a (numbered, when captioned) MyST table: no index, numbers formatted for
   reading (:func:`format_number`), never truncated, fitted to the text column (:mod:`dobrushin.report.layout`).
 * :func:`details`: a collapsed block; :func:`banner`: the "not reproduced in this build" warning;
-  :func:`provenance`: the collapsed "how this chapter was run" block (no machine paths).
+  :func:`how_run`: the collapsed "how this chapter was run" block (no machine paths).
 
 The figure is glued (``myst_nb.glue``) and a ``text/markdown`` output holds the directive, so captions may
 hold computed text and ``$math$``; in a live Jupyter session the directives show as plain Markdown.
@@ -288,7 +288,7 @@ def details(summary: str, *content) -> Display:
     return markdown_block(md, summary + "\n" + "\n".join(texts))
 
 
-# ---------------------------------------------------------------- provenance
+# ---------------------------------------------------------------- how the chapter was run
 
 # An absolute path of this machine (POSIX, home-relative or Windows), inside any text.
 _PATH_RX = re.compile(r"(?<![\w.:/\\])(?:~[/\\]|[A-Za-z]:[/\\]|/)[^\s,;:'\"()<>]*")
@@ -297,7 +297,7 @@ _PATH_RX = re.compile(r"(?<![\w.:/\\])(?:~[/\\]|[A-Za-z]:[/\\]|/)[^\s,;:'\"()<>]
 def scrub_paths(value, root=None) -> str:
     """``value`` as text with this machine's absolute paths taken out: a path inside the project
     ``root`` (default :func:`dobrushin.store.paths.project_root`) becomes relative to it, any other becomes
-    ``(local path)``. For the provenance block: a page shows no ``/tmp/…`` or ``/home/…``."""
+    ``(local path)``. For the how-this-was-run block: a page shows no ``/tmp/…`` or ``/home/…``."""
     from ..store.paths import project_root
 
     root = Path(root) if root is not None else project_root()
@@ -319,8 +319,8 @@ def scrub_paths(value, root=None) -> str:
     return _PATH_RX.sub(repl, text)
 
 
-def provenance(parameters: Mapping, *, versions: Optional[dict] = None, device: Optional[str] = None,
-               timings: Optional[dict] = None, title: str = "How this chapter was run", root=None) -> Display:
+def how_run(parameters: Mapping, *, versions: Optional[dict] = None, device: Optional[str] = None,
+            timings: Optional[dict] = None, title: str = "How this chapter was run", root=None) -> Display:
     """The one collapsed "how this chapter was run" block at the end of a chapter: the notebook's
     parameters, package versions, device and timings (seconds), each a small table; machine paths are
     removed (:func:`scrub_paths`); ``None`` parameters show as ``default``."""
@@ -363,4 +363,4 @@ def banner(title: str, reason: str, kind: str = "warning"):
 
 
 __all__ = ["COLORS", "LINESTYLES", "SavedFigure", "Table", "WIDTHS_IN", "banner", "color_for", "details", "figure",
-           "figure_label", "figure_markdown", "format_number", "provenance", "scrub_paths", "table"]
+           "figure_label", "figure_markdown", "format_number", "how_run", "scrub_paths", "table"]

@@ -123,7 +123,7 @@ def layer_fractions(table: pd.DataFrame) -> pd.DataFrame:
                                        "ci_low", "ci_high"])
 
 
-def layer_profile(table: pd.DataFrame, *, variants: Sequence[str] = ("content", "with_special"),
+def fraction_by_layer(table: pd.DataFrame, *, variants: Sequence[str] = ("content", "with_special"),
                   models: Optional[Sequence[str]] = None, ncols: int = 3, title: Optional[str] = None,
                   baseline: Optional[dict] = None):
     """Fraction of inputs for which the condition holds, per layer, with Wilson 95% bands.
@@ -318,5 +318,5 @@ def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
 
 
 __all__ = ["SLACK_LINTHRESH", "base_id", "display_name", "head_heatmap", "layer_fractions",
-           "layer_profile", "rollout_scatter", "save_figure", "series_caption",
+           "fraction_by_layer", "rollout_scatter", "save_figure", "series_caption",
            "slack_by_layer", "resolution_id", "zero_series"]

@@ -94,11 +94,11 @@ class SummaryChapter(SummaryInsights):
         return f"**Scale.** This build ({self.profile} profile) measured:\n\n{lines}"
 
     def sources_table(self) -> pd.DataFrame:
-        """Where this build's numbers come from (:func:`provenance_rows`), with the models whose trained weights
+        """Where this build's numbers come from (:func:`result_sources`), with the models whose trained weights
         no profile of this build can reach first."""
         hub = ST.hub_only(self.entries)
         rows = [("trained weights not available here (hub needed)", ", ".join(hub))] if hub else []
-        return pd.DataFrame(rows + provenance_rows(self.results, self.every_entry), columns=["", "value"])
+        return pd.DataFrame(rows + result_sources(self.results, self.every_entry), columns=["", "value"])
 
     def verification_failed(self) -> bool:
         """Were published results used although the last ``make verify`` failed?"""
@@ -160,7 +160,7 @@ class SummaryChapter(SummaryInsights):
         named = [_model_name(m) + ("" if is_proxy(m) else f" ({src.get(m, 'unrecorded')})")
                  for m in dict.fromkeys(content["model"]) if not str(m).startswith("FT-Transformer/")]
         named += ["FT-Transformer (trained here)"] if content["model"].str.startswith("FT-Transformer/").any() else []
-        out.append(F.figure(SF.plot_depth_profiles(t, self.reference), notebook=NOTEBOOK, name="depth", width="full",
+        out.append(F.figure(SF.plot_depth(t, self.reference), notebook=NOTEBOOK, name="depth", width="full",
                  caption="Fraction of inputs for which the equality condition holds on content tokens, against "
                          "relative depth $\\ell/(L-1)$, one panel per family. Blue: trained weights (line styles tell "
                          "a family's models apart; an FT-Transformer benchmark's seeds pooled); orange: the family's "
@@ -233,7 +233,7 @@ class SummaryChapter(SummaryInsights):
 
         out = Section()
         wall = time.perf_counter() - self.t_start
-        out.append(F.provenance(parameters or {"profile": self.profile},
+        out.append(F.how_run(parameters or {"profile": self.profile},
                               versions={"dobrushin": dobrushin.__version__, "pandas": pd.__version__,
                                         "matplotlib": matplotlib.__version__, "python": platform.python_version()},
                               timings={"summary notebook": round(wall, 1)}))
@@ -271,7 +271,7 @@ def fallback_inputs(entries: dict) -> dict:
     return out
 
 
-def provenance_rows(results_dir, entries: dict) -> list:
+def result_sources(results_dir, entries: dict) -> list:
     """Where the model results of this build come from, as ``(what, value)`` rows: how many are the published ones
     (``PUBLISHED.json``: commit, date, digest), the attestations that carry them over to the code here
     (:mod:`dobrushin.store.attest`), the run they were seeded from, the checkpoints left out for size, the results
@@ -351,4 +351,4 @@ def _model_name(model: str) -> str:
     return model if str(model).startswith(("random ", "FT-Transformer/")) else display_name(model)
 
 
-__all__ = ["SummaryChapter", "provenance_rows"]
+__all__ = ["SummaryChapter", "result_sources"]

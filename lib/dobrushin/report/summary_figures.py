@@ -67,7 +67,7 @@ def _short_label(model: str) -> str:
     return re.sub(r" seed \d+$", "", name)
 
 
-def pooled_profile(t: pd.DataFrame) -> pd.DataFrame:
+def pooled_by_depth(t: pd.DataFrame) -> pd.DataFrame:
     """Fraction holding against relative depth pooled over the models of ``t`` (e.g. every untrained
     control of a family): relative depths are put on the grid of the shallowest model (``L`` points; a
     deeper model's layers share its grid points) and the (input, layer) pairs of each grid point are
@@ -83,11 +83,11 @@ def pooled_profile(t: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([g.mean().rename("fraction"), g.size().rename("n")], axis=1).reset_index()
 
 
-def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None, ncols: int = 4,
+def plot_depth(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None, ncols: int = 4,
                         variant: str = "content"):
     """Fraction of inputs where equality holds against relative depth, one panel per family (content
     tokens): each trained model in the trained colour (one line style per model of the family), the
-    family's untrained controls pooled into one line in the untrained colour (:func:`pooled_profile`; each
+    family's untrained controls pooled into one line in the untrained colour (:func:`pooled_by_depth`; each
     network once, :func:`distinct_controls`),
     and the random baseline at the family's median token count as a dotted line in the baseline colour
     (:data:`dobrushin.report.style.COLORS`)."""
@@ -112,7 +112,7 @@ def plot_depth_profiles(table: pd.DataFrame, baseline_grid: Optional[pd.DataFram
         ax.set_visible(False)
     for ax, fam in zip(flat, fams):
         sub = t[t["family"] == fam]
-        un = pooled_profile(sub[sub["weights"] == "untrained"])
+        un = pooled_by_depth(sub[sub["weights"] == "untrained"])
         if len(un):
             ax.plot(un["rel"], un["fraction"], "-", marker="o", ms=2.5, lw=1.2, color=COLORS["untrained"], zorder=2)
         pre = sub[sub["weights"] == "pretrained"]

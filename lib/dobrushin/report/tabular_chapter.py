@@ -261,7 +261,7 @@ class TabularChapter:
         if not len(table):
             return out
         base = baseline_for(table, self.results_dir)
-        fig = plots.layer_profile(table, ncols=3, baseline=base)
+        fig = plots.fraction_by_layer(table, ncols=3, baseline=base)
         out.append(F.figure(integer_axes(fig), notebook="tabular", name="layers", width="full", results_dir=self.results_dir,
                  caption="FT-Transformer: fraction of test rows for which the equality condition holds, per layer (Wilson 95% "
                          f"bands); {plots.series_caption(table, special='with [CLS]')}. The grey dotted "
@@ -422,5 +422,5 @@ class TabularChapter:
         import torch
 
         self.timings["notebook wall time"] = round(time.perf_counter() - self.t_start, 1)
-        return F.provenance(self.params, versions=self.versions, device=f"cpu ({torch.get_num_threads()} threads)",
+        return F.how_run(self.params, versions=self.versions, device=f"cpu ({torch.get_num_threads()} threads)",
                             timings=self.timings)

@@ -9,7 +9,7 @@ body=...)``) registered after the HTML builder started (sphinx-thebe does so in
 ("Identifier 'THEBE_JS_URL' has already been declared"), which ``make check-html`` reports.
 
 This extension keeps the first of each identical script on every page. Enable it with
-``sphinx: extra_extensions: [dobrushin.tools.sphinx_fixes]`` in ``_config.yml``.
+``sphinx: extra_extensions: [dobrushin.bookbuild.sphinx_fixes]`` in ``_config.yml``.
 
 It also keeps build noise off the rendered pages: before myst-nb parses a notebook (Sphinx's
 ``source-read`` event), every cell tagged ``parameters`` or papermill's ``injected-parameters`` gets
