@@ -49,7 +49,7 @@ def test_baseline_for_reads_the_grid_at_the_median_token_count(tmp_path):
     assert chapter.baseline_for(t, tmp_path / "none") == {}
 
 
-def test_layer_profile_draws_the_baseline_line():
+def test_fraction_by_layer_draws_the_baseline_line():
     t = pd.concat([_table("m", "pretrained", [True, False, True], 16)]).assign(variant="content")
     fig = plots.fraction_by_layer(t, baseline={"m": 0.25})
     ax = fig.axes[0]
@@ -288,4 +288,3 @@ def test_a_chapter_without_trained_weights_shows_its_controls_in_the_fractions_g
     summ = fractions(ch.table)
     assert grid.iloc[0]["untrained, content"].startswith(f"{100 * summ['fraction'].iloc[0]:.1f}% [")
     assert drawn == [["facebook/deit-base-patch16-224"]]
-    assert (tmp_path / "supervised_vit" / "fractions.csv").exists()

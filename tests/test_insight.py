@@ -146,6 +146,8 @@ def test_measured_atlas_is_kept_reused_and_checked(tmp_path):
     value = json.loads((tmp_path / "ch" / "atlas-tiny.analysis.json").read_text())["value"]
     r = check_atlas(value, lm, inputs, atol=1e-6)
     assert r["rows"] == 2 and r["mismatches"] == r["number_failures"] == 0 and r["max_abs_diff"] <= 1e-6
+    value["cases"][1]["ti"] += 1  # drawn at another token: a mismatch, as a different verdict or pair would be
+    assert check_atlas(value, lm, inputs, atol=1e-6)["mismatches"] == 1
 
 
 def test_tabular_tokens_follow_the_ft_transformer_order():

@@ -216,14 +216,18 @@ def measured_atlas(store, name: str, chosen: pd.DataFrame, table_key: str, make_
 
 def check_atlas(value: dict, lm, input_set, *, atol: float) -> dict:
     """``make verify``'s check of a published atlas ``value``: its cases recomputed with the code here on the same
-    inputs must have the same verdict and pair, and κ and both margins within ``atol``.
-    ``{"rows", "mismatches", "number_failures", "max_abs_diff"}``."""
+    inputs must have the same verdict, pair and drawing (token positions, roles, tokens; the photo within one 8-bit
+    level), and κ and both margins within ``atol``.  ``{"rows", "mismatches", "number_failures", "max_abs_diff"}``."""
     old = atlas_cases(value)
     chosen = pd.DataFrame([{c: getattr(k, c) for c in ("model", "weights", "variant", "input_id", "layer", "rule")}
                            | {"holds": k.table_holds} for k in old])
     new = recompute(lm, input_set, chosen)
     diffs = [abs(getattr(a, f) - getattr(b, f)) for a, b in zip(old, new) for f in ("kappa", "margin_i", "margin_j")]
-    mism = sum((a.holds, a.i, a.j) != (b.holds, b.i, b.j) for a, b in zip(old, new))
+    def drawn(k: Case) -> tuple:
+        return k.holds, k.i, k.j, k.ti, k.tj, list(k.roles), k.tokens
+
+    mism = sum(drawn(a) != drawn(b) or (a.image is None) != (b.image is None)
+               or (a.image is not None and np.abs(a.image - b.image).max() > 1.5 / 255) for a, b in zip(old, new))
     return {"rows": len(old), "mismatches": int(mism), "number_failures": int(sum(d > atol for d in diffs)),
             "max_abs_diff": float(max(diffs, default=0.0))}
 

@@ -78,7 +78,7 @@ def _version(pkg: str) -> str:
 
 def versions(packages: Sequence[str] = NUMBER_PACKAGES) -> Dict[str, str]:
     """Versions of python, numpy, torch and ``packages`` (default: those whose behaviour affects the numbers;
-    the chapters' provenance block adds the plotting packages)."""
+    the chapters' how-this-was-run block adds the plotting packages)."""
     return {"python": sys.version.split()[0], "numpy": np.__version__, "torch": torch.__version__,
             **_installed(packages)}
 

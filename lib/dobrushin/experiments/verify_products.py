@@ -23,7 +23,7 @@ def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_R
     not leave out for size) on ``rows`` of its published test rows: the checkpoint from ``published/<profile>/checkpoints/tabular/`` (checked
     against the SHA-256 its entry records), the data set loaded as the notebook loads it (its checksum must
     be the published one), measured with the current code."""
-    from ..store.results import ResultStore, sha256_file
+    from ..store.results import ResultStore
 
     d = published_root / "tabular"
     if not (d / "manifest.json").exists():
@@ -50,18 +50,15 @@ def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_R
     slug, e = ents[int(np.random.default_rng([seed, 1]).integers(len(ents)))]
     c = Comparison(f"tabular: {e.get('model', slug)} ({rows} test rows)")
     try:
-        prov = e["provenance"]["pretrained"]
-        ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{prov['checkpoint_key']}.pt"))
-        if not ck:
-            raise FileNotFoundError(f"checkpoint {prov['checkpoint_key']} is not in the published folder")
-        if sha256_file(ck[0]) != prov.get("sha256"):
-            raise ValueError(f"{ck[0].name} does not match the SHA-256 its entry records")
+        ck = _published_checkpoint(published_root, e)
+        if ck is None:
+            raise FileNotFoundError("its checkpoint was left out for size")
         table = store.read(e, "table")
         pub = table[table["weights"] == "pretrained"]
         ids = sorted(set(pub["input_id"].astype(str)))
         pick = sorted(set(np.random.default_rng([seed, 2]).choice(ids, size=min(rows, len(ids)), replace=False).tolist())
                       | set(focus_inputs(pub)))
-        now = (measure or _measure_tabular_fresh)(e, ck[0], pick)
+        now = (measure or _measure_tabular_fresh)(e, ck, pick)
         c = compare(pub[pub["input_id"].astype(str).isin(pick)], now, c.group,
                     margins=now["_margin"] if "_margin" in now.columns else None)
     except Exception as exc:  # noqa: BLE001 - a checkpoint that cannot be re-measured fails, with why
@@ -69,9 +66,27 @@ def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_R
     return [c]
 
 
+def _published_checkpoint(published_root: Path, entry: dict) -> Optional[Path]:
+    """The published checkpoint of an FT-Transformer ``entry``, checked against the SHA-256 its entry records;
+    None when publish left it out for size (``PUBLISHED.json``); FileNotFoundError when it is missing otherwise."""
+    from ..store.results import sha256_file
+
+    prov = entry["provenance"]["pretrained"]
+    ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{prov['checkpoint_key']}.pt"))
+    if not ck:
+        meta = published_root / "PUBLISHED.json"
+        left = (json.loads(meta.read_text()).get("checkpoints_left_out") or []) if meta.exists() else []
+        if any(n.endswith(f"-{prov['checkpoint_key']}.pt") for n in left):
+            return None
+        raise FileNotFoundError(f"checkpoint {prov['checkpoint_key']} is not in the published folder")
+    if sha256_file(ck[0]) != prov.get("sha256"):
+        raise ValueError(f"{ck[0].name} does not match the SHA-256 its entry records")
+    return ck[0]
+
+
 def _checkpoint_model(entry: dict, checkpoint: Path):
     """``(model, data)``: the published FT-Transformer ``checkpoint`` of ``entry`` and its data set, loaded as the
-    notebook loads it (its checksum must be the published one)."""
+    notebook loads it (the published chapter's split seed; its checksum must be the published one)."""
     import io
 
     import torch
@@ -79,7 +94,9 @@ def _checkpoint_model(entry: dict, checkpoint: Path):
     from ..data import tabular_data
 
     rec = json.loads(checkpoint.with_suffix(".json").read_text())
-    data = tabular_data.load(entry.get("dataset") or rec["dataset"])
+    man = checkpoint.parents[2] / "tabular" / "manifest.json"  # <published>/checkpoints/tabular/<name>.pt
+    split = int((json.loads(man.read_text()).get("parameters") or {}).get("split_seed", 0)) if man.exists() else 0
+    data = tabular_data.load(entry.get("dataset") or rec["dataset"], split)
     want = ((entry.get("params") or {}).get("inputs") or {}).get("source", "")
     if data.checksum not in want:
         raise ValueError(f"the data set today ({data.checksum[:12]}) is not the published one ({want})")
@@ -299,11 +316,10 @@ def verify_atlases(published_root: Path) -> List[Comparison]:
             if entry is None:
                 raise ValueError(f"no published table of {model}")
             if notebook == "tabular":
-                ck = sorted((published_root / "checkpoints" / "tabular").glob(
-                    f"*-{entry['provenance']['pretrained']['checkpoint_key']}.pt"))
-                if not ck:
-                    continue  # left out for size (PUBLISHED.json): the chapter retrains it in seconds
-                net, data = _checkpoint_model(entry, ck[0])
+                ck = _published_checkpoint(published_root, entry)
+                if ck is None:  # left out for size (PUBLISHED.json): the chapter retrains it in seconds
+                    continue
+                net, data = _checkpoint_model(entry, ck)
                 inputs = TabularInputs(data, "test", _test_rows(data, ids))
                 lm = TabularModel(net, inputs.preprocess, model, "pretrained", {})
             else:

@@ -6,7 +6,7 @@ attention-like ensembles.  Each section is then a method that returns what its c
 :class:`~dobrushin.report.display.Section` of tables and glued numbers): :meth:`uniform_figure`,
 :meth:`uniform_numbers`, :meth:`ensembles_figure`, :meth:`ensembles_numbers`, what the appendix's bound says about
 the paper's band (:meth:`law_bound`), the theorem checked on every matrix (:meth:`theorem_check`), the download
-links and the provenance block.
+links and the how-this-was-run block.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def trials_for(n: int, small: int, large: dict) -> int:
 
 class RandomMatrixChapter:
     """What the two random-matrix chapters share: the results folder and cell cache, the kernel
-    backend, the parameters the result files record, the download links and the provenance block."""
+    backend, the parameters the result files record, the download links and the how-this-was-run block."""
 
     notebook = ""
 
@@ -157,6 +157,6 @@ class BaselineChapter(RandomMatrixChapter):
 
     # ---------------------------------------------------------------- end of the chapter
     def finish(self):
-        """The provenance block: parameters, versions, device and timings."""
+        """The how-this-was-run block: parameters, versions, device and timings."""
         allres = self.allres
         return self._how_run({}, {"cells computed now (CPU)": float(allres.loc[~allres["cached"], "cpu_s"].sum())})

@@ -1,11 +1,11 @@
-"""The family chapters (DINOv2, language models, supervised ViTs) as calls: one :class:`FamilyChapter`
-per notebook, one method per section, each displaying its tables, figures and sentences.
+"""The family chapters (DINOv2, language models, supervised ViTs): one :class:`FamilyChapter` per notebook, which
+measures, and one method per section, each returning its tables, figures and sentences as a value.
 
 The notebooks keep their own prose and parameters; every number they show comes from here: the inputs
 (:func:`dobrushin.data.inputs.load_inputs`), the one measurement loop
 (:func:`dobrushin.experiments.pipeline.measure_models`), the tables (:mod:`.tables`) and the figures
 (:mod:`.plots`), put on the page by :mod:`.page` (numbered captioned figures with alt text, tables
-without index, one banner for missing weights, the collapsed provenance block at the end).  Figures are
+without index, one banner for missing weights, the collapsed how-this-was-run block at the end).  Figures are
 written to ``results/figures/<notebook>-<what>.{png,svg}`` and the fractions to
 ``results/<notebook>/fractions.csv``.
 
@@ -271,6 +271,9 @@ class FamilyChapter(InsightSections):
             self.heads_table = pd.concat([r.heads for r in self.runs], ignore_index=True)
             self.roll = pd.concat([r.rollout for r in self.runs], ignore_index=True)
         self.st = status_table(self.runs)
+        if len(self.table):  # every measured model's fractions, for the downloads
+            atomic_write_csv(self.results / self.notebook / "fractions.csv",
+                             fractions(self.table, ("model", "weights", "variant")))
         self.timings["measure (all models, incl. cache reads)"] = round(time.perf_counter() - t0, 1)
         v = self._versions()
         self.store.update_manifest(parameters=self.params.recorded(), profile=self.params.profile,
@@ -347,9 +350,7 @@ class FamilyChapter(InsightSections):
         if not len(self.table):
             out.md("No model could be measured in this build.")
             return out
-        summ = fractions(self.table, ("model", "weights", "variant"))
-        atomic_write_csv(self.results / self.notebook / "fractions.csv", summ)
-        summ = summ[summ["model"].isin(self.featured)]
+        summ = fractions(self.table[self.table["model"].isin(self.featured)], ("model", "weights", "variant"))
         out.append(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-fractions", caption=fractions_caption()))
         return out
 

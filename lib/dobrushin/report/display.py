@@ -86,8 +86,9 @@ class Section(list):
         from IPython.display import display
         from myst_nb import glue
 
-        for k, v in self.values.items():  # a number or a string as plain text; a block or an image as it is
-            glue(k, v if hasattr(v, "_repr_html_") or hasattr(v, "_repr_png_") else plain_text(v), display=False)
+        for k, v in self.values.items():  # an HTML block or an image as it is; anything else as plain text
+            html = getattr(v, "_repr_html_", lambda: None)()
+            glue(k, v if html is not None or hasattr(v, "_repr_png_") else plain_text(v), display=False)
         display(*self)
 
 

@@ -109,35 +109,35 @@ class InsightSections:
     def atlas(self, n_random: int = 1):
         """One atlas per chapter: for the featured model whose trained weights fail on the most (input, layer) pairs,
         per variant, failing cases (largest slack, then ``n_random`` seeded random ones) and one holding case, drawn
-        on the input with the κ-attaining pair and its margins.  Nothing when no trained model fails."""
+        on the input with the κ-attaining pair and its margins (a keyed analysis,
+        :func:`dobrushin.experiments.atlas.measured_atlas`).  Nothing when no trained model fails."""
         from ..experiments.atlas import cases_frame, choose_cases, measured_atlas
         from ..models.loading import load_model
         from .kappa_figures import atlas_figure
 
-        out = Section()
-        if not len(self.table) or self.input_set is None:
-            return out
-        failing = {}  # featured model with trained weights -> its failing trained pairs
-        for m in [x for x in self.featured if not plots_sep(x)]:
+        out, failing = Section(), {}  # featured model with trained weights -> its failing trained pairs
+        for m in [x for x in self.featured if not plots_sep(x)] if self.input_set is not None else []:
             run = next(r for r in self.runs if r.model_id == m)
             t = self.table[(self.table["model"] == m) & (self.table["weights"] == "pretrained")]
             if self._trained_ok(run) and not t["holds"].all():
                 failing[m] = int((~t["holds"]).sum())
         m = max(failing, key=failing.get) if failing else None  # the first of equals, in the featured order
-        chosen = pd.concat([choose_cases(self.table, model=m, weights="pretrained", variant=v, seed=self.config.seed,
-                                         n_random=n_random) for v in ("content", "with_special")],
-                           ignore_index=True) if m is not None else []
-        if not len(chosen):
-            out.md("No trained model in this chapter fails on any (input, layer) pair: there is no atlas to draw.")
-            return out
-        name = f"atlas-{_key(m)}"
-        for f in self.store.dir.glob("atlas-*.analysis.json"):  # another build's atlas of another model
-            if f.name != f"{name}.analysis.json":
+        table_key = (self.store.entry(m) or {}).get("params_key") if m is not None else None
+        for f in self.store.dir.glob("atlas-*.analysis.json"):  # another build's atlas (another model, or none)
+            if not table_key or f.name != f"atlas-{_key(m)}.analysis.json":
                 f.unlink()
+        if not table_key:
+            (self.store.dir / "atlas.csv").unlink(missing_ok=True)
+            if m is not None:
+                return out.md(f"No manifest entry of {display_name(m)}'s table: no atlas is drawn.")
+            return out.md("No trained model in this chapter fails on any (input, layer) pair: there is no atlas to "
+                          "draw.") if len(self.table) and self.input_set is not None else out
+        chosen = pd.concat([choose_cases(self.table, model=m, weights="pretrained", variant=v, seed=self.config.seed,
+                                         n_random=n_random) for v in ("content", "with_special")], ignore_index=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             all_cases = measured_atlas(
-                self.store, name, chosen, (self.store.entry(m) or {}).get("params_key", ""),
+                self.store, f"atlas-{_key(m)}", chosen, table_key,
                 lambda: load_model(m, pretrained=True, seed=self.config.seed, image_size=self.config.image_size,
                                    max_length=self.config.max_length), self.input_set, seed=self.config.seed)
         fig = atlas_figure(all_cases)
@@ -261,7 +261,6 @@ class InsightSections:
                 out.md(f"**{title}.**").include(fn())
             return out
         summ = fractions(self.table, ("model", "weights", "variant"))
-        atomic_write_csv(self.results / self.notebook / "fractions.csv", summ)
         out.append(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-controls",
                          caption="Untrained controls (no trained weights were measured in this build). "
                                  + fractions_caption()))
@@ -271,20 +270,16 @@ class InsightSections:
 
     # ------------------------------------------------------------------ §4 downloads
     def downloads(self):
-        """Links to the chapter's result files (tables, fractions, atlas, ablation) and the summary's."""
-        out = Section()
-        links = download_links(self.results, self.notebook)
-        if links:
-            out.md("**Result files of this chapter** (download): " + ", ".join(links) + ".")
-        return out
+        """Links to the chapter's result files (tables and CSV files) and the summary's."""
+        return show_downloads(self.notebook, self.results)
 
 
 def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, store, n_random: int = 1):
     """The failure atlas of the tabular chapter, one figure: for the first trained seed of each data set (``runs`` and
-    ``trained`` as the notebook keeps them, keyed by (data set, seed)), the content-token cases of
-    :func:`dobrushin.experiments.atlas.choose_cases` recomputed on those test rows, one row of panels per data set,
-    each drawn as the row's tokens ([CLS] and one per feature, with the value the model sees), the two features of
-    the κ-attaining pair highlighted."""
+    ``trained`` as :class:`~dobrushin.report.tabular_chapter.TabularChapter` keeps them, keyed by (data set, seed)),
+    the content-token cases of :func:`dobrushin.experiments.atlas.choose_cases` recomputed on those test rows (a keyed
+    analysis of ``store``, ``atlas-<data set>.analysis.json``), one row of panels per data set, each drawn as the
+    row's tokens ([CLS] and one per feature, with the value the model sees), the κ-attaining pair highlighted."""
     from ..experiments.atlas import cases_frame, choose_cases, measured_atlas
     from ..experiments.tabular import TabularInputs, TabularModel
     from ..models import ft_transformer as tb
@@ -299,13 +294,16 @@ def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, store, n_ra
         inputs = TabularInputs(d, "test", rows)
         chosen = choose_cases(run.table, model=run.model_id, weights="pretrained", variant="content",
                               seed=split_seed, n_random=n_random)
-        if not len(chosen):
+        table_key = (store.entry(f"{key[0]}-seed{key[1]}") or {}).get("params_key")
+        if not len(chosen) or not table_key:
             continue
         seen.add(key[0])
-        drawn += measured_atlas(store, f"atlas-{key[0]}", chosen, (store.entry(f"{key[0]}-seed{key[1]}") or {}).get(
-            "params_key", ""), lambda: TabularModel(r.model, inputs.preprocess, run.model_id, "pretrained", {}),
-            inputs, seed=split_seed)  # the model is built (here, at once) only when the atlas is not kept
+        drawn += measured_atlas(store, f"atlas-{key[0]}", chosen, table_key, lambda: TabularModel(
+            r.model, inputs.preprocess, run.model_id, "pretrained", {}), inputs, seed=split_seed)  # built on a miss only
         names.append(display_name(run.model_id))
+    for f in store.dir.glob("atlas-*.analysis.json"):  # another build's data sets
+        if f.name not in {f"atlas-{d}.analysis.json" for d in seen}:
+            f.unlink()
     if not drawn:
         return Section()
     caption = (f"Failure atlas, one row per model ({', '.join(names)}), content tokens: the failing (test row, layer) "

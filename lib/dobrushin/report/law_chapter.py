@@ -80,7 +80,7 @@ class LawChapter(RandomMatrixChapter):
 
     # ---------------------------------------------------------------- end of the page
     def finish(self):
-        """The provenance block: parameters, versions, device and timings."""
+        """The how-this-was-run block: parameters, versions, device and timings."""
         import pandas as pd
 
         all_cells = pd.concat([self.grid, self.ref], ignore_index=True)

@@ -42,7 +42,7 @@ NOTEBOOK = "summary"
 
 class SummaryChapter(SummaryInsights):
     """``SummaryChapter(profile=..., results_dir=..., baseline_ns=...)`` builds the tables at once;
-    then one call per section: :meth:`scorecard`, :meth:`sources`, :meth:`rule`, :meth:`for_introduction`,
+    each section is then a method that returns what its cell shows: :meth:`scorecard`, :meth:`row_commands`, :meth:`rule`, :meth:`for_introduction`,
     :meth:`claims_figure`, :meth:`why`, :meth:`depth`, :meth:`timings`, :meth:`for_reproducing`,
     :meth:`downloads`, :meth:`finish`."""
 

@@ -140,7 +140,7 @@ def claims_figure(card: pd.DataFrame, table: pd.DataFrame):
 class SummaryInsights:
     """Mixin for :class:`dobrushin.report.summary_chapter.SummaryChapter` (uses ``table``, ``results``, ``profile``)."""
 
-    def sources(self):
+    def row_commands(self):
         """Where each scorecard row is computed (a link to the chapter section) and the command that recomputes it."""
         rs = row_sources(self.profile)
         lines = [f"- **{r.row}**: {r['computed in']}; recompute with `{r.command}`" for _, r in rs.iterrows()
@@ -151,12 +151,10 @@ class SummaryInsights:
     def claims_figure(self):
         """The forest plot of the claims (:func:`claims_figure`); the introduction shows its PNG,
         ``results/figures/summary-claims.png``."""
-        import matplotlib.pyplot as plt
-
         out = Section()
         fig, rows = claims_figure(self.card, self.table)
         n_dots = int(rows["dots"].map(len).sum())
-        out.append(F.figure(fig, notebook=NOTEBOOK, name="claims", width="full", results_dir=self.results, close=False,
+        out.append(F.figure(fig, notebook=NOTEBOOK, name="claims", width="full", results_dir=self.results,
                  caption=f"The paper's {len(rows)} claims against this build: the paper's range (grey), the measured "
                          "fraction of (input, layer) pairs where the condition holds with the 95% interval the verdict "
                          "uses (clustered by input), coloured by the verdict, and small circles for the parts a claim "
@@ -164,15 +162,12 @@ class SummaryInsights:
                          "benchmark, each model of a pooled range). Untrained controls are shown in their chapters.",
                  alt="Forest plot, one line per claim of the paper: grey bands for the paper's ranges, coloured "
                      "intervals for this build's measurements, verdicts written at the right."))
-        plt.close(fig)
         return out
 
     def why(self):
         """The "Why" figure (:func:`~dobrushin.report.summary_figures.plot_why`): every measured model's fraction
         holding against its self-attention, the random baseline at tr A = 1 and the MPNet ablation as an arrow (from
         ``results/language/mpnet-ablation.analysis.json``); glues ``why_*`` for the introduction's paragraph."""
-        import matplotlib.pyplot as plt
-
         from .summary_figures import plot_why, why_points
 
         out = Section()
@@ -196,13 +191,12 @@ class SummaryInsights:
             glued.update({f"why_mpnet_{name}_k": k, "why_mpnet_n": n,
                           f"why_mpnet_{name}_trace": f"{t:.3g}" if np.isfinite(t) else "—"})
         glued["why_mpnet_bias"] = f"{abl['bias0']:.1f}".replace("-", "−") if abl is not None else "—"
-        for k, v in glued.items():
-            out.values[k] = v
+        out.values.update(glued)
         if not len(pts):
             out.md("No measured table records the trace of its attention (made before it was recorded): no figure.")
             return out
         fig = plot_why(pts, arrow, band)
-        out.append(F.figure(fig, notebook=NOTEBOOK, name="why", width="full", results_dir=self.results, close=False,
+        out.append(F.figure(fig, notebook=NOTEBOOK, name="why", width="full", results_dir=self.results,
                  caption="Self-attention and the condition: for every model measured in this build (filled: trained weights; "
                          "open: untrained controls), the fraction of (input, layer) pairs where it holds on content "
                          "tokens against the model's self-attention, the mean trace of its head-averaged attention "
@@ -212,7 +206,6 @@ class SummaryInsights:
                          "neighbours' mean.",
                  alt="Scatter plot of fraction holding against self-attention on a log axis, trained models filled, "
                      "untrained controls open, an arrow for the MPNet ablation."))
-        plt.close(fig)
         return out
 
     def downloads(self):

@@ -40,7 +40,7 @@ def integer_axes(fig):
 
 def train_overrides(p) -> dict:
     """The training settings the tabular parameters ``p`` give :func:`dobrushin.models.ft_transformer.fit`
-    (over its ``TRAIN_DEFAULTS``): what :meth:`TabularChapter.train` trains with and the protocol table shows."""
+    (over its ``TRAIN_DEFAULTS``): what :class:`TabularChapter` trains with and the protocol table shows."""
     return {"max_epochs": p.max_epochs, "patience": p.patience, "batch_size": p.batch_size}
 
 
