@@ -186,6 +186,19 @@ def sample_inputs(table: pd.DataFrame, seed: int = SEED, per_group: int = PER_GR
 # ------------------------------------------------------------------------------------ re-measuring
 
 
+def published_inputs(published_root, notebook: str, ids: Optional[Sequence[str]] = None):
+    """The inputs of a family chapter's published run (those of ``ids``, in that order; all when None), loaded as
+    its manifest's parameters say."""
+    import json
+
+    from ..data.inputs import load_inputs
+
+    params = json.loads((published_root / notebook / "manifest.json").read_text()).get("parameters") or {}
+    kind = FAMILY_KINDS[notebook]
+    inputs = load_inputs(kind, params.get(f"{kind}_source"), params.get("n_inputs"), seed=int(params.get("seed", 0)))
+    return inputs if ids is None else subset_inputs(inputs, ids)
+
+
 def subset_inputs(inputs, ids: Sequence[str]):
     pos = {str(x): i for i, x in enumerate(inputs.ids)}
     missing = [i for i in ids if i not in pos]
@@ -204,4 +217,4 @@ def subset_inputs(inputs, ids: Sequence[str]):
     return inputs.subset([pos[i] for i in ids])
 
 
-__all__ = ['HEAD_KEY', 'HEAD_NUMBERS', 'ROLLOUT_KEY', 'ROLLOUT_NUMBERS', 'BASELINE_SIZES', 'Comparison', 'FAMILY_KINDS', 'KEY', 'MARGIN_BLOCK_ELEMENTS', 'MARGIN_COLUMNS', 'NUMBERS', 'PER_GROUP', 'SEED', 'TABULAR_ROWS', 'compare', 'decision_margin', 'focus_inputs', 'margin_of_rows', 'sample_inputs', 'subset_inputs']
+__all__ = ['HEAD_KEY', 'HEAD_NUMBERS', 'ROLLOUT_KEY', 'ROLLOUT_NUMBERS', 'BASELINE_SIZES', 'Comparison', 'FAMILY_KINDS', 'KEY', 'MARGIN_BLOCK_ELEMENTS', 'MARGIN_COLUMNS', 'NUMBERS', 'PER_GROUP', 'SEED', 'TABULAR_ROWS', 'compare', 'decision_margin', 'focus_inputs', 'margin_of_rows', 'published_inputs', 'sample_inputs', 'subset_inputs']

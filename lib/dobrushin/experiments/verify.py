@@ -37,7 +37,7 @@ import pandas as pd
 from ..store.attest import FLOAT_ERROR, KAPPA_TOL
 from .comparison import (BASELINE_SIZES, FAMILY_KINDS, HEAD_KEY, HEAD_NUMBERS, MARGIN_COLUMNS, PER_GROUP, ROLLOUT_KEY,
                          ROLLOUT_NUMBERS, SEED, Comparison, compare, decision_margin, focus_inputs, margin_of_rows,
-                         sample_inputs, subset_inputs)
+                         published_inputs, sample_inputs, subset_inputs)
 
 _START = [time.perf_counter()]  # reset by run()
 
@@ -97,7 +97,6 @@ def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_gro
     store = ResultStore.__new__(ResultStore)
     store.dir, store.notebook, store.manifest_path = d, notebook, d / "manifest.json"
     man = store.manifest()
-    params = man.get("parameters") or {}
     measure = measure or _measure_fresh
     out, inputs = [], None
     for slug, e in sorted(man["entries"].items()):
@@ -109,11 +108,7 @@ def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_gro
             c = Comparison(f"{notebook}: {model} ({weights})")
             try:
                 if inputs is None:
-                    from ..data.inputs import load_inputs
-
-                    kind = FAMILY_KINDS[notebook]
-                    inputs = load_inputs(kind, params.get(f"{kind}_source"), params.get("n_inputs"),
-                                         seed=int(params.get("seed", 0)))
+                    inputs = published_inputs(published_root, notebook)
                 rows = table[(table["model"] == model) & (table["weights"] == weights)]
                 mine = lambda t: t[(t["model"] == model) & (t["weights"] == weights)]  # noqa: E731
                 # one seeded input of the per-head table first (the heads are measured on a prefix)

@@ -13,8 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..store.attest import FLOAT_ERROR, KAPPA_TOL
-from .comparison import (FAMILY_KINDS, SEED, TABULAR_ROWS, Comparison, compare, focus_inputs, margin_of_rows,
-                         subset_inputs)
+from .comparison import (SEED, TABULAR_ROWS, Comparison, compare, focus_inputs, margin_of_rows, published_inputs)
 
 
 def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_ROWS,
@@ -264,16 +263,6 @@ def verify_epochs_replay(published_root: Path) -> List[Comparison]:
 
 
 # ------------------------------------------------------------------------------------ report
-def _published_inputs(published_root: Path, notebook: str, ids: Sequence[str]):
-    """The inputs ``ids`` of a family chapter's published run, loaded as its manifest's parameters say."""
-    from ..data.inputs import load_inputs
-
-    params = json.loads((published_root / notebook / "manifest.json").read_text()).get("parameters") or {}
-    kind = FAMILY_KINDS[notebook]
-    return subset_inputs(load_inputs(kind, params.get(f"{kind}_source"), params.get("n_inputs"),
-                                     seed=int(params.get("seed", 0))), ids)
-
-
 def verify_ablation(published_root: Path) -> List[Comparison]:
     """The language chapter's MPNet ablation (a keyed analysis), run again with the code here on its sentences
     (trained weights): the same count holding per condition, variant and layer, the mean trace within KAPPA_TOL."""
@@ -286,7 +275,7 @@ def verify_ablation(published_root: Path) -> List[Comparison]:
         from ..models.loading import load_model
         from .ablation import check_ablation
 
-        inputs = _published_inputs(published_root, "language", p["inputs"])
+        inputs = published_inputs(published_root, "language", p["inputs"])
         lm = load_model(p["model"], pretrained=True, seed=p["seed"], max_length=p["max_length"])
         r = check_ablation(rec["value"], lm, inputs.items(0, len(p["inputs"])), atol=KAPPA_TOL)
         c.rows, c.max_abs_diff, c.number_failures = r["rows"], r["max_abs_diff"], r["number_failures"]
@@ -323,7 +312,7 @@ def verify_atlases(published_root: Path) -> List[Comparison]:
                 inputs = TabularInputs(data, "test", _test_rows(data, ids))
                 lm = TabularModel(net, inputs.preprocess, model, "pretrained", {})
             else:
-                p, inputs = entry.get("params") or {}, _published_inputs(published_root, notebook, ids)
+                p, inputs = entry.get("params") or {}, published_inputs(published_root, notebook, ids)
                 lm = load_model(model, pretrained=True, seed=int(p.get("seed", 0)), image_size=p.get("image_size"),
                                 max_length=p.get("max_length"))
             r = check_atlas(rec["value"], lm, inputs, atol=KAPPA_TOL)

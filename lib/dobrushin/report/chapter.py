@@ -174,10 +174,6 @@ class FamilyChapter(InsightSections):
     def _trained_ok(self, r) -> bool:
         return r.runs.get("pretrained", {}).get("status") == "ok"
 
-    def _proxy_runs(self) -> list:
-        """The runs whose trained weights were measured and are a packaged proxy for a hub checkpoint."""
-        return [r for r in self.runs if self._trained_ok(r) and weights_kind(_provenance(r)) == "proxy"]
-
     @property
     def featured(self) -> list:
         """Ids (as in the tables) of the models whose trained weights were measured; all measured
@@ -197,16 +193,13 @@ class FamilyChapter(InsightSections):
         keep = self.featured if models is None else models
         return df[df["model"].isin(keep)]
 
-    def _width(self, n_panels: int) -> str:
-        return "full" if n_panels > 1 else "column"
-
     def _fig(self, out: Section, fig, name: str, caption: str, alt: str, n_panels: int = 2) -> None:
         """Add ``fig`` to ``out`` as the chapter's figure ``name``."""
         if n_panels == 1:  # one panel in the text column: not taller than 0.62 of its width
             w, h = fig.get_size_inches()
             fig.set_size_inches(w, min(h, 0.62 * w))
         out.append(F.figure(fig, notebook=self.notebook, name=name, caption=caption, alt=alt,
-                            width=self._width(n_panels), results_dir=self.results))
+                            width="full" if n_panels > 1 else "column", results_dir=self.results))
 
     # -- sections -------------------------------------------------------------------------------
     def _load_inputs(self):
@@ -333,8 +326,9 @@ class FamilyChapter(InsightSections):
                 if lab and lab not in labels:
                     labels.append(lab)
             text = "Trained weights measured here:\n\n" + "\n".join(f"- **{lab}**." for lab in labels)
-            text += _proxy_control_sentence([r.model_id for r in self._proxy_runs()
-                                             if r.runs.get("untrained", {}).get("status") == "ok"])
+            text += _proxy_control_sentence([  # measured proxies whose untrained control was measured too
+                r.model_id for r in self.runs if self._trained_ok(r) and weights_kind(_provenance(r)) == "proxy"
+                and r.runs.get("untrained", {}).get("status") == "ok"])
             out.md(text)
             prov_t = pd.DataFrame(rows).set_index("model").T.rename_axis(None).reset_index()
             prov_t.columns = ["", *prov_t.columns[1:]]

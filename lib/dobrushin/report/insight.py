@@ -155,15 +155,7 @@ class InsightSections:
                   f"Panels of the {'photos' if self.kind == 'image' else 'sentences'} of {display_name(m)} with "
                   "two tokens marked in each.", 3)
         cf = cases_frame(all_cases)
-        agree = int((cf["holds"] == cf["table_holds"]).sum())
-        f = cf[~cf["holds"]]
-        both = int(((f["margin_i"] < 0) & (f["margin_j"] < 0)).sum())
-        out.md(f"Recomputed from the model for the atlas (kept with the results and checked by `make verify`): "
-            f"{len(cf)} cases; the recomputed verdict agrees with the "
-            f"result table in {agree} of them."
-            + (f" Of the {len(f)} drawn failing cases, {both} fail on both margins and {len(f) - both} on one: "
-               "there the pair is one-sidedly dominated (one token attends to the other more than the other "
-               "attends to itself)." if len(f) else ""))
+        out.md(_recomputed(cf, "the model"))
         atomic_write_csv(self.store.dir / "atlas.csv", cf)
         return out
 
@@ -315,10 +307,19 @@ def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, store, n_ra
                            results_dir=store.dir.parent, caption=caption,
                            alt="Panels of test rows as lists of features, two features highlighted in each, one row "
                                "per model."))
-    cf = cases_frame(drawn)
-    return out.md(f"Recomputed from the checkpoints for the atlas (kept with the results and checked by `make verify`): "
-                  f"{len(cf)} cases; the recomputed verdict agrees with the result table in "
-                  f"{int((cf['holds'] == cf['table_holds']).sum())} of them.")
+    return out.md(_recomputed(cases_frame(drawn), "the checkpoints"))
+
+
+def _recomputed(cf: pd.DataFrame, source: str) -> str:
+    """The atlas's sentence: its cases recomputed from ``source``, how many agree with the result table, and how the
+    drawn failing cases fail (on both margins, or on one: one-sided dominance)."""
+    f = cf[~cf["holds"]]
+    both = int(((f["margin_i"] < 0) & (f["margin_j"] < 0)).sum())
+    return (f"Recomputed from {source} for the atlas (kept with the results and checked by `make verify`): {len(cf)} "
+            f"cases; the recomputed verdict agrees with the result table in {int((cf['holds'] == cf['table_holds']).sum())}"
+            " of them." + (f" Of the {len(f)} drawn failing cases, {both} fail on both margins and {len(f) - both} on "
+                           "one: there the pair is one-sidedly dominated (one token attends to the other more than the "
+                           "other attends to itself)." if len(f) else ""))
 
 
 def show_downloads(notebook: str, results_dir=None):

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..math.stats import cluster_sums, clustered, wilson
-from ..store.results import WEIGHTS, ResultStore
+from ..store.results import WEIGHTS
 from .names import VARIANT_TABLE_LABELS, display_name, pct, range_text, weights_label
 
 
@@ -117,13 +117,6 @@ def rollout_summary(roll: pd.DataFrame) -> pd.DataFrame:
                  violations=("bad", "sum")).reset_index()
 
 
-def collect(store: ResultStore) -> dict:
-    """Every intact table listed in a store's manifest: ``{"table", "heads", "rollout", "entries"}``."""
-    entries = store.manifest()["entries"]
-    return {"table": store.tables("table", entries), "heads": store.tables("heads", entries),
-            "rollout": store.tables("rollout", entries), "entries": entries}
-
-
 def value_range(x) -> str:
     """``min–max`` of ``x`` with two decimals each (``0.05–0.07``; one value when they agree)."""
     lo, hi = float(np.min(x)), float(np.max(x))
@@ -195,5 +188,5 @@ def kappa_caption(rows: str, rollout: bool = False) -> str:
                "layer bounds ∏κ(F_ℓ)/bound." if rollout else "."))
 
 
-__all__ = ["collect", "fraction_grid", "fractions", "fractions_caption", "input_sums", "kappa_caption", "kappa_table", "near_uniform_layers",
+__all__ = ["fraction_grid", "fractions", "fractions_caption", "input_sums", "kappa_caption", "kappa_table", "near_uniform_layers",
            "NEAR_UNIFORM", "rollout_gap", "value_range", "head_summary", "rollout_summary", "status_table"]
