@@ -318,8 +318,8 @@ def _recomputed(cf: pd.DataFrame, source: str) -> str:
     return (f"Recomputed from {source} for the atlas (kept with the results and checked by `make verify`): {len(cf)} "
             f"cases; the recomputed verdict agrees with the result table in {int((cf['holds'] == cf['table_holds']).sum())}"
             " of them." + (f" Of the {len(f)} drawn failing cases, {both} fail on both margins and {len(f) - both} on "
-                           "one: there the pair is one-sidedly dominated (one token attends to the other more than the "
-                           "other attends to itself)." if len(f) else ""))
+                           "one only (one-sided dominance: one token attends to the other more than the other attends "
+                           "to itself)." if len(f) else ""))
 
 
 def show_downloads(notebook: str, results_dir=None):
