@@ -276,6 +276,7 @@ def test_a_chapter_without_trained_weights_shows_its_controls_in_the_fractions_g
                  holds=(i + l) % 2 == 0, n_tokens=196) for v in ("content", "with_special") for i in range(4)
             for l in range(3)]
     ch.table = pd.DataFrame(rows)
+    ch.summ = fractions(ch.table)  # as the measurement leaves them
     ch.runs = [types.SimpleNamespace(model_id="facebook/deit-base-patch16-224", table=ch.table,
                                      runs={"pretrained": {"status": "weights unavailable"}})]
     monkeypatch.setattr(chapter.FamilyChapter, "_trained_ok", lambda self, r: False)

@@ -152,7 +152,7 @@ class FamilyChapter(InsightSections):
         # make book, and in results/<notebook>/progress.log; never in the notebook (dobrushin.store.progress)
         self.config = params.measure_config(progress=True)
         self.input_set, self.runs = None, []
-        self.table = self.heads_table = self.roll = pd.DataFrame()
+        self.table = self.heads_table = self.roll = self.summ = pd.DataFrame()
         self.st = pd.DataFrame()
         self.timings = {}
         self.data_status = None
@@ -264,9 +264,9 @@ class FamilyChapter(InsightSections):
             self.heads_table = pd.concat([r.heads for r in self.runs], ignore_index=True)
             self.roll = pd.concat([r.rollout for r in self.runs], ignore_index=True)
         self.st = status_table(self.runs)
-        if len(self.table):  # every measured model's fractions, for the downloads
-            atomic_write_csv(self.results / self.notebook / "fractions.csv",
-                             fractions(self.table, ("model", "weights", "variant")))
+        if len(self.table):  # every measured model's fractions: the sections' and the downloads'
+            self.summ = fractions(self.table, ("model", "weights", "variant"))
+            atomic_write_csv(self.results / self.notebook / "fractions.csv", self.summ)
         self.timings["measure (all models, incl. cache reads)"] = round(time.perf_counter() - t0, 1)
         v = self._versions()
         self.store.update_manifest(parameters=self.params.recorded(), profile=self.params.profile,
@@ -344,7 +344,7 @@ class FamilyChapter(InsightSections):
         if not len(self.table):
             out.md("No model could be measured in this build.")
             return out
-        summ = fractions(self.table[self.table["model"].isin(self.featured)], ("model", "weights", "variant"))
+        summ = self.summ[self.summ["model"].isin(self.featured)].reset_index(drop=True)
         out.append(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-fractions", caption=fractions_caption()))
         return out
 
@@ -459,8 +459,8 @@ class FamilyChapter(InsightSections):
                 if self.runs and not any(self._trained_ok(r) for r in self.runs) else
                 "None: every model named in the parameters was measured with its trained weights.")
             return out
-        t = self.table[self.table["model"].isin(others)]
-        out.append(F.table(fraction_grid(fractions(t, ("model", "weights", "variant"))), name=f"tab-{self.notebook}-not-run",
+        summ = self.summ[self.summ["model"].isin(others)].reset_index(drop=True)
+        out.append(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-not-run",
                          caption="Not run here: models whose trained weights this build could not obtain (reasons "
                                  "in the banner above), and the fraction holding for their untrained controls "
                                  "(`make book HUB=1` measures the trained weights where the hub answers). "

@@ -239,7 +239,7 @@ class InsightSections:
         """A chapter whose trained weights may be missing (supervised ViTs): when none was measured, one table and
         one figure of the untrained controls; when some were, every section in turn (fractions, depth, slack, heads,
         rollout, κ(A), atlas, controls)."""
-        from .tables import fraction_grid, fractions, fractions_caption
+        from .tables import fraction_grid, fractions_caption
 
         out = Section()
         if not len(self.table):
@@ -252,8 +252,7 @@ class InsightSections:
                               ("Failure atlas", self.atlas), ("Not run here", self.controls)):
                 out.md(f"**{title}.**").include(fn())
             return out
-        summ = fractions(self.table, ("model", "weights", "variant"))
-        out.append(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-controls",
+        out.append(F.table(fraction_grid(self.summ), name=f"tab-{self.notebook}-controls",
                          caption="Untrained controls (no trained weights were measured in this build). "
                                  + fractions_caption()))
         self._depth_figure(out, self.table, [r.model_id for r in self.runs if len(r.table)], "controls",
