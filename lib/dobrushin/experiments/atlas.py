@@ -223,6 +223,7 @@ def check_atlas(value: dict, lm, input_set, *, atol: float) -> dict:
                            | {"holds": k.table_holds} for k in old])
     new = recompute(lm, input_set, chosen)
     diffs = [abs(getattr(a, f) - getattr(b, f)) for a, b in zip(old, new) for f in ("kappa", "margin_i", "margin_j")]
+
     def drawn(k: Case) -> tuple:
         return k.holds, k.i, k.j, k.ti, k.tj, list(k.roles), k.tokens
 

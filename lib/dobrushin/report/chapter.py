@@ -342,8 +342,7 @@ class FamilyChapter(InsightSections):
         near-ties."""
         out = Section().glue(f"{self.notebook}-ties", near_ties(self.table[self.table["model"].isin(self.featured)]))
         if not len(self.table):
-            out.md("No model could be measured in this build.")
-            return out
+            return out.md("No model could be measured in this build.")
         summ = self.summ[self.summ["model"].isin(self.featured)].reset_index(drop=True)
         out.append(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-fractions", caption=fractions_caption()))
         return out
@@ -378,8 +377,7 @@ class FamilyChapter(InsightSections):
             rows.append(f"- {display_name(m)}, {weights_label(w)}: {len(fails)} failing pairs out of {len(g)}"
                         + (f"; {late} of them ({pct(late / len(fails))}) in the second half of the {L} layers"
                            if len(fails) else "") + ".")
-        out.md("Content tokens:\n\n" + "\n".join(rows))
-        return out
+        return out.md("Content tokens:\n\n" + "\n".join(rows))
 
     def slack(self):
         """The slack of the layer bound per layer (symlog axis), and its quantiles."""
@@ -407,8 +405,7 @@ class FamilyChapter(InsightSections):
         out = Section()
         h = self._sub(self.heads_table)
         if not len(h):
-            out.md("No per-head measurements (`head_inputs = 0` or nothing measured).")
-            return out
+            return out.md("No per-head measurements (`head_inputs = 0` or nothing measured).")
         hs = head_summary(h)
         shown = hs.assign(model=hs["model"].map(display_name), weights=hs["weights"].map(WEIGHTS_LABELS),
                           fraction=hs["fraction"].map(pct), head_min=hs["head_min"].map(pct),

@@ -184,8 +184,7 @@ class InsightSections:
         if res is None:
             (self.store.dir / "mpnet-ablation.analysis.json").unlink(missing_ok=True)  # no other build's numbers
             out.glue("mpnet", glued)
-            out.md(f"The ablation was not run in this build ({why}).")
-            return out
+            return out.md(f"The ablation was not run in this build ({why}).")
         if "error" in res.get("untrained", {}):
             out.md(f"The untrained control of the ablation could not be built ({res['untrained']['error']}).")
         lay = {w: pd.DataFrame(r["layers"]) for w, r in res.items() if "layers" in r}
@@ -243,8 +242,7 @@ class InsightSections:
 
         out = Section()
         if not len(self.table):
-            out.md("No model could be measured in this build.")
-            return out
+            return out.md("No model could be measured in this build.")
         if any(self._trained_ok(r) for r in self.runs):
             for title, fn in (("How often the condition holds", self.fractions), ("Where in depth", self.depth),
                               ("The slack of the layer bound", self.slack), ("Individual heads", self.heads),

@@ -153,8 +153,7 @@ class SummaryChapter(SummaryInsights):
         out = Section()
         t = self.family_table
         if not len(t):
-            out.md("No family results were found: run the family notebooks first.")
-            return out
+            return out.md("No family results were found: run the family notebooks first.")
         content = t[(t["variant"] == "content") & (t["weights"] == "pretrained")]
         src = self.table[self.table["variant"] == "content"].drop_duplicates("model").set_index("model")["weights_source"]
         named = [_model_name(m) + ("" if is_proxy(m) else f" ({src.get(m, 'unrecorded')})")

@@ -193,8 +193,8 @@ class SummaryInsights:
         glued["why_mpnet_bias"] = f"{abl['bias0']:.1f}".replace("-", "−") if abl is not None else "—"
         out.values.update(glued)
         if not len(pts):
-            out.md("No measured table records the trace of its attention (made before it was recorded): no figure.")
-            return out
+            return out.md("No measured table records the trace of its attention (made before it was recorded): no "
+                          "figure.")
         fig = plot_why(pts, arrow, band)
         out.append(F.figure(fig, notebook=NOTEBOOK, name="why", width="full", results_dir=self.results,
                  caption="Self-attention and the condition: for every model measured in this build (filled: trained weights; "

@@ -238,8 +238,7 @@ class TabularChapter:
         out, table, summ = Section(), self.table, self.summ
         out.glue("tabular-ties", near_ties(table, name=plots.display_name))
         if not len(summ):
-            out.md("**No tabular model could be measured in this build.**")
-            return out
+            return out.md("**No tabular model could be measured in this build.**")
         out.append(F.table(fraction_grid(summ, plots.display_name), name="tab-tabular-fractions",
                          caption=fractions_caption("test row")))
         bench = summ[(summ["variant"] == "content") & (summ["weights"] == "pretrained")
@@ -252,8 +251,7 @@ class TabularChapter:
         else:
             verdict = ("Neither benchmark of the paper (California Housing, Adult) was measured in this build, so the "
                        f"paper's {claim.paper_value} is not compared here (see the status section).")
-        out.md(verdict)
-        return out
+        return out.md(verdict)
 
     def layers(self):
         out = Section()
@@ -372,10 +370,9 @@ class TabularChapter:
                 for k in self.trained if f"{k[0]}-seed{k[1]}" in records]
         for name, values in epochs_values(t, claim).items():  # the notebook's sentences (placeholders: not measured)
             out.glue(f"epochs-{name}", values)
-        out.glue("epochs", {"same": f"{sum(same)} of the {len(same)}" if same else "—"})
+        out.values["epochs-same"] = f"{sum(same)} of the {len(same)}" if same else "—"
         if not frames:
-            out.md("No benchmark was measured along training in this build.")
-            return out
+            return out.md("No benchmark was measured along training in this build.")
         atomic_write_csv(self.store.dir / "epochs.csv", t)
         self.store.update_manifest(epochs={"file": "epochs.csv", "sha256": sha256_file(self.store.dir / "epochs.csv"),
                                            "epoch_rows": p.epoch_rows, "split_seed": p.split_seed,

@@ -54,18 +54,20 @@ SCHEMA = {
 MARGIN_COLUMNS = ("kappa_gap", "self_margin_i", "self_margin_j")
 #: the SCHEMA columns added after the first tables were written: NaN (unknown) in a table without them
 LATER_COLUMNS = MARGIN_COLUMNS + ("trace",)
-#: SCHEMA columns that a stored table leaves out because they follow from others bit for bit (the same
-#: float64 operations as :func:`dobrushin.math.coefficient.analyse`); :func:`conform` puts them back
 def _bound(df: pd.DataFrame) -> pd.Series:
     return 0.5 * (1.0 + df["kappa"])
 
 
+#: SCHEMA columns that a stored table leaves out because they follow from others bit for bit (the same
+#: float64 operations as :func:`dobrushin.math.coefficient.analyse`); :func:`conform` puts them back
 DERIVED = {"bound": _bound, "slack": lambda df: _bound(df) - df["kappa_factor"]}
 
 
 def _derived(df: pd.DataFrame) -> dict:
     """The :data:`DERIVED` columns computed from ``df`` (none when it lacks ``kappa`` or ``kappa_factor``)."""
     return {c: f(df) for c, f in DERIVED.items()} if {"kappa", "kappa_factor"} <= set(df.columns) else {}
+
+
 VARIANTS = ("content", "with_special")
 WEIGHTS = ("pretrained", "untrained")
 
