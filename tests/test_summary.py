@@ -164,23 +164,3 @@ def test_the_reference_grid_takes_the_most_precise_estimate_of_each_size(tmp_pat
     assert baseline_at(load_reference_grid(tmp_path), 1024) == pytest.approx((0.25026 + 0.25005) / 2)
     (d / "law.csv").unlink()
     assert load_reference_grid(tmp_path).set_index("n")["p"][512] == pytest.approx(0.255)
-
-
-def test_the_baseline_row_shows_the_law_chapters_estimates_beside_its_direct_counts():
-    """The scorecard's baseline row is judged on the direct counts; its note gives the law chapter's far more
-    precise estimates at the same sizes and says which lie wholly outside the paper's range."""
-    from dobrushin.report import scorecard as S
-    from dobrushin.report.claims import CLAIMS
-
-    rows = [dict(claim=CLAIMS["baseline"].text, model=f"random Dirichlet(1) rows, n = {n}", variant="all tokens",
-                 measured=k / 20000, ci_low=lo, ci_high=hi, n_pairs=20000, status=st, weights_source="random matrices")
-            for n, k, lo, hi, st in ((4, 6089, 0.2981, 0.3109, "consistent"), (8, 5512, 0.2695, 0.2818, "reproduced"))]
-    law = pd.DataFrame({"n": [4, 8, 16], "p": [0.30439, 0.27288, 0.2603], "ci_low": [0.30384, 0.27263, 0.2602],
-                        "ci_high": [0.30494, 0.27312, 0.2604], "trials": [20000] * 3})
-    card = S.build_scorecard(pd.DataFrame(rows), {}, None, law).set_index("key")
-    note = card.loc["baseline", "note"]
-    # the direct counts' verdict, unchanged, with the sizes it rests on
-    assert card.loc["baseline", "verdict"] == "consistent at n = 4; reproduced at n = 8"
-    assert "n = 4 30.44% [30.38–30.49%], n = 8 27.29% [27.26–27.31%]" in note and "n = 16" not in note
-    assert "at n = 4 its interval lies wholly above the paper's range" in note and "at n = 8 its" not in note
-    assert "column-averaged" not in S.build_scorecard(pd.DataFrame(rows), {}, None, None).set_index("key").loc["baseline", "note"]

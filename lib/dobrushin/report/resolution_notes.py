@@ -1,4 +1,4 @@
-"""The scorecard's notes on a model also measured at a second resolution (the DINOv2 chapter's 518 px run,
+"""The scorecard's value for a model also measured at a second resolution (the DINOv2 chapter's 518 px run,
 stored as ``"<id>@518px"``): shown beside the verdicts of that model's claims, never pooled into them."""
 from __future__ import annotations
 
@@ -12,18 +12,15 @@ from .tables import input_sums
 
 
 def add_resolution_notes(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """``card`` with a note on each claim row of a model that was also measured at a second resolution
-    (``"<id>@518px"`` rows of ``table``, :func:`dobrushin.report.results_loading.load_family_results` with
-    ``resolutions=True``): that run's fraction, clustered interval, inputs and pairs on the row's variant,
-    trained weights.  It is the same inputs measured again, so it is shown beside the verdict, not pooled
-    into it."""
+    """``card`` with ``second_resolution`` set on each claim row of a model that was also measured at a second
+    resolution (``"<id>@518px"`` rows of ``table``): that run's fraction and clustered interval on the row's
+    variant, trained weights (``"518 px: 100.0% [96.3–100.0%]"``)."""
     if not len(table) or "model" not in table.columns:
         return card
     card = card.copy()
     by_key = {r.key: r for r in SCORECARD}
     for model in sorted({str(m) for m in table["model"] if RESOLUTION_SEP in str(m)}):
         base = base_id(model)
-        size = display_name(model).rsplit(", ", 1)[-1]
         for i, crow in card.iterrows():
             r = by_key.get(crow["key"])
             if r is None or r.kind != "fraction" or model_family(base) not in r.families:
@@ -31,12 +28,9 @@ def add_resolution_notes(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFram
             if r.models and not any(f in base.lower() for f in r.models):
                 continue
             part = table[(table["model"] == model) & (table["weights"] == "pretrained") & (table["variant"] == r.variant)]
-            if not len(part):
-                continue
-            sums = input_sums(part)
-            text = (f"at {size} (the same inputs measured again, not pooled into the verdict): "
-                    f"{clustered_text(sums)} ({sums['clusters']:,} inputs, {sums['n']:,} pairs)")
-            card.at[i, "note"] = "; ".join(x for x in (crow["note"], text) if x)
+            if len(part):
+                text = f"{display_name(model).rsplit(', ', 1)[-1]}: {clustered_text(input_sums(part))}"
+                card.at[i, "second_resolution"] = "; ".join(x for x in (crow["second_resolution"], text) if x)
     return card
 
 

