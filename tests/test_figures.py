@@ -27,6 +27,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from dobrushin.report import page as F  # noqa: E402
+from dobrushin.report.style import COLORS, color_for  # noqa: E402
 from dobrushin.report import layout as L  # noqa: E402
 from dobrushin.report.display import Display, admonition  # noqa: E402
 from dobrushin.report import plots  # noqa: E402
@@ -194,12 +195,12 @@ def test_banner_escapes_the_reason_and_extends_admonition():
 
 
 def test_one_colour_convention():
-    assert len(set(F.COLORS.values())) == len(F.COLORS) == 4
-    assert F.color_for("pretrained") == F.color_for("trained") == F.COLORS["trained"]
-    assert plots.WEIGHT_STYLE["pretrained"]["color"] == F.COLORS["trained"]
-    assert plots.WEIGHT_STYLE["untrained"]["color"] == F.COLORS["untrained"]
+    assert len(set(COLORS.values())) == len(COLORS) == 4
+    assert color_for("pretrained") == color_for("trained") == COLORS["trained"]
+    assert plots.WEIGHT_STYLE["pretrained"]["color"] == COLORS["trained"]
+    assert plots.WEIGHT_STYLE["untrained"]["color"] == COLORS["untrained"]
     with pytest.raises(ValueError, match="no colour"):
-        F.color_for("purple")
+        color_for("purple")
 
 
 # ---------------------------------------------------------------- figures
@@ -249,7 +250,7 @@ class _Capture:
 def _three_panel():
     fig, axes = plt.subplots(1, 3, figsize=(12, 3), layout="constrained")
     for i, ax in enumerate(axes):
-        ax.plot([1, 2, 3], [i, i + 1, i * 2], color=F.COLORS["trained"])
+        ax.plot([1, 2, 3], [i, i + 1, i * 2], color=COLORS["trained"])
     return fig
 
 

@@ -166,29 +166,6 @@ def test_tabular_tokens_follow_the_ft_transformer_order():
     assert toks[1] == f"num0={float(d.X_num['test'][1, 0]):+.2f}" and toks[3] == f"cat0=#{int(d.X_cat['test'][1, 0])}"
 
 
-def test_row_sources_name_the_sections_and_commands():
-    from dobrushin.report.summary_insight import row_sources
-
-    rs = row_sources("quick")
-    assert rs.loc[rs["key"] == "dinov2_s", "command"].item() == 'make notebooks PROFILE=quick NOTEBOOKS="dinov2 summary"'
-    assert rs.loc[rs["key"] == "dinov2_s", "computed in"].item() == "{ref}`dinov2 <sec-dinov2-fractions>`"
-    # every label the sources name is defined in its notebook
-    import nbformat
-    from pathlib import Path
-
-    from dobrushin.report.summary_insight import ROW_SOURCES
-
-    root = Path(__file__).resolve().parents[1]
-    for nbs, labels in ROW_SOURCES.values():
-        for nb, lab in zip(nbs, labels):
-            cells = nbformat.read(root / "notebooks" / f"{nb}.ipynb", as_version=4).cells
-            assert any(c.cell_type == "markdown" and c.source.startswith(f"({lab})=") for c in cells), (nb, lab)
-    from dobrushin.report.claims import SCORECARD
-
-    # every scorecard row links to the chapter that computes it
-    assert {r.key for r in SCORECARD} - set(ROW_SOURCES) == set()
-
-
 def test_the_why_figure_and_its_numbers_are_computed_from_the_files(tmp_path, monkeypatch):
     import json
     from types import SimpleNamespace

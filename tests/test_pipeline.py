@@ -20,7 +20,7 @@ from PIL import Image
 from dobrushin.data.inputs import load_images, load_texts
 from dobrushin.models import LoadedModel, WeightsUnavailable
 from dobrushin.experiments.pipeline import MeasureConfig, measure_model
-from dobrushin.report.tables import fractions, head_summary, rollout_summary, status_table
+from dobrushin.report.tables import fractions, head_summary, rollout_summary
 from dobrushin.store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, SCHEMA, ResultStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -228,9 +228,7 @@ def test_weights_unavailable_is_recorded_and_untrained_still_runs(tmp_path, imag
     m = json.loads(store.manifest_path.read_text())["entries"]["tiny--vit"]
     assert m["status"] == run.status and m["runs"]["untrained"]["status"] == "ok"
     assert m["model"] == "tiny/vit" and m["display"] == "vit" and m["family"] == "vit" and m["device"].startswith("cpu")
-    st = status_table([run])
-    assert list(st.weights) == ["pretrained", "untrained"]
-    assert st.status.iloc[0].startswith("weights unavailable: ") and st.inputs.tolist() == [0, 3]
+    assert run.runs["pretrained"]["status"].startswith("weights unavailable: ") and run.runs["untrained"]["n_inputs"] == 3
 
 
 def test_cache_reuse_corrupt_files_and_parameter_changes(tmp_path, images):

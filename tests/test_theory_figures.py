@@ -46,8 +46,17 @@ def test_witness_is_self_dominant_when_holds():
 
 def test_text_and_figure():
     exs = TF.examples()
-    text = TF.worked_examples_text(exs)
-    assert "$\\kappa(B)=3/4<15/16$" in text and "13/16" in text
+    v = TF.worked_example_values(exs)
+    # the roles the notebook's sentences state: holds attains the bound, fails falls short because A_ii < A_ji,
+    # the tie's first pair is self-dominant through a tie A_jj = A_ij, its second is not
+    assert (v["ex-holds-b"], v["ex-holds-bound"], v["ex-fails-b"], v["ex-fails-bound"]) == ("13/16", "13/16", "3/4", "15/16")
+    val = lambda k: eval(v[k]) if "/" in v[k] else float(v[k])  # noqa: E731  (fractions as written)
+    assert val("ex-fails-0-aii") < val("ex-fails-0-aji") and v["ex-fails-msd"] == "none"
+    assert val("ex-tie-0-ajj") == val("ex-tie-0-aij") and val("ex-tie-1-aii") < val("ex-tie-1-aji")
+    assert v["ex-tie-pairs"] == "(0, 2), (1, 2)" and v["ex-tie-msd"] == "(0, 2)" and v["ex-tie-b"] == v["ex-tie-bound"]
+    r = TF.rollout_values(exs)
+    assert float(r["ex-rollout"]) <= float(r["ex-rollout-b"]) <= float(r["ex-rollout-bound"])
+    assert float(r["ex-rollout-bound"]) == pytest.approx((13 / 16) * (15 / 16) * (3 / 4), abs=1e-6)
     fig = TF.worked_examples_figure(exs)
     assert len(fig.axes) == 3
     titles = [ax.get_title() for ax in fig.axes]
@@ -60,5 +69,5 @@ def test_bad_input():
     with pytest.raises(ValueError, match="n x n"):
         TF.describe("x", np.ones((2, 3)) / 3)
     with pytest.raises(ValueError, match="needs the examples"):
-        TF.worked_examples_text({"holds": TF.examples()["holds"]})
+        TF.worked_example_values({"holds": TF.examples()["holds"]})
     assert TF.fraction_text(0.375) == "3/8" and TF.fraction_text(1.0) == "1"

@@ -6,9 +6,8 @@ Adding a transformer family (image or text inputs): one :class:`Family` entry in
 own ``parameters``), its two parameter files (``params/quick/<notebook>.yml``, ``params/paper/<notebook>.yml``),
 its line in ``_toc.yml`` and, for a new attention layout, a capture adapter (``dobrushin.register_adapter``).
 ``tests/test_families.py`` checks that each of these exists and agrees with the entry.  Its models are compared
-with a paper claim only where :data:`dobrushin.report.claims.MODEL_CLAIMS` and ``SCORECARD`` name one (a new
-scorecard row also names its chapter in ``dobrushin.report.summary_insight.ROW_SOURCES``); otherwise they are
-extra rows.  A family of another kind of input (like ``tabular``) also needs its parameters declared by hand
+with a paper claim only where :data:`dobrushin.report.claims.MODEL_CLAIMS` and ``SCORECARD`` name one; otherwise they
+are extra rows.  A family of another kind of input (like ``tabular``) also needs its parameters declared by hand
 (``dobrushin.experiments.params``).
 
 This module imports nothing of the package, so that ``python3 lib/dobrushin/experiments/families.py`` (what the

@@ -58,18 +58,9 @@ class RandomMatrixChapter:
         return show_downloads("baseline", self.results_dir)
 
     def _how_run(self, versions: dict, timings: dict):
-        import platform
+        from ..experiments.environment import versions as installed
 
-        import matplotlib
-        import numpy as np
-        import pandas as pd
-        import torch
-
-        import dobrushin as db
-
-        return F.how_run(self.params, versions={"python": platform.python_version(), "dobrushin": db.__version__, "numpy": np.__version__,
-                                                   **versions, "pandas": pd.__version__, "torch": torch.__version__,
-                                                   "matplotlib": matplotlib.__version__},
+        return F.how_run(self.params, versions={**installed(("dobrushin", "pandas", "matplotlib")), **versions},
                             device=f"CPU (kernel backend {self.backend})",
                             timings={"wall": time.perf_counter() - self._t0, "CPU of this process": time.process_time() - self._c0,
                                      **timings})

@@ -168,7 +168,3 @@ def theorem_check_values(allres: pd.DataFrame) -> dict:
     return {k: f"{int(tot[c]):,}" for k, c in (("trials", "trials"), ("checked", "checked"),
                                                 ("mismatches", "float_mismatches"), ("disagreements", "disagreements"),
                                                 ("ties", "ties"))}
-
-
-__all__ = ["bound_values", "ensembles_facets", "ensembles_values", "pct", "size_ranges", "theorem_check_values",
-           "uniform_figure", "uniform_values"]

@@ -28,12 +28,11 @@ import pandas as pd
 from ..data.availability import DataUnavailable
 from ..store import paths
 from ..store.results import ResultStore, atomic_write_csv, slugify
-from . import names
 from . import page as F
 from . import plots
-from .names import WEIGHTS_LABELS, pct, weights_label
-from .plots import display_name
-from .tables import fraction_grid, fractions, fractions_caption, head_summary, rollout_summary, status_table
+from ..models.configs import resolution_id
+from .names import WEIGHTS_LABELS, display_name, pct, weights_label
+from .tables import fraction_grid, fractions, fractions_caption, head_summary, rollout_summary
 from .insight import InsightSections, near_ties
 from .results_loading import baseline_for
 from .display import Section
@@ -76,18 +75,6 @@ def weights_kind(provenance: Optional[dict]) -> str:
     if prov.get("source") in ("hub", "cache", "timm") or original_from_package(prov):
         return "original"
     return ""
-
-
-def _proxy_control_sentence(model_ids) -> str:
-    """The paragraph that says a packaged proxy's untrained control bears the proxy's name though nothing in it comes
-    from the package; ``model_ids``: the proxies whose control was measured (one name per model, whatever its
-    resolutions); ``""`` for none."""
-    from ..models.configs import base_id
-
-    shown = list(dict.fromkeys(display_name(base_id(m)) for m in model_ids))
-    return (f"\n\nIn the tables and figures the untrained control of a packaged proxy ({names.and_join(shown)}) bears "
-            "the proxy's name, though nothing in it comes from the package: it is the proxy's architecture with seeded "
-            "random weights." if shown else "")
 
 
 def _alt_panels(models) -> str:
@@ -153,7 +140,6 @@ class FamilyChapter(InsightSections):
         self.config = params.measure_config(progress=True)
         self.input_set, self.runs = None, []
         self.table = self.heads_table = self.roll = self.summ = pd.DataFrame()
-        self.st = pd.DataFrame()
         self.timings = {}
         self.data_status = None
         self._load_inputs()
@@ -233,7 +219,7 @@ class FamilyChapter(InsightSections):
         runs = []
         size = int(self.params.extra_image_size)
         for m in self._extra_models(self.params):
-            vid = plots.resolution_id(m, size)
+            vid = resolution_id(m, size)
 
             def loader(_id, *, base=m, vid=vid, **kw):
                 lm = load_model(base, **{**kw, "image_size": size})
@@ -263,7 +249,6 @@ class FamilyChapter(InsightSections):
             self.table = pd.concat([r.table for r in self.runs], ignore_index=True)
             self.heads_table = pd.concat([r.heads for r in self.runs], ignore_index=True)
             self.roll = pd.concat([r.rollout for r in self.runs], ignore_index=True)
-        self.st = status_table(self.runs)
         if len(self.table):  # every measured model's fractions: the sections' and the downloads'
             self.summ = fractions(self.table, ("model", "weights", "variant"))
             atomic_write_csv(self.results / self.notebook / "fractions.csv", self.summ)
@@ -292,18 +277,13 @@ class FamilyChapter(InsightSections):
             title = ("Not reproduced in this build" if len(missing) == len(self.runs)
                      else f"{len(missing)} of {len(self.runs)} models not reproduced in this build")
             out.append(F.banner(title, f"trained weights unavailable for {body}.{tail}"))
-        st = self.st
-        if len(st):
-            def cell(model, w):
-                g = st[(st["model"] == model) & (st["weights"] == w)]
-                if not len(g):
-                    return "not requested"
-                r = g.iloc[0]
-                return f"{int(r['inputs'])} inputs" if r["status"] == "ok" else str(r["status"]).split(":")[0]
-            models = list(dict.fromkeys(st["model"]))
-            shown = pd.DataFrame({"model": [display_name(m) for m in models],
-                                  "trained weights": [cell(m, "pretrained") for m in models],
-                                  "untrained control": [cell(m, "untrained") for m in models]})
+        def cell(info):
+            if info is None:
+                return "not requested"
+            return f"{int(info.get('n_inputs', 0))} inputs" if info.get("status") == "ok" else str(info.get("status")).split(":")[0]
+        if self.runs:
+            shown = pd.DataFrame([{"model": display_name(r.model_id), "trained weights": cell(r.runs.get("pretrained")),
+                                   "untrained control": cell(r.runs.get("untrained"))} for r in self.runs])
             out.append(F.table(shown, caption="What this build measured, per model: its trained weights and its "
                                             "untrained control (same architecture, seeded random initialisation).",
                              name=f"tab-{self.notebook}-status"))
@@ -319,17 +299,6 @@ class FamilyChapter(InsightSections):
                              "sha256": prov.get("sha256") or "–",
                              "checkpoint": original_from_package(prov) or prov.get("proxy_for") or "–"})
         if rows:
-            labels = []
-            for r in self.runs:
-                prov = _provenance(r)
-                lab = proxy_label(r.model_id, prov) if self._trained_ok(r) else ""
-                if lab and lab not in labels:
-                    labels.append(lab)
-            text = "Trained weights measured here:\n\n" + "\n".join(f"- **{lab}**." for lab in labels)
-            text += _proxy_control_sentence([  # measured proxies whose untrained control was measured too
-                r.model_id for r in self.runs if self._trained_ok(r) and weights_kind(_provenance(r)) == "proxy"
-                and r.runs.get("untrained", {}).get("status") == "ok"])
-            out.md(text)
             prov_t = pd.DataFrame(rows).set_index("model").T.rename_axis(None).reset_index()
             prov_t.columns = ["", *prov_t.columns[1:]]
             out.append(F.table(prov_t, caption="Provenance of the trained weights (from the results manifest): the "
@@ -350,16 +319,10 @@ class FamilyChapter(InsightSections):
     def _depth_figure(self, out: Section, table: pd.DataFrame, models: list, name: str, what: str):
         base = baseline_for(table, self.results)
         fig = plots.fraction_by_layer(table, models=models, ncols=self.ncols, baseline=base)
-        have = [m for m in models if m in base]
-        vals = {pct(base[m]) for m in have}
-        each = (f"{vals.pop()} for every model" if len(vals) == 1 and len(have) > 1 else
-                ", ".join(f"{display_name(m)}: {pct(base[m])}" for m in have))
-        btxt = (" The grey dotted line is the probability that the condition holds for a random row-stochastic "
-                "matrix (Dirichlet(1) rows) of the model's median number of content tokens (" + each + ").") if have else \
-            " (No random-baseline results were found, so no baseline line is drawn.)"
-        drawn = plots.series_caption(table[table["model"].isin(models)])
         self._fig(out, fig, name, f"{what}: fraction of inputs for which the equality condition holds, per layer, with "
-                             f"Wilson 95% bands; {drawn}.{btxt} Layer 1 acts first.",
+                             "Wilson 95% bands (the legend names the lines). The grey dotted line, where the baseline "
+                             "was computed, is the probability for a random row-stochastic matrix (Dirichlet(1) rows) of "
+                             "the model's median number of content tokens. Layer 1 acts first.",
                   f"Line plots of the fraction of inputs where the equality condition holds against layer, one "
                   f"panel per model ({_alt_panels(models)}), with a horizontal random-baseline line.", len(models))
 
@@ -371,13 +334,13 @@ class FamilyChapter(InsightSections):
         self._depth_figure(out, self._sub(self.table), self.featured, "layers", self.title)
         rows = []
         for (m, w), g in self._sub(self.table)[lambda d: d["variant"] == "content"].groupby(["model", "weights"], sort=False):
-            L = int(g["layer"].max()) + 1
             fails = g[~g["holds"]]
-            late = int((fails["layer"] >= L / 2).sum())
-            rows.append(f"- {display_name(m)}, {weights_label(w)}: {len(fails)} failing pairs out of {len(g)}"
-                        + (f"; {late} of them ({pct(late / len(fails))}) in the second half of the {L} layers"
-                           if len(fails) else "") + ".")
-        return out.md("Content tokens:\n\n" + "\n".join(rows))
+            rows.append({"model": display_name(m), "weights": weights_label(w), "pairs": len(g), "failing": len(fails),
+                         "in the second half": int((fails["layer"] >= (int(g["layer"].max()) + 1) / 2).sum())})
+        out.append(F.table(pd.DataFrame(rows), name=f"tab-{self.notebook}-failures",
+                           caption="Where the failures lie (content tokens): failing (input, layer) pairs, and how "
+                                   "many of them lie in the second half of the network's layers."))
+        return out
 
     def slack(self):
         """The slack of the layer bound per layer (symlog axis), and its quantiles."""
@@ -386,16 +349,10 @@ class FamilyChapter(InsightSections):
             return out
         t = self._sub(self.table)
         fig = plots.slack_by_layer(t, variant="content", models=self.featured, ncols=self.ncols)
-        c = t[t["variant"] == "content"]
-        zero = [f"{display_name(m)}, {weights_label(w)}" for m in self.featured
-                for w in plots.zero_series(c[c["model"] == m])]
-        ztxt = (f" The slack is 0 in every (input, layer) pair for {names.and_join(zero)}; {'its panel says' if len(zero) == 1 else 'their panels say'} "
-                "“all zero” (in the title, when the other weights' boxes are drawn), as those boxes lie flat on the "
-                "zero line." if zero else "")
         self._fig(out, fig, "slack", f"{self.title}: distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) of the "
-                                f"layer bound per layer (content tokens; {plots.series_caption(c)}). The axis is "
+                                "layer bound per layer (content tokens; the legend names the boxes). The axis is "
                                 f"symmetric-logarithmic, linear below {plots.SLACK_LINTHRESH:g}: slack 0 is the "
-                                f"equality case, and the slack spans many orders of magnitude.{ztxt}",
+                                "equality case (a panel whose slack is 0 everywhere says “all zero”).",
                   "Box plots of the slack of the layer bound per layer on a symmetric log axis, one panel per "
                   f"model ({_alt_panels(self.featured)}).", len(self.featured))
         return out
@@ -484,6 +441,3 @@ class FamilyChapter(InsightSections):
         out.append(F.how_run(self.params.recorded(), versions=self._versions(), device=describe_device(self.device),
                               timings=timings))
         return out
-
-
-__all__ = ["FamilyChapter", "proxy_label", "rollout_check_text", "weights_kind"]

@@ -221,7 +221,3 @@ def band(key: str) -> tuple:
 def band_label(key: str) -> str:
     """The claim's range in words for legends, e.g. ``"paper: 24–30%"``."""
     return f"paper: {CLAIMS[key].paper_value}"
-
-
-__all__ = ["CLAIMS", "Claim", "TOO_WIDE", "VERDICTS", "Verdict", "combine", "judge", "SCORECARD", "ScorecardRow", "EXTRA_MODELS", "MODEL_CLAIMS", "PUBLISHED_FT_TRANSFORMER", "band", "band_label",
-           "content_claim", "special_claim"]

@@ -107,6 +107,3 @@ def admonition(title: str, body: str, kind: str = "warning", classes: Sequence[s
                    html=(f'<div class="{cls}"><p class="admonition-title">{_html.escape(title)}</p>'
                          f"<p>{_html.escape(body)}</p></div>"),
                    markdown=f"**{title}**: {body}")
-
-
-__all__ = ["ADMONITION_KINDS", "Display", "Section", "admonition", "html_block", "markdown_block", "plain_text"]

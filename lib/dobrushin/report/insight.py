@@ -21,7 +21,8 @@ from ..store.results import atomic_write_csv
 from . import page as F
 from .names import VARIANT_LABELS, and_join, pct, weights_label
 from .tables import kappa_caption, kappa_table
-from .plots import display_name
+from .names import display_name
+from .style import COLORS
 from .display import Section
 
 MPNET = "sentence-transformers/all-mpnet-base-v2"
@@ -212,7 +213,7 @@ class InsightSections:
         for cond, style in (("original", "-"), ("ablated", "--")):
             for w, L in lay.items():
                 cc = L[(L["variant"] == "content") & (L["condition"] == cond)]
-                col = F.COLORS["trained" if w == "pretrained" else "untrained"]
+                col = COLORS["trained" if w == "pretrained" else "untrained"]
                 lab = f"{'trained' if w == 'pretrained' else 'untrained'}, {cond}"
                 axes[0].plot(cc["layer"] + 1, cc["fraction"], ls=style, color=col, marker="o", ms=3, label=lab)
                 axes[1].plot(cc["layer"] + 1, cc["trace"], ls=style, color=col, marker="o", ms=3, label=lab)
@@ -339,7 +340,7 @@ def _key(model_id: str) -> str:
 
 
 def plots_sep(model_id: str) -> bool:
-    from .plots import RESOLUTION_SEP
+    from ..models.configs import RESOLUTION_SEP
 
     return RESOLUTION_SEP in str(model_id)
 
@@ -368,6 +369,3 @@ def _project_root():
     from ..store.paths import project_root
 
     return project_root()
-
-
-__all__ = ["InsightSections", "MPNET", "download_links", "show_downloads", "tabular_atlas"]

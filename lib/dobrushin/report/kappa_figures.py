@@ -171,6 +171,3 @@ def atlas_figure(cases: Sequence, *, ncols: int = 3):
         (_draw_image if image else _draw_text)(ax, c)
         ax.set_title(case_title(c), fontsize=8.5, loc="left")
     return fig
-
-
-__all__ = ["PAIR_COLORS", "SPECIAL_NAMES", "atlas_figure", "case_title", "kappa_by_layer", "margin"]

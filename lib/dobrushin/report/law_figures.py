@@ -93,6 +93,3 @@ def rate_table(grid: pd.DataFrame, ensembles: Sequence[str], min_n: int = 64) ->
                          "¼ − c_n": 0.25 - r["c_n"], "95% low": 0.25 - r["c_hi"], "95% high": 0.25 - r["c_lo"],
                          "limit ¼ − c_W": 0.25 - E.pair_split_constant(e)})
     return pd.DataFrame(rows)
-
-
-__all__ = ["ENSEMBLE_PALETTE", "bounds_table", "curve_figure", "ensemble_colors", "labels", "rate_table"]

@@ -161,7 +161,3 @@ def wbr(text: str) -> str:
     """Text as the page shows it: each break opportunity (:func:`breakable`, :func:`header_text`) an HTML
     ``<wbr>``, which adds no character, so an id copied from the page is the id."""
     return str(text).replace("\u200b", "<wbr>")
-
-
-__all__ = ["CELL_PAD_PX", "CHAR_PX", "LONGEST_UNBROKEN", "TABLE_WIDTHS_PX", "TABLE_WIDTH_PX", "breakable", "column_min_px",
-           "fit_table", "fitted_caption", "header_text", "table_min_px", "wbr"]

@@ -68,10 +68,3 @@ def and_join(items: Iterable[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
-
-
-__all__ = ["FAMILY_LABELS", "and_join", "PROXY_MARK", "VARIANT_LABELS", "VARIANT_TABLE_LABELS", "WEIGHTS_LABELS", "display_name", "ft_model_name", "is_proxy", "range_text",
-           "family_label", "proxy_name", "weights_label"]
-
-
-

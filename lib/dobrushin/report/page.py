@@ -19,10 +19,7 @@ import re
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-# ---------------------------------------------------------------- colours
-
 from .display import Display, admonition, markdown_block  # noqa: E402
-from .style import COLORS, LINESTYLES, color_for  # noqa: E402,F401  (the one colour convention; re-exported)
 from .layout import TABLE_WIDTHS_PX, breakable, fit_table, fitted_caption, header_text, wbr  # noqa: E402
 
 
@@ -360,7 +357,3 @@ def banner(title: str, reason: str, kind: str = "warning"):
     with the extra class ``dobrushin-banner``."""
     return admonition(_check_text("title", title), _check_text("reason", reason), kind,
                       classes=("dobrushin-banner",))
-
-
-__all__ = ["COLORS", "LINESTYLES", "SavedFigure", "Table", "WIDTHS_IN", "banner", "color_for", "details", "figure",
-           "figure_label", "figure_markdown", "format_number", "how_run", "scrub_paths", "table"]

@@ -19,9 +19,8 @@ import pandas as pd
 from ..math.stats import wilson
 from ..store.paths import results_dir as default_results
 from ..store.results import atomic_write, slugify
-from ..models.configs import RESOLUTION_SEP, base_id, resolution_id  # noqa: F401  (re-exported for the chapters)
 from .names import VARIANT_LABELS, WEIGHTS_LABELS, display_name
-from .style import COLOR_NAMES, COLORS, LINESTYLES
+from .style import COLORS, LINESTYLES
 
 #: the colour (a key of :data:`~.style.COLORS`) of each weights setting
 WEIGHT_COLOR = {"pretrained": "trained", "untrained": "untrained"}
@@ -29,30 +28,6 @@ WEIGHT_COLOR = {"pretrained": "trained", "untrained": "untrained"}
 WEIGHT_STYLE = {w: {"color": COLORS[c], "label": WEIGHTS_LABELS[w]} for w, c in WEIGHT_COLOR.items()}
 VARIANT_STYLE = {"content": {"linestyle": "-", "label": VARIANT_LABELS["content"]},
                  "with_special": {"linestyle": "--", "label": VARIANT_LABELS["with_special"]}}
-
-
-def series_caption(table: pd.DataFrame, *, variants: Sequence[str] = ("content", "with_special"),
-                   special: str = "with special tokens") -> str:
-    """The part of a caption that says which line is which, from the series the figure draws: the
-    (weights, variant) pairs present in ``table`` (the rows a figure of this module plots) among
-    ``variants``.  ``"content tokens solid, with special tokens dashed; trained weights blue, untrained
-    control orange"`` when all four are there; a figure of untrained controls only says so
-    (``"untrained controls (orange) only: no trained weights were measured"``), and a variant that is
-    not drawn is not named.  ``special`` names the with-special-tokens variant (``"with [CLS]"``)."""
-    require_columns(table, ["weights", "variant"], "the table")
-    t = table[table["variant"].isin(list(variants))]
-    vs = [v for v in VARIANT_STYLE if v in variants and (t["variant"] == v).any()]
-    ws = [w for w in WEIGHT_STYLE if (t["weights"] == w).any()]
-    parts = []
-    if len(vs) > 1:
-        names = {"content": VARIANT_LABELS["content"], "with_special": special}
-        style = {"-": "solid", "--": "dashed", ":": "dotted"}
-        parts.append(", ".join(f"{names[v]} {style[VARIANT_STYLE[v]['linestyle']]}" for v in vs))
-    if ws == ["untrained"]:
-        parts.append(f"untrained controls ({COLOR_NAMES['untrained']}) only: no trained weights were measured")
-    elif ws:
-        parts.append(", ".join(f"{WEIGHTS_LABELS[w]} {COLOR_NAMES[WEIGHT_COLOR[w]]}" for w in ws))
-    return "; ".join(parts)
 
 
 def zero_series(table: pd.DataFrame, value: str = "slack") -> list:
@@ -315,8 +290,3 @@ def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
                                                     metadata={"Date": None} if ext == "svg" else None))
         out.append(p)
     return out
-
-
-__all__ = ["SLACK_LINTHRESH", "base_id", "display_name", "head_heatmap", "layer_fractions",
-           "fraction_by_layer", "rollout_scatter", "save_figure", "series_caption",
-           "slack_by_layer", "resolution_id", "zero_series"]

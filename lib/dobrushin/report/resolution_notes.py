@@ -32,6 +32,3 @@ def add_resolution_notes(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFram
                 text = f"{display_name(model).rsplit(', ', 1)[-1]}: {clustered_text(input_sums(part))}"
                 card.at[i, "second_resolution"] = "; ".join(x for x in (crow["second_resolution"], text) if x)
     return card
-
-
-__all__ = ["add_resolution_notes"]

@@ -383,7 +383,3 @@ def wilson_changes(card: pd.DataFrame) -> list:
         if isinstance(w, str) and w and Verdict.of(w) is not Verdict.of(r.verdict):
             out.append((short[r.key], Verdict.of(r.verdict).value, Verdict.of(w).value))
     return out
-
-
-__all__ = ["COLUMNS", "SHOWN", "KINDS", "build_scorecard", "interval_text", "judged_rows", "notes", "shown", "verdict_groups",
-           "top_rows", "wilson_changes"]

@@ -8,8 +8,6 @@ COLORS = {
     "random": "#4D4D4D",     # dark grey: the random row-stochastic baseline
     "special": "#CC79A7",    # reddish purple: the with-special-tokens variant when it is its own series
 }
-# The colours' names, for captions that say which series is which.
-COLOR_NAMES = {"trained": "blue", "untrained": "orange", "random": "grey", "special": "purple"}
 # Line styles that go with them: variants by style, the baseline dotted.
 LINESTYLES = {"content": "-", "with_special": "--", "random": ":"}
 
@@ -23,6 +21,3 @@ def color_for(kind: str) -> str:
         return COLORS[_WEIGHTS_ALIASES[str(kind)]]
     except KeyError:
         raise ValueError(f"no colour for {kind!r}; known: {sorted(_WEIGHTS_ALIASES)}") from None
-
-
-__all__ = ["COLORS", "COLOR_NAMES", "LINESTYLES", "color_for"]

@@ -42,7 +42,7 @@ NOTEBOOK = "summary"
 
 class SummaryChapter(SummaryInsights):
     """``SummaryChapter(profile=..., results_dir=..., baseline_ns=...)`` builds the tables at once;
-    each section is then a method that returns what its cell shows: :meth:`scorecard`, :meth:`row_commands`, :meth:`rule`, :meth:`for_introduction`,
+    each section is then a method that returns what its cell shows: :meth:`scorecard`, :meth:`rule`, :meth:`for_introduction`,
     :meth:`claims_figure`, :meth:`why`, :meth:`depth`, :meth:`timings`, :meth:`for_reproducing`,
     :meth:`downloads`, :meth:`finish`."""
 
@@ -330,6 +330,3 @@ def _model_name(model: str) -> str:
     from .names import display_name
 
     return model if str(model).startswith(("random ", "FT-Transformer/")) else display_name(model)
-
-
-__all__ = ["SummaryChapter", "result_sources"]

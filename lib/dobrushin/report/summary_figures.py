@@ -16,16 +16,9 @@ _STYLES = ("-", "--", "-.", ":")
 _MARKERS = ("o", "s", "^", "D", "v")
 
 
-def summary_family(model: str, notebook: str = "") -> str:
-    """The family a model is shown under in the summary (``family_label``, with MPNet named)."""
-    from ..models.configs import model_family
-
-    return "MPNet" if model_family(model) == "mpnet" else family_label(model, notebook)
-
-
 def families_of(t: pd.DataFrame) -> pd.Series:
     nbs = t["notebook"] if "notebook" in t.columns else pd.Series([""] * len(t), index=t.index)
-    return pd.Series([summary_family(m, nb) for m, nb in zip(t["model"], nbs)], index=t.index)
+    return pd.Series([family_label(m, nb) for m, nb in zip(t["model"], nbs)], index=t.index)
 
 
 def family_order(fams) -> list:
@@ -170,7 +163,7 @@ def why_points(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
     # the seeds of one FT-Transformer benchmark are one model (its label), as in the scorecard
     g = t.groupby(["label", "weights"], sort=False).agg(model=("model", "first"), fraction=("holds", "mean"),
                                                         trace=("trace", "mean"), n=("holds", "size")).reset_index()
-    g["family"] = [summary_family(m) for m in g["model"]]
+    g["family"] = [family_label(m) for m in g["model"]]
     return g[["model", "weights", "family", "label", "fraction", "trace", "n"]]
 
 

@@ -1,6 +1,5 @@
 """Sections of the summary chapter that help a reader take the book apart (:class:`SummaryInsights`, a base of
-:class:`dobrushin.report.summary_chapter.SummaryChapter`): where each scorecard row is computed and the command that
-recomputes it, the forest plot of the claims and the "Why" figure (both shown in the introduction) and the
+:class:`dobrushin.report.summary_chapter.SummaryChapter`): the forest plot of the claims and the "Why" figure (both shown in the introduction) and the
 download links."""
 from __future__ import annotations
 
@@ -17,36 +16,6 @@ from .names import and_join, display_name, pct
 from .display import Section
 
 NOTEBOOK = "summary"
-
-#: scorecard row key -> (chapters that compute it, the label of the section in each: see the notebooks)
-ROW_SOURCES = {
-    "baseline": (("baseline",), ("sec-baseline-uniform",)),
-    "theorem": (("baseline",), ("sec-baseline-uniform",)),  # the exact check on every sampled matrix
-    **{k: (("dinov2",), ("sec-dinov2-fractions",)) for k in ("dinov2_s", "dinov2_b", "dinov2_l", "special_dinov2_s",
-                                                             "special_dinov2_b", "special_dinov2_l")},
-    **{k: (("language",), ("sec-language-fractions",)) for k in ("special_roberta", "special_distilbert")},
-    "roberta": (("language",), ("sec-language-fractions",)),
-    "distilbert": (("language",), ("sec-language-fractions",)),
-    "deit": (("supervised_vit",), ("sec-supervised-vit-controls",)),
-    "vit": (("supervised_vit",), ("sec-supervised-vit-controls",)),
-    "late": (("supervised_vit",), ("sec-supervised-vit-controls",)),
-    "tabular_adult": (("tabular",), ("sec-tabular-results",)),
-    "tabular_california": (("tabular",), ("sec-tabular-results",)),
-    "special": (("dinov2", "language"), ("sec-dinov2-fractions", "sec-language-fractions")),
-    "related_text": (("language",), ("sec-language-fractions",)),
-}
-
-
-def row_sources(profile: str = "quick") -> pd.DataFrame:
-    """Per scorecard row: the chapters (as MyST links to the section) and the command that recomputes it."""
-    rows = []
-    for r in SCORECARD:
-        nbs, labels = ROW_SOURCES.get(r.key, ((), ()))
-        links = ", ".join(f"{{ref}}`{nb.replace('_', ' ')} <{lab}>`" for nb, lab in zip(nbs, labels))
-        cmd = f"make notebooks PROFILE={profile} NOTEBOOKS=\"{' '.join(nbs)} summary\"" if nbs else ""
-        rows.append({"key": r.key, "row": r.short, "computed in": links, "command": cmd})
-    return pd.DataFrame(rows)
-
 
 def _interval(r) -> tuple:
     """The 95% interval a row's verdict uses: clustered by input (``cl_low``, ``cl_high``) where it has one, else
@@ -140,14 +109,6 @@ def claims_figure(card: pd.DataFrame, table: pd.DataFrame):
 class SummaryInsights:
     """Mixin for :class:`dobrushin.report.summary_chapter.SummaryChapter` (uses ``table``, ``results``, ``profile``)."""
 
-    def row_commands(self):
-        """Where each scorecard row is computed (a link to the chapter section) and the command that recomputes it."""
-        rs = row_sources(self.profile)
-        lines = [f"- **{r.row}**: {r['computed in']}; recompute with `{r.command}`" for _, r in rs.iterrows()
-                 if r["computed in"]]
-        return Section(F.details("Where each row is computed, and the command that recomputes it (then make html)",
-                          "\n".join(lines)))
-
     def claims_figure(self):
         """The forest plot of the claims (:func:`claims_figure`); the introduction shows its PNG,
         ``results/figures/summary-claims.png``."""
@@ -212,9 +173,6 @@ class SummaryInsights:
         """Links to summary.csv and scorecard.csv."""
         links = download_links(self.results, "summary")
         return Section().md("**Result files** (download): " + ", ".join(links) + ".")
-
-
-__all__ = ["ROW_SOURCES", "SummaryInsights", "claim_rows", "claims_figure", "row_sources"]
 
 
 def _ablation(results) -> "dict | None":

@@ -187,7 +187,3 @@ def main(args) -> int:
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-
-
-__all__ = ["COLUMNS", "ReportError", "add_parser", "all_models_figure", "model_table", "print_table", "read_sweep",
-           "report"]

@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 
 from ..math.stats import cluster_sums, clustered, wilson
-from ..store.results import WEIGHTS
 from .names import VARIANT_TABLE_LABELS, display_name, pct, range_text, weights_label
 
 
@@ -37,25 +36,6 @@ def fractions(table: pd.DataFrame, by: Sequence[str] = ("model", "weights", "var
         _, clo, chi = clustered(input_sums(g)) if "input_id" in g else (p, lo, hi)
         rows.append((*key, k, n, p, lo, hi, clo, chi))
     return pd.DataFrame(rows, columns=[*by, "k", "n", "fraction", "ci_low", "ci_high", "cl_low", "cl_high"])
-
-
-def status_table(runs: Sequence) -> pd.DataFrame:
-    """One row per model x weights: status, inputs, load and measurement time, inputs/s, device,
-    whether the files were reused, and the loader's notes (how weights/tokenizer/processor were obtained)."""
-    rows = []
-    for r in runs:
-        for w in WEIGHTS:
-            info = r.runs.get(w)
-            if info is None:
-                continue
-            rows.append({
-                "model": r.model_id, "weights": w, "status": info.get("status", ""),
-                "inputs": info.get("n_inputs", 0), "load_s": info.get("load_s"),
-                "wall_s": info.get("wall_s"), "inputs_per_s": info.get("inputs_per_s"),
-                "device": info.get("device", ""), "reused from cache": r.cached,
-                "notes": info.get("notes", ""),
-            })
-    return pd.DataFrame(rows)
 
 
 def fractions_caption(unit: str = "input") -> str:
@@ -186,7 +166,3 @@ def kappa_caption(rows: str, rollout: bool = False) -> str:
             "there the layer bound is nearly tight in value whether the condition holds or not)"
             + (", and the whole rollout's median κ(R)/bound split into submultiplicativity κ(R)/∏κ(F_ℓ) and the "
                "layer bounds ∏κ(F_ℓ)/bound." if rollout else "."))
-
-
-__all__ = ["fraction_grid", "fractions", "fractions_caption", "input_sums", "kappa_caption", "kappa_table", "near_uniform_layers",
-           "NEAR_UNIFORM", "rollout_gap", "value_range", "head_summary", "rollout_summary", "status_table"]

@@ -16,7 +16,6 @@ import time
 from . import page as F
 from . import plots
 from .chapter import rollout_check_text
-from .names import pct
 from .results_loading import baseline_for
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
 from .training import epochs_figure, epochs_values
@@ -73,17 +72,11 @@ class TabularChapter:
     notebook = "tabular"
 
     def __init__(self, params):
-        import platform
         from pathlib import Path
 
-        import numpy as np
-        import pandas as pd
-        import rtdl_revisiting_models
-        import sklearn
         import torch
 
-        import dobrushin as db
-
+        from ..experiments.environment import versions
         from ..store import paths
         from ..store.results import ResultStore
 
@@ -93,9 +86,7 @@ class TabularChapter:
         self.results_dir = Path(params.results_dir) if params.results_dir else paths.results_dir()
         self.store = ResultStore(self.results_dir, "tabular")
         self.params = params.as_dict(exclude=("results_dir",))  # what the result files record
-        self.versions = {"python": platform.python_version(), "torch": torch.__version__,
-                         "rtdl_revisiting_models": rtdl_revisiting_models.__version__, "scikit-learn": sklearn.__version__,
-                         "numpy": np.__version__, "pandas": pd.__version__, "dobrushin": db.__version__}
+        self.versions = versions(("rtdl_revisiting_models", "scikit-learn", "pandas", "dobrushin"))
         self.timings = {}
         self.data_sets, self.unavailable, self.trained, self.metric_rows, self.runs = {}, {}, {}, [], {}
         self.table = self.summ = None
@@ -262,9 +253,8 @@ class TabularChapter:
         fig = plots.fraction_by_layer(table, ncols=3, baseline=base)
         out.append(F.figure(integer_axes(fig), notebook="tabular", name="layers", width="full", results_dir=self.results_dir,
                  caption="FT-Transformer: fraction of test rows for which the equality condition holds, per layer (Wilson 95% "
-                         f"bands); {plots.series_caption(table, special='with [CLS]')}. The grey dotted "
-                         "line is the random Dirichlet(1) baseline at the model's number of content tokens ("
-                         + ", ".join(f"{plots.display_name(m)}: {pct(p)}" for m, p in base.items()) + ").",
+                         "bands; the legend names the lines). The grey dotted line is the random Dirichlet(1) baseline "
+                         "at the model's number of content tokens.",
                  alt="Line plots of the fraction holding against layer for each FT-Transformer, with the random baseline."))
         return out
 
@@ -275,9 +265,8 @@ class TabularChapter:
             return out
         fig = plots.slack_by_layer(table, variant="content", ncols=3)
         out.append(F.figure(integer_axes(fig), notebook="tabular", name="slack", width="full", results_dir=self.results_dir,
-                 caption="FT-Transformer: slack of the layer bound per layer over test rows (content tokens; "
-                         f"{plots.series_caption(table[table['variant'] == 'content'])}), symmetric-log axis linear below "
-                         f"{plots.SLACK_LINTHRESH:g}; 0 is the equality case.",
+                 caption="FT-Transformer: slack of the layer bound per layer over test rows (content tokens), "
+                         f"symmetric-log axis linear below {plots.SLACK_LINTHRESH:g}; 0 is the equality case.",
                  alt="Box plots of the slack of the layer bound per layer, one panel per FT-Transformer, symmetric log axis."))
         return out
 

@@ -5,7 +5,7 @@ so every comparison is decided exactly at ``tol = 0``. :func:`example_rows` tabu
 the bound, the attaining pairs and the verdict; :func:`worked_examples_figure` draws every matrix as a
 heatmap with its entries, the attaining pair's two rows outlined, its diagonal entries
 ``A_ii, A_jj`` highlighted and the entries they are compared with (``A_ji, A_ij``) dashed;
-:func:`worked_examples_text` writes the paragraph that explains them from the same numbers.
+:func:`worked_example_values` gives the numbers of the paragraph that explains them (written in the notebook).
 Tested in ``tests/test_theory_figures.py``.
 """
 from __future__ import annotations
@@ -124,55 +124,33 @@ def worked_examples_figure(exs: Mapping[str, np.ndarray]):
     return fig
 
 
-def _entries(A, i, j) -> str:
-    def e(r, c):
-        return f"$A_{{{r}{c}}}={fraction_text(A[r, c])}$"
-    return f"{e(i, i)} vs {e(j, i)} and {e(j, j)} vs {e(i, j)}"
-
-
-def _tie_note(A, i, j) -> str:
-    ties = [(r, c) for r, c in ((i, j), (j, i)) if A[c, c] == A[r, c]]
-    return "".join(f" (a tie: $A_{{{c}{c}}}=A_{{{r}{c}}}$, which still counts as self-dominant)" for r, c in ties)
-
-
-def worked_examples_text(exs: Mapping[str, np.ndarray]) -> str:
-    """The paragraph under the worked examples, from the library's values (needs the examples
-    ``holds``, ``fails`` and ``tie`` of :data:`EXAMPLES_EIGHTHS` or matrices playing those roles)."""
+def worked_example_values(exs: Mapping[str, np.ndarray]) -> dict:
+    """The numbers of the paragraph under the worked examples (written in ``notebooks/theory.ipynb``), from the
+    library at ``tol = 0``: per example (``holds``, ``fails``, ``tie`` of :data:`EXAMPLES_EIGHTHS`) κ(A), κ(B) and
+    the bound; its attaining pairs and self-dominant ones; and for each attaining pair of ``fails`` and ``tie`` the
+    entries ``A_ii``, ``A_ji``, ``A_jj``, ``A_ij`` (``ex-<example>-<p>-aii`` … for its p-th pair)."""
     missing = {"holds", "fails", "tie"} - set(exs)
     if missing:
         raise ValueError(f"the text needs the examples {sorted(missing)}")
-    r = {row["matrix"]: row for row in example_rows(exs).to_dict("records")}
-    H, F, T = (np.asarray(exs[k], dtype=np.float64) for k in ("holds", "fails", "tie"))
-    pf = attaining_pairs(F, tol=0)[0]
-    pt = attaining_pairs(T, tol=0)
-    if len(pt) < 2:
-        raise ValueError("the 'tie' example must have at least two attaining pairs")
-    g = lambda x: fraction_text(x)  # noqa: E731
-    return (
-        f"In **holds**, every pair attains $\\kappa(A)={g(r['holds']['κ(A)'])}$ and every token keeps most of its "
-        f"attention on itself, so $\\kappa(B)={g(r['holds']['κ(½(I+A))'])}$ equals the bound "
-        f"${g(r['holds']['bound ½(1+κ(A))'])}$. In **fails**, the only attaining pair is {pf} with {_entries(F, *pf)}: "
-        f"token {pf[0]} attends to itself less than token {pf[1]} attends to it, so the pair is not self-dominant and "
-        f"$\\kappa(B)={g(r['fails']['κ(½(I+A))'])}<{g(r['fails']['bound ½(1+κ(A))'])}$. In **tie**, "
-        f"the pairs {r['tie']['attaining pairs']} attain $\\kappa(A)={g(r['tie']['κ(A)'])}$ together; pair {pt[0]} has "
-        f"{_entries(T, *pt[0])}{_tie_note(T, *pt[0])} while pair {pt[1]} has {_entries(T, *pt[1])}. Only "
-        f"{r['tie']['self-dominant ones']} is self-dominant, and that is enough: "
-        f"${g(r['tie']['κ(½(I+A))'])}={g(r['tie']['bound ½(1+κ(A))'])}$. A test that kept only one attaining pair, "
-        f"or compared with a strict inequality, would get this matrix wrong; the library finds every tie exactly "
-        f"(float64 sums of binary fractions are exact, `tol=0`)."
-    )
+    out = {}
+    for name in ("holds", "fails", "tie"):
+        r = describe(name, exs[name])
+        out.update({f"ex-{name}-kappa": fraction_text(r["κ(A)"]), f"ex-{name}-b": fraction_text(r["κ(½(I+A))"]),
+                    f"ex-{name}-bound": fraction_text(r["bound ½(1+κ(A))"]), f"ex-{name}-pairs": r["attaining pairs"],
+                    f"ex-{name}-msd": r["self-dominant ones"]})
+        A = np.asarray(exs[name], dtype=np.float64)
+        for p, (i, j) in enumerate(attaining_pairs(A, tol=0)[:2] if name != "holds" else []):
+            out.update({f"ex-{name}-{p}-{k}": fraction_text(A[r_, c]) for k, (r_, c) in
+                        (("aii", (i, i)), ("aji", (j, i)), ("ajj", (j, j)), ("aij", (i, j)))})
+    return out
 
 
-def rollout_text(exs: Mapping[str, np.ndarray]) -> str:
-    """The rollout of the examples stacked as layers (in the order given), as the corollary's chain."""
+def rollout_values(exs: Mapping[str, np.ndarray]) -> dict:
+    """κ of the rollout of the examples stacked as layers (in the order given), the product of the layers' κ(B) and
+    the product of their bounds: the corollary's chain (``ex-rollout``, ``ex-rollout-b``, ``ex-rollout-bound``)."""
     from ..math.coefficient import rollout, rollout_bound
 
     layers = np.stack([np.asarray(A, dtype=np.float64) for A in exs.values()])
-    R = rollout(layers)
-    kb = [kappa(rollout_factor(A)) for A in layers]
-    return (f"$\\kappa(R)={kappa(R):.6f}\\le\\prod_\\ell\\kappa(B_\\ell)={np.prod(kb):.6f}\\le"
-            f"\\prod_\\ell\\tfrac12(1+\\kappa(A_\\ell))={rollout_bound(layers):.6f}$.")
-
-
-__all__ = ["EXAMPLES_EIGHTHS", "describe", "example_rows", "examples", "fraction_text", "rollout_text", "witness",
-           "worked_examples_figure", "worked_examples_text"]
+    return {"ex-rollout": f"{kappa(rollout(layers)):.6f}",
+            "ex-rollout-b": f"{np.prod([kappa(rollout_factor(A)) for A in layers]):.6f}",
+            "ex-rollout-bound": f"{rollout_bound(layers):.6f}"}

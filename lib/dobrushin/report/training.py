@@ -92,6 +92,3 @@ def epochs_values(t, claim) -> dict:
                      "inside": f"{len(inside)} of {len(trained)}", "last_inside": ", ".join(last_inside),
                      "rho": ", ".join(f"{r:+.2f}" for r in rho)}
     return out
-
-
-__all__ = ["EPOCH_BENCHMARKS", "epochs_figure", "epochs_values"]
