@@ -144,10 +144,19 @@ def test_kappa_table_values_from_the_tables():
     assert trained["∏κ(F)/bound"] == f"{np.median(roll['factor_product'] / roll['bound']):.2f}"
 
 
-def test_count_text_names_the_number_or_the_range():
-    assert chapter._count_text(pd.Series([8, 8]), "input") == "8 inputs"
-    assert chapter._count_text([1], "input") == "1 input"
-    assert chapter._count_text([8, 4, 8], "input") == "4–8 inputs (per row: the inputs column)"
+def test_the_rollout_check_counts_violations_and_medians_per_model():
+    """One row per model and weights on content tokens: rollouts, violations of κ(R) ≤ ∏κ(F) ≤ bound, and the
+    medians, recomputed here from the per-input table."""
+    roll = pd.DataFrame({"model": "m/a", "weights": ["pretrained"] * 3 + ["untrained"] * 2, "variant": "content",
+                         "input_id": list("abcab"), "kappa_rollout": [0.1, 0.2, 0.5, 0.3, 0.4],
+                         "factor_product": [0.2, 0.3, 0.4, 0.3, 0.5], "bound": [0.4, 0.4, 0.8, 0.6, 0.5]})
+    roll = pd.concat([roll, roll.assign(variant="with_special")], ignore_index=True)
+    sec = chapter.rollout_check(chapter.rollout_summary(roll), "tab-x-rollout")
+    (t,) = [b.frame for b in sec if hasattr(b, "frame")]
+    assert t["rollouts"].astype(int).tolist() == [3, 2] and t["violations"].astype(int).tolist() == [1, 0]  # 0.5 > 0.4: the third input
+    assert t["median κ(R) / bound"].astype(float).tolist() == pytest.approx([0.5, 0.65], abs=1e-3)
+    assert t["median_bound"].astype(float).tolist() == pytest.approx([0.4, 0.55], abs=1e-3)
+    assert len(chapter.rollout_check(chapter.rollout_summary(roll[roll["variant"] == "with_special"]), "x")) == 0
 
 
 def test_the_status_tables_come_from_the_runs(tmp_path, monkeypatch):

@@ -38,3 +38,16 @@ def test_an_unreadable_analysis_record_is_made_again(tmp_path, monkeypatch):
     store.keyed("abl", {"n": 1}, lambda: {"v": 1})
     (store.dir / "abl.analysis.json").write_text("{not json")
     assert store.keyed("abl", {"n": 1}, lambda: {"v": 2}) == {"v": 2}
+
+
+def test_the_documented_results_schema_is_the_stores():
+    """The results-schema table in book/reproducing.md (written by hand) names every SCHEMA column, in order,
+    with its dtype."""
+    import re
+    from pathlib import Path
+
+    from dobrushin.store.results import SCHEMA
+
+    text = (Path(__file__).resolve().parents[1] / "book" / "reproducing.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+)` \| (\w+) \|", text, flags=re.M)
+    assert rows == list(SCHEMA.items())

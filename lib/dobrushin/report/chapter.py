@@ -81,28 +81,18 @@ def _alt_panels(models) -> str:
     return ", ".join(display_name(m) for m in models)
 
 
-def _count_text(counts, noun: str) -> str:
-    """``"8 inputs"`` for counts that agree, ``"4–8 inputs (per row: the inputs column)"`` when they differ."""
-    ks = sorted({int(k) for k in counts})
-    if not ks:
-        return f"0 {noun}s"
-    if len(ks) == 1:
-        return f"{ks[0]} {noun}" + ("" if ks[0] == 1 else "s")
-    return f"{ks[0]}–{ks[-1]} {noun}s (per row: the {noun}s column)"
-
-
-def rollout_check_text(rs: pd.DataFrame, unit: str = "input") -> str:
+def rollout_check(rs: pd.DataFrame, name: str) -> Section:
     """The whole-rollout bound checked on content tokens, from :func:`dobrushin.report.tables.rollout_summary`
-    output ``rs``: how often it is violated and the range of the median κ(R)/bound and of the median bound ("" when
-    ``rs`` has no content-token rows).  ``unit``: what one rollout is of ("input", "test row")."""
+    output ``rs``: one row per model and weights with its rollouts, violations (0 by the theorem) and the
+    medians of κ(R)/bound and of the bound (an empty section when ``rs`` has no content-token rows)."""
     c = rs[rs["variant"] == "content"]
     if not len(c):
-        return ""
-    return (f"Over {int(c['inputs'].sum())} (model, weights, {unit}) rollouts on content tokens, the bound is violated "
-            f"**{int(c['violations'].sum())}** times (it cannot be, by the theorem); the median ratio "
-            f"κ(R) / bound ranges from {c['median_ratio'].min():.3g} to {c['median_ratio'].max():.3g} across models "
-            f"and weights, and the median bound itself from {c['median_bound'].min():.3g} to "
-            f"{c['median_bound'].max():.3g}.")
+        return Section()
+    shown = c.assign(model=c["model"].map(display_name), weights=c["weights"].map(WEIGHTS_LABELS))
+    return Section(F.table(shown[["model", "weights", "inputs", "violations", "median_ratio", "median_bound"]],
+                           columns={"inputs": "rollouts", "median_ratio": "median κ(R) / bound"},
+                           caption="The whole-rollout bound on content tokens: violations (0 by the theorem) and the "
+                                   "medians of κ(R) / bound and of the bound.", name=name))
 
 
 class FamilyChapter(InsightSections):
@@ -371,10 +361,9 @@ class FamilyChapter(InsightSections):
                                 "head_median", "head_max"]], drop_constant=True,
                          columns={"k": "holds", "n": "(input, layer, head)", "head_min": "worst head",
                                   "head_median": "median head", "head_max": "best head"},
-                         caption="The condition on each head's own attention (content tokens) on the first "
-                                 + _count_text(hs["inputs"], "input") + " of the selection: overall fraction and the "
-                                 "spread over the heads (each head of each layer: heads counts them) of the fraction of inputs for which "
-                                 "it holds.", name=f"tab-{self.notebook}-heads"))
+                         caption="The condition on each head's own attention (content tokens) on the first inputs "
+                                 "of the selection (inputs counts them): overall fraction and the spread over the heads "
+                                 "(each head of each layer) of the fraction of inputs for which it holds.", name=f"tab-{self.notebook}-heads"))
         models = [m for m in self.featured if (h["model"] == m).any()]
         fig = plots.head_heatmap(h, variant="content", models=models, ncols=self.ncols)
         self._fig(out, fig, "heads", f"{self.title}: fraction of inputs for which the condition holds on each head's own "
@@ -398,10 +387,7 @@ class FamilyChapter(InsightSections):
                                   "is κ(R) = bound, and every point lies on or below it.",
                   f"Log-log scatter plots of kappa of the rollout against its bound, one panel per model "
                   f"({_alt_panels(models)}).", len(models))
-        text = rollout_check_text(rs)
-        if text:
-            out.md(text)
-        return out
+        return out.include(rollout_check(rs, f"tab-{self.notebook}-rollout"))
 
     def controls(self):
         """*Not run here*: the models whose trained weights were not reachable, with the reason and their untrained

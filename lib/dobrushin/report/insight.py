@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..models.configs import RESOLUTION_SEP
+from ..store.paths import project_root
 from ..store.results import atomic_write_csv
 from . import page as F
 from .names import VARIANT_LABELS, and_join, pct, weights_label
@@ -117,7 +119,7 @@ class InsightSections:
         from .kappa_figures import atlas_figure
 
         out, failing = Section(), {}  # featured model with trained weights -> its failing trained pairs
-        for m in [x for x in self.featured if not plots_sep(x)] if self.input_set is not None else []:
+        for m in [x for x in self.featured if RESOLUTION_SEP not in x] if self.input_set is not None else []:
             run = next(r for r in self.runs if r.model_id == m)
             t = self.table[(self.table["model"] == m) & (self.table["weights"] == "pretrained")]
             if self._trained_ok(run) and not t["holds"].all():
@@ -339,18 +341,12 @@ def _key(model_id: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(model_id).lower()).strip("-") or "model"
 
 
-def plots_sep(model_id: str) -> bool:
-    from ..models.configs import RESOLUTION_SEP
-
-    return RESOLUTION_SEP in str(model_id)
-
-
 def download_links(results_dir, notebook: str, page_dir: str = "executed") -> list:
     """MyST ``{download}`` roles for ``results/<notebook>/*`` (parquet and csv) and ``results/summary.csv`` /
     ``scorecard.csv``, with paths relative to the executed notebooks' folder (``../results/...``), so Sphinx copies
     them into the built book's ``_downloads``.  The chapter's own files are listed as they exist; the two summary
     files always (the summary notebook writes them before the book is built)."""
-    root, project = Path(results_dir), _project_root()
+    root, project = Path(results_dir), project_root()
     try:  # no links outside a checkout of the book, or for results outside it
         rel = Path("..") / root.resolve().relative_to(project.resolve())
     except (ValueError, TypeError, AttributeError):
@@ -363,9 +359,3 @@ def download_links(results_dir, notebook: str, page_dir: str = "executed") -> li
         r = (rel / p.relative_to(root)).as_posix()
         out.append(f"{{download}}`{p.name} <{r}>`")
     return out
-
-
-def _project_root():
-    from ..store.paths import project_root
-
-    return project_root()

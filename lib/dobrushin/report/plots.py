@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from ..math.stats import wilson
 from ..store.paths import results_dir as default_results
@@ -124,8 +125,6 @@ def fraction_by_layer(table: pd.DataFrame, *, variants: Sequence[str] = ("conten
         n_in = int(sub["n"].max()) if len(sub) else 0
         ax.set_title(f"{display_name(m)}\n≤{n_in} inputs per layer", fontsize=9)
         ax.set_xlabel("layer")
-        from matplotlib.ticker import MaxNLocator
-
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
@@ -272,6 +271,8 @@ def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", weights: Opti
                      fontsize=9)
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # heads and layers are integers
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if im is not None:
         fig.colorbar(im, ax=list(axes), shrink=0.8, label="fraction where equality holds")
     if title:

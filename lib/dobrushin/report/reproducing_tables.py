@@ -1,4 +1,4 @@
-"""The reproducing chapter's tables: the paper scale, the wall times, the results schema and
+"""The reproducing chapter's tables: the paper scale, the wall times and
 the kernel benchmark; and the HTML form of a table (:func:`html_table`) that a Markdown chapter pastes with
 ``{glue}``."""
 from __future__ import annotations
@@ -11,22 +11,17 @@ import pandas as pd
 from . import layout, page
 from .display import Display, html_block
 
-def profile_params(params_dir, profile: str, notebook: str) -> dict:
-    """The parameter values a profile sets for a notebook (``params/<profile>/<notebook>.yml``, parsed by YAML);
-    {} when the profile sets none."""
-    import yaml
-
-    p = Path(params_dir) / profile / f"{notebook}.yml"
-    return (yaml.safe_load(p.read_text()) or {}) if p.exists() else {}
-
 
 def paper_scale(params_dir, profile: str = "paper") -> dict:
     """What a profile's scale comes to, from ``params/<profile>/``: ``inputs``, the fewest inputs a transformer
     chapter asks for per model (``n_inputs``; the data may hold fewer); ``seeds``, the FT-Transformer seeds per
     benchmark; ``trials``, the fewest random matrices per size of the baseline grid up to n = 64
     (``trials_small``, ``ensemble_trials_small``).  A value whose file or key is absent is None."""
-    def load(nb):
-        return profile_params(params_dir, profile, nb)
+    import yaml
+
+    def load(nb):  # the values params/<profile>/<notebook>.yml sets ({} when none)
+        p = Path(params_dir) / profile / f"{nb}.yml"
+        return (yaml.safe_load(p.read_text()) or {}) if p.exists() else {}
 
     from ..experiments.families import TRANSFORMER_INPUTS
 
@@ -147,29 +142,6 @@ def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(),
         out.append(f'<div class="pst-scrollable-table-container"><table class="table dobrushin-table{extra}">{cap}'
                    f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
     return html_block("".join(out), (caption + "\n" if caption else "") + shown.to_string(index=False))
-
-
-def schema_table() -> pd.DataFrame:
-    from ..store.results import SCHEMA
-
-    meaning = {
-        "model": "model id (HF or timm id; FT-Transformer/<dataset>)",
-        "input_id": "stable id of the input (file name, sentence index, test-row index)",
-        "layer": "layer index, 0 = first",
-        "n_tokens": "number of tokens kept by the variant",
-        "kappa": "κ(A) of the kept, renormalised attention",
-        "kappa_factor": "κ(½(I+A))",
-        "bound": "½(1+κ(A)) (left out of the file when it follows from kappa bit for bit: see below)",
-        "slack": "bound − kappa_factor (0 iff equality; left out as bound)",
-        "holds": "the equality condition",
-        "variant": "content = content tokens only; with_special = every non-padding token",
-        "weights": "pretrained (trained) or untrained (seeded random initialisation)",
-        "kappa_gap": "κ minus the largest ½‖A_i−A_j‖₁ of a pair not attaining κ (NaN: every pair attains)",
-        "self_margin_i": "A_ii − A_ji of the deciding pair (the attaining pair with the largest min margin)",
-        "self_margin_j": "A_jj − A_ij of the deciding pair",
-        "trace": "tr A: the self-attention over the uniform share (1 for uniform rows)",
-    }
-    return pd.DataFrame([{"column": c, "dtype": t, "meaning": meaning[c]} for c, t in SCHEMA.items()])
 
 
 #: the speed target of the kernel: one ``analyse`` call at least this many times faster than SciPy's pdist

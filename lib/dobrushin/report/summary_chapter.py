@@ -6,7 +6,7 @@
   answer box), ``scorecard_html`` (the claims' rows of the scorecard, verdicts coloured) and ``scale_*`` (how
   many models, how many results are the published ones, which inputs);
 * into the reproducibility chapter (``book/reproducing.md``): ``timings_table`` (quick and paper
-  profile per notebook), ``schema_table``, ``summary_columns``, ``paper_inputs`` / ``paper_seeds`` /
+  profile per notebook), ``summary_columns``, ``paper_inputs`` / ``paper_seeds`` /
   ``paper_trials`` and ``bench_table`` / ``bench_status``.
 
 Cross-document ``{glue}`` in myst-nb pastes HTML, images and plain text (not Markdown), so what the
@@ -192,9 +192,8 @@ class SummaryChapter(SummaryInsights):
         return out
 
     def for_reproducing(self):
-        """Glue the paper scale, the schema, the summary.csv columns and the benchmark for reproducing.md."""
+        """Glue the paper scale, the summary.csv columns and the benchmark for reproducing.md."""
         out = Section()
-        out.values["schema_table"] = RT.html_table(RT.schema_table())
         out.values["summary_columns"] = html_block(", ".join(f"<code>{c}</code>" for c in ST.COLUMNS),
                                                    ", ".join(ST.COLUMNS))
         scale = RT.paper_scale(self.root / "params")

@@ -15,7 +15,7 @@ import time
 
 from . import page as F
 from . import plots
-from .chapter import rollout_check_text
+from .chapter import rollout_check
 from .results_loading import baseline_for
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
 from .training import epochs_figure, epochs_values
@@ -23,18 +23,6 @@ from .insight import near_ties
 from .names import ft_model_name
 from .tables import fraction_grid, fractions, fractions_caption, rollout_summary
 from .display import Section
-
-
-def integer_axes(fig):
-    """Layers and heads are integers: no fractional ticks on those axes."""
-    from matplotlib.ticker import MaxNLocator
-
-    for ax in fig.axes:
-        if ax.get_xlabel() in ("layer", "head"):
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        if ax.get_ylabel() in ("layer", "head"):
-            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    return fig
 
 
 def train_overrides(p) -> dict:
@@ -251,7 +239,7 @@ class TabularChapter:
             return out
         base = baseline_for(table, self.results_dir)
         fig = plots.fraction_by_layer(table, ncols=3, baseline=base)
-        out.append(F.figure(integer_axes(fig), notebook="tabular", name="layers", width="full", results_dir=self.results_dir,
+        out.append(F.figure(fig, notebook="tabular", name="layers", width="full", results_dir=self.results_dir,
                  caption="FT-Transformer: fraction of test rows for which the equality condition holds, per layer (Wilson 95% "
                          "bands; the legend names the lines). The grey dotted line is the random Dirichlet(1) baseline "
                          "at the model's number of content tokens.",
@@ -264,7 +252,7 @@ class TabularChapter:
         if not len(table):
             return out
         fig = plots.slack_by_layer(table, variant="content", ncols=3)
-        out.append(F.figure(integer_axes(fig), notebook="tabular", name="slack", width="full", results_dir=self.results_dir,
+        out.append(F.figure(fig, notebook="tabular", name="slack", width="full", results_dir=self.results_dir,
                  caption="FT-Transformer: slack of the layer bound per layer over test rows (content tokens), "
                          f"symmetric-log axis linear below {plots.SLACK_LINTHRESH:g}; 0 is the equality case.",
                  alt="Box plots of the slack of the layer bound per layer, one panel per FT-Transformer, symmetric log axis."))
@@ -303,14 +291,12 @@ class TabularChapter:
         roll = pd.concat([v.rollout for v in runs.values()], ignore_index=True) if runs else pd.DataFrame()
         if len(heads):
             fig = plots.head_heatmap(heads, variant="content", ncols=3)
-            out.append(F.figure(integer_axes(fig), notebook="tabular", name="heads", width="full", results_dir=self.results_dir,
+            out.append(F.figure(fig, notebook="tabular", name="heads", width="full", results_dir=self.results_dir,
                      caption="Fraction of test rows for which the condition holds on each head's own attention, per block "
                              "(rows) and head (columns), trained models, content tokens.",
                      alt="Heat maps of the fraction holding per block and head, one per trained FT-Transformer."))
         if len(roll):
-            text = rollout_check_text(rollout_summary(roll), unit="test row")
-            if text:
-                out.md(text)
+            out.include(rollout_check(rollout_summary(roll), "tab-tabular-rollout"))
         return out
 
     def epochs(self):
