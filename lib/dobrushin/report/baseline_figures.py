@@ -16,7 +16,7 @@ from ..random import ensembles as E
 from ..random import law
 from .style import COLORS
 from .names import and_join, pct
-from .plots import log2_axis, require_columns
+from .plots import log2_axis, panel_grid, require_columns
 
 
 
@@ -44,24 +44,17 @@ def uniform_figure(uni: pd.DataFrame, band: tuple, band_label: str, exact2: floa
 
 
 def ensembles_facets(res: pd.DataFrame, order: Sequence[str], labels: dict, band: tuple, band_label: str,
-                     reference: str = "dirichlet(1)", ncols: int = 3):
+                     ncols: int = 3):
     """One panel per ensemble (in ``order``): its P(holds) with Wilson 95% error bars, the paper's band
-    shaded, ¼ dotted, and the ``reference`` ensemble as a thin line in every other panel for comparison."""
-    import matplotlib.pyplot as plt
-
+    shaded, ¼ dotted, and Dirichlet(1) as a thin line in every other panel for comparison."""
+    reference = "dirichlet(1)"
     require_columns(res, ["ensemble", "n", "p", "ci_low", "ci_high"], "the ensemble table", nonempty=True)
     missing = [e for e in order if e not in set(res["ensemble"])]
     if missing:
         raise ValueError(f"ensembles {missing} are not in the table")
-    k = len(order)
-    ncols = max(1, min(ncols, k))
-    nrows = -(-k // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 2.6 * nrows), sharex=True, sharey=True,
-                             layout="constrained", squeeze=False)
+    fig, axes = panel_grid(len(order), ncols, panel=(3.2, 2.6), sharex=True)
     ref = res[res["ensemble"] == reference].sort_values("n")
-    for ax in axes.ravel()[k:]:
-        ax.set_visible(False)
-    for ax, e in zip(axes.ravel(), order):
+    for ax, e in zip(axes, order):
         g = res[res["ensemble"] == e].sort_values("n")
         ax.axhspan(*band, color="0.6", alpha=0.18, label=band_label)
         ax.axhline(0.25, color="0.4", ls=":", lw=1, label="¼")
@@ -74,11 +67,11 @@ def ensembles_facets(res: pd.DataFrame, order: Sequence[str], labels: dict, band
         log2_axis(ax)
         ax.grid(alpha=0.3)
         ax.set_ylim(0.1, 0.6)
-    for ax in axes[-1]:
-        ax.set_xlabel("matrix size n")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("P(holds)")
-    handles, lab = axes.ravel()[1 if k > 1 else 0].get_legend_handles_labels()
+    cols = min(ncols, len(axes))
+    for i, ax in enumerate(axes):
+        ax.set_xlabel("matrix size n" if i + cols >= len(axes) else "")  # the lowest panel of each column
+        ax.set_ylabel("P(holds)" if i % cols == 0 else "")
+    handles, lab = axes[1 if len(axes) > 1 else 0].get_legend_handles_labels()
     fig.legend(handles, lab, loc="outside lower center", ncol=len(lab), fontsize=8, frameon=False)
     return fig
 

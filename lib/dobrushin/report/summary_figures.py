@@ -7,7 +7,8 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from .names import WEIGHTS_LABELS, display_name, family_label, is_proxy
+from .names import WEIGHTS_LABELS, family_label, is_proxy, short_label
+from .plots import panel_grid
 from .results_loading import baseline_at
 from .summary_table import relative_depth
 
@@ -50,16 +51,6 @@ def distinct_controls(t: pd.DataFrame) -> pd.DataFrame:
     return t[~((t["weights"] == "untrained") & t["model"].isin(twins))] if twins else t
 
 
-def _short_label(model: str) -> str:
-    """A model's label inside its family's panel (display name; FT-Transformer: the data set)."""
-    import re
-
-    name = display_name(model)
-    if str(model).startswith("FT-Transformer/"):
-        name = str(model).split("/", 1)[1]
-    return re.sub(r" seed \d+$", "", name)
-
-
 def pooled_by_depth(t: pd.DataFrame) -> pd.DataFrame:
     """Fraction holding against relative depth pooled over the models of ``t`` (e.g. every untrained
     control of a family): relative depths are put on the grid of the shallowest model (``L`` points; a
@@ -84,9 +75,6 @@ def plot_depth(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None
     network once, :func:`distinct_controls`),
     and the random baseline at the family's median token count as a dotted line in the baseline colour
     (:data:`dobrushin.report.style.COLORS`)."""
-    import math
-
-    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
     from .style import COLORS
@@ -96,13 +84,8 @@ def plot_depth(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None
         raise ValueError(f"no {variant} rows to plot")
     t = t.assign(family=families_of(t))
     fams = family_order(t["family"])
-    ncols = max(1, min(ncols, len(fams)))
-    nrows = math.ceil(len(fams) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.0 * ncols, 2.6 * nrows + 0.6), sharey=True, squeeze=False,
-                             layout="constrained")
-    flat = axes.ravel()
-    for ax in flat[len(fams):]:
-        ax.set_visible(False)
+    fig, flat = panel_grid(len(fams), ncols, panel=(3.0, 2.6))
+    fig.set_figheight(fig.get_figheight() + 0.6)  # room for the legend below
     for ax, fam in zip(flat, fams):
         sub = t[t["family"] == fam]
         un = pooled_by_depth(sub[sub["weights"] == "untrained"])
@@ -111,7 +94,7 @@ def plot_depth(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None
         pre = sub[sub["weights"] == "pretrained"]
         # one line per model; the seeds of one FT-Transformer benchmark pooled into one line (as the scorecard
         # pools them), so that a panel has at most a few lines, each labelled by what differs
-        line_of = pre["model"].map(_short_label)
+        line_of = pre["model"].map(short_label)
         groups = list(dict.fromkeys(line_of))
         seeds = {k: int(pre.loc[line_of == k, "model"].nunique()) for k in groups}
         labels = [f"{k} ({seeds[k]} seeds)" if seeds[k] > 1 else k for k in groups]
@@ -133,10 +116,9 @@ def plot_depth(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlim(-0.05, 1.05)
         ax.grid(alpha=0.3)
-    for ax in flat[: len(fams)]:
+    for i, ax in enumerate(flat):
         ax.set_xlabel("relative depth ℓ/(L−1)", fontsize=9)
-    for r in range(nrows):
-        flat[r * ncols].set_ylabel("fraction holding")
+        ax.set_ylabel("fraction holding" if i % min(ncols, len(flat)) == 0 else "")
     fig.legend(handles=[Line2D([], [], color=COLORS["trained"], lw=2, marker="o", ms=3, label=WEIGHTS_LABELS["pretrained"]),
                         Line2D([], [], color=COLORS["untrained"], lw=1.2, marker="o", ms=2.5,
                                label="untrained controls (pooled)"),
@@ -158,7 +140,7 @@ def why_points(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
     if "trace" not in t.columns:
         return pd.DataFrame(columns=["model", "weights", "family", "label", "fraction", "trace", "n"])
     t = t[t["trace"].notna()]
-    t = t.assign(label=[_short_label(m) + (" (proxy)" if is_proxy(m) and "proxy" not in _short_label(m) else "")
+    t = t.assign(label=[short_label(m) + (" (proxy)" if is_proxy(m) and "proxy" not in short_label(m) else "")
                         for m in t["model"]])
     # the seeds of one FT-Transformer benchmark are one model (its label), as in the scorecard
     g = t.groupby(["label", "weights"], sort=False).agg(model=("model", "first"), fraction=("holds", "mean"),

@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..math.stats import clustered, wilson
 from .claims import CLAIMS, Claim, content_claim, judge, special_claim
-from .names import VARIANT_TABLE_LABELS
+from .names import VARIANT_TABLE_LABELS, benchmark
 from .results_loading import baseline_at, load_family_results
 from .tables import input_sums
 
@@ -253,10 +253,7 @@ def scale_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
         part = pre if len(pre) else sub
         p = e.get("params") or {}
         if nb == "tabular":
-            name = str(model).split("/", 1)[-1]
-            import re
-
-            bench = re.sub(r" seed \d+$", "", name)
+            bench = benchmark(model).split("/", 1)[-1]
             t = tab.setdefault(bench, {"model": f"FT-Transformer/{bench}", "notebook": nb, "weights": "trained here",
                                        "inputs": 0, "layers": 0, "resolution": "—", "seeds": [], "epochs": []})
             t["inputs"] = max(t["inputs"], int(part["input_id"].nunique()))

@@ -20,7 +20,7 @@ from .results_loading import baseline_for
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
 from .training import epochs_figure, epochs_values
 from .insight import near_ties
-from .names import ft_model_name
+from .names import benchmark, ft_model_name
 from .tables import fraction_grid, fractions, fractions_caption, rollout_summary
 from .display import Section
 
@@ -263,8 +263,6 @@ class TabularChapter:
         :func:`dobrushin.report.tables.kappa_table`: the median κ(A) of the content tokens per layer against
         Dirichlet(1) random matrices of the same n (``count`` of them), the fraction holding and the near-uniform
         layers."""
-        import re
-
         import pandas as pd
 
         from ..experiments.structure import random_kappa
@@ -275,7 +273,7 @@ class TabularChapter:
         if not len(table):
             return out
         c = table[table["variant"] == "content"]
-        c = c.assign(model=c["model"].map(lambda m: re.sub(r" seed \d+$", "", str(m))))
+        c = c.assign(model=c["model"].map(benchmark))
         ns = {b: int(g["n_tokens"].median()) for b, g in c.groupby("model", sort=False)}
         rk = {b: random_kappa(n, count=count, seed=0) for b, n in ns.items()}
         out.append(F.table(kappa_table(c, pd.DataFrame(), rk, ns), name="tab-tabular-kappa",
