@@ -91,7 +91,7 @@ def _family_params(nb, tmp_path, **overrides):
           "n_inputs": 2, "n_untrained": None, "head_inputs": 0, "batch_size": 2, "seed": 3, "device": "cpu",
           "force": False, "image_source": None, "image_size": 224, "text_source": None, "max_length": 64,
           "extra_image_size": None, "extra_size_models": []}
-    ns = {k: v for k, v in {**ns, **overrides}.items() if k in P.declared(nb)}
+    ns = {k: v for k, v in {**ns, **overrides}.items() if k in P.parameters_for(nb).model_fields}
     return P.resolve(ns, nb, check_unknown=False)
 
 

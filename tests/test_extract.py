@@ -27,9 +27,8 @@ from dobrushin.capture.extract import (  # noqa: E402
     Extraction,
     extract_attention,
     register_adapter,
-    text_roles,
-    vision_roles,
 )
+from dobrushin.capture.roles import text_roles, vision_roles  # noqa: E402
 
 IMG, PATCH, DIM, HEADS, LAYERS = 32, 8, 32, 4, 2
 N_PATCHES = (IMG // PATCH) ** 2

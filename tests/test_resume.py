@@ -1,7 +1,7 @@
 """A measurement killed with SIGKILL resumes from the last completed batch, and its final tables equal
 an uninterrupted run's, with no file corrupt or half-written.  A real subprocess runs
 :func:`measure_model` on the tiny ViT of test_pipeline; the environment hook
-``DOBRUSHIN_PAUSE_AT`` (:data:`dobrushin.experiments.pipeline.PAUSE_ENV`) makes it stop during the
+``DOBRUSHIN_PAUSE_AT`` (:data:`dobrushin.experiments.partial.PAUSE_ENV`) makes it stop during the
 forward pass of a batch, or while a batch's partial tables are being written, and say so in a file;
 the test then kills it with SIGKILL and runs it again."""
 from __future__ import annotations

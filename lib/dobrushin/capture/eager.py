@@ -45,6 +45,3 @@ def ensure_eager(model, *, _stacklevel: int = 2) -> bool:
         warnings.warn(f"{type(model).__name__}: {len(mods)} attention module(s) used fused attention, which "
                       "never forms the softmax; switched them to fused_attn=False", UserWarning, stacklevel=_stacklevel)
     return bool(mods)
-
-
-__all__ = ["ensure_eager", "is_hf"]

@@ -24,7 +24,7 @@ from typing import Any, Callable, List, Optional
 import torch
 
 from .errors import AttentionUnavailable
-from .roles import ROLES, keep_indices, text_roles, vision_roles  # noqa: F401  (roles live in .roles)
+from .roles import ROLES, keep_indices
 
 
 @dataclass
@@ -188,9 +188,3 @@ def extract_attention(model, inputs, *, average_heads: bool = True) -> Extractio
     if not ex.adapter:
         ex.adapter = adapter.name
     return ex
-
-
-__all__ = [
-    "ROLES", "Adapter", "AttentionUnavailable", "Extraction", "adapters", "extract_attention", "find_adapter",
-    "model_device", "prepare_for_capture", "register_adapter", "text_roles", "to_device", "vision_roles",
-]

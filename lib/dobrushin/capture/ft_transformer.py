@@ -156,7 +156,3 @@ def extract(model, inputs, average_heads: bool = True) -> Extraction:
     roles = [roles_for(model, n) for _ in range(B)]
     return Extraction(attention=A.contiguous(), roles=roles, lengths=None, outputs=cap.outputs,
                       adapter="ft-transformer")
-
-
-__all__ = ["CLS_POSITION", "Capture", "capture", "extract", "hook_points", "matches", "recompute_attention",
-           "roles_for"]

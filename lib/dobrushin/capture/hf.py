@@ -152,6 +152,3 @@ def run(model, inputs, average_heads: bool) -> Extraction:
         else [["content"] * n for _ in range(A.shape[0])]
     lengths = [sum(r != "pad" for r in rr) for rr in roles] if "input_ids" in kw else None
     return Extraction(attention=A, roles=roles, lengths=lengths, outputs=outputs, adapter="hf")
-
-
-__all__ = ["NON_FORWARD_KEYS", "SOFTMAX_DROPOUT", "attention_modules", "hook_points", "matches", "run"]

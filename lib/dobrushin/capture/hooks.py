@@ -252,7 +252,3 @@ def attention_maps(average_heads: bool, layers: Optional[int] = None) -> Callabl
         return (w.mean(1) if average_heads else w).to("cpu")
 
     return transform
-
-
-__all__ = ["HookPoint", "Recording", "announce_roles", "announced_roles", "attention_maps", "is_placeholder", "layer_sink",
-           "map_sink", "recording"]

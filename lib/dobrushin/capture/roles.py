@@ -115,6 +115,3 @@ def text_roles(input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor],
                 roles[pos[-1]] = "sep"
         out.append(roles)
     return out
-
-
-__all__ = ["ROLES", "keep_indices", "text_roles", "vision_roles"]

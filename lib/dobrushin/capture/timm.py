@@ -66,6 +66,3 @@ def run(model, inputs, average_heads: bool) -> Extraction:
     A = stacked.stack(rec.per_point(type(model).__name__))
     roles = _timm_roles(model, A.shape[0], A.shape[-1])
     return Extraction(attention=A, roles=roles, lengths=None, outputs=outputs, adapter="timm")
-
-
-__all__ = ["hook_points", "matches", "run"]

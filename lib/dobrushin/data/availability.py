@@ -23,6 +23,3 @@ def hub_offline(*, datasets: bool = False) -> bool:
     ``TRANSFORMERS_OFFLINE`` is set to a true value (with ``datasets=True`` also ``HF_DATASETS_OFFLINE``)."""
     names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") + (("HF_DATASETS_OFFLINE",) if datasets else ())
     return any(os.environ.get(v, "").strip().lower() in _TRUE for v in names)
-
-
-__all__ = ["DataUnavailable", "hub_offline"]

@@ -256,8 +256,3 @@ def sst2_file(expected: Optional[str] = None, url: Optional[str] = None) -> tupl
         raise DataUnavailable(f"{url}: {SST2_MEMBER} has SHA-256 {got}, not the canonical file's ({expected})")
     _write(f, data)
     return f, f"downloaded from {url} into {f}"
-
-
-__all__ = ["DOWNLOAD_TIMEOUT_S", "IMAGE_SUFFIXES", "IMAGENET_SAMPLES_COMMIT", "IMAGENET_SAMPLES_REPO",
-           "IMAGENET_SAMPLES_SHA256", "IMAGENET_SAMPLES_SOURCE", "IMAGENET_SAMPLES_URL", "SST2_DEV_SHA256",
-           "SST2_MEMBER", "SST2_SOURCE", "SST2_URL", "check_photo_folder", "photo_folder", "sst2_file"]

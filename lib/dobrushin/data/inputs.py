@@ -448,9 +448,3 @@ def load_inputs(kind: str, source: Optional[str] = None, n: Optional[int] = None
     if kind == "text":
         return load_texts(source, n, seed=seed)
     raise ValueError(f"unknown input kind {kind!r}; expected 'image' or 'text'")
-
-
-__all__ = [
-    "DataUnavailable", "InputSet", "to_rgb", "embedded_image_names", "embedded_sentences", "image_files",
-    "load_images", "load_inputs", "load_texts", "read_sst2_tsv", "select",
-]

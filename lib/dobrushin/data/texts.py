@@ -60,6 +60,3 @@ def read_sst2_tsv(path) -> List[str]:
     if empty:
         raise ValueError(f"{p}: row {empty[0]} has an empty sentence")
     return sents
-
-
-__all__ = ["embedded_sentences", "read_sst2_tsv"]

@@ -177,7 +177,3 @@ def check_ablation(value: dict, lm, texts: Sequence[str], *, atol: float) -> dic
     within = diff <= atol * np.maximum(1.0, m["trace_old"].abs())
     return {"rows": len(m), "mismatches": int((~both).sum() + differ.sum()),
             "number_failures": int((both & ~within).sum()), "max_abs_diff": float(diff[both].max()) if both.any() else 0.0}
-
-
-__all__ = ["ABLATION_COLUMNS", "AblationResult", "ablate_distance0", "check_ablation", "distance_buckets",
-           "measured_ablation", "mean_pooled", "run_ablation"]

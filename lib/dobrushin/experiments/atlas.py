@@ -236,7 +236,3 @@ def check_atlas(value: dict, lm, input_set, *, atol: float) -> dict:
 def cases_frame(cases: Sequence[Case]) -> pd.DataFrame:
     """The cases as a table (no image or token arrays)."""
     return pd.DataFrame([{c: getattr(k, c) for c in _SCALARS} for k in cases], columns=list(_SCALARS))
-
-
-__all__ = ["Case", "RULES", "atlas_cases", "atlas_value", "cases_frame", "check_atlas", "choose_cases", "measured_atlas",
-           "pair_and_margins", "recompute", "tabular_tokens"]

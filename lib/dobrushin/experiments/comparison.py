@@ -14,6 +14,7 @@ import pandas as pd
 # the tolerances (on κ and the slack; the decision margin below which a flip is float32 rounding) are
 # defined with the attestations that record them
 from ..store.attest import FLOAT_ERROR, KAPPA_TOL
+from ..store.results import MARGIN_COLUMNS
 from .families import TRANSFORMER_INPUTS
 
 
@@ -25,14 +26,8 @@ PER_GROUP = 3
 BASELINE_SIZES = 3
 #: test rows of the FT-Transformer checkpoint re-measured
 TABULAR_ROWS = 64
-#: the per-row margin columns of the tidy table, when it has them
-MARGIN_COLUMNS = ("kappa_gap", "self_margin_i", "self_margin_j")
-#: elements of one block of pair distances in :func:`decision_margin` (float64: 64 MiB, twice that with
-#: the temporary of the absolute value)
-MARGIN_BLOCK_ELEMENTS = 1 << 23
 KEY = ["input_id", "layer", "variant", "weights"]
 NUMBERS = ("kappa", "kappa_factor", "slack", "trace")
-FAMILY_KINDS = TRANSFORMER_INPUTS  # the transformer family chapters and their inputs (experiments.families)
 
 
 @dataclass
@@ -70,42 +65,11 @@ class Comparison:
 
 # ------------------------------------------------------------------------------------ margins
 def margin_of_rows(df: pd.DataFrame) -> pd.Series:
-    """The recorded decision margin of each row (nan when the table has no margin columns)."""
+    """The recorded decision margin of each row: the smallest of its margin columns (nan when it has none)."""
     if not set(MARGIN_COLUMNS) <= set(df.columns):
         return pd.Series(np.nan, index=df.index)
     m = df[list(MARGIN_COLUMNS)].astype(float).abs()
     return m.min(axis=1)
-
-
-def decision_margin(A: np.ndarray) -> float:
-    """How far the equality decision of one row-stochastic matrix is from flipping: the smallest of the gap
-    between the largest and the second-largest pair distance ½‖A_i − A_j‖₁ (which pair attains κ) and
-    the two self-dominance differences A_ii − A_ji, A_jj − A_ij of the attaining pair (0 on a tie)."""
-    A = np.asarray(A, dtype=np.float64)
-    n = A.shape[-1]
-    if A.ndim != 2 or A.shape[0] != n or n < 2:
-        raise ValueError(f"need one square matrix with n >= 2, got shape {A.shape}")
-    if not np.isfinite(A).all():
-        return float("nan")  # no decision to be near: the row fails the comparison on its own
-    # the pair distances a block of rows at a time (memory O(block·n²), not O(n³): at n = 1 370 the whole
-    # (pairs, n) difference would be 10 GB); the best pair is the first maximum in (i, j) order, i < j
-    step = max(1, MARGIN_BLOCK_ELEMENTS // (n * n))
-    top = [-np.inf, -np.inf]
-    best = (0, 1)
-    for i0 in range(0, n - 1, step):
-        i1 = min(n - 1, i0 + step)
-        D = 0.5 * np.abs(A[i0:i1, None, :] - A[None, :, :]).sum(axis=2)  # (rows, n)
-        D[np.arange(i1 - i0)[:, None] >= (np.arange(n)[None, :] - i0)] = -np.inf  # keep j > i only
-        flat = D.ravel()
-        k = int(np.argmax(flat))
-        if flat[k] > top[0]:
-            top[1] = max(top[0], float(np.partition(flat, -2)[-2]) if flat.size > 1 else -np.inf)
-            top[0], best = float(flat[k]), (i0 + k // n, k % n)
-        else:
-            top[1] = max(top[1], float(flat[k]))
-    gap = top[0] - top[1] if np.isfinite(top[1]) else float("inf")
-    i, j = best
-    return float(min(gap, abs(A[i, i] - A[j, i]), abs(A[j, j] - A[i, j])))
 
 
 # ------------------------------------------------------------------------------------ comparison
@@ -194,7 +158,7 @@ def published_inputs(published_root, notebook: str, ids: Optional[Sequence[str]]
     from ..data.inputs import load_inputs
 
     params = json.loads((published_root / notebook / "manifest.json").read_text()).get("parameters") or {}
-    kind = FAMILY_KINDS[notebook]
+    kind = TRANSFORMER_INPUTS[notebook]
     inputs = load_inputs(kind, params.get(f"{kind}_source"), params.get("n_inputs"), seed=int(params.get("seed", 0)))
     return inputs if ids is None else subset_inputs(inputs, ids)
 
@@ -215,6 +179,3 @@ def subset_inputs(inputs, ids: Sequence[str]):
                 "folder holding them, e.g. ../shared/data)")
         raise LookupError(f"inputs {missing} are not in today's selection (source {inputs.source}){hint}")
     return inputs.subset([pos[i] for i in ids])
-
-
-__all__ = ['HEAD_KEY', 'HEAD_NUMBERS', 'ROLLOUT_KEY', 'ROLLOUT_NUMBERS', 'BASELINE_SIZES', 'Comparison', 'FAMILY_KINDS', 'KEY', 'MARGIN_BLOCK_ELEMENTS', 'MARGIN_COLUMNS', 'NUMBERS', 'PER_GROUP', 'SEED', 'TABULAR_ROWS', 'compare', 'decision_margin', 'focus_inputs', 'margin_of_rows', 'published_inputs', 'sample_inputs', 'subset_inputs']

@@ -151,7 +151,3 @@ def _user_tuned_malloc() -> bool:
 
 
 _HEAP_SET: Optional[bool] = None
-
-
-__all__ = ["KEY_PACKAGES", "MMAP_THRESHOLD", "NUMBER_PACKAGES", "describe_device", "key_versions", "progress_enabled",
-           "resolve_device", "steady_heap", "versions"]

@@ -207,7 +207,3 @@ def conform_epochs(df: pd.DataFrame) -> pd.DataFrame:
         raise ValueError(f"epoch rows lack the column(s) {sorted(missing)}")
     df = df[list(EPOCH_COLUMNS)].astype(EPOCH_COLUMNS)
     return df.sort_values(["dataset", "seed", "epoch", "variant", "layer"], na_position="first").reset_index(drop=True)
-
-
-__all__ = ["EPOCH_COLUMNS", "EXTEND", "Trajectory", "condition_counts", "conform_epochs", "trajectory",
-           "trajectory_key"]

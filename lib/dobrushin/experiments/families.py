@@ -57,15 +57,5 @@ NOTEBOOKS: Tuple[str, ...] = tuple(f.notebook for f in FAMILIES)
 TRANSFORMER_INPUTS = {f.notebook: f.inputs for f in FAMILIES if f.transformer}
 
 
-def family(notebook: str) -> Family:
-    """The entry of ``notebook``; KeyError naming the known families when there is none."""
-    for f in FAMILIES:
-        if f.notebook == notebook:
-            return f
-    raise KeyError(f"no model family {notebook!r}; the families are {', '.join(NOTEBOOKS)}")
-
-
-__all__ = ["FAMILIES", "Family", "NOTEBOOKS", "TRANSFORMER_INPUTS", "family"]
-
 if __name__ == "__main__":
     print(" ".join(NOTEBOOKS), file=sys.stdout)

@@ -158,6 +158,3 @@ class HeadSink:
                              if (b, v) in self.results], model=self.model, weights=self.weights, H=self.H)
         self.seconds += time.perf_counter() - t0
         return table
-
-
-__all__ = ["HeadSink", "head_rows"]

@@ -1,7 +1,7 @@
 """From captured attention to the tables of the results schema: the tidy per-(input, layer, variant)
 table and the rollout of each input in one pass over the batch (:class:`BatchMeasure`, layer by layer as
-the forward pass captures them, or :func:`measure_batch` on a stack; :func:`measure` and
-:func:`rollout_rows` are its two halves); the per-head table is :mod:`dobrushin.experiments.heads`'s.
+the forward pass captures them, or :func:`measure_batch` on a stack; :func:`measure` is its first
+half); the per-head table is :mod:`dobrushin.experiments.heads`'s.
 
 How a batch is processed (the streaming path). The measurement loop hands each layer's head-averaged
 attention to a :class:`BatchMeasure` as it is captured (:func:`dobrushin.capture.hooks.map_sink`), so the
@@ -409,34 +409,3 @@ def measure(attention, roles: Sequence[Sequence[str]], *, model: str, input_ids:
     one batch; an input that keeps fewer than two tokens in a variant contributes no rows to it."""
     return measure_batch(attention, roles, model=model, input_ids=input_ids, weights=weights, variants=variants,
                          tol=tol, atol=atol, rollout=False)[0]
-
-
-def rollout_rows(attention, roles: Sequence[Sequence[str]], table: pd.DataFrame, *,
-                 model: str, input_ids: Sequence[str], weights: str,
-                 variants: Sequence[str] = VARIANTS, atol: float = 1e-4) -> pd.DataFrame:
-    """Rollout of the restricted, renormalised per-layer matrices of each input vs its bounds;
-    ``table`` is the :func:`measure` output for the same batch (its ``kappa_factor`` and ``bound``
-    products are used, so the rollout is compared with exactly the tidy table's numbers).  The
-    pipeline gets both from one :func:`measure_batch`."""
-    A = as_cpu(attention)
-    check_stochastic(A, atol=atol, convert=False)
-    L = A.shape[1]
-    krs = {}
-    for b in range(len(input_ids)):
-        for v in variants:
-            keep = keep_indices(roles[b], v)
-            if keep.size < 2:
-                continue
-            sub = restrict_checked(A[b], keep)
-            eye = torch.eye(keep.size, dtype=torch.float64)
-            R = None
-            for l in range(L):
-                F = 0.5 * (sub[l] + eye)
-                R = F if R is None else F @ R
-            krs[(b, v)] = float(kappa(R, validate=False))
-    return _rollout_table(table, krs, model=model, input_ids=input_ids, weights=weights, variants=variants,
-                          L=L, roles=roles)
-
-
-__all__ = ["CHUNK_BYTES", "BatchMeasure", "NoMassError", "Scratch", "as_cpu", "check_captured", "gather_members",
-           "keep_slice", "kept_groups", "measure", "measure_batch", "restrict_checked", "rollout_rows", "thread_scratch"]

@@ -5,9 +5,9 @@
     python -m dobrushin measure distilbert/distilbert-base-uncased --text sentences.txt --out d.parquet
 
 The model is loaded exactly as the notebooks load it (:func:`dobrushin.models.load_model`: local cache,
-then the hub unless ``HF_HUB_OFFLINE=1``) and measured by the notebooks' own loop
-(:func:`_measure`, today :func:`dobrushin.experiments.pipeline.measure_model`): every input x layer, content tokens
-only and with special tokens.  Inputs: ``--inputs`` (an image folder, a GLUE-style ``.tsv``,
+then the hub unless ``HF_HUB_OFFLINE=1``) and measured by the notebooks' own loop (:func:`measure_inputs`,
+today :func:`dobrushin.experiments.pipeline.measure_model`): every input x layer, content tokens only and
+with special tokens.  Inputs: ``--inputs`` (an image folder, a GLUE-style ``.tsv``,
 ``embedded`` or ``hf:<dataset>``; default: what the notebooks use for the model's kind) or ``--text``
 (a ``.tsv`` with a ``sentence`` column, or a plain text file with one input per non-empty line).
 
@@ -20,6 +20,7 @@ as ``.csv`` or ``.parquet``, atomically.  A model or inputs that cannot be loade
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 from pathlib import Path
@@ -39,45 +40,78 @@ def add_parser(sub) -> argparse.ArgumentParser:
     m = sub.add_parser("measure", help="measure the equality condition on a model's attention, layer by layer",
                        description=__doc__.splitlines()[0].strip("`"))
     m.add_argument("model_id", metavar="MODEL_ID", help="Hugging Face or timm id, or a local model folder")
-    src = m.add_mutually_exclusive_group()
-    src.add_argument("--inputs", metavar="PATH", help="image folder, .tsv, 'embedded' or 'hf:<dataset id>' "
-                     "(default: the notebooks' source for the model's kind)")
-    src.add_argument("--text", metavar="FILE", type=Path,
-                     help="sentences: .tsv with a 'sentence' column, or one input per non-empty line")
-    m.add_argument("--n", type=int, default=32, help="number of inputs (a seeded selection; default 32)")
-    m.add_argument("--weights", default="pretrained",
-                   help="pretrained, untrained or pretrained,untrained (default: pretrained)")
+    add_shared_options(m)
     m.add_argument("--out", type=Path, metavar="FILE", help="write the tidy table to FILE.csv or FILE.parquet")
-    m.add_argument("--seed", type=int, default=0, help="seed of the input selection and untrained init (default 0)")
-    m.add_argument("--batch-size", type=int, default=8, help="inputs per forward pass (default 8)")
-    m.add_argument("--image-size", type=int, default=224, help="input resolution of vision models (default 224)")
-    m.add_argument("--max-length", type=int, default=128, help="truncation length of text models (default 128)")
-    m.add_argument("--device", default="auto", help='"auto" (CUDA when available), "cpu" or "cuda"')
     m.set_defaults(func=main)
     return m
+
+
+def add_shared_options(p: argparse.ArgumentParser, **help: str) -> None:
+    """The options of ``measure`` that ``sweep`` has too (checked by :func:`check_shared_options`);
+    ``help`` replaces the help of ``inputs``, ``text``, ``n``, ``weights`` or ``device``."""
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--inputs", metavar="PATH", help=help.get("inputs", "image folder, .tsv, 'embedded' or "
+                     "'hf:<dataset id>' (default: the notebooks' source for the model's kind)"))
+    src.add_argument("--text", metavar="FILE", type=Path, help=help.get(
+        "text", "sentences: .tsv with a 'sentence' column, or one input per non-empty line"))
+    p.add_argument("--n", type=int, default=32, help=help.get("n", "number of inputs (a seeded selection; default 32)"))
+    p.add_argument("--weights", default="pretrained",
+                   help=help.get("weights", "pretrained, untrained or pretrained,untrained (default: pretrained)"))
+    p.add_argument("--seed", type=int, default=0, help="seed of the input selection and untrained init (default 0)")
+    p.add_argument("--batch-size", type=int, default=8, help="inputs per forward pass (default 8)")
+    p.add_argument("--image-size", type=int, default=224, help="input resolution of vision models (default 224)")
+    p.add_argument("--max-length", type=int, default=128, help="truncation length of text models (default 128)")
+    p.add_argument("--device", default="auto", help=help.get("device", '"auto" (CUDA when available), "cpu" or "cuda"'))
+
+
+def check_shared_options(args) -> tuple:
+    """The weights ``--weights`` names; :class:`CliError` for weights that cannot be right and for
+    ``--text`` / ``--inputs`` that cannot exist (so that they are reported before any model is loaded)."""
+    from .params import TYPES, ParameterError, coerce
+
+    try:
+        weights = coerce("weights", args.weights, TYPES["weights"])
+    except ParameterError as e:
+        raise CliError(str(e).replace("parameter weights", "--weights")) from None
+    if args.text is not None and args.text.is_dir():
+        raise CliError(f"cannot load inputs: --text {args.text} is a folder (--text takes a file; --inputs takes a folder of images)")
+    if args.text is not None and not args.text.is_file():
+        raise CliError(f"cannot load inputs: --text {args.text}: no such file")
+    if args.inputs is not None and args.inputs not in ("embedded", "auto", "glue") \
+            and not args.inputs.startswith("hf:") and not Path(args.inputs).expanduser().exists():
+        raise CliError(f"cannot load inputs: --inputs {args.inputs}: no such file or folder")
+    return weights
+
+
+def exit_2_on_cli_error(command):
+    """``command(args)``, with a :class:`CliError` reported as one line ``error: ...`` on stderr and exit status 2."""
+    @functools.wraps(command)
+    def run(args) -> int:
+        try:
+            return command(args)
+        except CliError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    return run
 
 
 # ------------------------------------------------------------------------------------------------
 
 
-def _measure(model_id: str, inputs, *, weights, loader, **kw):
-    """The notebooks' measurement loop, in a throw-away store (the one place that names it)."""
+def measure_inputs(model_id: str, inputs, *, weights, loader, batch_size: int = 8, seed: int = 0,
+                   image_size: int = 224, max_length: int = 128, device: str = "auto", progress: bool = False):
+    """What ``measure`` runs for one model on ``inputs`` (the notebooks' loop, the one place that names it,
+    in a throw-away store: every input for every weights setting, no per-head subset), returning the
+    :class:`~dobrushin.experiments.pipeline.ModelRun`; ``python -m dobrushin sweep`` calls it once per
+    shard, so a shard's rows are the rows ``measure`` gives."""
     from ..store.results import ResultStore
     from .pipeline import MeasureConfig, measure_model
 
-    config = MeasureConfig(weights=tuple(weights), force=True, recheck_unavailable=False, **kw)
+    config = MeasureConfig(weights=tuple(weights), force=True, recheck_unavailable=False, n_untrained=None,
+                           batch_size=batch_size, seed=seed, image_size=image_size, max_length=max_length,
+                           head_inputs=0, device=device, progress=progress)
     with tempfile.TemporaryDirectory(prefix="dobrushin-measure-") as tmp:
         return measure_model(model_id, inputs, store=ResultStore(tmp, "measure"), config=config, loader=loader)
-
-
-def measure_inputs(model_id: str, inputs, *, weights, loader, batch_size: int = 8, seed: int = 0,
-                   image_size: int = 224, max_length: int = 128, device: str = "auto", progress: bool = False):
-    """What ``measure`` runs for one model on ``inputs`` (every input for every weights setting, no
-    per-head subset), returning the :class:`~dobrushin.experiments.pipeline.ModelRun`; ``python -m
-    dobrushin sweep`` calls it once per shard, so a shard's rows are the rows ``measure`` gives."""
-    return _measure(model_id, inputs, weights=weights, loader=loader, n_untrained=None, batch_size=batch_size,
-                    seed=seed, image_size=image_size, max_length=max_length, head_inputs=0, device=device,
-                    progress=progress)
 
 
 def inputs_for(kind: str, *, model_id: str, inputs: Optional[str] = None, text: Optional[Path] = None,
@@ -89,10 +123,6 @@ def inputs_for(kind: str, *, model_id: str, inputs: Optional[str] = None, text: 
 
 def one_line(e: BaseException) -> str:
     """An exception's reason on one line."""
-    return _one_line(e)
-
-
-def _one_line(e: BaseException) -> str:
     s = getattr(e, "reason", None) or str(e) or type(e).__name__
     return " ".join(str(s).split())
 
@@ -108,8 +138,8 @@ def _load_models(model_id: str, weights, seed: int, image_size: int, max_length:
                                 max_length=max_length)
         except Exception as e:  # noqa: BLE001 - whatever the loader raises, the model cannot be loaded
             what = "trained weights" if w == "pretrained" else "untrained control"
-            why = _one_line(e) if isinstance(e, (ModelUnavailable, ValueError, OSError)) \
-                else f"{type(e).__name__}: {_one_line(e)}"
+            why = one_line(e) if isinstance(e, (ModelUnavailable, ValueError, OSError)) \
+                else f"{type(e).__name__}: {one_line(e)}"
             raise CliError(f"cannot load {model_id} ({what}): {why}") from None
     return out
 
@@ -124,7 +154,7 @@ def _text_file(path: Path, n: int, seed: int):
     try:
         lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
     except (OSError, UnicodeDecodeError) as e:
-        raise CliError(f"cannot load inputs: {path}: {_one_line(e)}") from None
+        raise CliError(f"cannot load inputs: {path}: {one_line(e)}") from None
     sents = [s for s in lines if s]
     if not sents:
         raise CliError(f"cannot load inputs: {path} has no non-empty line")
@@ -146,7 +176,7 @@ def _inputs(kind: str, args):
             return _text_file(args.text, args.n, args.seed)
         return load_inputs(kind, args.inputs, args.n, seed=args.seed)
     except (DataUnavailable, ValueError, OSError) as e:
-        raise CliError(f"cannot load inputs: {_one_line(e)}") from None
+        raise CliError(f"cannot load inputs: {one_line(e)}") from None
 
 
 def layer_table(table):
@@ -163,8 +193,6 @@ def layer_table(table):
                      "holds_with_special": float(s["holds"].mean()) if len(s) else float("nan"),
                      "median_slack": float(c["slack"].median()) if len(c) else float("nan")})
     return pd.DataFrame(rows)
-
-
 
 
 def print_report(run, inputs, out=None) -> None:
@@ -194,35 +222,15 @@ def write_table(table, path: Path) -> None:
     (atomic_write_parquet if path.suffix.lower() == ".parquet" else atomic_write_csv)(path, table)
 
 
+@exit_2_on_cli_error
 def main(args) -> int:
-    try:
-        return _main(args)
-    except CliError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-
-
-def _main(args) -> int:
-    from .params import TYPES, ParameterError, coerce
-
     if args.out is not None and args.out.suffix.lower() not in OUT_SUFFIXES:
         raise CliError(f"--out {args.out}: use a .csv or .parquet file name")
     if args.n < 1:
         raise CliError(f"--n must be a positive number of inputs, got {args.n}")
-    try:
-        weights = coerce("weights", args.weights, TYPES["weights"])
-    except ParameterError as e:
-        raise CliError(str(e).replace("parameter weights", "--weights")) from None
     if not args.model_id.strip():
         raise CliError("MODEL_ID is empty")
-    # inputs that cannot exist are reported before the model is loaded
-    if args.text is not None and args.text.is_dir():
-        raise CliError(f"cannot load inputs: --text {args.text} is a folder (--text takes a file; --inputs takes a folder of images)")
-    if args.text is not None and not args.text.is_file():
-        raise CliError(f"cannot load inputs: --text {args.text}: no such file")
-    if args.inputs is not None and args.inputs not in ("embedded", "auto", "glue") \
-            and not args.inputs.startswith("hf:") and not Path(args.inputs).expanduser().exists():
-        raise CliError(f"cannot load inputs: --inputs {args.inputs}: no such file or folder")
+    weights = check_shared_options(args)
 
     import warnings
 
@@ -243,13 +251,13 @@ def _main(args) -> int:
                                  batch_size=args.batch_size, seed=args.seed, image_size=args.image_size,
                                  max_length=args.max_length, device=args.device, progress=sys.stdout.isatty())
         except ValueError as e:
-            raise CliError(_one_line(e)) from None
+            raise CliError(one_line(e)) from None
         except RuntimeError as e:  # the attention cannot be captured (dobrushin.capture.AttentionUnavailable)
             from ..capture import AttentionUnavailable
 
             if not isinstance(e, AttentionUnavailable):
                 raise
-            raise CliError(f"cannot measure {args.model_id}: {_one_line(e)}") from None
+            raise CliError(f"cannot measure {args.model_id}: {one_line(e)}") from None
     failed = {w: i.get("status") for w, i in run.runs.items() if i.get("status") != "ok"}
     if failed:
         raise CliError("; ".join(f"{args.model_id} ({w}): {s}" for w, s in failed.items()))

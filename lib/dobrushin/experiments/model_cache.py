@@ -66,6 +66,3 @@ def current_cache():
     plugin = w.plugins.get(PLUGIN_NAME)
     cache = getattr(plugin, "cache", None) or LOCAL_CACHE
     return cache, str(w.name)
-
-
-__all__ = ["LOCAL_CACHE", "ModelCache", "PLUGIN_NAME", "current_cache"]

@@ -44,7 +44,6 @@ class Says:
     key: Any = None
     choices: tuple = ()
     nonempty: bool = False
-    length: Optional[int] = None
 
 
 class _Full(ValueError):
@@ -59,13 +58,9 @@ def _g(x) -> str:
     return f"{x:g}"
 
 
-def _bounds(ge=None, gt=None, le=None) -> str:
+def _bounds(ge=None, gt=None) -> str:
     lo = ge if ge is not None else gt
-    if lo is not None and le is not None:
-        return f" in [{_g(lo)}, {_g(le)}]"
-    if lo is not None:
-        return f" {'>' if gt is not None else '>='} {_g(lo)}"
-    return f" <= {_g(le)}" if le is not None else ""
+    return "" if lo is None else f" {'>' if gt is not None else '>='} {_g(lo)}"
 
 
 def _not_bool(v):
@@ -79,10 +74,10 @@ def integer(*, ge: Optional[int] = None):
     return Annotated[int, BeforeValidator(_not_bool), Field(ge=ge), Says("an integer" + _bounds(ge=ge))]
 
 
-def number(*, ge=None, gt=None, le=None):
-    """A finite number (``0.5``, ``"1e-3"``; not a bool) within the bounds."""
-    return Annotated[float, BeforeValidator(_not_bool), Field(ge=ge, gt=gt, le=le, allow_inf_nan=False),
-                     Says("a number" + _bounds(ge=ge, gt=gt, le=le))]
+def number(*, gt=None):
+    """A finite number (``0.5``, ``"1e-3"``; not a bool), greater than ``gt``."""
+    return Annotated[float, BeforeValidator(_not_bool), Field(gt=gt, allow_inf_nan=False),
+                     Says("a number" + _bounds(gt=gt))]
 
 
 Bool = Annotated[bool, Says("true or false")]
@@ -172,14 +167,13 @@ def _unique(values: list) -> list:
     return values
 
 
-def list_of(item, *, nonempty: bool = False, unique: bool = False, length: Optional[int] = None):
-    """A list of ``item`` (every spelling of the module docstring), optionally non-empty, without
-    repeats, or of exactly ``length`` values."""
-    lo = length if length is not None else (1 if nonempty else None)
-    meta = [BeforeValidator(_as_list), Field(min_length=lo, max_length=length)]
+def list_of(item, *, nonempty: bool = False, unique: bool = False):
+    """A list of ``item`` (every spelling of the module docstring), optionally non-empty or without
+    repeats."""
+    meta = [BeforeValidator(_as_list), Field(min_length=1 if nonempty else None)]
     if unique:
         meta.append(AfterValidator(_unique))
-    return Annotated[List[item], *meta, Says("a list", item=item, nonempty=nonempty, length=length)]
+    return Annotated[List[item], *meta, Says("a list", item=item, nonempty=nonempty)]
 
 
 def _as_dict(value):
@@ -231,9 +225,7 @@ def describe(name: str, annotation, err: dict, given: Any) -> str:
     if isinstance(exc, _Full):
         return f"parameter {name}{where}: " + str(exc).replace("{given}", _show(given))
     got = err.get("input")
-    if err["type"] in ("too_short", "too_long"):
-        if says.length is not None:
-            return f"parameter {name}: got {len(got)} values ({_show(given)}); expected exactly {says.length}"
+    if err["type"] == "too_short":  # a non-empty list given empty
         choices = _says(says.item).choices
         return (f"parameter {name}: got an empty list ({_show(given)}); expected at least one value"
                 + (f" of {', '.join(map(repr, choices))}" if choices else ""))
@@ -255,7 +247,3 @@ def coerce(name: str, value: Any, annotation) -> Any:
         return TypeAdapter(annotation).validate_python(value)
     except ValidationError as e:
         raise ParameterError(describe(name, annotation, e.errors()[0], value)) from None
-
-
-__all__ = ["Bool", "Folder", "ParameterError", "Says", "choice", "coerce", "describe", "integer", "list_of", "mapping", "number",
-           "optional", "text"]

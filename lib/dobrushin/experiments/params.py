@@ -46,12 +46,8 @@ from typing import Any, ClassVar, Dict, List, MutableMapping, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .families import FAMILIES
-from .param_types import (Bool, Folder, ParameterError, Says, choice, coerce, describe, integer, list_of, mapping,
-                          number, optional, text)
-
-__all__ = ["NOTEBOOKS", "TYPES", "FamilyParameters", "ParameterError", "Parameters", "Says", "choice", "coerce",
-           "declare", "declared", "integer", "list_of", "mapping", "number", "optional", "parameters_for", "resolve",
-           "text", "unknown_names"]
+from .param_types import (Bool, Folder, ParameterError, choice, coerce, describe, integer, list_of, mapping, number,
+                          optional, text)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -253,11 +249,6 @@ def parameters_for(notebook: Union[str, os.PathLike, type]) -> type:
         raise ParameterError(f"no parameters are declared for the notebook {name!r} (known: {', '.join(NOTEBOOKS)}); "
                              "declare them with dobrushin.experiments.params.declare")
     return NOTEBOOKS[name]
-
-
-def declared(notebook: Union[str, os.PathLike, type]) -> Dict[str, Any]:
-    """The parameters a notebook declares, name -> type (:data:`TYPES`), in declaration order."""
-    return {n: TYPES[n] for n in parameters_for(notebook).model_fields}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -89,6 +89,3 @@ class PartialBatches:
 
     def discard(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-__all__ = ["PAUSE_ENV", "PartialBatches", "pause_point"]

@@ -71,7 +71,7 @@ from ..store.progress import Progress
 from .environment import describe_device, key_versions, resolve_device, steady_heap, versions
 from .heads import HeadSink, head_rows
 from .measure import BatchMeasure, measure_batch
-from .partial import PAUSE_ENV, PartialBatches, pause_point
+from .partial import PartialBatches, pause_point
 
 
 @dataclass(frozen=True)
@@ -453,7 +453,3 @@ def measure_models(model_ids: Sequence[str], inputs, *, store: ResultStore, conf
     if not model_ids:
         raise ValueError("no models to measure")
     return [measure_model(m, inputs, store=store, config=config, **kw) for m in model_ids]
-
-
-__all__ = ["MeasureConfig", "ModelRun", "PAUSE_ENV", "PartialBatches", "STAGES", "cache_params", "measure_model",
-           "measure_models", "run_weights"]

@@ -12,6 +12,3 @@ def random_kappa(n: int, *, count: int = 64, seed: int = 0, ensemble: str = "dir
     """κ of ``count`` random matrices of size ``n`` (seeded stream)."""
     X = sample_matrices(ensemble, int(n), 0, int(count), int(seed))
     return np.asarray(kappa(torch.from_numpy(X), validate=False).numpy(), dtype=np.float64)
-
-
-__all__ = ["random_kappa"]

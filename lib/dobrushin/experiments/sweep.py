@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..store.results import ResultStore, atomic_write_json, atomic_write_parquet, conform, sha256_file, slugify
-from .measure_cli import CliError, inputs_for, measure_inputs, one_line
+from .measure_cli import (CliError, add_shared_options, check_shared_options, exit_2_on_cli_error, inputs_for,
+                          measure_inputs, one_line)
 from .model_cache import PLUGIN_NAME, current_cache
 
 #: bump when a shard's output for the same parameters changes
@@ -407,21 +408,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        description=__doc__.splitlines()[0].replace("``", ""))
     s.add_argument("models", nargs="*", metavar="MODEL_ID", help="Hugging Face or timm ids")
     s.add_argument("--models-file", type=Path, metavar="F", help="more ids, one per line (# starts a comment)")
-    src = s.add_mutually_exclusive_group()
-    src.add_argument("--inputs", metavar="PATH", help="as for measure: image folder, .tsv, 'embedded' or 'hf:<id>'")
-    src.add_argument("--text", metavar="FILE", help="as for measure: .tsv with a 'sentence' column or one per line")
-    s.add_argument("--n", type=int, default=32, help="number of inputs (the seeded selection of measure; default 32)")
-    s.add_argument("--weights", default="pretrained", help="pretrained, untrained or pretrained,untrained")
+    add_shared_options(s, inputs="as for measure: image folder, .tsv, 'embedded' or 'hf:<id>'",
+                       text="as for measure: .tsv with a 'sentence' column or one per line",
+                       n="number of inputs (the seeded selection of measure; default 32)",
+                       weights="pretrained, untrained or pretrained,untrained",
+                       device='"auto", "cpu" or "cuda" (on each worker)')
     s.add_argument("--out", type=Path, required=True, metavar="DIR", help="results folder (partitioned parquet + manifest)")
     s.add_argument("--scheduler", default="serial", help="serial (default), local:K or tcp://HOST:PORT")
     s.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
                    help=f"inputs per task, a multiple of --batch-size (default {DEFAULT_SHARD_SIZE})")
     s.add_argument("--retries", type=int, default=2, help="extra attempts for a task that fails (default 2)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the input selection and untrained init (default 0)")
-    s.add_argument("--batch-size", type=int, default=8, help="inputs per forward pass (default 8)")
-    s.add_argument("--image-size", type=int, default=224, help="input resolution of vision models (default 224)")
-    s.add_argument("--max-length", type=int, default=128, help="truncation length of text models (default 128)")
-    s.add_argument("--device", default="auto", help='"auto", "cpu" or "cuda" (on each worker)')
     s.set_defaults(func=main)
     return s
 
@@ -437,18 +433,8 @@ def read_models_file(path: Path) -> List[str]:
 
 
 def spec_from_args(args) -> SweepSpec:
-    from .params import TYPES, ParameterError, coerce
-
     models = list(args.models) + (read_models_file(args.models_file) if args.models_file else [])
-    try:
-        weights = coerce("weights", args.weights, TYPES["weights"])
-    except ParameterError as e:
-        raise CliError(str(e).replace("parameter weights", "--weights")) from None
-    if args.text is not None and not Path(args.text).is_file():
-        raise CliError(f"cannot load inputs: --text {args.text}: no such file")
-    if args.inputs is not None and args.inputs not in ("embedded", "auto", "glue") \
-            and not args.inputs.startswith("hf:") and not Path(args.inputs).expanduser().exists():
-        raise CliError(f"cannot load inputs: --inputs {args.inputs}: no such file or folder")
+    weights = check_shared_options(args)
     resolve = lambda p: None if p is None or (not Path(p).expanduser().exists()) else str(Path(p).expanduser().resolve())  # noqa: E731
     try:
         return SweepSpec(models=tuple(models), weights=tuple(weights),
@@ -461,39 +447,32 @@ def spec_from_args(args) -> SweepSpec:
 
 
 def check_scheduler(scheduler: str) -> None:
-    """CliError unless ``scheduler`` is ``serial``, ``local:K`` (K >= 1) or ``tcp://`` / ``tls://`` an address."""
-    if scheduler == "serial" or scheduler.startswith(("tcp://", "tls://")):
-        return
+    """CliError unless ``scheduler`` is ``serial``, ``local:K`` (K >= 1) or a ``tcp://`` / ``tls://`` address
+    (the one place that checks it: :func:`.sweep_dask.connect` takes what passes)."""
     if scheduler.startswith("local:"):
         k = scheduler.split(":", 1)[1]
         if not k.isdigit() or int(k) < 1:
             raise CliError(f"--scheduler {scheduler}: local:K needs a positive number of workers K")
-        return
-    raise CliError(f"--scheduler {scheduler}: use serial, local:K or tcp://HOST:PORT")
+    elif scheduler != "serial" and not scheduler.startswith(("tcp://", "tls://")):
+        raise CliError(f"--scheduler {scheduler}: use serial, local:K or tcp://HOST:PORT")
 
 
+@exit_2_on_cli_error
 def main(args) -> int:
+    spec = spec_from_args(args)
+    check_scheduler(args.scheduler)
+    if args.scheduler == "serial" or not plan(spec, open_store(args.out))[2]:
+        return 1 if run_sweep(spec, args.out).failed else 0  # nothing to run: no cluster to start
     try:
-        spec = spec_from_args(args)
-        check_scheduler(args.scheduler)
-        if args.scheduler == "serial" or not plan(spec, open_store(args.out))[2]:
-            return 1 if run_sweep(spec, args.out).failed else 0  # nothing to run: no cluster to start
-        try:
-            from .sweep_dask import connect
+        from .sweep_dask import connect
 
-            client, cluster = connect(args.scheduler)
-        except (ValueError, OSError) as e:
-            raise CliError(one_line(e)) from None
-        try:
-            threads = None if cluster is None else 1
-            return 1 if run_sweep(spec, args.out, client=client, torch_threads=threads).failed else 0
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
-    except CliError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-
-
-__all__ = ["Shard", "ShardTask", "SweepResult", "SweepSpec", "open_store", "plan", "run_shard", "run_sweep", "source_fingerprint", "task_params"]
+        client, cluster = connect(args.scheduler)
+    except (ValueError, OSError) as e:
+        raise CliError(one_line(e)) from None
+    try:
+        threads = None if cluster is None else 1
+        return 1 if run_sweep(spec, args.out, client=client, torch_threads=threads).failed else 0
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

@@ -107,6 +107,3 @@ def measure_tabular(store: ResultStore, slug: str, *, models: Mapping[str, Any],
 
     return measure_model(model_name, inputs, store=store, config=cfg, loader=loader, provenance=provenance,
                          slug=slug, key_extra=key_extra, info=info)
-
-
-__all__ = ["TABULAR_CONFIG", "TabularInputs", "TabularModel", "measure_tabular"]

@@ -27,7 +27,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional
 
 import numpy as np
 import pandas as pd
@@ -35,8 +35,9 @@ import pandas as pd
 # the tolerances (on κ and the slack; the decision margin below which a flip is float32 rounding) are
 # defined with the attestations that record them
 from ..store.attest import FLOAT_ERROR, KAPPA_TOL
-from .comparison import (BASELINE_SIZES, FAMILY_KINDS, HEAD_KEY, HEAD_NUMBERS, MARGIN_COLUMNS, PER_GROUP, ROLLOUT_KEY,
-                         ROLLOUT_NUMBERS, SEED, Comparison, compare, decision_margin, focus_inputs, margin_of_rows,
+from .families import TRANSFORMER_INPUTS
+from .comparison import (BASELINE_SIZES, HEAD_KEY, HEAD_NUMBERS, PER_GROUP, ROLLOUT_KEY,
+                         ROLLOUT_NUMBERS, SEED, Comparison, compare, focus_inputs, margin_of_rows,
                          published_inputs, sample_inputs, subset_inputs)
 
 _START = [time.perf_counter()]  # reset by run()
@@ -94,8 +95,7 @@ def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_gro
     d = published_root / notebook
     if not (d / "manifest.json").exists():
         return []
-    store = ResultStore.__new__(ResultStore)
-    store.dir, store.notebook, store.manifest_path = d, notebook, d / "manifest.json"
+    store = ResultStore(published_root, notebook)  # the folder exists: nothing is written
     man = store.manifest()
     measure = measure or _measure_fresh
     out, inputs = [], None
@@ -148,66 +148,17 @@ def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_gro
     return out
 
 
-def margins_from_attention(records, input_ids: Sequence[str], variants: Sequence[str], atol: float) -> dict:
-    """``{(input_id, layer, variant): decision margin}`` from captured head-averaged attention: ``records``
-    is ``[(attention (B, L, n, n), roles)]`` in the order of ``input_ids`` (one per forward batch); each
-    matrix is restricted to the variant's tokens as :func:`dobrushin.experiments.measure.measure` does."""
-    import torch
-
-    from ..capture.roles import keep_indices
-    from ..math.coefficient import restrict
-
-    out, i = {}, 0
-    for att, roles in records:
-        A = torch.as_tensor(np.asarray(att), dtype=torch.float64)
-        for b in range(A.shape[0]):
-            for variant in variants:
-                keep = keep_indices(roles[b], variant)
-                if len(keep) < 2:
-                    continue
-                sub = restrict(A[b:b + 1], np.asarray(keep, dtype=np.int64), atol=atol)[0]
-                sub = sub.numpy() if hasattr(sub, "numpy") else np.asarray(sub)
-                for layer in range(sub.shape[0]):
-                    out[(str(input_ids[i]), layer, variant)] = decision_margin(sub[layer])
-            i += 1
-    return out
-
-
 def _measure_fresh(model_id: str, inputs, config):
-    """Measure into a temporary store (nothing read from or written to a cache) and give every row its
-    decision margin (column ``_margin``): from the table's own margin columns (:data:`MARGIN_COLUMNS`, the
-    kernel's exact margins); for a table without them the sample is measured again with the attention
-    kept, and the margins are recomputed from it (:func:`margins_from_attention`)."""
+    """Measure into a temporary store (nothing read from or written to a cache); every row gets its decision
+    margin (column ``_margin``) from the kernel's margin columns."""
     import tempfile
 
-    from ..capture.extract import extract_attention
     from .pipeline import measure_model
     from ..store.results import ResultStore
 
-    def measured(extractor=None):
-        with tempfile.TemporaryDirectory() as tmp:
-            kw = {"extractor": extractor} if extractor is not None else {}
-            return measure_model(model_id, inputs, store=ResultStore(tmp, "verify"),
-                                 config=config.replace(force=True), **kw)
-
-    run = measured()
-    table = run.table
-    if set(MARGIN_COLUMNS) <= set(table.columns):
-        return {"table": table.assign(_margin=margin_of_rows(table).to_numpy()), "heads": run.heads,
-                "rollout": run.rollout}
-    records = []  # the head-averaged attention as captured
-
-    def extractor(model, x, average_heads=True):
-        ex = extract_attention(model, x, average_heads=average_heads)
-        if average_heads:
-            records.append((ex.attention.detach().to("cpu").numpy().copy(), [list(r) for r in ex.roles]))
-        return ex
-
-    run = measured(extractor)
-    table = run.table
-    margins = margins_from_attention(records, inputs.ids, config.variants, config.atol)
-    keys = zip(table["input_id"].astype(str), table["layer"].astype(int), table["variant"].astype(str))
-    return {"table": table.assign(_margin=[margins.get(k, np.nan) for k in keys]), "heads": run.heads,
+    with tempfile.TemporaryDirectory() as tmp:
+        run = measure_model(model_id, inputs, store=ResultStore(tmp, "verify"), config=config.replace(force=True))
+    return {"table": run.table.assign(_margin=margin_of_rows(run.table).to_numpy()), "heads": run.heads,
             "rollout": run.rollout}
 
 
@@ -224,7 +175,7 @@ def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
     comps = [verify_baseline(root)] if (root / "baseline").exists() else []
     for c in comps:
         _say(c)
-    for nb in FAMILY_KINDS:
+    for nb in TRANSFORMER_INPUTS:
         comps += verify_family(root, nb, seed, per_group)
     from .verify_products import verify_ablation, verify_atlases, verify_epochs, verify_epochs_replay, verify_tabular
 
@@ -343,11 +294,8 @@ def attest(root, rep: dict) -> dict:
     product whose code changed, with its evidence: the model tables by the re-measured sample (families and
     the FT-Transformer checkpoint), the cells by the baseline re-simulated with identical counts, the trajectories
     along training by one replayed from its initialisation and their early-stopping rows re-measured (when the
-    training code is unchanged), any product
-    whose files are byte for byte those that made the publication (its digest before the normalized source).
-    Returns ``{product: evidence or "" (none: not attested)}`` for the changed products."""
+    training code is unchanged).  Returns ``{product: evidence or "" (none: not attested)}`` for the changed products."""
     from ..store import attest as A
-    from ..store.code import PRODUCTS, code_digest
 
     changed = {p: v for p, v in carry_over(root).items() if v["how"] == "changed"}
     edited = [p for p, d in (rep.get("digests") or {}).items() if p in changed and d != changed[p]["now"]]
@@ -359,9 +307,7 @@ def attest(root, rep: dict) -> dict:
     replayed = [c for c in groups if c["group"].startswith("tabular along training, replayed")]
     evidence = {}
     for p, v in changed.items():
-        if p != "tables" and code_digest(PRODUCTS[p][0], normalize=False) == v["published"]:
-            evidence[p] = "byte-identical source (the digest changed from raw bytes to normalized source)"
-        elif p == "tables" and measured and not _schema_gap(root):
+        if p == "tables" and measured and not _schema_gap(root):
             evidence[p] = (f"re-measured: {len(measured)} groups, {sum(c['rows'] for c in measured)} rows, every "
                            "decision agreed (near-ties below the float error excepted) and κ within tolerance")
         elif p == "cells" and any(c["group"] == "random baseline" for c in groups):
@@ -390,7 +336,7 @@ def data_dir_note(root) -> str:
 
     if os.environ.get("DOBRUSHIN_DATA"):
         return ""
-    canonical = [nb for nb in FAMILY_KINDS if {str(((e.get("params") or {}).get("inputs") or {}).get("source", ""))
+    canonical = [nb for nb in TRANSFORMER_INPUTS if {str(((e.get("params") or {}).get("inputs") or {}).get("source", ""))
                                                 for e in _published_entries(root, nb)} & {IMAGENET_SAMPLES_SOURCE, SST2_SOURCE}]
     lines = []
     if canonical:
@@ -432,7 +378,7 @@ def hub_note(root) -> str:
     published wall times (a model whose weights change is measured again, trained weights and control)."""
     from ..data.availability import hub_offline
 
-    missing = [e for nb in FAMILY_KINDS for e in _published_entries(root, nb)
+    missing = [e for nb in TRANSFORMER_INPUTS for e in _published_entries(root, nb)
                if ((e.get("provenance") or {}).get("pretrained") or {}).get("source") == "unavailable"]
     if not missing:
         return ""

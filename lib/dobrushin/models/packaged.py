@@ -348,7 +348,3 @@ def provenance(spec: SplitZipModel = MPNET) -> dict:
             "file": spec.zip_name, "sha256": spec.zip_sha256, "proxy_for": None,
             "checkpoint": f"{spec.model_id}@{spec.hub_revision}",  # its weights file is checked to be the hub's
             "weights_file": spec.weights_file, "weights_sha256": spec.weights_sha256}
-
-
-__all__ = ["ConcatReader", "MPNET", "PACKAGED", "SplitZipModel", "check_parts", "ensure_extracted",
-           "locate_parts", "provenance"]

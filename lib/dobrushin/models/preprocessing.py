@@ -141,6 +141,3 @@ def text_preprocess(tokenizer, model, max_length: int, remap: Optional[Dict[int,
         return out
 
     return preprocess
-
-
-__all__ = ['batch_transform', 'hf_image_preprocess', 'processor_description', 'rgb_images', 'standard_transform', 'text_preprocess', 'timm_preprocess']

@@ -435,6 +435,3 @@ def resolve_weights(model_id: str, *, pretrained: bool = True, seed: int = 0,
     if name is not None:
         return resolve_timm_weights(name, timeout)
     return resolve_hf_weights(model_id, timeout)
-
-
-__all__ = ['HF_WEIGHT_FILES', 'ResolvedWeights', 'SHA256_LIMIT_BYTES', 'TIMM_WEIGHT_FILES', 'file_provenance', 'HUB_WEIGHTS', 'hub_cache_dir', 'hub_snapshot', 'hub_timeout_seconds', 'is_proxy', 'minilm_path', 'model_path_problem', 'original_from_package', 'mpnet_path', 'probe_hub', 'resolve_hf_weights', 'resolve_timm_weights', 'resolve_weights', 'timm_cached_file', 'timm_name', 'unavailable_status', 'weights_provenance']

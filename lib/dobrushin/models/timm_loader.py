@@ -49,6 +49,3 @@ def load_timm(model_id: str, name: str, pretrained: bool, seed: int, image_size:
                        weights="pretrained" if pretrained else "untrained", model_id=model_id, status="ok",
                        family=model_family(name), seed=None if pretrained else int(seed),
                        notes="; ".join(notes), image_size=image_size, max_length=None, provenance=provenance)
-
-
-__all__ = ['load_timm']

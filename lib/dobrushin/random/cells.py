@@ -9,7 +9,7 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping
 
 import pandas as pd
 
@@ -158,7 +158,3 @@ def reference(n: int, ensemble: "str | Ensemble" = "dirichlet(1)", results_dir=N
         raise ValueError(f"no baseline for n={n}, {name} in the reference table (it has n = {have})")
     r = hit.iloc[0]
     return float(r["p"]), float(r["ci_low"]), float(r["ci_high"])
-
-
-__all__: Sequence[str] = ["REFERENCE_COLUMNS", "baseline_dir", "cell_params", "cell_path", "load_cell", "reference",
-                          "reference_table", "run_cell", "run_grid", "write_table"]

@@ -37,7 +37,7 @@ import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -47,9 +47,6 @@ from ..math.stats import wilson
 from ..math.validation import check_integer, check_positive
 from .exact import exact_equality
 
-#: kept importable (extend-only API); no longer decides cache reuse: a cell's key holds the digest of
-#: the code that computes it (:data:`CELL_CODE`, :func:`dobrushin.store.code.code_digest`)
-ENSEMBLES_VERSION = 1
 #: the subpackages a random-matrix cell's counts depend on (the sampler here, the kernel, the store)
 CELL_CODE = ("math", "random", "store")
 #: matrix entries per random-number block: block ``b`` of ``(seed, ensemble, n)`` holds matrices
@@ -395,10 +392,3 @@ def pair_split_constant(ensemble: "str | Ensemble") -> float:
     s = 1.0 / ens.param
     pprime = -1.0 / (2 * s * math.sqrt(math.pi))
     return 0.25 + 2 * pprime**2 * math.expm1(s * s) + pprime * 2 * (2 * stats.norm.cdf(s / math.sqrt(2)) - 1)
-
-
-__all__: Sequence[str] = [
-    "BLOCK_ELEMENTS", "CELL_CODE", "COUNT_FIELDS", "ENSEMBLES_VERSION", "Ensemble", "block_rng", "block_size", "dirichlet",
-    "exact_equality", "exact_probability", "holds_bounds", "pair_split_constant", "pair_statistics", "parse_ensemble",
-    "sample_matrices", "simulate", "softmax_gaussian", "summarise",
-]

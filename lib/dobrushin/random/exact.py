@@ -68,6 +68,3 @@ def exact_equality(A: np.ndarray) -> bool:
         Bm[k][k] += S
     Bf = 0.5 * (A + np.eye(A.shape[0]))
     return _exact_max_distance(Bm, Bf) == 2 * S + _exact_max_distance(M, A)
-
-
-__all__ = ["exact_equality"]

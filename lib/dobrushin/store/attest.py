@@ -119,7 +119,3 @@ def write(root, products: Dict[str, dict], report: dict) -> Path:
     tmp.write_text(json.dumps(rec, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
     return path
-
-
-__all__ = ["FLOAT_ERROR", "KAPPA_TOL", "MAX_ATTESTATIONS", "SCHEMA_VERSION", "attestations", "published_digests",
-           "refusal", "resolve", "write"]

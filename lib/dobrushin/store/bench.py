@@ -21,5 +21,3 @@ STAGE_COLUMNS = ["config", "model", "tokens", "inputs", "batch", "load", "forwar
 #: columns of sweep.csv: one row per run of the sweep (serial, then on Dask)
 SWEEP_BENCH_COLUMNS = ["run", "workers", "threads_per_worker", "tasks", "ran", "skipped", "rows", "wall_s", "startup_s",
                        "speedup_vs_serial", "rows_vs_serial", "max_abs_dkappa", "verdicts_differing"]
-
-__all__ = ["BENCH_COLUMNS", "STAGE_COLUMNS", "SWEEP_BENCH_COLUMNS"]

@@ -152,12 +152,10 @@ def normalized_tree(tree: ast.AST) -> bytes:
     return "".join(out).encode()
 
 
-def _digest(files: Sequence[Path], root: Path, normalize: bool = True) -> str:
+def _digest(files: Sequence[Path], root: Path) -> str:
     h = hashlib.sha256()
     for f in files:
-        data = f.read_bytes()
-        if normalize:
-            data = normalized_source(data, str(f))
+        data = normalized_source(f.read_bytes(), str(f))
         h.update(f.relative_to(root).as_posix().encode())
         h.update(b"\0%d\0" % len(data))
         h.update(data)
@@ -200,22 +198,16 @@ def product_digest(product: str, root: "Path | None" = None) -> str:
     return _digest(product_files(product, root), root)
 
 
-def code_digest(packages: Optional[Sequence[str]] = None, root: "Path | None" = None,
-                normalize: bool = True) -> str:
+def code_digest(packages: Optional[Sequence[str]] = None, root: "Path | None" = None) -> str:
     """The digest that keys a cached product.  No ``packages``: the model tables; ``packages`` naming a
     product's code (:data:`PRODUCTS`, e.g. ``("models/ft_transformer.py", "data/tabular_data.py")``): that
     product; any other subpackages / files (:func:`code_files`): their plain digest.  For a product, it is
     :func:`product_digest`, or, when a published folder is in use (``DOBRUSHIN_PUBLISHED``) and an accepted
     attestation there carries today's code over to the publication's (:mod:`dobrushin.store.attest`), the
-    published digest, so the published entries are reused.  ``normalize=False`` hashes the raw bytes of
-    ``packages`` instead, as the digests were before the normalized source (kept to attest that change)."""
+    published digest, so the published entries are reused."""
     root = Path(root) if root is not None else PACKAGE_ROOT
     if isinstance(packages, str):
         raise TypeError("packages must be a sequence of names, e.g. ('math', 'capture'), not a string")
-    if not normalize:
-        if packages is None:
-            raise ValueError("normalize=False needs packages")
-        return _digest(code_files(packages, root), root, False)
     product = "tables" if packages is None else next(
         (p for p, (spec, _) in PRODUCTS.items() if tuple(packages) == spec), None)
     if product is None:
@@ -229,7 +221,3 @@ def code_digest(packages: Optional[Sequence[str]] = None, root: "Path | None" = 
     from .attest import resolve
 
     return resolve(product, digest, pub)
-
-
-__all__ = ["KEYING", "PACKAGE_ROOT", "PRODUCTS", "code_digest", "code_files", "import_closure", "normalized_source",
-           "normalized_tree", "product_digest", "product_files"]

@@ -105,6 +105,3 @@ class Progress:
     def __exit__(self, *exc):
         self.close()
         return False
-
-
-__all__ = ["Progress"]
