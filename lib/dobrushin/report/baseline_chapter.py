@@ -1,12 +1,8 @@
 """The random-matrix baseline chapter (``notebooks/baseline.ipynb``).
 
-``BaselineChapter(_params)`` takes the notebook's resolved parameters (:func:`dobrushin.experiments.params.resolve`)
-and computes (or reads from the cache under ``<results>/baseline/cells``) every cell: the uniform-row curve and the
-attention-like ensembles.  Each section is then a method that returns what its cell shows (a figure, a
-:class:`~dobrushin.report.display.Section` of tables and glued numbers): :meth:`uniform_figure`,
-:meth:`uniform_numbers`, :meth:`ensembles_figure`, :meth:`ensembles_numbers`, what the appendix's bound says about
-the paper's band (:meth:`law_bound`), the theorem checked on every matrix (:meth:`theorem_check`), the download
-links and the how-this-was-run block.
+``BaselineChapter(params)`` computes (or reads from the cache under ``<results>/baseline/cells``) every cell: the
+uniform-row curve and the attention-like ensembles.  Each section is a method returning what its cell shows (a
+figure, or a :class:`~dobrushin.report.display.Section` of tables and glued numbers).
 """
 from __future__ import annotations
 

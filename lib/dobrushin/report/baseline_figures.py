@@ -1,8 +1,5 @@
-"""Figures and the numbers of the sentences of the random-matrix baseline chapter (``notebooks/baseline.ipynb``).
-
-Drawn from the tidy grid of :func:`dobrushin.random.cells.run_grid` (columns ``ensemble``, ``n``,
-``p``, ``ci_low``, ``ci_high``, ``trials``). The random baseline is drawn in the book's baseline colour
-(:data:`dobrushin.report.style.COLORS` ``"random"``). Tested in ``tests/test_baseline_figures.py``.
+"""Figures and the numbers of the sentences of the random-matrix baseline chapter (``notebooks/baseline.ipynb``),
+drawn from the tidy grid of :func:`dobrushin.random.cells.run_grid` (``ensemble, n, p, ci_low, ci_high, trials``).
 """
 from __future__ import annotations
 
@@ -17,8 +14,6 @@ from ..random import law
 from .style import COLORS
 from .names import and_join, pct
 from .plots import log2_axis, panel_grid, require_columns
-
-
 
 
 def uniform_figure(uni: pd.DataFrame, band: tuple, band_label: str, exact2: float):
@@ -103,9 +98,8 @@ def _row(df, n, ens="dirichlet(1)"):
 
 
 def uniform_values(uni: pd.DataFrame, band: tuple) -> dict:
-    """The numbers of the paragraph under the uniform-row figure (glued as ``uni-*``): n = 2 against ½, n = 8 and
-    whether it lies inside the paper's band, the sizes where the estimate or its interval lies inside, overlaps,
-    below or above the band, and the largest size."""
+    """The numbers under the uniform-row figure (glued as ``uni-*``): n = 2 against ½, n = 8 against the band, the
+    sizes whose estimate or interval lies inside, overlaps, below or above the band, and the largest size."""
     lo, hi = band
     grid = list(uni["n"])
     r2, r8 = _row(uni, 2), _row(uni, 8)

@@ -1,20 +1,9 @@
 """The family chapters (DINOv2, language models, supervised ViTs): one :class:`FamilyChapter` per notebook, which
 measures, and one method per section, each returning its tables, figures and sentences as a value.
 
-The notebooks keep their own prose and parameters; every number they show comes from here: the inputs
-(:func:`dobrushin.data.inputs.load_inputs`), the one measurement loop
-(:func:`dobrushin.experiments.pipeline.measure_models`), the tables (:mod:`.tables`) and the figures
-(:mod:`.plots`), put on the page by :mod:`.page` (numbered captioned figures with alt text, tables
-without index, one banner for missing weights, the collapsed how-this-was-run block at the end).  Figures are
-written to ``results/figures/<notebook>-<what>.{png,svg}`` and the fractions to
-``results/<notebook>/fractions.csv``.
-
-The *featured* models of a chapter are those whose trained weights were measured (in the order of the
-``models`` parameter); every section shows them with their untrained controls.  Models whose trained
-weights could not be obtained are named once, in one banner, and their untrained controls are shown
-together in :meth:`FamilyChapter.controls`.  When no trained weights at all were measured, every
-section shows the untrained controls.  ``extra_image_size`` measures the models of ``extra_size_models``
-a second time at that resolution, stored under the id ``<model>@<size>px`` (same schema, separate rows).
+Sections show the *featured* models (trained weights measured; all models when none was) with their untrained
+controls; models without trained weights get one banner and :meth:`FamilyChapter.controls`.  ``extra_image_size``
+measures ``extra_size_models`` again at that resolution, stored as ``<model>@<size>px``.
 """
 from __future__ import annotations
 
@@ -39,10 +28,7 @@ from .display import Section
 
 
 def proxy_label(model_id: str, provenance: Optional[dict]) -> str:
-    """How a model's trained weights are named in its chapter, from their provenance: packaged weights
-    that stand in for a hub checkpoint are *"<name> weights as shipped in <package> <version> — a proxy
-    for <hub id>, not that checkpoint"*; weights from the hub or its cache are *"trained weights of
-    <id>"*; ``""`` when nothing is known."""
+    """How a model's trained weights are named in its chapter, from their provenance (``""`` when nothing is known)."""
     from ..models.provenance import is_proxy, original_from_package
 
     prov = dict(provenance or {})
@@ -83,8 +69,7 @@ def _alt_panels(models) -> str:
 
 def rollout_check(rs: pd.DataFrame, name: str) -> Section:
     """The whole-rollout bound checked on content tokens, from :func:`dobrushin.report.tables.rollout_summary`
-    output ``rs``: one row per model and weights with its rollouts, violations (0 by the theorem) and the
-    medians of κ(R)/bound and of the bound (an empty section when ``rs`` has no content-token rows)."""
+    output ``rs`` (an empty section when ``rs`` has no content-token rows)."""
     c = rs[rs["variant"] == "content"]
     if not len(c):
         return Section()
@@ -96,15 +81,10 @@ def rollout_check(rs: pd.DataFrame, name: str) -> Section:
 
 
 class FamilyChapter(InsightSections):
-    """One family chapter: ``FamilyChapter(params, title)`` with the notebook's validated parameters
-    (:func:`dobrushin.experiments.params.resolve` returns them: a
-    :class:`~dobrushin.experiments.params.FamilyParameters`, which knows its notebook and the kind of
-    input, ``"image"`` or ``"text"``): it loads the inputs and measures every model (cached results are reused).
-    Each section is then a method that returns a :class:`~dobrushin.report.display.Section` (its tables, figures,
-    sentences and glued numbers), shown by the notebook cell it ends: :meth:`inputs`, :meth:`status`,
-    :meth:`fractions`, :meth:`depth`, :meth:`slack`, :meth:`heads`, :meth:`rollout`, :meth:`controls`,
-    :meth:`finish`, and those of :class:`~dobrushin.report.insight.InsightSections`.  The parameters are kept as they
-    are (``self.params``) and the measurement config is built from them (``self.config``)."""
+    """One family chapter from the notebook's validated parameters (a
+    :class:`~dobrushin.experiments.params.FamilyParameters`, from :func:`dobrushin.experiments.params.resolve`):
+    loads the inputs and measures every model (reusing cached results).  Each section is a method returning a
+    :class:`~dobrushin.report.display.Section`, shown by the notebook cell it ends."""
 
     def __init__(self, params, title: str, *, ncols: int = 3):
         from ..experiments.params import FamilyParameters
@@ -125,8 +105,7 @@ class FamilyChapter(InsightSections):
         self.results = Path(params.results_dir) if params.results_dir else paths.results_dir()
         self.store = ResultStore(self.results, self.notebook)
         self.device = resolve_device(params.device)
-        # progress (inputs done, elapsed, ETA) on the kernel's original standard error, i.e. the terminal of
-        # make book, and in results/<notebook>/progress.log; never in the notebook (dobrushin.store.progress)
+        # progress goes to the kernel's original stderr (make book's terminal) and progress.log, never the notebook
         self.config = params.measure_config(progress=True)
         self.input_set, self.runs = None, []
         self.table = self.heads_table = self.roll = self.summ = pd.DataFrame()
@@ -152,8 +131,7 @@ class FamilyChapter(InsightSections):
 
     @property
     def featured(self) -> list:
-        """Ids (as in the tables) of the models whose trained weights were measured; all measured
-        models when none was."""
+        """Ids of the models whose trained weights were measured; all measured models when none was."""
         ok = [r.model_id for r in self.runs if self._trained_ok(r)]
         return ok or [r.model_id for r in self.runs if len(r.table)]
 
@@ -249,8 +227,7 @@ class FamilyChapter(InsightSections):
                                                                                "timm", "dobrushin")})
 
     def status(self):
-        """One banner naming every model whose trained weights could not be obtained (with the reasons),
-        then what was measured and where each real model's weights come from."""
+        """A banner naming the models without trained weights (and why), then what was measured and the provenance."""
         out = Section()
         missing = [r for r in self.runs if r.status != "ok"]
         if missing:
@@ -297,8 +274,7 @@ class FamilyChapter(InsightSections):
         return out
 
     def fractions(self):
-        """The fraction of (input, layer) pairs where the condition holds (:func:`fraction_grid`), and the
-        near-ties."""
+        """The fraction of (input, layer) pairs where the condition holds, and the near-ties."""
         out = Section().glue(f"{self.notebook}-ties", near_ties(self.table[self.table["model"].isin(self.featured)]))
         if not len(self.table):
             return out.md("No model could be measured in this build.")
@@ -390,8 +366,7 @@ class FamilyChapter(InsightSections):
         return out.include(rollout_check(rs, f"tab-{self.notebook}-rollout"))
 
     def controls(self):
-        """*Not run here*: the models whose trained weights were not reachable, with the reason and their untrained
-        controls' fractions (one table; the banner above names them too)."""
+        """*Not run here*: models whose trained weights were unavailable, with their untrained controls' fractions."""
         out = Section()
         others = self.others
         if not others:
@@ -413,8 +388,7 @@ class FamilyChapter(InsightSections):
 
         out = Section()
         wall = time.perf_counter() - self.t_start
-        # the wall time of the last pass that measured: a pass that found every table cached (make reproduce
-        # rendering a chapter again after its lanes, or a rebuild) leaves an earlier pass's time in place
+        # keep the wall time of the last pass that measured: an all-cached pass (a rebuild) leaves it in place
         if not (self.runs and all(r.cached for r in self.runs) and "notebook_wall_s" in self.store.manifest()):
             self.store.update_manifest(notebook_wall_s=round(wall, 1))
         timings = dict(self.timings)

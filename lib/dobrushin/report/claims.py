@@ -66,17 +66,14 @@ def special_claim(model: str) -> Optional[str]:
     return "special" if hit and hit[2] else None
 
 
-#: **Too wide to decide.** An interval that overlaps the paper's range but reaches more than this far beyond
-#: it on either side (5 percentage points: below ``low − TOO_WIDE`` or above ``high + TOO_WIDE``) is too
-#: wide: the data then allow values the paper's statement does not, and the verdict is "inconclusive".
+#: **Too wide to decide**: an interval overlapping the paper's range but reaching more than this (5 points) beyond
+#: it on either side allows values the paper's statement does not; the verdict is "inconclusive".
 TOO_WIDE = 0.05
 
 class Verdict(StrEnum):
-    """The verdicts, in the order of how much they say, each with its word (the value) and its colour
-    (:attr:`colour`, the figures'; the introduction's scorecard darkens the same hues for contrast,
-    ``_static/dobrushin.css``).  A row of the scorecard or the summary table
-    may add a qualifier after the word ("reproduced (proxy weights)", "not run: weights unavailable");
-    :meth:`of` reads the verdict back from such a text."""
+    """The verdicts, in the order of how much they say: the value is the word, :attr:`colour` the figures' colour
+    (the scorecard darkens the same hues, ``_static/dobrushin.css``).  A row may add a qualifier after the word
+    ("reproduced (proxy weights)"); :meth:`of` reads the verdict back from such a text."""
     REPRODUCED = "reproduced"
     CONSISTENT = "consistent"
     DIFFERS = "differs"
@@ -103,18 +100,15 @@ VERDICTS = tuple(v.value for v in Verdict if v is not Verdict.RELATED)
 
 
 def judge(estimate: float, ci_low: float, ci_high: float, claim: "Claim", n: int = 1) -> str:
-    """The verdict on a measured fraction ``estimate`` with its interval ``[ci_low, ci_high]`` (the interval
-    clustered by input) against ``claim``'s range ``[low, high]``:
+    """The verdict on a measured fraction ``estimate`` with its input-clustered interval ``[ci_low, ci_high]``
+    against ``claim``'s range ``[low, high]``:
 
-    * ``not run: no measurement`` — no pairs (``n = 0``);
+    * ``not run: no measurement`` — no pairs (``n = 0``) or non-finite values;
     * ``differs`` — the interval excludes the range;
-    * ``inconclusive`` — the interval overlaps the range but is too wide (:data:`TOO_WIDE`);
-    * ``reproduced`` — the estimate lies within the range (for "essentially every": ≥ 99%) and the
-      interval is narrow enough to decide; for a value stated as one rounded number (``claim.point``,
-      "91%"), also when the interval contains that value (a rounded point read as ±0.5 points could almost
-      never be reproduced otherwise);
-    * ``consistent`` — the interval overlaps the range and is narrow enough, but the estimate lies outside
-      (and, for a point, the interval misses the value itself).
+    * ``inconclusive`` — it overlaps the range but is too wide (:data:`TOO_WIDE`);
+    * ``reproduced`` — the estimate lies within the range; for a value stated as one rounded number
+      (``claim.point``, "91%"), also when the interval contains it (a ±0.5-point range is almost never hit);
+    * ``consistent`` — otherwise: overlapping and narrow enough, the estimate outside.
     """
     import math
 
@@ -142,16 +136,12 @@ def combine(verdicts) -> str:
 
 @dataclass(frozen=True)
 class ScorecardRow:
-    """One row of the summary's scorecard: one claim of the paper, about the models of ``families``
-    (:func:`dobrushin.models.model_family` values), judged against the range of ``CLAIMS[band]``.
-
-    ``kind``: ``"fraction"`` (share of (input, layer) pairs where the condition holds, on ``variant``),
-    ``"late"`` (all failures in the second half of the network), ``"baseline"`` (random matrices),
-    ``"theorem"`` (the equality characterisation: its proof and the exact check on every sampled random
-    matrix), ``"pooled"`` (a range the paper pools over the models of ``families``: judged on the pooled
-    inputs, with one row per model beneath it, ``parent`` naming it) or ``"related"`` (trained models
-    of ``families`` that no claim covers: shown, never judged).  ``models``: id fragments that restrict
-    the row to some models of the families (``"dinov2-small"``: DINOv2-S only)."""
+    """One row of the summary's scorecard: a claim about the models of ``families``
+    (:func:`dobrushin.models.model_family` values), judged against ``CLAIMS[band]``; ``models``: id fragments that
+    restrict it to some of them (``"dinov2-small"``).  ``kind``: ``"fraction"`` (share of pairs holding, on
+    ``variant``), ``"late"`` (all failures in the second half), ``"baseline"`` (random matrices), ``"theorem"``
+    (the equality characterisation), ``"pooled"`` (a range pooled over the families' models; per-model rows name
+    it as ``parent``) or ``"related"`` (models no claim covers: shown, never judged)."""
     key: str
     short: str  # the claim's name in a sentence ("DeiT-B")
     text: str  # the claim in words

@@ -1,15 +1,9 @@
 """The one display wrapper of the book: :class:`Display`, an object that a notebook cell shows (or
 ``myst_nb.glue`` stores) with the MIME types it was given, and a plain-text fallback.
 
-Which MIME type a block needs depends on where it lands:
-
-* **glued across documents** (``{glue}`` in a Markdown chapter, or a notebook's value pasted into
-  another page): myst-nb pastes ``text/html``, images and ``text/plain``, not Markdown, so the block
-  carries ``text/html`` and ``text/plain`` (:func:`html_block`, :func:`plain_text`, :func:`admonition`);
-* **on the notebook's own page**: myst-nb parses a ``text/markdown`` output as MyST, so numbered
-  tables, figures and collapsed blocks carry ``text/markdown`` (:func:`markdown_block`).
-
-A MIME type left as ``None`` is not offered (IPython skips a ``_repr_*_`` that returns ``None``).
+Glued across documents, myst-nb pastes ``text/html``, images and ``text/plain``, not Markdown (:func:`html_block`,
+:func:`plain_text`, :func:`admonition`); on the notebook's own page it parses ``text/markdown`` as MyST
+(:func:`markdown_block`).  A MIME type left as ``None`` is not offered.
 """
 from __future__ import annotations
 
@@ -56,9 +50,8 @@ def plain_text(s) -> Display:
 
 
 class Section(list):
-    """What a section of a chapter returns: its blocks (tables, figures, sentences), shown in order when it is the
-    value of a notebook cell, and ``values``, the numbers it glues for the notebook's hand-written sentences (a
-    number or a string as plain text; an HTML block or an image as it is)."""
+    """What a section of a chapter returns: its blocks, shown in order as a cell's value, and ``values``, glued for
+    the notebook's sentences (HTML blocks and images as they are, anything else as plain text)."""
 
     def __init__(self, *blocks, values: Optional[dict] = None):
         super().__init__(b for b in blocks if b is not None)
@@ -93,9 +86,8 @@ class Section(list):
 
 
 def admonition(title: str, body: str, kind: str = "warning", classes: Sequence[str] = ()) -> Display:
-    """A warning box: HTML with the admonition classes of the book's theme (Jupyter Book renders a
-    ``text/html`` output as is), a Markdown and a plain-text fallback. ``classes`` are extra CSS classes.
-    ``display(admonition("Not reproduced in this build", "weights unavailable: ..."))``."""
+    """A warning box: HTML with the theme's admonition classes (plus ``classes``), with Markdown and plain-text
+    fallbacks."""
     if kind not in ADMONITION_KINDS:
         raise ValueError(f"unknown admonition kind {kind!r}")
     bad = [c for c in classes if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", str(c))]

@@ -1,13 +1,7 @@
 """Sections that show *why* the condition holds or fails, mixed into the family chapters
-(:class:`InsightSections`, a base of :class:`dobrushin.report.chapter.FamilyChapter`):
-
-* :meth:`~InsightSections.kappa` — κ(A) per layer (trained, untrained control, random matrices of the
-  same n) beside κ(R)/bound, and the split of the whole-rollout gap into its two factors;
-* :meth:`~InsightSections.atlas` — the failure atlas: failing and holding cases drawn on the photo or sentence;
-* :meth:`~InsightSections.mpnet_ablation` — the MPNet distance-0 bias ablation (language chapter);
-* :meth:`~InsightSections.downloads` — links to the chapter's result files.
-
-Every number in the sentences is computed from the result tables or measured here.
+(:class:`InsightSections`, a base of :class:`dobrushin.report.chapter.FamilyChapter`): κ(A) per layer, the
+failure atlas, the MPNet distance-0 bias ablation, the download links.  Every number in the sentences is
+computed from the result tables or measured here.
 """
 from __future__ import annotations
 
@@ -31,13 +25,10 @@ MPNET = "sentence-transformers/all-mpnet-base-v2"
 
 
 def near_ties(table: pd.DataFrame, name=None) -> dict:
-    """The numbers of the decisions a rounding could turn (glued as ``<chapter>-ties-*`` for the notebook's
-    sentence): of the (input, layer, variant) rows of ``table``, those whose decision margin (the smallest of the
-    κ gap and the two self-margins: how far the κ-attaining pair is from another pair, and each token's
-    self-attention from the other's attention to it) is below :data:`dobrushin.experiments.verify.FLOAT_ERROR`,
-    the size of float32 rounding in the captured attention; their share; and how far counting all of them the
-    other way could move a fraction (per model, weights and variant) and where.  ``name``: how a model id is
-    shown.  Every value "—" when the table has no margin columns."""
+    """The decisions a rounding could turn, glued as ``<chapter>-ties-*``: the rows of ``table`` whose decision margin
+    (smallest of the κ gap and the two self-margins) is below :data:`dobrushin.experiments.verify.FLOAT_ERROR`
+    (float32 rounding), their share, and the largest share per (model, weights, variant) and where.  ``name``: how
+    a model id is shown.  Every value "—" when ``table`` has no margin columns."""
     from ..experiments.comparison import FLOAT_ERROR, MARGIN_COLUMNS, margin_of_rows
 
     keys = ("n", "rows", "share", "error", "top", "where")
@@ -54,10 +45,9 @@ def near_ties(table: pd.DataFrame, name=None) -> dict:
 
 
 def ablation_verdict(k0: int, n0: int, k1: int, n1: int) -> str:
-    """What the MPNet ablation shows, as a category of its counts — the condition held on ``k0`` of ``n0`` pairs
-    before and ``k1`` of ``n1`` after: ``"the cause"`` when at least 90% of the share failing before is gone,
-    ``"part of the cause"`` when some is, ``"not the cause"`` when none is, ``"nothing to explain"`` when nothing
-    failed (monotone: more pairs holding after never reads as less); ``"not run"`` without counts."""
+    """What the MPNet ablation shows, from the condition holding on ``k0`` of ``n0`` pairs before and ``k1`` of ``n1``
+    after: ``"the cause"`` (≥ 90% of the failing share gone), ``"part of the cause"``, ``"not the cause"``,
+    ``"nothing to explain"`` (nothing failed) or ``"not run"`` (no counts)."""
     if n0 <= 0 or n1 <= 0:
         return "not run"
     f0, f1 = 1 - k0 / n0, 1 - k1 / n1  # the shares failing before and after
@@ -110,10 +100,9 @@ class InsightSections:
 
     # ------------------------------------------------------------------ §2 the failure atlas
     def atlas(self, n_random: int = 1):
-        """One atlas per chapter: for the featured model whose trained weights fail on the most (input, layer) pairs,
-        per variant, failing cases (largest slack, then ``n_random`` seeded random ones) and one holding case, drawn
-        on the input with the κ-attaining pair and its margins (a keyed analysis,
-        :func:`dobrushin.experiments.atlas.measured_atlas`).  Nothing when no trained model fails."""
+        """The failure atlas of the featured trained model failing most: per variant, failing cases (largest slack,
+        then ``n_random`` seeded random ones) and one holding case drawn on the input
+        (:func:`dobrushin.experiments.atlas.measured_atlas`).  Nothing when no trained model fails."""
         from ..experiments.atlas import cases_frame, choose_cases, measured_atlas
         from ..models.loading import load_model
         from .kappa_figures import atlas_figure
@@ -164,9 +153,8 @@ class InsightSections:
 
     # ------------------------------------------------------------------ §3 MPNet ablation
     def mpnet_ablation(self, n_sentences: int = 16, subject: str = MPNET):
-        """Set MPNet's distance-0 relative position bias to the mean of distance ±1 and measure again (trained
-        and untrained; :func:`dobrushin.experiments.ablation.measured_ablation`, a keyed product); glue its
-        numbers (``mpnet-*``) for the notebook's paragraph and draw it per layer."""
+        """Set MPNet's distance-0 relative position bias to the mean of distance ±1 and measure again
+        (:func:`dobrushin.experiments.ablation.measured_ablation`); glue ``mpnet-*`` and draw it per layer."""
         from ..experiments.ablation import measured_ablation
 
         out = Section()
@@ -238,9 +226,8 @@ class InsightSections:
         return out
 
     def overview(self):
-        """A chapter whose trained weights may be missing (supervised ViTs): when none was measured, one table and
-        one figure of the untrained controls; when some were, every section in turn (fractions, depth, slack, heads,
-        rollout, κ(A), atlas, controls)."""
+        """For a chapter whose trained weights may be missing (supervised ViTs): every section in turn, or, when
+        none was measured, one table and one figure of the untrained controls."""
         from .tables import fraction_grid, fractions_caption
 
         out = Section()
@@ -267,11 +254,9 @@ class InsightSections:
 
 
 def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, store, n_random: int = 1):
-    """The failure atlas of the tabular chapter, one figure: for the first trained seed of each data set (``runs`` and
-    ``trained`` as :class:`~dobrushin.report.tabular_chapter.TabularChapter` keeps them, keyed by (data set, seed)),
-    the content-token cases of :func:`dobrushin.experiments.atlas.choose_cases` recomputed on those test rows (a keyed
-    analysis of ``store``, ``atlas-<data set>.analysis.json``), one row of panels per data set, each drawn as the
-    row's tokens ([CLS] and one per feature, with the value the model sees), the κ-attaining pair highlighted."""
+    """The tabular chapter's failure atlas, one row of panels per data set (its first trained seed; ``runs`` and
+    ``trained`` keyed by (data set, seed) as :class:`~dobrushin.report.tabular_chapter.TabularChapter` keeps them):
+    content-token cases recomputed on the test rows (keyed analysis ``atlas-<data set>.analysis.json`` of ``store``)."""
     from ..experiments.atlas import cases_frame, choose_cases, measured_atlas
     from ..experiments.tabular import TabularInputs, TabularModel
     from ..models import ft_transformer as tb
@@ -311,8 +296,7 @@ def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, store, n_ra
 
 
 def _recomputed(cf: pd.DataFrame, source: str) -> str:
-    """The atlas's sentence: its cases recomputed from ``source``, how many agree with the result table, and how the
-    drawn failing cases fail (on both margins, or on one: one-sided dominance)."""
+    """The atlas's sentence: how many cases recomputed from ``source`` agree with the table; how failing ones fail."""
     f = cf[~cf["holds"]]
     both = int(((f["margin_i"] < 0) & (f["margin_j"] < 0)).sum())
     return (f"Recomputed from {source} for the atlas (kept with the results and checked by `make verify`): {len(cf)} "
@@ -342,10 +326,8 @@ def _key(model_id: str) -> str:
 
 
 def download_links(results_dir, notebook: str) -> list:
-    """MyST ``{download}`` roles for ``results/<notebook>/*`` (parquet and csv) and ``results/summary.csv`` /
-    ``scorecard.csv``, with paths relative to the executed notebooks' folder (``../results/...``), so Sphinx copies
-    them into the built book's ``_downloads``.  The chapter's own files are listed as they exist; the two summary
-    files always (the summary notebook writes them before the book is built)."""
+    """MyST ``{download}`` roles for ``results/<notebook>/*`` (parquet, csv) and ``results/{summary,scorecard}.csv``,
+    relative to the executed notebooks' folder (``../results/...``) so that Sphinx copies them."""
     root, project = Path(results_dir), project_root()
     try:  # no links outside a checkout of the book, or for results outside it
         rel = Path("..") / root.resolve().relative_to(project.resolve())

@@ -1,10 +1,8 @@
 """The appendix on the law of the random baseline (``notebooks/baseline_law.ipynb``).
 
-``LawChapter(_params)`` takes the notebook's resolved parameters and computes (or reads from the cache) every cell:
-n = 2, 3 against the exact values (``law_small_n.csv``), the grid over every ensemble and size (``law.csv``) and the
-baseline at the models' token counts (``reference.csv``, which the summary reads).  Each section is then a method that
-returns what its cell shows: :meth:`exact` (the bounds table), :meth:`curve`, :meth:`rate`, :meth:`downloads` and
-:meth:`finish`.
+``LawChapter(params)`` computes (or reads from the cache) every cell: n = 2, 3 against the exact values
+(``law_small_n.csv``), every ensemble and size (``law.csv``) and the baseline at the models' token counts
+(``reference.csv``, which the summary reads).  Each section is a method returning what its cell shows.
 """
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Figures and tables of the appendix *The law of the random baseline* (``notebooks/baseline_law.ipynb``).
-
-Everything is drawn from the tidy grid of :func:`dobrushin.random.cells.run_grid` and the statistics of
-:mod:`dobrushin.random.law`; no number is typed. The ensembles are told apart by a fixed palette
-(:data:`ENSEMBLE_PALETTE`, none of which is the book's trained/untrained colour).
-Tested in ``tests/test_baseline_figures.py``.
+"""Figures and tables of the appendix *The law of the random baseline* (``notebooks/baseline_law.ipynb``), drawn
+from the tidy grid of :func:`dobrushin.random.cells.run_grid` and the statistics of :mod:`dobrushin.random.law`.
 """
 from __future__ import annotations
 

@@ -14,9 +14,8 @@ from .names import and_join
 TABLE_WIDTH_PX = 640.0
 #: ... and in a cell tagged ``full-width`` (the text column and the margin, about 900 px).
 TABLE_WIDTHS_PX = {"column": TABLE_WIDTH_PX, "full": 880.0}
-#: Average advance of one character of the table's font (0.9 em of the 16 px body text, the theme's system
-#: sans-serif) in CSS px, and the horizontal padding + border of a cell (0.6 em each side). Both err on
-#: the wide side, so that a table judged to fit does.
+#: CSS px per character of the table font (0.9 em of 16 px sans-serif) and a cell's horizontal padding + border;
+#: both err on the wide side, so that a table judged to fit does.
 CHAR_PX, CELL_PAD_PX = 8.0, 19.0
 #: The same for text set in the theme's monospace code style (``<code>``: wider glyphs, its own padding).
 CODE_CHAR_PX, CODE_PAD_PX = 8.6, 12.0
@@ -35,10 +34,8 @@ def header_text(name) -> str:
 
 
 def breakable(text) -> str:
-    """Cell text as shown: each word longer than :data:`LONGEST_UNBROKEN` characters gets a zero-width
-    space after its ``/``, ``_``, ``-`` and ``.`` and, where a piece is still too long (a checksum), every
-    :data:`LONGEST_UNBROKEN` characters, so it can wrap in a narrow column. Shorter words are left
-    whole: a column is never squeezed below its longest ordinary word."""
+    """Cell text as shown: words longer than :data:`LONGEST_UNBROKEN` get zero-width spaces after ``/ _ - .`` and,
+    where still too long (a checksum), every :data:`LONGEST_UNBROKEN` characters; shorter words stay whole."""
     def word(w):
         if len(w) <= LONGEST_UNBROKEN:
             return w
@@ -52,10 +49,8 @@ def breakable(text) -> str:
 
 
 def column_min_px(header, cells, numeric: bool, code: bool = False) -> float:
-    """The least width (CSS px) a column of the book's tables can be laid out in: its longest header word,
-    its longest number (numeric columns never wrap) or its longest word up to :data:`LONGEST_UNBROKEN`
-    characters (text wraps), in :data:`CHAR_PX` per character plus the cell padding (:data:`CODE_CHAR_PX`
-    and the code padding more for cells shown as ``<code>``)."""
+    """The least width (CSS px) of a column: its longest header word, number (never wrapped) or text word, at
+    :data:`CHAR_PX` per character (:data:`CODE_CHAR_PX` for ``code``) plus the cell padding."""
     words = lambda s: [w for w in _WORD_BREAK.split(str(s)) if w]  # noqa: E731
     head = max((len(w) for w in words(header_text(header))), default=0) * CHAR_PX
     if numeric:
@@ -122,18 +117,10 @@ def _split(frame, numeric: dict, budget: float, code=()) -> list:
 
 
 def fit_table(frame, numeric: dict, budget: float = TABLE_WIDTH_PX, code=()):
-    """Lay a formatted table out to fit ``budget`` CSS px (the text column at a 1280 px window), without
-    relying on horizontal scrolling: ``(parts, layout)``, ``parts`` a list of ``(frame, numeric)``.
-
-    * ``"as is"``: its columns fit side by side once headers and text wrap (:func:`table_min_px`);
-    * ``"transposed"``: a table of at most :data:`TRANSPOSE_MAX_ROWS` rows gets one column per row,
-      headed by the row's leading text cells (``model, weights``), when that fits;
-    * ``"split"``: otherwise its columns are split over tables shown one below the other, each
-      repeating the leading text columns that name a row (or else the first column), each as wide as
-      fits (a single column wider than the budget stands alone).
-
-    ``code``: the columns whose cells are shown as ``<code>`` (measured wider); a table with such
-    columns is not transposed (a column would then mix code and text)."""
+    """Lay a formatted table out to fit ``budget`` CSS px without horizontal scrolling: ``(parts, layout)``, ``parts``
+    a list of ``(frame, numeric)``; ``layout`` is ``"as is"`` (fits once text wraps), ``"transposed"`` (at most
+    :data:`TRANSPOSE_MAX_ROWS` rows, one column per row) or ``"split"`` (tables one below the other, each repeating
+    the row-naming columns).  ``code``: columns shown as ``<code>``; a table with any is never transposed."""
     if table_min_px(frame, numeric, code) <= budget or len(frame.columns) < 2:
         return [(frame, numeric)], "as is"
     if len(frame) <= TRANSPOSE_MAX_ROWS and not code:

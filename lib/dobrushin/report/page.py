@@ -1,14 +1,6 @@
 """How the notebooks put figures, tables and banners on the page of the book (Jupyter Book 1.x + myst-nb).
 
-* :func:`figure`: a matplotlib figure saved as PNG + SVG (:func:`dobrushin.report.plots.save_figure`) and shown
-  as a numbered ``{glue:figure}`` with caption and alt text, sized for the text column or the full width;
-  label ``fig-<notebook>-<name>`` for ``{numref}``.
-* :func:`table`: a data frame as a (numbered, when captioned) MyST table: no index, numbers formatted for
-  reading (:func:`format_number`), never truncated, fitted to the text column (:mod:`dobrushin.report.layout`).
-* :func:`details`: a collapsed block; :func:`banner`: the "not reproduced in this build" warning;
-  :func:`how_run`: the collapsed "how this chapter was run" block (no machine paths).
-
-The figure is glued (``myst_nb.glue``) and a ``text/markdown`` output holds the directive, so captions may
+A figure is glued (``myst_nb.glue``) and a ``text/markdown`` output holds the directive, so captions may
 hold computed text and ``$math$``; in a live Jupyter session the directives show as plain Markdown.
 """
 from __future__ import annotations
@@ -25,12 +17,10 @@ from .layout import TABLE_WIDTHS_PX, breakable, fit_table, fitted_caption, heade
 
 # ---------------------------------------------------------------- figures
 
-# Width in inches that a figure is drawn at, so that matplotlib's 10 pt text lands at about 13-14 CSS px
-# on the page: the book theme's text column is about 690 px wide at a 1280 px window and a full-width
-# figure (``figure.full-width`` in _static/dobrushin.css) about 136 % of it.
+# Drawing widths (in) that put matplotlib's 10 pt text at ~13-14 CSS px: the text column is ~690 px at a
+# 1280 px window, a full-width figure (``figure.full-width`` in _static/dobrushin.css) ~136 % of it.
 WIDTHS_IN = {"column": 6.9, "full": 9.4}
-# The least height a figure is drawn at (inches): a row of three panels scaled to the full width would
-# otherwise be squashed to about 2.3 in, its axes too low for their labels.
+# Least drawing heights (in): a row of three panels would otherwise shrink to ~2.3 in, too low for its labels.
 MIN_HEIGHTS_IN = {"column": 2.8, "full": 3.8}
 _KEY_RX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
@@ -68,19 +58,13 @@ def figure_markdown(label: str, caption: str, alt: str, width: str = "column") -
 
 def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str = "column",
            results_dir=None) -> list:
-    """Save ``fig`` (PNG at 150 dpi + SVG) as a numbered figure with caption and alt text, shown when displayed.
+    """Save ``fig`` (PNG at 150 dpi + SVG) as numbered figure ``fig-<notebook>-<name>``; returns a :class:`SavedFigure`.
 
-    ``caption``: MyST Markdown, one paragraph — what is plotted and what to see; it may be an f-string
-    with computed numbers and may hold ``$…$`` math. ``alt``: plain text for readers who cannot see
-    the image (not the file name). ``width``: ``"column"`` (single panel) or ``"full"`` (multi-panel;
-    spans the text column and the margin). The figure is scaled to the chosen width (height in proportion,
-    never less than :data:`MIN_HEIGHTS_IN`) so its text is legible there, and closed, so the inline backend
-    does not show it a second time without caption. The label is ``fig-<notebook>-<name>``.
-    A full-width figure needs a page with at least one section heading: sphinx-book-theme folds its
-    "Contents" sidebar away while full-width content is in view, and its script throws a console
-    error (which ``make check-html`` reports) when the page has no such sidebar.
-    Returns the paths written by :func:`dobrushin.report.plots.save_figure` (a :class:`SavedFigure`, which shows the
-    figure when it is displayed).
+    ``caption``: MyST, one paragraph (may hold computed numbers and ``$…$``); ``alt``: plain text for readers who
+    cannot see the image; ``width``: ``"column"`` or ``"full"`` (multi-panel, spans the margin).  The figure is
+    rescaled to that width (height ≥ :data:`MIN_HEIGHTS_IN`) and closed, so the inline backend does not show it
+    again.  A full-width figure needs a page with a section heading, else sphinx-book-theme's script throws a
+    console error (``make check-html`` reports it).
     """
     from .plots import save_figure
 
@@ -116,10 +100,8 @@ class SavedFigure(list):
 
 
 def format_number(v, digits: int = 3) -> str:
-    """A number as a reader wants it in a table: integers (also integral floats) without ``.0``;
-    0 < |v| < 1e-3 or |v| ≥ 1e6 in scientific notation (``3.43e-07``); otherwise ``digits``
-    significant digits, trailing zeros dropped (``0.483``, ``17.8``, ``1230``). NaN is ``–``.
-    Booleans and non-numbers are returned as ``str``."""
+    """A number for a table: integers without ``.0``; 0 < |v| < 1e-3 or |v| ≥ 1e6 in scientific notation; else
+    ``digits`` significant digits, trailing zeros dropped.  NaN is ``–``; booleans and non-numbers ``str``."""
     if v is None:
         return "–"
     if isinstance(v, bool) or type(v).__name__ in ("bool_", "bool"):
@@ -187,20 +169,11 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
           fit: bool = True, width: str = "column", code: Sequence[str] = ()) -> Table:
     """A data frame as a table of the book (display it, or return it as a cell's last value).
 
-    * the pandas index is not shown; a *named* index (e.g. after ``groupby``) becomes columns;
-    * every row and column is shown (no "…" truncation);
-    * numbers are formatted by :func:`format_number` (``digits`` significant digits) unless
-      ``formats`` maps a column to a format string or callable; numeric columns are right-aligned
-      and do not break across lines; cell text is shown literally (``<reason>`` stays visible);
-    * ``columns`` renames columns for display; ``drop_constant`` drops columns that have one value
-      in every row and states them once under the table ("all rows: weights = pretrained");
-    * ``caption`` (MyST, may be computed) makes it a numbered table; ``name`` its label for
-      ``{numref}``;
-    * it is fitted to the text column (:func:`fit_table`): headers and text wrap, and a table whose
-      columns cannot stand side by side is transposed (few rows) or split into tables one below the
-      other (the first carries the caption and says so); ``fit=False`` keeps the columns as given;
-      ``width="full"`` fits it to a cell tagged ``full-width`` instead of the text column; ``code``
-      names (displayed) columns that the caller shows as ``<code>`` (:func:`dobrushin.report.reproducing_tables.html_table`).
+    No index (a *named* index becomes columns), no truncation; numbers by :func:`format_number` unless ``formats``
+    maps a column to a format string or callable; cell text shown literally.  ``columns`` renames for display;
+    ``drop_constant`` drops single-valued columns and states them under the table; ``caption`` numbers it, ``name``
+    labels it.  ``fit``: fit to the text column (:func:`fit_table`: wrap, transpose or split); ``width="full"``: to a
+    ``full-width`` cell; ``code``: displayed columns the caller shows as ``<code>``.
     """
     import pandas as pd
 
@@ -288,9 +261,8 @@ _PATH_RX = re.compile(r"(?<![\w.:/\\])(?:~[/\\]|[A-Za-z]:[/\\]|/)[^\s,;:'\"()<>]
 
 
 def scrub_paths(value, root=None) -> str:
-    """``value`` as text with this machine's absolute paths taken out: a path inside the project
-    ``root`` (default :func:`dobrushin.store.paths.project_root`) becomes relative to it, any other becomes
-    ``(local path)``. For the how-this-was-run block: a page shows no ``/tmp/…`` or ``/home/…``."""
+    """``value`` as text with absolute paths taken out: relative to ``root`` (default: the project root) when
+    inside it, else ``(local path)``."""
     from ..store.paths import project_root
 
     root = Path(root) if root is not None else project_root()
@@ -314,9 +286,8 @@ def scrub_paths(value, root=None) -> str:
 
 def how_run(parameters: Mapping, *, versions: Optional[dict] = None, device: Optional[str] = None,
             timings: Optional[dict] = None, root=None) -> Display:
-    """The one collapsed "how this chapter was run" block at the end of a chapter: the notebook's
-    parameters, package versions, device and timings (seconds), each a small table; machine paths are
-    removed (:func:`scrub_paths`); ``None`` parameters show as ``default``."""
+    """The collapsed "how this chapter was run" block: parameters, versions, device and timings (seconds), machine
+    paths removed; ``None`` parameters show as ``default``."""
     import pandas as pd
 
     if not isinstance(parameters, Mapping):
@@ -347,9 +318,7 @@ def how_run(parameters: Mapping, *, versions: Optional[dict] = None, device: Opt
 
 
 def banner(title: str, reason: str, kind: str = "warning"):
-    """The one banner at the top of a chapter whose trained weights (or data) were not available,
-    e.g. ``banner("Not reproduced in this build", "weights unavailable: no network")``. The reason is
-    shown literally (``<placeholder>`` text stays visible). Returns a :func:`dobrushin.report.display.admonition`
-    with the extra class ``dobrushin-banner``."""
+    """The banner atop a chapter whose trained weights (or data) were unavailable; ``reason`` is shown literally.
+    Returns an admonition of class ``dobrushin-banner``."""
     return admonition(_check_text("title", title), _check_text("reason", reason), kind,
                       classes=("dobrushin-banner",))

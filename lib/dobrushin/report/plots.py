@@ -1,11 +1,8 @@
 """Shared figures of the measurement notebooks, drawn from the tidy result tables only.
 
-Every function takes a table in the :data:`dobrushin.store.results.SCHEMA` layout (or the pipeline's
-heads / rollout tables), draws one panel per model and returns the matplotlib ``Figure``;
-:func:`save_figure` writes it as PNG and SVG to ``results/figures/<notebook>-<what>.{png,svg}``.
-Layers are shown 1-based (layer 1 acts first).  Colours: the book's convention
-:data:`dobrushin.report.style.COLORS` (trained weights blue, untrained control orange, random baseline
-grey); line style: ``content`` solid, ``with_special`` dashed.
+Each function takes a :data:`dobrushin.store.results.SCHEMA` table (or the heads / rollout tables), draws one
+panel per model and returns the ``Figure``.  Layers are shown 1-based; colours are
+:data:`dobrushin.report.style.COLORS`; ``content`` solid, ``with_special`` dashed.
 """
 from __future__ import annotations
 
@@ -75,7 +72,6 @@ def require_columns(df: pd.DataFrame, cols: Sequence[str], what: str, *, nonempt
         raise ValueError(f"{what} is empty")
 
 
-
 def log2_axis(ax, label: Optional[str] = None, grid: bool = False):
     """A base-2 logarithmic x axis with plain numbers as tick labels (matrix sizes n)."""
     import matplotlib.ticker as mt
@@ -101,9 +97,8 @@ def layer_fractions(table: pd.DataFrame) -> pd.DataFrame:
 
 def fraction_by_layer(table: pd.DataFrame, *, models: Optional[Sequence[str]] = None, ncols: int = 3,
                       baseline: Optional[dict] = None):
-    """Fraction of inputs for which the condition holds, per layer, with Wilson 95% bands.
-    ``baseline``: model id → probability that the condition holds for a random Dirichlet(1) matrix at
-    the model's (content) token count, drawn as a grey dotted line in that model's panel."""
+    """Fraction of inputs for which the condition holds, per layer, with Wilson 95% bands.  ``baseline``: model
+    id → the Dirichlet(1) probability at its token count, drawn as a grey dotted line in its panel."""
     models = _models(table, models)  # panels in the order the models appear in the table
     fr = layer_fractions(table)
     fig, axes = panel_grid(len(models), ncols)
@@ -195,8 +190,7 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
         ax.set_xticks(layers[::step] + 1)
         ax.set_yscale("symlog", linthresh=SLACK_LINTHRESH, linscale=0.5)
         ax.axhline(0, color="k", lw=0.6)
-        # the panels share their y axis: the limit covers every panel's largest slack (a panel's own limit,
-        # set last, clipped the others' boxes)
+        # shared y axis: the limit covers every panel's largest slack (a per-panel limit clipped the others)
         ax.set_ylim(-SLACK_LINTHRESH / 2, max(top, SLACK_LINTHRESH * 10) * 3)  # the slack is never negative
         ax.set_title(panel_title, fontsize=10)
         ax.set_xlabel("layer")

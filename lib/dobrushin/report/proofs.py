@@ -1,9 +1,7 @@
 """The machine-checked proofs in ``proofs/`` (Coq 8.16 + MathComp 1.15): which results of the theory
-chapter they cover (the chapter's table), and their Coq statements and definitions read from the ``.v`` files
-(which ``tests/test_proofs.py`` restates in exact arithmetic).
+chapter they cover (the chapter's table), and their Coq statements and definitions read from the ``.v`` files.
 
-``make proofs`` (``proofs/check.sh``) compiles ``proofs/Dobrushin.v`` (the layer bound and its equality case) and
-``proofs/Rollout.v`` (submultiplicativity and the rollout bounds) and checks that each theorem named in a
+``make proofs`` compiles ``proofs/Dobrushin.v`` and ``proofs/Rollout.v`` and checks that each theorem named in a
 ``Print Assumptions`` line of ``proofs/Assumptions.v`` is "Closed under the global context".
 """
 from __future__ import annotations

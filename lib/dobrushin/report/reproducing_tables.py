@@ -13,10 +13,9 @@ from .display import Display, html_block
 
 
 def paper_scale(params_dir, profile: str = "paper") -> dict:
-    """What a profile's scale comes to, from ``params/<profile>/``: ``inputs``, the fewest inputs a transformer
-    chapter asks for per model (``n_inputs``; the data may hold fewer); ``seeds``, the FT-Transformer seeds per
-    benchmark; ``trials``, the fewest random matrices per size of the baseline grid up to n = 64
-    (``trials_small``, ``ensemble_trials_small``).  A value whose file or key is absent is None."""
+    """A profile's scale from ``params/<profile>/``: ``inputs`` (the fewest ``n_inputs`` of a transformer chapter),
+    ``seeds`` (FT-Transformer seeds per benchmark), ``trials`` (fewest random matrices per baseline size up to
+    n = 64); None where the file or key is absent."""
     import yaml
 
     def load(nb):  # the values params/<profile>/<notebook>.yml sets ({} when none)
@@ -71,11 +70,9 @@ SELF_NOT_YET = "timed after this page is made"
 
 def timings_table(timings: pd.DataFrame, order=(), profiles=("quick", "paper"),
                   rendering: tuple = ()) -> pd.DataFrame:
-    """One row per notebook in ``order`` (then any other timed notebook), one column per profile: the
-    measured wall time, or "not run end to end in this build"; a last row with the totals (a profile's
-    total only when every notebook was timed in it).  ``rendering``: ``(notebook, profile)`` of the notebook
-    that shows the table, whose own time is recorded only after it has run: its cell says so
-    (:data:`SELF_NOT_YET`) instead of "not recorded"."""
+    """One row per notebook in ``order`` (then any other timed one), one column per profile, then the totals (a
+    profile's only when complete).  ``rendering``: ``(notebook, profile)`` of the notebook showing the table, whose
+    own time is recorded only after it has run (its cell says :data:`SELF_NOT_YET`)."""
     nbs = list(order) + sorted(set(timings["notebook"]) - set(order)) if len(timings) else list(order)
     rows, totals = [], {p: 0.0 for p in profiles}
     complete = {p: True for p in profiles}
@@ -120,11 +117,8 @@ def _cell_html(text: str, code: bool) -> str:
 
 
 def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(), **kwargs) -> Display:
-    """``df`` as an HTML table formatted like :func:`dobrushin.report.page.table` (no index, every
-    row, numbers for reading, numeric columns right-aligned, text shown literally), for pasting into a
-    Markdown chapter. ``code_columns`` are shown as code (values such as ``[4, 8]``), and any
-    ``<placeholder>`` in other cells too. ``kwargs`` go to ``page.table`` (``digits``, ``formats``,
-    ``columns``)."""
+    """``df`` as an HTML table formatted like :func:`dobrushin.report.page.table`, for pasting into a Markdown
+    chapter; ``code_columns`` (and ``<placeholder>`` spans elsewhere) shown as code; ``kwargs`` go to ``page.table``."""
     import html
 
     t = page.table(df, code=tuple(code_columns), **kwargs)
@@ -149,12 +143,10 @@ BENCH_TARGET = 6.0
 
 
 def bench_table(bench: pd.DataFrame, target: float = BENCH_TARGET) -> pd.DataFrame:
-    """The benchmark in a few rows: per size and matrix source, one ``analyse`` call (validation + exact
-    kernel) against SciPy's ``pdist`` per matrix (the speed target), against a plain in-order loop on one
-    thread (the hardware reference), the torch path against ``torch.cdist(p=1)`` + the test, and whether
-    the answers were identical; then peak memory of a large batch and the cost of attention capture.
-    Columns: ``vs plain loop`` is analyse against the plain in-order loop on one thread (numba, no SIMD
-    across pairs, no tiling); ``torch vs cdist`` is the torch path against ``torch.cdist(p=1)`` + the test."""
+    """The benchmark in a few rows: per size and matrix source, one ``analyse`` call (validation + exact kernel)
+    against SciPy's ``pdist`` (the speed target); ``vs plain loop``: against an in-order one-thread numba loop (the
+    hardware reference); ``torch vs cdist``: the torch path against ``torch.cdist(p=1)`` + the test; whether the
+    answers were identical; then peak memory of a large batch and the cost of attention capture."""
     rows = []
     by = {(r["method"], r["n"], r["source"]): r for _, r in bench.iterrows()}
     k = bench[bench["method"] == "kernel f64 (batch)"]

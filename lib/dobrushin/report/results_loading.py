@@ -23,10 +23,9 @@ FAMILY_NOTEBOOKS = FAMILY_CHAPTERS  # the model-family chapters, in the book's o
 
 
 def _run_kind(manifest: dict, entry: dict, profile: Optional[str]) -> Optional[str]:
-    """Is a manifest entry part of the notebook's latest run (its model list, and the profile asked for)?
-    ``"run"`` for a model of the notebook's ``models``; ``"resolution"`` for its run at a second resolution
-    (``"<id>@518px"``, :func:`dobrushin.models.configs.resolution_id`) of a model among the notebook's
-    ``extra_size_models`` at its ``extra_image_size``; None for an entry left over from an earlier run."""
+    """Is a manifest entry part of the notebook's latest run (its ``models``, the profile asked for)?  ``"run"``;
+    ``"resolution"`` for an ``extra_size_models`` model's run at ``extra_image_size`` (``"<id>@518px"``); None for
+    an entry left over from an earlier run."""
     prof = entry.get("profile", manifest.get("profile"))
     if not (profile is None or prof is None or prof == profile):
         return None
@@ -89,19 +88,12 @@ def load_family_runs(results_dir, profile: Optional[str] = None, notebooks=FAMIL
 
 def load_family_results(results_dir, profile: Optional[str] = None,
                         resolutions: bool = False) -> tuple[pd.DataFrame, dict]:
-    """The per-model tables of the family notebooks' latest runs plus their manifest entries.
-
-    ``resolutions``: also the runs of a model at a second resolution (the DINOv2 chapter's 518 px run,
-    stored as ``"<id>@518px"``).  The claims are judged without them (the same inputs measured again are
-    not new evidence to pool); the scale line and the scorecard's notes show them.
-
-    Entries left over from earlier runs (a model no longer in the notebook's ``models`` parameter, or a
-    different profile than ``profile``) are ignored.  Returns ``(table, entries)`` where ``table`` has
-    the results schema plus ``notebook`` and ``entries`` maps ``(notebook, model)`` to the manifest record.
-    """
+    """``(table, entries)`` of the family notebooks' latest runs (leftovers of earlier runs or other profiles
+    ignored): ``table`` has the results schema plus ``notebook``; ``entries`` maps ``(notebook, model)`` to the
+    manifest record.  ``resolutions``: include the runs at a second resolution (``"<id>@518px"``), which the claims
+    are judged without (the same inputs measured again are not new evidence)."""
     runs = load_family_runs(results_dir, profile)
     return runs.every() if resolutions else runs.primary()
-
 
 
 def _is_uniform(name: str) -> bool:
@@ -128,11 +120,9 @@ def load_baseline(results_dir) -> Optional[pd.DataFrame]:
 
 
 def load_theorem_check(results_dir) -> Optional[dict]:
-    """The baseline chapter's exact check of the theorem, summed over every ensemble and size of
-    results/baseline/baseline.csv: ``trials``, ``checked`` (matrices whose classification was compared
-    with the direct computation of κ(½(I+A)) against ½(1+κ(A))), ``float_mismatches`` (settled in exact
-    arithmetic), ``disagreements`` (exact comparison ≠ theorem), ``ensembles``, ``sizes``; None when the
-    table does not exist or records no check."""
+    """The baseline chapter's exact check of the theorem, summed over results/baseline/baseline.csv: ``trials``,
+    ``checked``, ``float_mismatches`` (settled in exact arithmetic), ``disagreements`` (exact comparison ≠
+    theorem), ``ensembles``, ``sizes``; None when the table does not exist or records no check."""
     path = Path(results_dir) / "baseline" / "baseline.csv"
     if not path.exists():
         return None
@@ -147,11 +137,9 @@ def load_theorem_check(results_dir) -> Optional[dict]:
 
 
 def load_reference_grid(results_dir) -> Optional[pd.DataFrame]:
-    """The Dirichlet(1) baseline on every n known, the most precise estimate of each n first: the model
-    token counts of results/baseline/reference.csv (column-averaged estimates), the sizes of the law
-    chapter's results/baseline/law.csv (column-averaged, ``rb_p_holds``: up to n = 4 096, with intervals
-    hundreds of times narrower than a direct count's), then the direct counts of the baseline grid;
-    ``(n, p)`` sorted by n, None if none exists."""
+    """The Dirichlet(1) baseline ``(n, p)`` on every n known, sorted by n (None if none), each n from its most
+    precise source: results/baseline/reference.csv, then law.csv's column-averaged estimates (far narrower
+    intervals than a direct count's), then the baseline grid's direct counts."""
     frames = []
     ref = Path(results_dir) / "baseline" / "reference.csv"
     if ref.exists():
@@ -197,9 +185,8 @@ def baseline_at(grid: Optional[pd.DataFrame], n: float) -> float:
 
 
 def baseline_for(table: pd.DataFrame, results_dir) -> dict:
-    """Model id → the random Dirichlet(1) baseline P(condition holds) at the model's median number of
-    content tokens (the reference grid of ``results/baseline``, :func:`load_reference_grid`, as the summary
-    reads it); empty when none exists or ``table`` is empty."""
+    """Model id → the Dirichlet(1) baseline P(condition holds) at the model's median number of content tokens
+    (:func:`load_reference_grid`); empty when none exists or ``table`` is empty."""
     grid = load_reference_grid(results_dir)
     if grid is None or not len(table):
         return {}
@@ -207,13 +194,11 @@ def baseline_for(table: pd.DataFrame, results_dir) -> dict:
     return {m: baseline_at(grid, float(g["n_tokens"].median())) for m, g in c.groupby("model", sort=False)}
 
 
-# --- figures --------------------------------------------------------------------------------------
-#: order of the families in the summary's figures (the book's chapter order)
+# --- timings --------------------------------------------------------------------------------------
 
 def load_timings(results_dir) -> pd.DataFrame:
-    """Wall times that ``make notebooks`` recorded: ``results/timings/<profile>/<notebook>.json``
-    (and the older flat ``results/timings/<notebook>.json``, whose ``profile`` field says which run it
-    was; a per-profile file wins). Columns ``notebook, profile, seconds, finished``."""
+    """Wall times that ``make notebooks`` recorded (``results/timings/<profile>/<notebook>.json``; a flat
+    ``results/timings/<notebook>.json`` loses to it): columns ``notebook, profile, seconds, finished``."""
     tdir = Path(results_dir) / "timings"
     records = {}
     files = sorted(tdir.glob("*.json")) + sorted(tdir.glob("*/*.json")) if tdir.exists() else []

@@ -1,10 +1,7 @@
-"""The scorecard: one row per claim of the paper, judged from the summary table (``results/summary.csv``).
-A claim's evidence is the best measured rows of the models that carry it (the paper's checkpoints, or "trained
-here" for FT-Transformer; else proxy weights, marked; never an untrained control, named in the note). The
-verdict is :func:`dobrushin.report.claims.judge` on the interval clustered by input (``wilson_verdict``: on the
-Wilson interval); models of one claim are judged separately (:func:`dobrushin.report.claims.combine`), seeds of
-one benchmark pooled, a range pooled over models judged on their pooled inputs with one row per model beneath
-it (``parent``); the theorem's row is its proof plus the exact check on every sampled random matrix."""
+"""The scorecard: one row per claim of the paper, judged from the summary table (``results/summary.csv``)
+by :func:`dobrushin.report.claims.judge` on the interval clustered by input.  A claim's evidence is the best
+measured rows of its models (the paper's checkpoints or "trained here", else proxy weights, marked; never an
+untrained control); models of one claim are judged separately, seeds of one benchmark pooled."""
 from __future__ import annotations
 
 import re
@@ -46,7 +43,7 @@ def clustered_text(sums: dict) -> str:
 
 
 def _evidence_label(model: str, weights: str) -> str:
-    """:func:`_label`, and "(packaged proxy)" after a proxy whose display name does not say so already."""
+    """The short label, with "(packaged proxy)" after a proxy whose display name does not say so already."""
     return proxy_name(short_label(model), weights)
 
 
@@ -289,10 +286,9 @@ def _provenance(entries: dict, model: str) -> dict:
 
 def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
                     theorem_check: Optional[dict] = None) -> pd.DataFrame:
-    """The scorecard (:data:`COLUMNS`), one row per :data:`~dobrushin.report.claims.SCORECARD` entry,
-    from the summary table (``results/summary.csv``), the manifest entries of
-    :func:`dobrushin.report.results_loading.load_family_results` (the proxies' provenance, the epochs) and the
-    baseline's exact check of the theorem (:func:`dobrushin.report.results_loading.load_theorem_check`)."""
+    """The scorecard (:data:`COLUMNS`), one row per :data:`~dobrushin.report.claims.SCORECARD` entry, from the summary
+    table, the manifest entries of :func:`dobrushin.report.results_loading.load_family_results` (provenance, epochs)
+    and the theorem check (:func:`dobrushin.report.results_loading.load_theorem_check`)."""
     missing = {"claim", "model", "variant", "measured", "n_pairs", "status", "weights_source"} - set(summary.columns)
     if missing:
         raise ValueError(f"the summary table lacks columns {sorted(missing)}")
@@ -343,10 +339,9 @@ KINDS = ("reproduced", "consistent", "differs", "inconclusive", "not run")
 
 
 def verdict_groups(card: pd.DataFrame) -> dict:
-    """What the introduction's answer box glues (its sentences are in ``book/intro.md``): ``judged``, how many
-    claims the scorecard judges (the per-model rows beneath a pooled claim not counted again), and per verdict
-    kind of :data:`KINDS` (``not run`` as ``not_run``) how many (``n_<kind>``) and which (``<kind>``: their short
-    names, a claim judged on proxy weights naming the evidence; for ``not run`` the reasons too; "none")."""
+    """What the introduction's answer box glues (``book/intro.md``): ``judged`` (claims judged, per-model rows not
+    counted) and, per kind of :data:`KINDS` (``not run`` as ``not_run``), ``n_<kind>`` and ``<kind>`` (the claims'
+    short names, with proxy evidence or not-run reasons; "none")."""
     judged = judged_rows(card)
     short = {r.key: r.short for r in SCORECARD}
     kinds = judged["verdict"].map(lambda v: Verdict.of(v).value)
@@ -365,9 +360,8 @@ def verdict_groups(card: pd.DataFrame) -> dict:
 
 
 def wilson_changes(card: pd.DataFrame) -> list:
-    """``[(claim, verdict, verdict under Wilson)]``: the claims (their short names) whose verdict would change if
-    the (input, layer) pairs were independent draws (the same rule on Wilson's interval over pairs instead of the
-    clustered one)."""
+    """``[(claim, verdict, verdict under Wilson)]``: the claims whose verdict would change if the (input, layer) pairs
+    were independent draws (Wilson's interval over pairs instead of the clustered one)."""
     short = {r.key: r.short for r in SCORECARD}
     out = []
     for r in top_rows(card).itertuples():

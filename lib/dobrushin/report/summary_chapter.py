@@ -1,17 +1,7 @@
 """The summary chapter as calls: :class:`SummaryChapter` reads the result files of the other notebooks
-(it measures nothing), builds the per-model table (``results/summary.csv``) and the scorecard
-(``results/scorecard.csv``), shows them, and glues what the Markdown chapters paste:
-
-* into the introduction (``book/intro.md``): ``verdicts_*`` (how many claims and which per verdict, in the
-  answer box), ``scorecard_html`` (the claims' rows of the scorecard, verdicts coloured) and ``scale_*`` (how
-  many models, how many results are the published ones, which inputs);
-* into the reproducibility chapter (``book/reproducing.md``): ``timings_table`` (quick and paper
-  profile per notebook), ``summary_columns``, ``paper_inputs`` / ``paper_seeds`` /
-  ``paper_trials`` and ``bench_table`` / ``bench_status``.
-
-Cross-document ``{glue}`` in myst-nb pastes HTML, images and plain text (not Markdown), so what the
-Markdown chapters paste is HTML (:func:`dobrushin.report.reproducing_tables.html_table`); on this chapter's own
-page tables are :func:`dobrushin.report.page.table` and figures :func:`dobrushin.report.page.figure`.
+(it measures nothing), writes ``results/summary.csv`` and ``results/scorecard.csv``, shows them, and glues
+what ``book/intro.md`` and ``book/reproducing.md`` paste.  Cross-document ``{glue}`` in myst-nb pastes HTML,
+images and plain text, not Markdown, so those values are HTML (:func:`dobrushin.report.reproducing_tables.html_table`).
 """
 from __future__ import annotations
 
@@ -41,10 +31,7 @@ NOTEBOOK = "summary"
 
 
 class SummaryChapter(SummaryInsights):
-    """``SummaryChapter(profile=..., results_dir=..., baseline_ns=...)`` builds the tables at once;
-    each section is then a method that returns what its cell shows: :meth:`scorecard`, :meth:`rule`, :meth:`for_introduction`,
-    :meth:`claims_figure`, :meth:`why`, :meth:`depth`, :meth:`timings`, :meth:`for_reproducing`,
-    :meth:`downloads`, :meth:`finish`."""
+    """Builds the tables at once; each section is then a method that returns what its cell shows."""
 
     def __init__(self, *, profile: str, results_dir=None, baseline_ns: Sequence[int] = (4, 8, 16, 64, 256),
                  root=None):
@@ -56,8 +43,7 @@ class SummaryChapter(SummaryInsights):
         grid = RL.load_baseline(self.results)
         self.baseline = grid[grid["n"].isin(self.baseline_ns)] if grid is not None else None
         self.reference = RL.load_reference_grid(self.results)
-        # the family results read once: the claims are judged without the runs at a second resolution
-        # (518 px), which the scale line and the scorecard's notes show
+        # read once; claims are judged without the second-resolution runs (518 px), which scale and notes show
         runs = RL.load_family_runs(self.results, profile)
         self.family_table, self.entries = runs.primary()
         every_table, self.every_entry = runs.every()
@@ -228,9 +214,8 @@ class SummaryChapter(SummaryInsights):
 
 
 def colour_verdicts(html: str, column: int) -> str:
-    """``html`` (tables of :func:`dobrushin.report.reproducing_tables.html_table`) with each body cell of column
-    ``column`` classed by the verdict it starts with (``dobrushin-verdict-<name>``, coloured by
-    ``_static/dobrushin.css``); other cells, and cells naming no verdict, as they are."""
+    """``html`` with each body cell of column ``column`` classed ``dobrushin-verdict-<name>`` by the verdict it starts
+    with (coloured by ``_static/dobrushin.css``); other cells as they are."""
     def row(m):
         cells = re.split(r"(?=<td[ >])", m.group(1))  # the row's opening, then one piece per cell
         if column + 1 < len(cells) and cells[column + 1].startswith("<td>"):
@@ -243,9 +228,8 @@ def colour_verdicts(html: str, column: int) -> str:
 
 
 def fallback_inputs(entries: dict) -> dict:
-    """``{notebook: inputs}`` for the chapters of photos or sentences whose measured inputs are not the paper
-    profile's (the 100 ImageNet sample photos, SST-2's dev.tsv: :mod:`dobrushin.data.canonical`), as each manifest
-    entry records them (``inputs``, the selection's description): a fallback build says so on the introduction."""
+    """``{notebook: inputs}`` for the photo or sentence chapters whose measured inputs (manifest ``inputs``) are not
+    the paper profile's (:mod:`dobrushin.data.canonical`): a fallback build says so in the introduction."""
     from ..data.canonical import IMAGENET_SAMPLES_SOURCE, SST2_SOURCE
     from ..experiments.families import TRANSFORMER_INPUTS
 
@@ -259,10 +243,8 @@ def fallback_inputs(entries: dict) -> dict:
 
 
 def result_sources(results_dir, entries: dict) -> list:
-    """Where the model results of this build come from, as ``(what, value)`` rows: how many are the published ones
-    (``PUBLISHED.json``: commit, date, digest), the attestations that carry them over to the code here
-    (:mod:`dobrushin.store.attest`), the run they were seeded from, the checkpoints left out for size, the results
-    computed in this build, and the last ``make verify`` (``results/verify/report.json``)."""
+    """Where this build's model results come from, as ``(what, value)`` rows: the publication reused, its attestations
+    (:mod:`dobrushin.store.attest`), seeding, checkpoints left out, results computed here, the last ``make verify``."""
     import json
 
     from ..experiments.verify import PRODUCT_NAMES, carry_over

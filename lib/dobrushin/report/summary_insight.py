@@ -27,10 +27,9 @@ def _interval(r) -> tuple:
 
 
 def claim_rows(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """One line per claim of the scorecard (its top-level rows; related evidence left out) for :func:`claims_figure`:
-    the paper's range, the verdict, the measured fraction with its clustered interval (NaN where the claim is not
-    a fraction or was not run) and ``dots``, the parts the claim pools, each ``(label, value, low, high)``: a dot
-    per seed of an FT-Transformer benchmark, per model of a pooled range, per size of the random baseline."""
+    """One line per judged claim for :func:`claims_figure`: the paper's range, the verdict, the measured fraction with
+    its clustered interval (NaN when not a measured fraction) and ``dots``, one ``(label, value, low, high)`` per
+    part the claim pools (seed, model or baseline size)."""
     from .scorecard import evidence, judged_rows
 
     spec = {r.key: r for r in SCORECARD}
@@ -62,11 +61,8 @@ def claim_rows(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def claims_figure(card: pd.DataFrame, table: pd.DataFrame):
-    """The forest plot of the paper's claims: one line per claim with the paper's range (grey band), the measured
-    fraction and its 95% interval clustered by input, coloured by the verdict (:class:`~dobrushin.report.claims.Verdict`),
-    a small dot per seed, model or size the claim pools, and the verdict written at the right; a claim that is not a
-    fraction (the theorem) or was not run shows its measured text in grey.  Returns ``(figure, rows)``
-    (:func:`claim_rows`)."""
+    """The forest plot of the paper's claims: range, measured fraction with its clustered interval coloured by verdict,
+    a dot per pooled part.  Returns ``(figure, rows)`` (:func:`claim_rows`)."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -126,9 +122,8 @@ class SummaryInsights:
         return out
 
     def why(self):
-        """The "Why" figure (:func:`~dobrushin.report.summary_figures.plot_why`): every measured model's fraction
-        holding against its self-attention, the random baseline at tr A = 1 and the MPNet ablation as an arrow (from
-        ``results/language/mpnet-ablation.analysis.json``); glues ``why_*`` for the introduction's paragraph."""
+        """The "Why" figure (:func:`~dobrushin.report.summary_figures.plot_why`) with the random baseline and the MPNet
+        ablation arrow; glues ``why_*`` for the introduction's paragraph."""
         from .summary_figures import plot_why, why_points
 
         out = Section()

@@ -1,22 +1,9 @@
-"""Paper-vs-this-build summary: the paper's claims, the decision rule, and the summary table.
+"""Paper-vs-this-build summary table: one row per claim × model × variant.
 
-The rule (written once, here, and quoted in the book's summary chapter):
-
-* a claim is a range ``[low, high]`` of the fraction of (input, layer) pairs where the equality
-  condition holds: a stated range ("24–30%") is taken as is; a rounded percentage ("91%") as the
-  interval of values that round to it (90.5–91.5%); "essentially every" as ``[0.99, 1]``;
-* each measured fraction gets two 95% intervals: Wilson's over the (input, layer) pairs as if they were
-  independent (``ci_low``, ``ci_high``), and one clustered by input (``cl_low``, ``cl_high``:
-  :func:`dobrushin.math.stats.clustered`), since the layers of one input are not independent draws;
-  the verdict uses the clustered one (:func:`dobrushin.report.claims.judge`): **reproduced** (estimate
-  in the range and the interval narrow enough to decide), **consistent** (the interval overlaps the
-  range, the estimate lies outside), **differs** (the interval excludes the range), **inconclusive**
-  (the interval is too wide: :data:`dobrushin.report.claims.TOO_WIDE`);
-* "all failures late in depth" is reproduced when every failing (input, layer) pair lies in the second
-  half of the network (relative depth ``layer / (L − 1) ≥ 0.5``);
-* a row that could not be measured gets ``not run: <reason>``; a measured row the paper makes no claim
-  about (untrained controls, extra models, special tokens of models the paper does not report) gets
-  ``no paper value``.
+Each fraction has two 95% intervals: Wilson's over the (input, layer) pairs (``ci_low``, ``ci_high``) and one
+clustered by input (``cl_low``, ``cl_high``: :func:`dobrushin.math.stats.clustered`), which the verdict
+(:func:`dobrushin.report.claims.judge`) uses since the layers of one input are not independent draws.
+Unmeasured rows get ``not run: <reason>``; rows the paper makes no claim about get ``no paper value``.
 """
 from __future__ import annotations
 
@@ -43,9 +30,8 @@ def independent_sums(k: int, n: int) -> dict:
 
 
 def _baseline_detail(reference, n_tokens: pd.Series) -> str:
-    """The random baseline a model's pairs are compared with: at their token count, or, where the inputs differ
-    in length (sentences), the mean over the pairs of the baseline at each one's count (the baseline is far
-    from linear at small n: ½ at n = 2, about 27% at n = 8), with the range and median of the counts."""
+    """The random baseline a model's pairs are compared with: at their token count or, for inputs of varying length,
+    the mean over the pairs of the baseline at each one's count (it is far from linear at small n)."""
     counts = n_tokens.astype(int).value_counts()
     refs = {int(n): baseline_at(reference, float(n)) for n in counts.index}
     if not all(np.isfinite(v) for v in refs.values()):
@@ -67,16 +53,9 @@ def row_sums(row) -> dict:
 
 
 def weights_source(entry: Optional[dict]) -> str:
-    """Where the trained weights of a manifest entry came from, as the report names it:
-
-    * ``"original"`` — the paper's checkpoint itself (hub or local Hugging Face / timm cache);
-    * ``"proxy"`` — weights from a package (``source == "package"``) or with ``proxy_for`` set: a copy
-      or a conversion standing in for the checkpoint, not the checkpoint (a package holding the checkpoint
-      bit for bit, :func:`dobrushin.models.provenance.original_from_package`, is ``"original"``);
-    * ``"trained here"`` — trained by this build (FT-Transformer);
-    * ``"none"`` — no trained weights could be loaded (``source == "unavailable"`` or the run failed);
-    * ``"unrecorded"`` — measured, but the manifest predates provenance records.
-    """
+    """Where a manifest entry's trained weights came from: ``"original"`` (the paper's checkpoint, or a package
+    holding it bit for bit), ``"proxy"`` (a package copy or conversion standing in for it), ``"trained here"``
+    (FT-Transformer), ``"none"`` (none loaded) or ``"unrecorded"`` (the manifest predates provenance records)."""
     if not entry:
         return "none"
     prov = (entry.get("provenance") or {}).get("pretrained")
@@ -153,10 +132,8 @@ def _not_run(claim: Optional[Claim], model, variant, reason) -> dict:
 
 
 def late_depth_row(df: pd.DataFrame, model: str) -> dict:
-    """"All failures late in depth": share of failing pairs at relative depth ≥ ½, with Wilson CI.
-
-    No failures at all satisfies the claim trivially (reported as such); a one-layer model cannot be
-    judged (not run)."""
+    """"All failures late in depth": share of failing pairs at relative depth ≥ ½.  No failure is trivially
+    reproduced; a one-layer model is not run."""
     claim = CLAIMS["late"]
     L = int(df["layer"].max()) + 1
     if L < 2:
@@ -178,13 +155,11 @@ def late_depth_row(df: pd.DataFrame, model: str) -> dict:
 def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
                   reference: Optional[pd.DataFrame] = None, profile: Optional[str] = None,
                   family: Optional[tuple] = None) -> pd.DataFrame:
-    """One row per claim x model x variant (see module docstring for the rule).
+    """One row per claim x model x variant (:data:`COLUMNS`).
 
-    ``baseline``: rows ``(n, holds, trials)`` of the Dirichlet(1) baseline to compare with the paper's
-    24–30% (one summary row per n).  ``reference``: ``(n, p)`` grid of the baseline; each measured
-    model row then names the random baseline at its own token count in ``detail``.  ``family``: the
-    ``(table, entries)`` of :func:`~dobrushin.report.results_loading.load_family_results` when the caller
-    has read them already (else they are read here).
+    ``baseline``: rows ``(n, holds, trials)`` of the Dirichlet(1) baseline (one row per n).  ``reference``: the
+    baseline's ``(n, p)`` grid, named at each model's token count in ``detail``.  ``family``: the ``(table,
+    entries)`` of :func:`~dobrushin.report.results_loading.load_family_results` if the caller has read them.
     """
     rows: list[dict] = []
     if baseline is not None and len(baseline):
@@ -241,9 +216,8 @@ SCALE_COLUMNS = ["model", "notebook", "weights", "inputs", "layers", "resolution
 
 
 def scale_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
-    """One row per measured model of the family notebooks (FT-Transformer: one per benchmark, seeds
-    together): how many inputs and layers, at which resolution (image size in px, or the token limit),
-    with which seeds and epochs (trained here) — from the result tables and their manifest entries."""
+    """One row per measured model of the family notebooks (FT-Transformer: one per benchmark, seeds together):
+    inputs, layers, resolution (px or token limit), and seeds and epochs of networks trained here."""
     rows, tab = {}, {}
     for (nb, model), e in sorted(entries.items()):
         sub = table[table["model"] == model] if len(table) else table

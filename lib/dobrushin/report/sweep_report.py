@@ -1,15 +1,10 @@
 """``python -m dobrushin report DIR``: the per-model table and the all-models figure of a sweep folder.
 
-Reads what ``python -m dobrushin sweep ... --out DIR`` wrote (``DIR/manifest.json`` and the shard
-tables it lists, each checked against its SHA-256 by :class:`dobrushin.store.results.ResultStore`; it
-measures nothing and imports nothing of the measurement layer), prints one line per model and weights
-setting — shards measured out of those asked for (empty shards, past the end of the inputs, not
-counted), inputs, input x layer pairs, and the fraction of pairs where the equality
-condition holds on content tokens and with special tokens, each with its Wilson 95% interval
-(:func:`dobrushin.math.stats.wilson`; the pairs are counted as independent trials, as in the
-summary chapter) — lists every shard that was not measured with its reason, writes the table to
-``DIR/models.csv`` and the figure to ``DIR/figures/sweep-all-models.{png,svg}``.  Exit status 1 when a
-shard is missing (failed, not measured, or its file is damaged), 2 when DIR holds no sweep.
+Reads what ``python -m dobrushin sweep ... --out DIR`` wrote (shards checked against their SHA-256; it measures
+nothing), prints one line per model and weights setting with the fraction of pairs holding on content tokens and
+with special tokens (Wilson 95%, pairs counted as independent), lists the shards not measured, and writes
+``DIR/models.csv`` and ``DIR/figures/sweep-all-models.{png,svg}``.  Exit status 1 when a shard is missing or
+damaged, 2 when DIR holds no sweep.
 """
 from __future__ import annotations
 
@@ -58,9 +53,8 @@ def read_sweep(folder) -> Tuple[pd.DataFrame, dict, List[Tuple[str, dict, str]]]
 
 
 def model_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
-    """One row per model x weights (the manifest's order): where the weights came from
-    (:func:`dobrushin.report.chapter.weights_kind`: ``proxy`` for packaged stand-ins, ``original``),
-    shards measured and missing, inputs, pairs, and per variant ``k``, ``n``, the fraction holding and its Wilson 95% bounds."""
+    """One row per model x weights (manifest order): weights source (:func:`dobrushin.report.chapter.weights_kind`),
+    shards measured and missing, inputs, pairs, and per variant ``k``, ``n``, the fraction and its Wilson 95% bounds."""
     order = {}
     for e in sorted(entries.values(), key=lambda e: e.get("order", 0)):
         order.setdefault((e.get("model"), e.get("weights")), []).append(e)

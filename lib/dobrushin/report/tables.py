@@ -20,13 +20,9 @@ def input_sums(part: pd.DataFrame) -> dict:
 
 
 def fractions(table: pd.DataFrame, by: Sequence[str] = ("model", "weights", "variant")) -> pd.DataFrame:
-    """Fraction of rows where the condition holds, per group, with its 95% intervals: Wilson's over rows
-    (``ci_low``, ``ci_high``) and, where the table has ``input_id``, the one clustered by input that the verdicts
-    use (``cl_low``, ``cl_high``: the layers of one input are not independent draws; Wilson's otherwise).
-
-    Columns: ``*by, k, n, fraction, ci_low, ci_high, cl_low, cl_high``; groups in the order they first appear in
-    ``table``.
-    """
+    """Fraction of rows where the condition holds per group (in order of first appearance): columns ``*by, k, n,
+    fraction``, ``ci_low, ci_high`` (Wilson 95% over rows) and ``cl_low, cl_high`` (clustered by ``input_id``, which
+    the verdicts use; Wilson's when the table has no ``input_id``)."""
     by = [by] if isinstance(by, str) else list(by)
     rows = []
     for key, g in table.groupby(by, sort=False, observed=True):  # groups in order of first appearance
@@ -48,10 +44,9 @@ _GRID_WEIGHTS = {"pretrained": "trained", "untrained": "untrained"}
 
 
 def fraction_grid(summ: pd.DataFrame, name=None) -> pd.DataFrame:
-    """One row per model of :func:`fractions` output ``summ``: a column per weights setting
-    and token variant ("trained, content"), each cell the fraction with its interval clustered by input, and
-    ``pairs``, the (input, layer) pairs of the row's first cell.  ``name`` maps a model id to its label
-    (default :func:`display_name`)."""
+    """One row per model of :func:`fractions` output ``summ``: a column per weights and variant ("trained, content"),
+    each cell the fraction with its clustered interval, and ``pairs`` (those of the row's first cell).  ``name``:
+    model id → label (default :func:`display_name`)."""
     name = name or display_name
     rows = {}
     for r in summ.itertuples():
@@ -63,10 +58,8 @@ def fraction_grid(summ: pd.DataFrame, name=None) -> pd.DataFrame:
 
 
 def head_summary(heads: pd.DataFrame) -> pd.DataFrame:
-    """Per model x weights x variant: fraction of (input, layer, head) triples where the condition
-    holds (Wilson 95%), and how it spreads over the heads: ``heads`` counts the model's heads (each head of
-    each layer, a (layer, head) pair), ``head_min``/``head_median``/``head_max`` the lowest, median and highest
-    of their fractions over the inputs."""
+    """Per model x weights x variant: fraction of (input, layer, head) triples holding (Wilson 95%), ``heads`` (its
+    (layer, head) pairs) and ``head_min``/``head_median``/``head_max`` of the per-head fractions over the inputs."""
     if heads.empty:
         return pd.DataFrame(columns=["model", "weights", "variant", "inputs", "heads", "k", "n", "fraction",
                                      "ci_low", "ci_high", "head_min", "head_median", "head_max"])
@@ -138,10 +131,9 @@ def near_uniform_layers(kappa_per_layer, threshold: float = NEAR_UNIFORM) -> str
 
 
 def kappa_table(content: pd.DataFrame, roll: pd.DataFrame, random_kappa: dict, n_tokens: dict) -> pd.DataFrame:
-    """One row per (model, weights) of the content-token table ``content``: median κ(A) per layer (range over
-    layers), median κ of the random matrices ``random_kappa[model]`` of ``n_tokens[model]`` tokens, the fraction
-    holding, the near-uniform layers (:func:`near_uniform_layers`) and the rollout's median κ(R)/bound with its two
-    factors (:func:`rollout_gap`)."""
+    """One row per (model, weights) of the content-token table ``content``: the range over layers of the median κ(A),
+    median κ of ``random_kappa[model]`` (``n_tokens[model]`` tokens), fraction holding, near-uniform layers and,
+    from ``roll``, the median κ(R)/bound with its two factors (:func:`rollout_gap`)."""
     gap = rollout_gap(roll) if len(roll) else pd.DataFrame()
     rows = []
     for (m, w), g in content.groupby(["model", "weights"], sort=False):

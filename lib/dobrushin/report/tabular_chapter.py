@@ -1,12 +1,8 @@
 """The FT-Transformer chapter (``notebooks/tabular.ipynb``).
 
-``TabularChapter(_params)`` takes the notebook's resolved parameters, loads the data sets, trains (or loads from the
-checkpoint cache) every (data set, seed) and measures each trained model and its untrained initialisation
-(:func:`dobrushin.experiments.tabular.measure_tabular`; cached results are reused).  Each section is then a method
-that returns a :class:`~dobrushin.report.display.Section` (or a table): :meth:`data`, :meth:`protocol`,
-:meth:`metrics`, :meth:`results`, :meth:`layers`, :meth:`slack`, :meth:`uniformity` (κ(A): is tightness
-informative?), :meth:`heads_rollout`, :meth:`epochs` (the condition along training, :mod:`dobrushin.report.training`),
-:meth:`atlas`, :meth:`status`, :meth:`downloads` and :meth:`finish`.
+``TabularChapter(params)`` loads the data sets, trains (or loads from the checkpoint cache) every (data set, seed) and
+measures each trained model and its untrained initialisation (:func:`dobrushin.experiments.tabular.measure_tabular`;
+cached results are reused).  Each section is a method returning a :class:`~dobrushin.report.display.Section`.
 """
 from __future__ import annotations
 
@@ -26,8 +22,7 @@ from .display import Section
 
 
 def train_overrides(p) -> dict:
-    """The training settings the tabular parameters ``p`` give :func:`dobrushin.models.ft_transformer.fit`
-    (over its ``TRAIN_DEFAULTS``): what :class:`TabularChapter` trains with and the protocol table shows."""
+    """The training settings the tabular parameters ``p`` give :func:`dobrushin.models.ft_transformer.fit`."""
     return {"max_epochs": p.max_epochs, "patience": p.patience, "batch_size": p.batch_size}
 
 
@@ -124,9 +119,7 @@ class TabularChapter:
                                        "source."))
 
     def protocol(self):
-        """The model configuration and the training settings, read from what builds and trains the models
-        (``FTTransformer.get_default_kwargs()`` and :func:`dobrushin.models.ft_transformer.train_settings` with
-        this notebook's parameters), not typed: one table."""
+        """The model configuration and training settings, read from the code that builds and trains the models."""
         return F.table(protocol_table(self.p), name="tab-tabular-protocol",
                        caption="The FT-Transformer configuration and training settings of this build, with where each comes from.")
 
@@ -259,10 +252,8 @@ class TabularChapter:
         return out
 
     def uniformity(self, count: int = 64):
-        """Is tightness informative here?  Per benchmark (its seeds pooled) and weights, one row of
-        :func:`dobrushin.report.tables.kappa_table`: the median κ(A) of the content tokens per layer against
-        Dirichlet(1) random matrices of the same n (``count`` of them), the fraction holding and the near-uniform
-        layers."""
+        """Is tightness informative here?  :func:`dobrushin.report.tables.kappa_table` per benchmark (seeds pooled) and
+        weights, against ``count`` Dirichlet(1) random matrices of the same n."""
         import pandas as pd
 
         from ..experiments.structure import random_kappa
@@ -298,9 +289,8 @@ class TabularChapter:
         return out
 
     def epochs(self):
-        """The condition along training (:mod:`dobrushin.experiments.epochs`): each benchmark of ``epoch_datasets``
-        and seed trained past early stopping and measured after every epoch on ``epoch_rows`` test rows, reused
-        from the cache or the published ``epochs.csv`` by key; writes ``epochs.csv``, the figure and its paragraph."""
+        """The condition along training (:mod:`dobrushin.experiments.epochs`) for ``epoch_datasets``, reused from the
+        cache or the published ``epochs.csv`` by key; writes ``epochs.csv``, the figure and its paragraph's values."""
         import pandas as pd
 
         from ..experiments import epochs as E

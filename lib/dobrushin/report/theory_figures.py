@@ -1,12 +1,7 @@
 """The worked examples of the Theory chapter: their table, their picture and the sentence about them.
 
 Each example is a small row-stochastic matrix with exact binary-fraction entries (multiples of 1/8),
-so every comparison is decided exactly at ``tol = 0``. :func:`example_rows` tabulates κ(A), κ(½(I+A)),
-the bound, the attaining pairs and the verdict; :func:`worked_examples_figure` draws every matrix as a
-heatmap with its entries, the attaining pair's two rows outlined, its diagonal entries
-``A_ii, A_jj`` highlighted and the entries they are compared with (``A_ji, A_ij``) dashed;
-:func:`worked_example_values` gives the numbers of the paragraph that explains them (written in the notebook).
-Tested in ``tests/test_theory_figures.py``.
+so every comparison is decided exactly at ``tol = 0``.
 """
 from __future__ import annotations
 
@@ -125,10 +120,9 @@ def worked_examples_figure(exs: Mapping[str, np.ndarray]):
 
 
 def worked_example_values(exs: Mapping[str, np.ndarray]) -> dict:
-    """The numbers of the paragraph under the worked examples (written in ``notebooks/theory.ipynb``), from the
-    library at ``tol = 0``: per example (``holds``, ``fails``, ``tie`` of :data:`EXAMPLES_EIGHTHS`) κ(A), κ(B) and
-    the bound; its attaining pairs and self-dominant ones; and for each attaining pair of ``fails`` and ``tie`` the
-    entries ``A_ii``, ``A_ji``, ``A_jj``, ``A_ij`` (``ex-<example>-<p>-aii`` … for its p-th pair)."""
+    """The numbers of the paragraph under the worked examples (``notebooks/theory.ipynb``), at ``tol = 0``: per
+    example κ(A), κ(B), the bound, its attaining and self-dominant pairs; for the attaining pairs of ``fails`` and
+    ``tie`` the entries ``A_ii``, ``A_ji``, ``A_jj``, ``A_ij`` (``ex-<example>-<p>-aii`` … for its p-th pair)."""
     missing = {"holds", "fails", "tie"} - set(exs)
     if missing:
         raise ValueError(f"the text needs the examples {sorted(missing)}")

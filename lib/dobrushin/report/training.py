@@ -59,11 +59,10 @@ EPOCH_BENCHMARKS = ("california", "adult")
 
 
 def epochs_values(t, claim) -> dict:
-    """Per benchmark of :data:`EPOCH_BENCHMARKS`, the values the chapter's sentences on training glue (``"—"``
-    for one not measured): seeds; the fraction at initialisation, after one epoch, at the early-stopping epoch
-    and at the end of training (ranges over seeds, content tokens, all layers); the early-stopping and last
-    epochs; how many trained epochs lie in the paper's range and the last of them per seed; the Spearman correlation of the fraction with the
-    validation score (higher is better) over the trained epochs of each seed."""
+    """Per benchmark of :data:`EPOCH_BENCHMARKS`, the values the chapter's training sentences glue (``"—"`` if not
+    measured): seeds; the fraction (range over seeds) at initialisation, epoch 1, early stopping and the end, and
+    those epochs; trained epochs in the paper's range and the last per seed; per seed, the Spearman correlation of
+    the fraction with the validation score over the trained epochs."""
     c = t[(t.variant == "content") & t.layer.isna()]
     out = {}
     for name in EPOCH_BENCHMARKS:
