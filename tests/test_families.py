@@ -17,7 +17,6 @@ import yaml
 
 from dobrushin.experiments import families as F
 from dobrushin.experiments import params as P
-from dobrushin.report import results_loading as RL
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +45,6 @@ def test_every_list_of_family_chapters_is_the_registrys():
     assert list(F.NOTEBOOKS) == [m for m in re.findall(r"executed/(\w+)", (ROOT / "_toc.yml").read_text())
                                  if m in F.NOTEBOOKS]  # the book's order
     assert F.TRANSFORMER_INPUTS == {"dinov2": "image", "language": "text", "supervised_vit": "image"}
-    assert RL.FAMILY_NOTEBOOKS == F.NOTEBOOKS
     assert {nb for nb, cls in P.NOTEBOOKS.items() if issubclass(cls, P.FamilyParameters)} == set(F.TRANSFORMER_INPUTS)
 
 

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from dobrushin.report import scorecard as S
-from dobrushin.report import reproducing_tables as RT, results_loading as RL, summary_figures as SF, summary_table as ST
+from dobrushin.experiments import results_loading as RL
+from dobrushin.report import reproducing_tables as RT, summary_figures as SF, summary_table as ST
 from dobrushin.report.tables import input_sums
 from dobrushin.report.claims import CLAIMS, SCORECARD, Verdict
 from dobrushin.store.results import ResultStore

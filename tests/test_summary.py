@@ -145,7 +145,7 @@ def test_bench_table_reads_the_target_ratio_from_the_analyse_row():
 def test_the_reference_grid_takes_the_most_precise_estimate_of_each_size(tmp_path):
     """reference.csv (model token counts) first, then the law chapter's column-averaged estimates, then the
     baseline grid's direct counts; other ensembles are ignored."""
-    from dobrushin.report.results_loading import baseline_at, load_reference_grid
+    from dobrushin.experiments.results_loading import baseline_at, load_reference_grid
 
     d = tmp_path / "baseline"
     d.mkdir()

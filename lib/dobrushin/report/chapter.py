@@ -23,7 +23,7 @@ from ..models.configs import resolution_id
 from .names import WEIGHTS_LABELS, display_name, pct, weights_label
 from .tables import fraction_grid, fractions, fractions_caption, head_summary, rollout_summary
 from .insight import InsightSections, near_ties
-from .results_loading import baseline_for
+from ..experiments.results_loading import baseline_for
 from .display import Section
 
 

@@ -3,6 +3,8 @@ the kernel benchmark; and the HTML form of a table (:func:`html_table`) that a M
 ``{glue}``."""
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -96,31 +98,22 @@ def timings_table(timings: pd.DataFrame, order=(), profiles=("quick", "paper"),
     return pd.DataFrame(rows, columns=["notebook", *[f"{p} profile" for p in profiles]])
 
 
-_PLACEHOLDER_RX = None
+#: a ``<placeholder>`` span of an escaped cell (``hf:&lt;dataset id&gt;``)
+_PLACEHOLDER_RX = re.compile(r"[\w:./\u200b-]*&lt;/?[A-Za-z][^&<>]{0,60}&gt;[\w:./\u200b-]*")
 
 
 def _cell_html(text: str, code: bool) -> str:
     """A table cell's text as HTML: escaped; the whole cell as ``<code>`` when ``code``, else only its
     ``<placeholder>`` spans (``hf:<dataset id>``), as a writer would put them in backticks."""
-    import html
-    import re
-
-    global _PLACEHOLDER_RX
-    from .layout import wbr
-
     esc = html.escape(str(text))
     if code:
-        return f"<code>{wbr(esc)}</code>" if esc else ""
-    if _PLACEHOLDER_RX is None:
-        _PLACEHOLDER_RX = re.compile(r"[\w:./\u200b-]*&lt;/?[A-Za-z][^&<>]{0,60}&gt;[\w:./\u200b-]*")
-    return wbr(_PLACEHOLDER_RX.sub(lambda m: f"<code>{m.group(0)}</code>", esc))
+        return f"<code>{layout.wbr(esc)}</code>" if esc else ""
+    return layout.wbr(_PLACEHOLDER_RX.sub(lambda m: f"<code>{m.group(0)}</code>", esc))
 
 
 def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(), **kwargs) -> Display:
     """``df`` as an HTML table formatted like :func:`dobrushin.report.page.table`, for pasting into a Markdown
     chapter; ``code_columns`` (and ``<placeholder>`` spans elsewhere) shown as code; ``kwargs`` go to ``page.table``."""
-    import html
-
     t = page.table(df, code=tuple(code_columns), **kwargs)
     shown = t.frame
     out = []

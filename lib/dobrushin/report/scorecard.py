@@ -56,11 +56,6 @@ def _reason(status: str) -> str:
     return re.sub(r"^not run:\s*", "", str(status)).split(":")[0].strip()
 
 
-def _variant_rows(summary: pd.DataFrame, variant: str) -> pd.Series:
-    label = VARIANT_TABLE_LABELS[variant]
-    return summary["variant"] == label
-
-
 def _candidates(summary: pd.DataFrame, row: ScorecardRow) -> pd.DataFrame:
     """Rows of the summary table about the models of ``row`` (its claim, its families)."""
     if row.kind == "related":
@@ -173,7 +168,7 @@ def _groups(ev: pd.DataFrame) -> dict:
 def evidence(summary: pd.DataFrame, row: ScorecardRow):
     """``(cands, var, best evidence rows, not run)`` of a fraction row."""
     cands = _candidates(summary, row)
-    var = cands[_variant_rows(cands, row.variant)]
+    var = cands[cands["variant"] == VARIANT_TABLE_LABELS[row.variant]]
     measured = var[(var["n_pairs"] > 0) & var["weights_source"].isin(list(_RANK))]
     if len(measured):
         best = min(_RANK[w] for w in measured["weights_source"])
@@ -287,8 +282,8 @@ def _provenance(entries: dict, model: str) -> dict:
 def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
                     theorem_check: Optional[dict] = None) -> pd.DataFrame:
     """The scorecard (:data:`COLUMNS`), one row per :data:`~dobrushin.report.claims.SCORECARD` entry, from the summary
-    table, the manifest entries of :func:`dobrushin.report.results_loading.load_family_results` (provenance, epochs)
-    and the theorem check (:func:`dobrushin.report.results_loading.load_theorem_check`)."""
+    table, the manifest entries of :func:`dobrushin.experiments.results_loading.load_family_results` (provenance, epochs)
+    and the theorem check (:func:`dobrushin.experiments.results_loading.load_theorem_check`)."""
     missing = {"claim", "model", "variant", "measured", "n_pairs", "status", "weights_source"} - set(summary.columns)
     if missing:
         raise ValueError(f"the summary table lacks columns {sorted(missing)}")

@@ -20,7 +20,7 @@ from . import page as F
 from . import scorecard as S
 from .resolution_notes import add_resolution_notes
 from . import reproducing_tables as RT
-from . import results_loading as RL
+from ..experiments import results_loading as RL
 from . import summary_figures as SF
 from . import summary_table as ST
 from .claims import CLAIMS, SCORECARD, Verdict

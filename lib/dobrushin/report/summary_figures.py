@@ -9,7 +9,7 @@ import pandas as pd
 
 from .names import WEIGHTS_LABELS, family_label, is_proxy, short_label
 from .plots import panel_grid
-from .results_loading import baseline_at
+from ..experiments.results_loading import baseline_at
 from .summary_table import relative_depth
 
 FAMILY_ORDER = ("DINOv2", "RoBERTa", "DistilBERT", "MiniLM", "MPNet", "BERT", "DeiT", "ViT", "FT-Transformer")

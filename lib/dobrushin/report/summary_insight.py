@@ -11,7 +11,7 @@ import pandas as pd
 
 from . import page as F
 from .claims import CLAIMS, SCORECARD
-from .insight import download_links
+from .insight import show_downloads
 from .names import and_join, display_name, pct
 from .display import Section
 
@@ -166,8 +166,7 @@ class SummaryInsights:
 
     def downloads(self):
         """Links to summary.csv and scorecard.csv."""
-        links = download_links(self.results, "summary")
-        return Section().md("**Result files** (download): " + ", ".join(links) + ".")
+        return show_downloads("summary", self.results)
 
 
 def _ablation(results) -> "dict | None":

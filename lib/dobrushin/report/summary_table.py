@@ -15,7 +15,7 @@ import pandas as pd
 from ..math.stats import clustered, wilson
 from .claims import CLAIMS, Claim, content_claim, judge, special_claim
 from .names import VARIANT_TABLE_LABELS, benchmark
-from .results_loading import baseline_at, load_family_results
+from ..experiments.results_loading import baseline_at, load_family_results
 from .tables import input_sums
 
 COLUMNS = ["claim", "model", "variant", "paper_value", "measured", "ci_low", "ci_high", "n_pairs", "status", "detail",
@@ -159,7 +159,7 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
 
     ``baseline``: rows ``(n, holds, trials)`` of the Dirichlet(1) baseline (one row per n).  ``reference``: the
     baseline's ``(n, p)`` grid, named at each model's token count in ``detail``.  ``family``: the ``(table,
-    entries)`` of :func:`~dobrushin.report.results_loading.load_family_results` if the caller has read them.
+    entries)`` of :func:`~dobrushin.experiments.results_loading.load_family_results` if the caller has read them.
     """
     rows: list[dict] = []
     if baseline is not None and len(baseline):

@@ -12,7 +12,7 @@ import time
 from . import page as F
 from . import plots
 from .chapter import rollout_check
-from .results_loading import baseline_for
+from ..experiments.results_loading import baseline_for
 from .claims import CLAIMS, PUBLISHED_FT_TRANSFORMER
 from .training import epochs_figure, epochs_values
 from .insight import near_ties

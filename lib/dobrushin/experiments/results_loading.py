@@ -12,14 +12,11 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from ..experiments.families import NOTEBOOKS as FAMILY_CHAPTERS
+from .families import NOTEBOOKS as FAMILY_NOTEBOOKS
 from ..math.stats import wilson
 from ..models.configs import resolution_id
 from ..random.ensembles import parse_ensemble
 from ..store.results import ResultStore
-
-#: the notebooks whose per-model tables the summary reads
-FAMILY_NOTEBOOKS = FAMILY_CHAPTERS  # the model-family chapters, in the book's order (experiments.families)
 
 
 def _run_kind(manifest: dict, entry: dict, profile: Optional[str]) -> Optional[str]:
