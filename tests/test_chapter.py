@@ -74,7 +74,9 @@ def test_slack_panel_of_zeros_says_all_zero():
 @pytest.fixture(autouse=True)
 def _no_inputs(monkeypatch):
     """A chapter built here loads no inputs (so it measures nothing) unless a test gives it some."""
-    monkeypatch.setattr(chapter.FamilyChapter, "_load_inputs", lambda self: None)
+    from dobrushin.experiments import chapter_runs
+
+    monkeypatch.setattr(chapter_runs, "_load_inputs", lambda params, store, out: None)
 
 
 def _text(section) -> str:
@@ -111,9 +113,13 @@ def test_extra_size_models_must_be_measured_models(tmp_path):
     with pytest.raises(ValueError, match=r"extra_size_models \['c/d'\] are not in models \['a/b'\]"):
         chapter.FamilyChapter(p, "DINOv2")
     ok = _family_params("dinov2", tmp_path, extra_image_size=518, extra_size_models=["a/b"])
-    assert chapter.FamilyChapter(ok, "DINOv2")._extra_models(ok) == ["a/b"]
+    from dobrushin.experiments.chapter_runs import extra_models
+
+    chapter.FamilyChapter(ok, "DINOv2")
+    assert extra_models(ok) == ["a/b"]
     none = _family_params("dinov2", tmp_path, extra_size_models=["c/d"])  # no extra size: nothing extra measured
-    assert chapter.FamilyChapter(none, "DINOv2")._extra_models(none) == []
+    chapter.FamilyChapter(none, "DINOv2")
+    assert extra_models(none) == []
 
 
 def test_kappa_table_values_from_the_tables():
@@ -175,7 +181,9 @@ def test_the_status_tables_come_from_the_runs(tmp_path, monkeypatch):
 
     hub = {"source": "hub", "revision": "abc"}
     pkg = {"source": "package", "package": "p", "version": "1", "proxy_for": "hub/original"}
-    monkeypatch.setattr(chapter.FamilyChapter, "_load_inputs", lambda self: setattr(self, "input_set", object()))
+    from dobrushin.experiments import chapter_runs
+
+    monkeypatch.setattr(chapter_runs, "_load_inputs", lambda params, store, out: setattr(out, "input_set", object()))
     runs = [run("x/packaged", pkg), run("x/from-hub", hub, untrained=False)]
     monkeypatch.setattr(pipeline, "measure_models", lambda *a, **k: runs)
     sec = chapter.FamilyChapter(_family_params("language", tmp_path), "Language models").status()
@@ -264,7 +272,6 @@ def test_a_chapter_without_trained_weights_shows_its_controls_in_the_fractions_g
     ch.summ = fractions(ch.table)  # as the measurement leaves them
     ch.runs = [types.SimpleNamespace(model_id="facebook/deit-base-patch16-224", table=ch.table,
                                      runs={"pretrained": {"status": "weights unavailable"}})]
-    monkeypatch.setattr(chapter.FamilyChapter, "_trained_ok", lambda self, r: False)
     drawn = []
     monkeypatch.setattr(chapter.FamilyChapter, "_depth_figure", lambda self, out, *a: drawn.append(a[1]))
     monkeypatch.setattr(insight.F, "table", lambda df, **kw: (df, kw["name"]))

@@ -14,17 +14,16 @@ from typing import Optional
 
 import pandas as pd
 
-from ..data.availability import DataUnavailable
 from ..store import paths
-from ..store.results import ResultStore, atomic_write_csv, slugify
+from ..store.results import ResultStore, atomic_write_csv
 from . import page as F
 from . import plots
-from ..models.configs import resolution_id
 from .names import WEIGHTS_LABELS, display_name, pct, weights_label
 from .tables import fraction_grid, fractions, fractions_caption, head_summary, rollout_summary
 from .insight import InsightSections, near_ties
 from ..experiments.results_loading import baseline_for
 from .display import Section
+from ..experiments.chapter_runs import extra_models, measure_family, trained_ok
 
 
 def proxy_label(model_id: str, provenance: Optional[dict]) -> str:
@@ -95,7 +94,7 @@ class FamilyChapter(InsightSections):
                             f"got {type(params).__name__}")
         if params.kind not in ("image", "text"):
             raise ValueError(f"kind must be 'image' or 'text', got {params.kind!r}")
-        unknown = [m for m in self._extra_models(params) if m not in params.models]
+        unknown = [m for m in extra_models(params) if m not in params.models]
         if unknown:
             raise ValueError(f"extra_size_models {unknown} are not in models {list(params.models)}")
         warnings.filterwarnings("ignore", message="IProgress not found")
@@ -107,17 +106,13 @@ class FamilyChapter(InsightSections):
         self.device = resolve_device(params.device)
         # progress goes to the kernel's original stderr (make book's terminal) and progress.log, never the notebook
         self.config = params.measure_config(progress=True)
-        self.input_set, self.runs = None, []
-        self.table = self.heads_table = self.roll = self.summ = pd.DataFrame()
-        self.timings = {}
-        self.data_status = None
-        self._load_inputs()
-        self._measure()
-
-    @staticmethod
-    def _extra_models(params) -> list:
-        """The models measured a second time at ``extra_image_size`` (none when it is not set)."""
-        return list(params.get("extra_size_models") or []) if params.get("extra_image_size") is not None else []
+        m = measure_family(params, self.store, self.config, self.device)
+        self.input_set, self.data_status, self.runs = m.input_set, m.data_status, m.runs
+        self.table, self.heads_table, self.roll, self.summ = m.table, m.heads, m.roll, pd.DataFrame()
+        if len(self.table):  # every measured model's fractions: the sections' and the downloads'
+            self.summ = fractions(self.table, ("model", "weights", "variant"))
+            atomic_write_csv(self.results / self.notebook / "fractions.csv", self.summ)
+        self.timings = {"measure (all models, incl. cache reads)": m.wall_s}
 
     @staticmethod
     def _versions() -> dict:
@@ -126,13 +121,10 @@ class FamilyChapter(InsightSections):
         return versions(("transformers", "timm", "dobrushin", "pandas", "matplotlib"))
 
     # -- which models each section shows ----------------------------------------------------------
-    def _trained_ok(self, r) -> bool:
-        return r.runs.get("pretrained", {}).get("status") == "ok"
-
     @property
     def featured(self) -> list:
         """Ids of the models whose trained weights were measured; all measured models when none was."""
-        ok = [r.model_id for r in self.runs if self._trained_ok(r)]
+        ok = [r.model_id for r in self.runs if trained_ok(r)]
         return ok or [r.model_id for r in self.runs if len(r.table)]
 
     @property
@@ -156,18 +148,6 @@ class FamilyChapter(InsightSections):
                             width="full" if n_panels > 1 else "column", results_dir=self.results))
 
     # -- sections -------------------------------------------------------------------------------
-    def _load_inputs(self):
-        """The inputs; when the data is unavailable, every model recorded with the reason (``data_status``)."""
-        from ..data.inputs import load_inputs
-
-        try:
-            self.input_set = load_inputs(self.kind, self.params.source, self.params.n_inputs, seed=self.params.seed)
-        except DataUnavailable as e:
-            self.data_status = e.status
-            for m in self.params.models:
-                self.store.record(slugify(m), self.params.recorded(), status=e.status, model=m, display=display_name(m),
-                                  family="")
-
     def inputs(self) -> Section:
         """What the inputs are; when the data is unavailable, one banner."""
         if self.input_set is None:
@@ -178,53 +158,6 @@ class FamilyChapter(InsightSections):
             out.md(f"The source holds only {self.input_set.available} {what}, fewer than the {self.params.n_inputs} "
                    "asked for: all of them are used.")
         return out
-
-    def _measure_extra(self):
-        """The models of ``extra_size_models`` again at ``extra_image_size`` px, stored as ``<id>@<size>px``."""
-        from ..experiments.pipeline import measure_model
-        from ..models.loading import load_model, weights_provenance
-
-        runs = []
-        size = int(self.params.extra_image_size)
-        for m in self._extra_models(self.params):
-            vid = resolution_id(m, size)
-
-            def loader(_id, *, base=m, vid=vid, **kw):
-                lm = load_model(base, **{**kw, "image_size": size})
-                lm.model_id = vid
-                return lm
-
-            runs.append(measure_model(vid, self.input_set, store=self.store, config=self.config.replace(image_size=size),
-                                      loader=loader, provenance=lambda _id, base=m, **kw: weights_provenance(base, **kw),
-                                      info={"base_model": m, "image_size": size}))
-        return runs
-
-    def _measure(self):
-        """Every model through the measurement loop (cached results are reused), then the manifest."""
-        from ..experiments.environment import describe_device
-        from ..experiments.pipeline import measure_models
-
-        t0 = time.perf_counter()
-        if self.input_set is not None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)  # e.g. "switched to eager attention"
-                self.runs = measure_models(self.params.models, self.input_set, store=self.store, config=self.config)
-                if self._extra_models(self.params):
-                    self.runs += self._measure_extra()
-        # featured (trained) models first, in the order asked for
-        self.runs = [r for r in self.runs if self._trained_ok(r)] + [r for r in self.runs if not self._trained_ok(r)]
-        if self.runs:
-            self.table = pd.concat([r.table for r in self.runs], ignore_index=True)
-            self.heads_table = pd.concat([r.heads for r in self.runs], ignore_index=True)
-            self.roll = pd.concat([r.rollout for r in self.runs], ignore_index=True)
-        if len(self.table):  # every measured model's fractions: the sections' and the downloads'
-            self.summ = fractions(self.table, ("model", "weights", "variant"))
-            atomic_write_csv(self.results / self.notebook / "fractions.csv", self.summ)
-        self.timings["measure (all models, incl. cache reads)"] = round(time.perf_counter() - t0, 1)
-        v = self._versions()
-        self.store.update_manifest(parameters=self.params.recorded(), profile=self.params.profile,
-                                   device=describe_device(self.device), seed=self.params.seed, versions={k: v[k] for k in ("python", "torch", "transformers",
-                                                                               "timm", "dobrushin")})
 
     def status(self):
         """A banner naming the models without trained weights (and why), then what was measured and the provenance."""
@@ -259,7 +192,7 @@ class FamilyChapter(InsightSections):
         rows = []
         for r in self.runs:
             prov = _provenance(r)
-            if self._trained_ok(r) and prov:
+            if trained_ok(r) and prov:
                 rows.append({"model": display_name(r.model_id), "weights": weights_kind(prov) or "?",
                              "source": prov.get("source", ""), "package": prov.get("package", "–"),
                              "version": prov.get("version", "–"), "file": prov.get("file", "–"),
@@ -371,7 +304,7 @@ class FamilyChapter(InsightSections):
         others = self.others
         if not others:
             out.md("No trained weights were measured in this build: the sections above show the untrained controls."
-                if self.runs and not any(self._trained_ok(r) for r in self.runs) else
+                if self.runs and not any(trained_ok(r) for r in self.runs) else
                 "None: every model named in the parameters was measured with its trained weights.")
             return out
         summ = self.summ[self.summ["model"].isin(others)].reset_index(drop=True)

@@ -20,6 +20,7 @@ from .tables import kappa_caption, kappa_table
 from .names import display_name
 from .style import COLORS
 from .display import Section
+from ..experiments.chapter_runs import trained_ok
 
 MPNET = "sentence-transformers/all-mpnet-base-v2"
 
@@ -111,7 +112,7 @@ class InsightSections:
         for m in [x for x in self.featured if RESOLUTION_SEP not in x] if self.input_set is not None else []:
             run = next(r for r in self.runs if r.model_id == m)
             t = self.table[(self.table["model"] == m) & (self.table["weights"] == "pretrained")]
-            if self._trained_ok(run) and not t["holds"].all():
+            if trained_ok(run) and not t["holds"].all():
                 failing[m] = int((~t["holds"]).sum())
         m = max(failing, key=failing.get) if failing else None  # the first of equals, in the featured order
         table_key = (self.store.entry(m) or {}).get("params_key") if m is not None else None
@@ -233,7 +234,7 @@ class InsightSections:
         out = Section()
         if not len(self.table):
             return out.md("No model could be measured in this build.")
-        if any(self._trained_ok(r) for r in self.runs):
+        if any(trained_ok(r) for r in self.runs):
             for title, fn in (("How often the condition holds", self.fractions), ("Where in depth", self.depth),
                               ("The slack of the layer bound", self.slack), ("Individual heads", self.heads),
                               ("The whole rollout", self.rollout), ("κ(A) per layer", self.kappa),
