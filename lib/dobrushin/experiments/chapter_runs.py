@@ -6,13 +6,13 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import pandas as pd
 
 from ..data.availability import DataUnavailable
 from ..models.configs import display_name, resolution_id
-from ..store.results import slugify
+from ..store.results import atomic_write_csv, slugify
 
 
 @dataclass
@@ -95,3 +95,106 @@ def measure_family(params, store, config, device) -> FamilyRuns:
                           seed=params.seed, versions={k: v for k, v in versions(("transformers", "timm", "dobrushin")).items()
                                                       if k != "numpy"})
     return out
+
+
+def train_overrides(p) -> dict:
+    """The training settings the tabular parameters ``p`` give :func:`dobrushin.models.ft_transformer.fit`."""
+    return {"max_epochs": p.max_epochs, "patience": p.patience, "batch_size": p.batch_size}
+
+
+@dataclass
+class TabularRuns:
+    """The tabular chapter's measurement: ``trained`` ``{(data set, seed): (training data, fit result)}``,
+    ``metric_rows`` (one dict per network, also ``metrics.csv``), ``runs`` ``{(data set, seed): ModelRun}`` and
+    their tables concatenated (``table``), ``timings`` of the training."""
+    trained: dict = field(default_factory=dict)
+    metric_rows: list = field(default_factory=list)
+    runs: dict = field(default_factory=dict)
+    table: pd.DataFrame = field(default_factory=pd.DataFrame)
+    timings: dict = field(default_factory=dict)
+
+
+def measure_tabular(p, data_sets: dict, unavailable: dict, store, *, published: dict,
+                    model_name: Callable[[str, int], str]) -> TabularRuns:
+    """Train (or load from the checkpoint cache) every data set of ``data_sets`` and seed of ``p``, then measure each
+    network and its untrained initialisation (cached tables reused); the data sets of ``unavailable`` are recorded
+    with their reason.  ``published``: the paper's metric per data set; ``model_name(data set, seed)``: the id."""
+    from ..data import tabular_data
+    from ..models import ft_transformer as ft
+    from . import tabular as T
+
+    out = TabularRuns()
+    for name, d in data_sets.items():  # every network trained first, then every one measured
+        dtrain = d.subsample("train", p.train_rows, seed=p.split_seed)
+        for seed in p.seeds:
+            r = ft.fit(dtrain, seed, **train_overrides(p), progress=store.dir / "progress.log")  # not in the notebook
+            metric = tabular_data.METRICS[name]
+            out.trained[(name, seed)] = (dtrain, r)
+            out.metric_rows.append({"dataset": name, "seed": seed, "metric": metric, "epochs": r.epochs,
+                                    "value": ft.score(dtrain, ft.predict(r.model, dtrain, "test"), "test")[metric],
+                                    "train_seconds": round(r.train_seconds, 1)})
+            out.timings[f"train {tabular_data.TITLES[name]} seed {seed}" + (" (checkpoint cache)" if r.from_cache else "")] \
+                = round(r.train_seconds, 1)
+    atomic_write_csv(store.dir / "metrics.csv", pd.DataFrame(
+        out.metric_rows, columns=["dataset", "seed", "metric", "value", "epochs", "train_seconds"]))
+    for m in out.metric_rows:
+        name, seed = m["dataset"], m["seed"]
+        d, r = out.trained[(name, seed)]
+        out.runs[(name, seed)] = T.measure_tabular(
+            store, f"{name}-seed{seed}", models={"pretrained": r.model, "untrained": ft.make_model(d, seed)},
+            provenance={"pretrained": r.provenance, "untrained": {"source": "untrained", "seed": seed}}, data=d,
+            rows=ft.select_rows(d.size("test"), p.attention_rows, seed=p.split_seed),
+            model_name=model_name(name, seed), key_extra={"dataset": name, "seed": seed},
+            config=T.TABULAR_CONFIG.replace(head_inputs=p.head_inputs, force=p.force), dataset=name, seed=seed,
+            metric=m["metric"], metric_value=m["value"], published=published.get(name), epochs=r.epochs,
+            train_seconds=round(r.train_seconds, 1), profile=p.profile, paper_benchmark=name in published,
+            weights_note="pretrained = trained in this notebook; untrained = its seeded initialisation")
+    for name, status in unavailable.items():
+        for seed in p.seeds:
+            store.record(f"{name}-seed{seed}", {"dataset": name, "seed": seed, "profile": p.profile}, status=status,
+                         model=model_name(name, seed), family="ft-transformer", dataset=name, seed=seed,
+                         paper_benchmark=name in published)
+    out.table = (pd.concat([v.table for v in out.runs.values()], ignore_index=True) if out.runs
+                 else store.tables().iloc[:0])
+    return out
+
+
+def epoch_trajectories(p, data_sets: dict, store):
+    """The FT-Transformer measured after every epoch (:mod:`dobrushin.experiments.epochs`) for each data set of
+    ``p.epoch_datasets`` and seed: the published trajectory where its key matches, else computed (cached).
+    Returns ``(rows, records, sizes)``: the rows of every trajectory, ``{"<data set>-seed<k>": record}`` and the
+    numbers of test rows measured."""
+    import json
+
+    from ..models import ft_transformer as ft
+    from ..store import paths
+    from ..store.code import code_digest
+    from . import epochs as E
+
+    frames, sizes, records = [], set(), {}
+    pub = paths.published_dir()
+    pub_csv = pub / "tabular" / "epochs.csv" if pub is not None else None
+    published = E.conform_epochs(pd.read_csv(pub_csv)) if pub_csv is not None and pub_csv.is_file() else None
+    pub_records = (json.loads((pub / "tabular" / "manifest.json").read_text()).get("epochs") or {}).get(
+        "trajectories", {}) if published is not None else {}
+    settings = ft.train_settings(**train_overrides(p))
+    for name in [n for n in p.epoch_datasets if n in data_sets]:
+        d = data_sets[name].subsample("train", p.train_rows, seed=p.split_seed)
+        rows = ft.select_rows(d.size("test"), p.epoch_rows, seed=p.split_seed)
+        sizes.add(f"{len(rows):,}")
+        for seed in p.seeds:
+            slug, config = f"{name}-seed{seed}", ft.model_config(d)
+            key = E.trajectory_key(d, seed, rows, settings=settings, config=config)
+            got = published[published.key == key] if published is not None else []
+            if len(got) and (pub_records.get(slug) or {}).get("key") == key:
+                frames.append(got)
+                records[slug] = pub_records[slug]
+            else:
+                tr = E.trajectory(d, seed, rows, cache_root=paths.cache_dir() / "epochs",
+                                  progress=store.dir / "progress.log", **settings)
+                frames.append(tr.rows)
+                records[slug] = {**tr.record, "checkpoint_key": ft.cache_key(d, seed, config, settings),
+                                 "code_digest": code_digest(E.EPOCHS_CODE)}  # the digest in the key
+    rows = E.conform_epochs(pd.concat(frames, ignore_index=True) if frames else
+                            pd.DataFrame({k: pd.Series(dtype=v) for k, v in E.EPOCH_COLUMNS.items()}))
+    return rows, records, sizes

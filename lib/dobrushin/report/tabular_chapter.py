@@ -1,13 +1,14 @@
 """The FT-Transformer chapter (``notebooks/tabular.ipynb``).
 
 ``TabularChapter(params)`` loads the data sets, trains (or loads from the checkpoint cache) every (data set, seed) and
-measures each trained model and its untrained initialisation (:func:`dobrushin.experiments.tabular.measure_tabular`;
+measures each trained model and its untrained initialisation (:func:`dobrushin.experiments.chapter_runs.measure_tabular`;
 cached results are reused).  Each section is a method returning a :class:`~dobrushin.report.display.Section`.
 """
 from __future__ import annotations
 
-import json
 import time
+
+import pandas as pd
 
 from . import page as F
 from . import plots
@@ -19,16 +20,11 @@ from .insight import near_ties
 from .names import benchmark, ft_model_name
 from .tables import fraction_grid, fractions, fractions_caption, rollout_summary
 from .display import Section
-
-
-def train_overrides(p) -> dict:
-    """The training settings the tabular parameters ``p`` give :func:`dobrushin.models.ft_transformer.fit`."""
-    return {"max_epochs": p.max_epochs, "patience": p.patience, "batch_size": p.batch_size}
+from ..experiments.chapter_runs import epoch_trajectories, measure_tabular, train_overrides
 
 
 def protocol_table(p):
     """The rows of the protocol table for the tabular parameters ``p``: ``setting``, ``value``, ``from``."""
-    import pandas as pd
     import rtdl_revisiting_models as rtdl
 
     from ..models import ft_transformer as ft_model
@@ -71,11 +67,13 @@ class TabularChapter:
         self.params = params.as_dict(exclude=("results_dir",))  # what the result files record
         self.versions = versions(("rtdl_revisiting_models", "scikit-learn", "pandas", "dobrushin"))
         self.timings = {}
-        self.data_sets, self.unavailable, self.trained, self.metric_rows, self.runs = {}, {}, {}, [], {}
-        self.table = self.summ = None
+        self.data_sets, self.unavailable = {}, {}
         self._load_data()
-        self._train()
-        self._measure()
+        m = measure_tabular(params, self.data_sets, self.unavailable, self.store, published=PUBLISHED_FT_TRANSFORMER,
+                            model_name=ft_model_name)
+        self.trained, self.metric_rows, self.runs, self.table = m.trained, m.metric_rows, m.runs, m.table
+        self.timings.update(m.timings)
+        self.summ = fractions(self.table, ("model", "weights", "variant")) if len(self.table) else pd.DataFrame()
 
     @property
     def capped(self) -> bool:
@@ -85,8 +83,6 @@ class TabularChapter:
     # ---------------------------------------------------------------- data and training
     def _load_data(self):
         """Load every data set (those unavailable recorded with why) and the table that describes them."""
-        import pandas as pd
-
         from ..data import tabular_data
         from ..store import paths
 
@@ -123,32 +119,9 @@ class TabularChapter:
         return F.table(protocol_table(self.p), name="tab-tabular-protocol",
                        caption="The FT-Transformer configuration and training settings of this build, with where each comes from.")
 
-    def _train(self):
-        """Train (or load from the checkpoint cache) every (data set, seed); writes ``metrics.csv``."""
-        import pandas as pd
-
-        from ..data import tabular_data
-        from ..models import ft_transformer as ft_model
-        from ..store.results import atomic_write_csv
-
-        p = self.p
-        for name, d in self.data_sets.items():
-            dtrain = d.subsample("train", p.train_rows, seed=p.split_seed)
-            for seed in p.seeds:
-                r = ft_model.fit(dtrain, seed, **train_overrides(p), progress=self.store.dir / "progress.log")  # epochs on the terminal and in the log, not here
-                m = ft_model.score(dtrain, ft_model.predict(r.model, dtrain, "test"), "test")
-                metric = tabular_data.METRICS[name]
-                self.trained[(name, seed)] = (dtrain, r)
-                self.metric_rows.append({"dataset": name, "seed": seed, "metric": metric, "value": m[metric], "epochs": r.epochs,
-                                         "train_seconds": round(r.train_seconds, 1)})
-                self.timings[f"train {tabular_data.TITLES[name]} seed {seed}" + (" (checkpoint cache)" if r.from_cache else "")] = round(r.train_seconds, 1)
-        metrics_df = pd.DataFrame(self.metric_rows, columns=["dataset", "seed", "metric", "value", "epochs", "train_seconds"])
-        atomic_write_csv(self.store.dir / "metrics.csv", metrics_df)
-
     def metrics(self):
         """The test metrics beside the published FT-Transformer values, and the quick-profile caveat."""
         import numpy as np
-        import pandas as pd
 
         from ..data import tabular_data
 
@@ -171,38 +144,6 @@ class TabularChapter:
                    "expected to match the published values; the paper profile trains to early stopping on the full "
                    "splits with several seeds.")
         return out
-
-    # ---------------------------------------------------------------- attention and measurement
-    def _measure(self):
-        """Measure every trained model and its untrained initialisation; record the unavailable data sets."""
-        import pandas as pd
-
-        from ..experiments.tabular import TABULAR_CONFIG, measure_tabular
-        from ..models import ft_transformer as ft_model
-
-        p, store = self.p, self.store
-        for (name, seed), (d, r) in self.trained.items():
-            slug = f"{name}-seed{seed}"
-            model_name = ft_model_name(name, seed)
-            rows_ = ft_model.select_rows(d.size("test"), p.attention_rows, seed=p.split_seed)
-            untrained = ft_model.make_model(d, seed)
-            m = [x for x in self.metric_rows if x["dataset"] == name and x["seed"] == seed][0]
-            self.runs[(name, seed)] = measure_tabular(
-                store, slug, models={"pretrained": r.model, "untrained": untrained},
-                provenance={"pretrained": r.provenance, "untrained": {"source": "untrained", "seed": seed}}, data=d,
-                rows=rows_, model_name=model_name, key_extra={"dataset": name, "seed": seed},
-                config=TABULAR_CONFIG.replace(head_inputs=p.head_inputs, force=p.force), dataset=name, seed=seed,
-                metric=m["metric"], metric_value=m["value"], published=PUBLISHED_FT_TRANSFORMER.get(name), epochs=r.epochs,
-                train_seconds=round(r.train_seconds, 1), profile=p.profile, paper_benchmark=name in PUBLISHED_FT_TRANSFORMER,
-                weights_note="pretrained = trained in this notebook; untrained = its seeded initialisation")
-        for name, status in self.unavailable.items():
-            for seed in p.seeds:
-                store.record(f"{name}-seed{seed}", {"dataset": name, "seed": seed, "profile": p.profile}, status=status,
-                             model=ft_model_name(name, seed), family="ft-transformer",
-                             dataset=name, seed=seed, paper_benchmark=name in PUBLISHED_FT_TRANSFORMER)
-        self.table = (pd.concat([v.table for v in self.runs.values()], ignore_index=True) if self.runs
-                      else store.tables().iloc[:0])
-        self.summ = fractions(self.table, ("model", "weights", "variant")) if len(self.table) else pd.DataFrame()
 
     # ---------------------------------------------------------------- results
     def results(self):
@@ -254,8 +195,6 @@ class TabularChapter:
     def uniformity(self, count: int = 64):
         """Is tightness informative here?  :func:`dobrushin.report.tables.kappa_table` per benchmark (seeds pooled) and
         weights, against ``count`` Dirichlet(1) random matrices of the same n."""
-        import pandas as pd
-
         from ..experiments.structure import random_kappa
         from .tables import kappa_caption, kappa_table
 
@@ -272,8 +211,6 @@ class TabularChapter:
         return out
 
     def heads_rollout(self):
-        import pandas as pd
-
         out = Section()
         runs = self.runs
         heads = pd.concat([v.heads for v in runs.values()], ignore_index=True) if runs else pd.DataFrame()
@@ -291,50 +228,19 @@ class TabularChapter:
     def epochs(self):
         """The condition along training (:mod:`dobrushin.experiments.epochs`) for ``epoch_datasets``, reused from the
         cache or the published ``epochs.csv`` by key; writes ``epochs.csv``, the figure and its paragraph's values."""
-        import pandas as pd
-
         from ..experiments import epochs as E
-        from ..models import ft_transformer as ft_model
-        from ..store import paths
-        from ..store.code import code_digest
         from ..store.results import atomic_write_csv, sha256_file
 
         out = Section()
-        p, frames, sizes, records = self.p, [], set(), {}
-        pub = paths.published_dir()
-        pub_csv = pub / "tabular" / "epochs.csv" if pub is not None else None
-        published = E.conform_epochs(pd.read_csv(pub_csv)) if pub_csv is not None and pub_csv.is_file() else None
-        pub_records = (json.loads((pub / "tabular" / "manifest.json").read_text()).get("epochs") or {}).get(
-            "trajectories", {}) if published is not None else {}
-        settings = ft_model.train_settings(**train_overrides(p))
-        for name in p.epoch_datasets:
-            if name not in self.data_sets:
-                continue
-            d = self.data_sets[name].subsample("train", p.train_rows, seed=p.split_seed)
-            rows = ft_model.select_rows(d.size("test"), p.epoch_rows, seed=p.split_seed)
-            sizes.add(f"{len(rows):,}")
-            for seed in p.seeds:
-                slug, config = f"{name}-seed{seed}", ft_model.model_config(d)
-                key = E.trajectory_key(d, seed, rows, settings=settings, config=config)
-                got = published[published.key == key] if published is not None else []
-                if len(got) and (pub_records.get(slug) or {}).get("key") == key:
-                    frames.append(got)
-                    records[slug] = pub_records[slug]
-                else:
-                    tr = E.trajectory(d, seed, rows, cache_root=paths.cache_dir() / "epochs",
-                                      progress=self.store.dir / "progress.log", **settings)
-                    frames.append(tr.rows)
-                    records[slug] = {**tr.record, "checkpoint_key": ft_model.cache_key(d, seed, config, settings),
-                                     "code_digest": code_digest(E.EPOCHS_CODE)}  # the digest in the key
+        p = self.p
+        t, records, sizes = epoch_trajectories(p, self.data_sets, self.store)
         claim = CLAIMS["tabular"]
-        t = E.conform_epochs(pd.concat(frames, ignore_index=True) if frames else
-                             pd.DataFrame({k: pd.Series(dtype=v) for k, v in E.EPOCH_COLUMNS.items()}))
         same = [self.trained[k][1].sha256 == records[f"{k[0]}-seed{k[1]}"]["early_stopping_sha256"]
                 for k in self.trained if f"{k[0]}-seed{k[1]}" in records]
         for name, values in epochs_values(t, claim).items():  # the notebook's sentences (placeholders: not measured)
             out.glue(f"epochs-{name}", values)
         out.values["epochs-same"] = f"{sum(same)} of the {len(same)}" if same else "—"
-        if not frames:
+        if not records:
             return out.md("No benchmark was measured along training in this build.")
         atomic_write_csv(self.store.dir / "epochs.csv", t)
         self.store.update_manifest(epochs={"file": "epochs.csv", "sha256": sha256_file(self.store.dir / "epochs.csv"),
@@ -359,8 +265,6 @@ class TabularChapter:
 
     # ---------------------------------------------------------------- status and the end of the chapter
     def status(self):
-        import pandas as pd
-
         out = Section()
         entries = self.store.manifest()["entries"]
         wanted = [f"{n}-seed{s}" for n in self.p.datasets for s in self.p.seeds]
