@@ -108,18 +108,22 @@ def test_the_chapter_keeps_the_resolved_parameters_and_builds_its_config_from_th
         chapter.FamilyChapter(dict(p), "Language models")
 
 
-def test_extra_size_models_must_be_measured_models(tmp_path):
+def test_extra_size_models_must_be_measured_models(tmp_path, monkeypatch):
     p = _family_params("dinov2", tmp_path, extra_image_size=518, extra_size_models=["c/d"])
     with pytest.raises(ValueError, match=r"extra_size_models \['c/d'\] are not in models \['a/b'\]"):
         chapter.FamilyChapter(p, "DINOv2")
     ok = _family_params("dinov2", tmp_path, extra_image_size=518, extra_size_models=["a/b"])
-    from dobrushin.experiments.chapter_runs import extra_models
+    from dobrushin.experiments import chapter_runs, pipeline
 
+    monkeypatch.setattr(chapter_runs, "_load_inputs", lambda params, store, out: setattr(out, "input_set", object()))
+    monkeypatch.setattr(pipeline, "measure_models", lambda *a, **k: [])
+    extra = []
+    monkeypatch.setattr(chapter_runs, "_measure_extra", lambda params, *a: extra.append(params.extra_image_size) or [])
     chapter.FamilyChapter(ok, "DINOv2")
-    assert extra_models(ok) == ["a/b"]
+    assert chapter_runs.extra_models(ok) == ["a/b"] and extra == [518]  # measured again at 518 px
     none = _family_params("dinov2", tmp_path, extra_size_models=["c/d"])  # no extra size: nothing extra measured
     chapter.FamilyChapter(none, "DINOv2")
-    assert extra_models(none) == []
+    assert chapter_runs.extra_models(none) == [] and extra == [518]
 
 
 def test_kappa_table_values_from_the_tables():
@@ -161,7 +165,7 @@ def test_the_rollout_check_counts_violations_and_medians_per_model():
     (t,) = [b.frame for b in sec if hasattr(b, "frame")]
     assert t["rollouts"].astype(int).tolist() == [3, 2] and t["violations"].astype(int).tolist() == [1, 0]  # 0.5 > 0.4: the third input
     assert t["median κ(R) / bound"].astype(float).tolist() == pytest.approx([0.5, 0.65], abs=1e-3)
-    assert t["median_bound"].astype(float).tolist() == pytest.approx([0.4, 0.55], abs=1e-3)
+    assert t["median bound"].astype(float).tolist() == pytest.approx([0.4, 0.55], abs=1e-3)
     assert len(chapter.rollout_check(chapter.rollout_summary(roll[roll["variant"] == "with_special"]), "x")) == 0
 
 

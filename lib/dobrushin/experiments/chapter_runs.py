@@ -1,6 +1,6 @@
-"""What a chapter measures before it shows anything: a family chapter's inputs and model runs
-(:func:`measure_family`) and the tabular chapter's data sets, trained networks and runs (:func:`measure_tabular`).
-The report's chapters (:mod:`dobrushin.report.chapter`, :mod:`dobrushin.report.tabular_chapter`) present them."""
+"""What a chapter measures before it shows anything (the report's chapters present it): a family chapter's inputs
+and model runs (:func:`measure_family`), the tabular chapter's trained networks and their runs
+(:func:`train_and_measure`) and its trajectories along training (:func:`epoch_trajectories`)."""
 from __future__ import annotations
 
 import time
@@ -16,7 +16,7 @@ from ..store.results import atomic_write_csv, slugify
 
 
 @dataclass
-class FamilyRuns:
+class FamilyMeasurement:
     """A family chapter's measurement: ``input_set`` (None when the data is unavailable, ``data_status`` saying
     why), ``runs`` (:class:`~dobrushin.experiments.pipeline.ModelRun`, models with trained weights first) and their
     tables concatenated (``table``, ``heads``, ``roll``)."""
@@ -38,7 +38,7 @@ def trained_ok(run) -> bool:
     return run.runs.get("pretrained", {}).get("status") == "ok"
 
 
-def _load_inputs(params, store, out: FamilyRuns) -> None:
+def _load_inputs(params, store, out: FamilyMeasurement) -> None:
     """The inputs; when the data is unavailable, every model recorded with the reason."""
     from ..data.inputs import load_inputs
 
@@ -70,13 +70,13 @@ def _measure_extra(params, inputs, store, config) -> list:
     return runs
 
 
-def measure_family(params, store, config, device) -> FamilyRuns:
+def measure_family(params, store, config, device) -> FamilyMeasurement:
     """Load a family chapter's inputs and measure every model of ``params`` (cached runs reused), then record the
     run in the chapter's manifest."""
     from .environment import describe_device, versions
     from .pipeline import measure_models
 
-    out = FamilyRuns()
+    out = FamilyMeasurement()
     _load_inputs(params, store, out)
     t0 = time.perf_counter()
     if out.input_set is not None:
@@ -103,7 +103,7 @@ def train_overrides(p) -> dict:
 
 
 @dataclass
-class TabularRuns:
+class TabularMeasurement:
     """The tabular chapter's measurement: ``trained`` ``{(data set, seed): (training data, fit result)}``,
     ``metric_rows`` (one dict per network, also ``metrics.csv``), ``runs`` ``{(data set, seed): ModelRun}`` and
     their tables concatenated (``table``), ``timings`` of the training."""
@@ -114,8 +114,8 @@ class TabularRuns:
     timings: dict = field(default_factory=dict)
 
 
-def measure_tabular(p, data_sets: dict, unavailable: dict, store, *, published: dict,
-                    model_name: Callable[[str, int], str]) -> TabularRuns:
+def train_and_measure(p, data_sets: dict, unavailable: dict, store, *, published: dict,
+                      model_name: Callable[[str, int], str]) -> TabularMeasurement:
     """Train (or load from the checkpoint cache) every data set of ``data_sets`` and seed of ``p``, then measure each
     network and its untrained initialisation (cached tables reused); the data sets of ``unavailable`` are recorded
     with their reason.  ``published``: the paper's metric per data set; ``model_name(data set, seed)``: the id."""
@@ -123,7 +123,7 @@ def measure_tabular(p, data_sets: dict, unavailable: dict, store, *, published: 
     from ..models import ft_transformer as ft
     from . import tabular as T
 
-    out = TabularRuns()
+    out = TabularMeasurement()
     for name, d in data_sets.items():  # every network trained first, then every one measured
         dtrain = d.subsample("train", p.train_rows, seed=p.split_seed)
         for seed in p.seeds:

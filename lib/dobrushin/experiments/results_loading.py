@@ -12,7 +12,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from .families import NOTEBOOKS as FAMILY_NOTEBOOKS
+from .families import NOTEBOOKS
 from ..math.stats import wilson
 from ..models.configs import resolution_id
 from ..random.ensembles import parse_ensemble
@@ -59,7 +59,7 @@ class FamilyRuns:
         return self._view(lambda k: True)
 
 
-def load_family_runs(results_dir, profile: Optional[str] = None, notebooks=FAMILY_NOTEBOOKS) -> FamilyRuns:
+def load_family_runs(results_dir, profile: Optional[str] = None, notebooks=NOTEBOOKS) -> FamilyRuns:
     """Read the per-model tables and manifest entries of the family notebooks' latest runs once
     (:class:`FamilyRuns`; :func:`load_family_results` is its usual view); ``notebooks``: only these."""
     frames, entries, second = [], {}, set()

@@ -1,5 +1,5 @@
-"""The family chapters (DINOv2, language models, supervised ViTs): one :class:`FamilyChapter` per notebook, which
-measures, and one method per section, each returning its tables, figures and sentences as a value.
+"""The family chapters (DINOv2, language models, supervised ViTs): one :class:`FamilyChapter` per notebook presents
+what :func:`dobrushin.experiments.chapter_runs.measure_family` measured, one section (a value) per method.
 
 Sections show the *featured* models (trained weights measured; all models when none was) with their untrained
 controls; models without trained weights get one banner and :meth:`FamilyChapter.controls`.  ``extra_image_size``
@@ -74,7 +74,7 @@ def rollout_check(rs: pd.DataFrame, name: str) -> Section:
         return Section()
     shown = c.assign(model=c["model"].map(display_name), weights=c["weights"].map(WEIGHTS_LABELS))
     return Section(F.table(shown[["model", "weights", "inputs", "violations", "median_ratio", "median_bound"]],
-                           columns={"inputs": "rollouts", "median_ratio": "median κ(R) / bound"},
+                           columns={"inputs": "rollouts", "median_ratio": "median κ(R) / bound", "median_bound": "median bound"},
                            caption="The whole-rollout bound on content tokens: violations (0 by the theorem) and the "
                                    "medians of κ(R) / bound and of the bound.", name=name))
 

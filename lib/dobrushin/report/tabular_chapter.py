@@ -1,7 +1,7 @@
 """The FT-Transformer chapter (``notebooks/tabular.ipynb``).
 
 ``TabularChapter(params)`` loads the data sets, trains (or loads from the checkpoint cache) every (data set, seed) and
-measures each trained model and its untrained initialisation (:func:`dobrushin.experiments.chapter_runs.measure_tabular`;
+measures each trained model and its untrained initialisation (:func:`dobrushin.experiments.chapter_runs.train_and_measure`;
 cached results are reused).  Each section is a method returning a :class:`~dobrushin.report.display.Section`.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .insight import near_ties
 from .names import benchmark, ft_model_name
 from .tables import fraction_grid, fractions, fractions_caption, rollout_summary
 from .display import Section
-from ..experiments.chapter_runs import epoch_trajectories, measure_tabular, train_overrides
+from ..experiments.chapter_runs import epoch_trajectories, train_and_measure, train_overrides
 
 
 def protocol_table(p):
@@ -69,8 +69,8 @@ class TabularChapter:
         self.timings = {}
         self.data_sets, self.unavailable = {}, {}
         self._load_data()
-        m = measure_tabular(params, self.data_sets, self.unavailable, self.store, published=PUBLISHED_FT_TRANSFORMER,
-                            model_name=ft_model_name)
+        m = train_and_measure(params, self.data_sets, self.unavailable, self.store, published=PUBLISHED_FT_TRANSFORMER,
+                              model_name=ft_model_name)
         self.trained, self.metric_rows, self.runs, self.table = m.trained, m.metric_rows, m.runs, m.table
         self.timings.update(m.timings)
         self.summ = fractions(self.table, ("model", "weights", "variant")) if len(self.table) else pd.DataFrame()
