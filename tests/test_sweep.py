@@ -223,6 +223,16 @@ def test_bad_sweep_arguments_are_one_line(tmp_path, monkeypatch, capsys, args, n
     assert not (tmp_path / "o").exists(), "nothing is written before the arguments are checked"
 
 
+@pytest.mark.parametrize("scheduler", ["local:0", "local:zero", "slurm"])
+def test_connect_refuses_what_the_sweep_refuses(scheduler):
+    """sweep_dask.connect checks the scheduler itself (no cluster of zero workers, no address guessed)."""
+    from dobrushin.experiments.measure_cli import CliError
+    from dobrushin.experiments.sweep_dask import connect
+
+    with pytest.raises(CliError, match=f"--scheduler {scheduler}: "):
+        connect(scheduler)
+
+
 def test_report_of_a_folder_without_a_sweep(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "no sweep here (no manifest.json" in capsys.readouterr().err

@@ -91,9 +91,9 @@ def measure_family(params, store, config, device) -> FamilyMeasurement:
         out.heads = pd.concat([r.heads for r in out.runs], ignore_index=True)
         out.roll = pd.concat([r.rollout for r in out.runs], ignore_index=True)
     out.wall_s = round(time.perf_counter() - t0, 1)
+    recorded = {k: v for k, v in versions(("transformers", "timm", "dobrushin")).items() if k != "numpy"}
     store.update_manifest(parameters=params.recorded(), profile=params.profile, device=describe_device(device),
-                          seed=params.seed, versions={k: v for k, v in versions(("transformers", "timm", "dobrushin")).items()
-                                                      if k != "numpy"})
+                          seed=params.seed, versions=recorded)
     return out
 
 
@@ -133,8 +133,8 @@ def train_and_measure(p, data_sets: dict, unavailable: dict, store, *, published
             out.metric_rows.append({"dataset": name, "seed": seed, "metric": metric, "epochs": r.epochs,
                                     "value": ft.score(dtrain, ft.predict(r.model, dtrain, "test"), "test")[metric],
                                     "train_seconds": round(r.train_seconds, 1)})
-            out.timings[f"train {tabular_data.TITLES[name]} seed {seed}" + (" (checkpoint cache)" if r.from_cache else "")] \
-                = round(r.train_seconds, 1)
+            cached = " (checkpoint cache)" if r.from_cache else ""
+            out.timings[f"train {tabular_data.TITLES[name]} seed {seed}{cached}"] = round(r.train_seconds, 1)
     atomic_write_csv(store.dir / "metrics.csv", pd.DataFrame(
         out.metric_rows, columns=["dataset", "seed", "metric", "value", "epochs", "train_seconds"]))
     for m in out.metric_rows:

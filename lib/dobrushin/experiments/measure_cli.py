@@ -64,6 +64,16 @@ def add_shared_options(p: argparse.ArgumentParser, **help: str) -> None:
     p.add_argument("--device", default="auto", help=help.get("device", '"auto" (CUDA when available), "cpu" or "cuda"'))
 
 
+def check_scheduler(scheduler: str) -> None:
+    """CliError unless ``sweep --scheduler`` is ``serial``, ``local:K`` (K >= 1) or a ``tcp://``/``tls://`` address."""
+    if scheduler.startswith("local:"):
+        k = scheduler.split(":", 1)[1]
+        if not k.isdigit() or int(k) < 1:
+            raise CliError(f"--scheduler {scheduler}: local:K needs a positive number of workers K")
+    elif scheduler != "serial" and not scheduler.startswith(("tcp://", "tls://")):
+        raise CliError(f"--scheduler {scheduler}: use serial, local:K or tcp://HOST:PORT")
+
+
 def check_shared_options(args) -> tuple:
     """The weights ``--weights`` names; :class:`CliError` for weights that cannot be right and for
     ``--text`` / ``--inputs`` that cannot exist (so that they are reported before any model is loaded)."""

@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..store.results import ResultStore, atomic_write_json, atomic_write_parquet, conform, sha256_file, slugify
-from .measure_cli import (CliError, add_shared_options, check_shared_options, exit_2_on_cli_error, inputs_for,
-                          measure_inputs, one_line)
+from .measure_cli import (CliError, add_shared_options, check_scheduler, check_shared_options, exit_2_on_cli_error,
+                          inputs_for, measure_inputs, one_line)
 from .model_cache import PLUGIN_NAME, current_cache
 
 #: bump when a shard's output for the same parameters changes
@@ -444,17 +444,6 @@ def spec_from_args(args) -> SweepSpec:
                          retries=args.retries)
     except ValueError as e:
         raise CliError(str(e)) from None
-
-
-def check_scheduler(scheduler: str) -> None:
-    """CliError unless ``scheduler`` is ``serial``, ``local:K`` (K >= 1) or a ``tcp://`` / ``tls://`` address
-    (the one place that checks it: :func:`.sweep_dask.connect` takes what passes)."""
-    if scheduler.startswith("local:"):
-        k = scheduler.split(":", 1)[1]
-        if not k.isdigit() or int(k) < 1:
-            raise CliError(f"--scheduler {scheduler}: local:K needs a positive number of workers K")
-    elif scheduler != "serial" and not scheduler.startswith(("tcp://", "tls://")):
-        raise CliError(f"--scheduler {scheduler}: use serial, local:K or tcp://HOST:PORT")
 
 
 @exit_2_on_cli_error

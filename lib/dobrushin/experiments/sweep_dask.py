@@ -7,6 +7,7 @@ from typing import Optional
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from .measure_cli import check_scheduler
 from .model_cache import PLUGIN_NAME, ModelCache
 
 
@@ -32,10 +33,10 @@ class ModelCachePlugin(WorkerPlugin):
 
 
 def connect(scheduler: str):
-    """``(client, cluster)`` for a ``--scheduler`` that :func:`~dobrushin.experiments.sweep.check_scheduler`
-    accepts, other than ``serial``: ``local:K`` (a LocalCluster of K worker processes, one thread each;
-    ``cluster`` to close after the client) or ``tcp://HOST:PORT`` / ``tls://...`` (a running scheduler;
-    ``cluster`` None)."""
+    """``(client, cluster)`` for ``--scheduler local:K`` (K worker processes, one thread each; close ``cluster``
+    after the client) or ``tcp://`` / ``tls://`` (a running scheduler; ``cluster`` None); CliError for what
+    :func:`~.measure_cli.check_scheduler` refuses."""
+    check_scheduler(scheduler)
     if scheduler.startswith("local:"):
         cluster = LocalCluster(n_workers=int(scheduler.split(":", 1)[1]), threads_per_worker=1, processes=True,
                                dashboard_address=None)

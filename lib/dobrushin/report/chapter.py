@@ -108,9 +108,9 @@ class FamilyChapter(InsightSections):
         self.config = params.measure_config(progress=True)
         m = measure_family(params, self.store, self.config, self.device)
         self.input_set, self.data_status, self.runs = m.input_set, m.data_status, m.runs
-        self.table, self.heads_table, self.roll, self.summ = m.table, m.heads, m.roll, pd.DataFrame()
-        if len(self.table):  # every measured model's fractions: the sections' and the downloads'
-            self.summ = fractions(self.table, ("model", "weights", "variant"))
+        self.table, self.heads_table, self.roll = m.table, m.heads, m.roll
+        self.summ = fractions(self.table, ("model", "weights", "variant")) if len(self.table) else pd.DataFrame()
+        if len(self.summ):
             atomic_write_csv(self.results / self.notebook / "fractions.csv", self.summ)
         self.timings = {"measure (all models, incl. cache reads)": m.wall_s}
 
