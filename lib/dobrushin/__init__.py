@@ -1,9 +1,7 @@
 """dobrushin: the Dobrushin coefficient of attention-rollout factors and its equality condition.
 
-Matrix routines (numpy arrays or torch tensors, batched over leading axes ``(..., n, n)``):
-:func:`kappa`, :func:`rollout_factor`, :func:`layer_bound`, :func:`attaining_pairs`,
-:func:`mutually_self_dominant`, :func:`equality_holds`, :func:`restrict`, :func:`rollout`,
-:func:`rollout_bound`, :func:`check_stochastic`, and :func:`analyse` (all per-matrix numbers in one pass).
+Matrix routines take numpy arrays or torch tensors ``(..., n, n)``; ``analyse`` gives every per-matrix
+number in one pass, ``equality_holds`` the condition alone.
 """
 from .math.coefficient import (
     DEFAULT_TOL,

@@ -1,12 +1,8 @@
 """Command line: ``python -m dobrushin check FILE``, ``measure MODEL_ID``, ``sweep MODEL_ID... --out DIR`` and ``report DIR`` (also installed as ``dobrushin``).
 
-``measure`` is documented in :mod:`dobrushin.experiments.measure_cli`, ``sweep`` (many models and
-input shards, serially or on Dask) in :mod:`dobrushin.experiments.sweep`, ``report`` (the per-model
-table and figure of a sweep folder) in :mod:`dobrushin.report.sweep_report`.
-
-FILE is ``.npy`` (one n x n matrix or a stack ``(..., n, n)``) or ``.csv`` (one matrix, comma separated,
-no header).  For each matrix prints κ(A), κ(½(I+A)), the bound ½(1+κ(A)), whether equality holds and
-a witness pair (or why there is none).  Bad files give a one-line error on stderr and exit status 2.
+``check``: FILE is ``.npy`` (a matrix or a stack ``(..., n, n)``) or ``.csv`` (one matrix, no header); prints
+κ(A), κ(½(I+A)), the bound, the verdict and a witness per matrix; a bad file exits 2 with a one-line error.
+The other commands are defined in ``experiments.measure_cli``, ``experiments.sweep`` and ``report.sweep_report``.
 """
 from __future__ import annotations
 

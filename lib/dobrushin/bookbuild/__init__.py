@@ -1,3 +1,2 @@
-"""What the built book needs at build time: the Sphinx hooks of the book (``sphinx_fixes``, enabled in
-``_config.yml``).  The developer tools (benchmarks, the browser check) live outside the installed
-package, in the repository's top-level ``tools/`` folder."""
+"""The book's Sphinx hooks at build time (``sphinx_fixes``, enabled in ``_config.yml``).  Developer tools
+live in the repository's ``tools/`` folder, outside the package."""

@@ -1,33 +1,17 @@
-"""Sphinx extension for the book: remove inline ``<script>``s that Sphinx 7.4 writes twice.
+"""Sphinx extension for the book (``extra_extensions`` in ``_config.yml``), with three fixes:
 
-Jupyter Book 1.x pins Sphinx < 8. In Sphinx 7.4 an inline script (``app.add_js_file(None,
-body=...)``) registered after the HTML builder started (sphinx-thebe does so in
-``env-before-read-docs``, sphinx-togglebutton likewise) is put on every page twice: once as given
-(filename ``None``) and once more by ``prepare_writing`` as filename ``''``, which is not equal to
-``None``, so Sphinx's own de-duplication misses it. sphinx-thebe's script declares
-``const THEBE_JS_URL``; the second copy is a SyntaxError in every reader's browser console
-("Identifier 'THEBE_JS_URL' has already been declared"), which ``make check-html`` reports.
-
-This extension keeps the first of each identical script on every page. Enable it with
-``sphinx: extra_extensions: [dobrushin.bookbuild.sphinx_fixes]`` in ``_config.yml``.
-
-It also keeps build noise off the rendered pages: before myst-nb parses a notebook (Sphinx's
-``source-read`` event), every cell tagged ``parameters`` or papermill's ``injected-parameters`` gets
-the ``remove-cell`` tag, which myst-nb honours (the cell is dropped, source and output). The executed
-notebook on disk keeps its cells; only the page loses them. So no chapter needs to remember the tags.
-
-And it makes sphinx-proof's *Proof Index* page (``prf-prf.html``) readable. sphinx-proof 0.4 lists
-each statement under its raw label (``conj-rate``, ``lem-generic``), one heading per label. Here the
-index is grouped by chapter (in the order of the table of contents) and each entry reads as on the
-page, *Theorem 2* with its title (*Equality characterisation*) beside it, in the order of the page
-(:func:`proof_index_entries`).
+* keeps the first of identical ``<script>``s on each page: Sphinx 7.4 writes an inline script added
+  after the builder started twice (as filename ``None`` and ``''``), a SyntaxError in the browser;
+* adds ``remove-cell`` to cells tagged ``parameters`` or ``injected-parameters`` before myst-nb reads a
+  notebook, so they stay off the page (the notebook on disk keeps them);
+* groups sphinx-proof's Proof Index by chapter, entries named as on the page ("Theorem 2" and title).
 """
 from __future__ import annotations
 
 import json
 from typing import Optional
 
-# Cell tags whose cells never appear on a page: the notebook's defaults and papermill's overrides.
+# the notebook's defaults and papermill's overrides
 HIDDEN_CELL_TAGS = ("parameters", "injected-parameters")
 
 
@@ -94,14 +78,10 @@ def _title_of(node) -> str:
 def proof_index_entries(proofs: dict, titles: dict, numbers: dict, chapter_titles: dict, order,
                         positions: Optional[dict] = None) -> list:
     """The Proof Index as ``[(chapter title, [(name, 0, docname, anchor, "", "", title), ...]), ...]``
-    (the ``content`` a Sphinx :class:`~sphinx.domains.Index` returns).
+    (a Sphinx ``Index``'s content), chapters in ``order`` (others after, sorted), entries in page order.
 
-    ``proofs``: sphinx-proof's ``env.proof_list`` (label → ``docname``, ``realtype``, ``countertype``,
-    ``ids``); ``titles``: label → the directive's title; ``numbers``: docname → countertype → id →
-    number tuple (``env.toc_fignumbers``); ``chapter_titles``: docname → title; ``order``: docnames in
-    reading order (others follow, sorted); ``positions``: label → place of the statement on its page.
-    Entries are named ``"Theorem 2"`` (``"Theorem"`` when unnumbered) and listed within a chapter in the
-    order of the page (by kind of statement, then number, where the place is not known)."""
+    ``proofs``: ``env.proof_list``; ``titles``: label → title; ``numbers``: ``env.toc_fignumbers``;
+    ``positions``: label → place on its page (else entries sort by kind, then number)."""
     positions = positions or {}
     rank = {d: i for i, d in enumerate(order)}
     groups: dict = {}

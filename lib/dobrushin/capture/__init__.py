@@ -1,9 +1,6 @@
-"""Capturing post-softmax attention: token roles (:mod:`.roles`), one hook mechanism (:mod:`.hooks`),
-eager switching (:mod:`.eager`) and one adapter per model family, registered here explicitly:
-``"ft-transformer"`` (:mod:`.ft_transformer`), ``"timm"`` (:mod:`.timm`), ``"hf"`` (:mod:`.hf`).
-
-Depends on torch and numpy only (no pandas, nothing above it in the package).  A new family needs an
-adapter: ``register_adapter(name, matches, run, prepare=...)`` (see :mod:`.extract`).
+"""Capturing post-softmax attention (``extract_attention``): token roles, one hook mechanism, eager
+switching, and one adapter per model family, registered here: ``"ft-transformer"``, ``"timm"``, ``"hf"``.
+A new family needs ``register_adapter(name, matches, run, prepare=...)``.  Depends on torch and numpy only.
 """
 from . import ft_transformer as _ft
 from . import hf as _hf

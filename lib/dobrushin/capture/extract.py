@@ -1,19 +1,13 @@
 """Post-softmax attention of every layer, one call for every supported model family.
 
-:func:`extract_attention` is the single entry point (in the spirit of timm's ``AttentionExtract``):
-it finds an *adapter* for the model (:func:`register_adapter`), runs one forward pass in eval mode
-under ``torch.inference_mode`` and returns an :class:`Extraction`.
+:func:`extract_attention` finds the first registered adapter matching the model (:func:`register_adapter`),
+runs one forward pass in eval mode under ``torch.inference_mode`` and returns an :class:`Extraction`.  An
+adapter may name a ``prepare(model)`` step (switching to eager attention) that loaders call through
+:func:`prepare_for_capture`.
 
-Adapters are registered explicitly by :mod:`dobrushin.capture` (its ``__init__``): ``"ft-transformer"``
-(:mod:`.ft_transformer`), ``"timm"`` (:mod:`.timm`) and ``"hf"`` (:mod:`.hf`), in that order; every one
-captures through the hook points of :mod:`.hooks`.  An adapter may also name a ``prepare(model)`` step
-(switching to eager attention) that loaders call through :func:`prepare_for_capture`.
-
-Token roles: :mod:`.roles`.  Padding: pad tokens stay in the returned tensor with role ``pad`` (their
-columns carry zero attention because the mask is applied before the softmax; their rows are
-meaningless).  Use :meth:`Extraction.unpadded` or the roles (:func:`dobrushin.capture.roles.keep_indices`)
-to remove them; a sentence alone and the same sentence in a padded batch then give the same content
-attention up to float rounding.
+Padding: pad tokens stay in the tensor with role ``pad``; their columns carry zero attention, their rows
+are meaningless.  :meth:`Extraction.unpadded` removes them (a sentence alone and in a padded batch then
+give the same content attention up to float rounding).
 """
 from __future__ import annotations
 
@@ -31,12 +25,9 @@ from .roles import ROLES, keep_indices
 class Extraction:
     """Result of :func:`extract_attention`.
 
-    ``attention``: float32 CPU tensor ``(B, L, n, n)`` (head-averaged) or ``(B, L, H, n, n)``
-    (``average_heads=False``): post-softmax attention of every layer (layer 0 first), eval mode.
-    ``roles``: ``roles[b][t]`` is the role of token ``t`` of input ``b`` (from :data:`ROLES`).
-    ``lengths``: real (unpadded) length of each input for text; ``None`` for images.
-    ``outputs``: the model's own forward output (on the model's device).
-    ``adapter``: the name of the adapter that produced it.
+    ``attention``: float32 CPU ``(B, L, n, n)`` (head-averaged) or ``(B, L, H, n, n)``, layer 0 first;
+    ``roles[b][t]``: the role of token ``t`` of input ``b`` (:data:`ROLES`); ``lengths``: unpadded length of
+    each text input, None for images; ``outputs``: the model's own forward output (on its device).
     """
 
     attention: torch.Tensor
@@ -100,10 +91,9 @@ def register_adapter(name: str, matches: Callable[[Any], bool],
                      prepare: Optional[Callable[[Any], Any]] = None) -> None:
     """Register an adapter: ``matches(model) -> bool`` and ``run(model, inputs, average_heads) -> Extraction``.
 
-    Adapters are tried in order and the first match wins; ``first=True`` (default) puts the new
-    adapter before the built-in ones so it can override them.  Re-registering a name replaces it.
-    The ``run`` callable is called in eval mode under ``torch.inference_mode`` with inputs
-    already moved to the model's device; it should return attention as float32 on the CPU.
+    The first match wins; ``first=True`` puts it before the built-in ones.  Re-registering a name replaces
+    it.  ``run`` is called in eval mode under ``torch.inference_mode`` with inputs on the model's device;
+    it should return float32 attention on the CPU.
     """
     if not isinstance(name, str) or not name:
         raise ValueError("adapter name must be a non-empty string")
@@ -166,17 +156,13 @@ def to_device(inputs, device):
 
 
 def extract_attention(model, inputs, *, average_heads: bool = True) -> Extraction:
-    """Post-softmax attention of every layer of ``model`` on ``inputs`` (one forward pass).
+    """Post-softmax attention of every layer of ``model`` on ``inputs`` (one eval-mode forward pass under
+    ``torch.inference_mode``, tensors moved to the model's device), as an :class:`Extraction`.
 
-    ``inputs`` is what the model's forward takes: a dict of tensors for HF models (``input_ids``,
-    ``attention_mask``, ... or ``pixel_values``; a bare pixel tensor is accepted too) and a pixel
-    tensor for timm (a dict with ``pixel_values`` is accepted too).  Tensors are moved to the
-    model's device.  The model is put in eval mode; the pass runs under ``torch.inference_mode``.
-    Returns an :class:`Extraction` (attention on the CPU in float32).
-
-    Raises :class:`AttentionUnavailable` when no adapter matches or a layer returned no attention,
-    ``ValueError`` for malformed inputs.  Models whose attention would be silently skipped (HF
-    SDPA/flash, timm fused attention) are switched to eager attention with a ``UserWarning``.
+    ``inputs``: what the forward takes (HF: a dict of tensors or a pixel tensor; timm: a pixel tensor or a
+    dict with ``pixel_values``).  Raises :class:`AttentionUnavailable` when no adapter matches or a layer
+    returned no attention, ``ValueError`` for malformed inputs.  HF SDPA/flash and timm fused attention
+    form no softmax, so such models are switched to eager attention with a ``UserWarning``.
     """
     adapter = find_adapter(model)
     model.eval()

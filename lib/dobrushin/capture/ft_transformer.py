@@ -1,20 +1,10 @@
-"""The ``"ft-transformer"`` adapter: ``rtdl_revisiting_models.FTTransformer`` (Gorishniy et al. 2021).
+"""The ``"ft-transformer"`` adapter: ``rtdl_revisiting_models.FTTransformer``.
 
-Tokens are ``[CLS]`` then one token per numeric feature, then one per categorical feature: this
-implementation *prepends* the CLS embedding (``FTTransformer.forward`` puts ``cls_embedding`` first in
-the token list and the backbone reads ``x[:, 0]``), so role ``cls`` is position 0 and the others are
-``content``.  :func:`capture` reads, through the hook points of :func:`hook_points`, every block's
-post-softmax probabilities (at the input of the module's attention dropout, the identity in eval mode;
-an absent dropout at rate 0 is stood in for by an identity while capturing) and the block's attention
-input (the normalised token states).  The last block computes only the CLS query (``x[:, :1]``), so its
-full ``n x n`` matrix is *recomputed* by :func:`recompute_attention`: softmax(QKᵀ/√d_head) from that
-block's own input and its ``W_q``/``W_k`` weights, for all queries, with the same operations as
-``MultiheadAttention.forward``.  For the earlier blocks the recomputation equals the hooked attention
-(checked in the tests), and for the last block its CLS row equals the hooked CLS row.
-
-:func:`extract` returns a :class:`~dobrushin.capture.extract.Extraction`; :mod:`dobrushin.capture`
-registers it as the ``"ft-transformer"`` adapter, so ``dobrushin.extract_attention(model, {"x_num": ...,
-"x_cat": ...})`` and ``extract_attention(model, (x_num, x_cat))`` work.
+Tokens: ``[CLS]`` (prepended by rtdl: role ``cls`` at 0), then one per numeric and one per categorical
+feature.  Each block's post-softmax probabilities are read at the input of its attention dropout (an absent
+one is stood in for while capturing), with the block's attention input.  The last block computes only the
+CLS query, so its full ``n x n`` matrix is recomputed from that block's input (:func:`recompute_attention`);
+for earlier blocks the recomputation equals the hooked attention, for the last its CLS row (tested).
 """
 from __future__ import annotations
 

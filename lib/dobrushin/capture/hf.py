@@ -1,11 +1,8 @@
-"""The ``"hf"`` adapter: Hugging Face ``transformers`` encoders whose attention modules return
-``(output, weights)`` (ViT, DeiT incl. distilled, DINOv2, DINOv2-with-registers, BERT/MiniLM, RoBERTa,
-DistilBERT and any other model listing its attention class in ``_can_record_outputs["attentions"]``).
+"""The ``"hf"`` adapter: ``transformers`` encoders whose attention modules return ``(output, weights)`` (ViT,
+DeiT, DINOv2 with or without registers, BERT/MiniLM, RoBERTa, DistilBERT, ...), plus MPNet.
 
-Hook points (:func:`hook_points`): the weights element of every attention module's output, read
-during the forward pass and averaged over heads at once, so memory stays ``O(B·L·n²)``.  A model under
-SDPA/flash/flex attention returns no weights; it is switched to eager attention
-(``model.set_attn_implementation("eager")``) with a :class:`UserWarning` saying so.
+The weights are hooked during the forward pass and averaged over heads at once (memory ``O(B·L·n²)``).
+SDPA/flash/flex attention returns no weights, so the model is switched to eager attention with a ``UserWarning``.
 """
 from __future__ import annotations
 
@@ -53,10 +50,9 @@ SOFTMAX_DROPOUT = {"MPNetSelfAttention": "dropout"}
 
 
 def attention_modules(model):
-    """``([(name, module), ...], index)``: the modules whose output tuple holds the attention weights
-    at ``index`` (from the model's ``_can_record_outputs["attentions"]``), in forward order.  Attention
-    classes that declare no recorder (MPNet's ``MPNetSelfAttention``, listed in :data:`SOFTMAX_DROPOUT`)
-    are read at the output of the dropout applied to their softmax (index None), like timm's ``attn_drop``."""
+    """``([(name, module), ...], index)``: the modules whose output tuple holds the attention weights at
+    ``index`` (``_can_record_outputs["attentions"]``), in forward order; classes in :data:`SOFTMAX_DROPOUT`
+    are read at the output of their softmax dropout (index None)."""
     classes, names, index = _hf_attention_specs(model)
     mods = [(nm, m) for nm, m in model.named_modules()
             if (classes and isinstance(m, classes)) or any(nm.endswith(s) for s in names)]

@@ -1,13 +1,9 @@
-"""The one hook mechanism of the capture layer: named hook points and a context manager.
+"""The one hook mechanism of the capture layer, used by every adapter.
 
-A :class:`HookPoint` names a submodule of a model (its dotted path, as in ``model.named_modules()``)
-and what to read there: the module's output (or one element of a tuple output) or one of its
-positional inputs.  :func:`recording` puts a forward hook (output) or forward pre-hook (input) on
-every point for the duration of a ``with`` block and collects what passes, optionally transformed at
-once (e.g. averaged over heads and moved to the CPU, so memory stays ``O(B·L·n²)``); the hooks are
-removed when the block ends, also on an error.  An optional module that is absent (an attribute set
-to ``None``, such as rtdl's attention dropout at rate 0) is stood in for by ``torch.nn.Identity``
-while the block runs, so that it can be hooked too.  Every adapter captures through this.
+A :class:`HookPoint` names a submodule (dotted path) and what to read there: its output, an element of a
+tuple output, or a positional input.  :func:`recording` hooks every point during a ``with`` block and
+collects what passes (optionally transformed at once); the hooks are removed after, also on an error.  An
+absent optional module (``None``, e.g. rtdl's dropout at rate 0) is stood in for by ``torch.nn.Identity``.
 """
 from __future__ import annotations
 
@@ -127,10 +123,8 @@ _ROLES: contextvars.ContextVar = contextvars.ContextVar("dobrushin_announced_rol
 
 @contextlib.contextmanager
 def layer_sink(fn: Optional[Callable[[torch.Tensor], None]]) -> Iterator[None]:
-    """While the block runs, every :func:`attention_maps` transform hands ``fn`` each captured layer's
-    per-head attention ``(B, H, n, n)`` (float32, on the model's device) before averaging it, in
-    forward order: a consumer (the per-head table) can work layer by layer during the forward pass
-    instead of holding every layer's heads.  ``fn=None``: nothing."""
+    """While the block runs, every :func:`attention_maps` transform hands ``fn`` each layer's per-head
+    attention ``(B, H, n, n)`` (float32, on the model's device) before averaging, in forward order."""
     token = _SINK.set(fn)
     try:
         yield
@@ -140,13 +134,10 @@ def layer_sink(fn: Optional[Callable[[torch.Tensor], None]]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def map_sink(fn: Optional[Callable[[torch.Tensor], None]]) -> Iterator[None]:
-    """While the block runs, every stacked head-averaging :func:`attention_maps` transform (``layers`` given,
-    as the timm and HF adapters use it) hands ``fn`` each layer's head-averaged map ``(B, n, n)`` (float32,
-    on the model's device) as it is captured, and does **not** keep it: the extraction's ``attention`` is
-    then a placeholder of the right shape holding no data (:func:`is_placeholder`), so the
-    ``(B, L, n, n)`` stack of the whole forward pass is never held.  The consumer (the measurement's
-    :class:`dobrushin.experiments.measure.BatchMeasure`) must therefore take every layer it needs from
-    ``fn``.  A transform that is not stacked, or keeps the heads, is unaffected.  ``fn=None``: nothing."""
+    """While the block runs, every stacked head-averaging :func:`attention_maps` transform (``layers`` given)
+    hands ``fn`` each layer's map ``(B, n, n)`` (float32, on the model's device) and does not keep it: the
+    extraction's ``attention`` is then a data-less placeholder (:func:`is_placeholder`), so ``fn`` must
+    take every layer it needs.  Other transforms are unaffected."""
     token = _MAP_SINK.set(fn)
     try:
         yield

@@ -1,22 +1,13 @@
-"""Token roles: one role per token of every captured sequence, and the tokens each variant keeps.
+"""Token roles (one of :data:`ROLES` per token) and the tokens each variant keeps (:func:`keep_indices`:
+``content`` keeps content tokens, ``with_special`` all but padding).
 
-Each token gets one role from :data:`ROLES`:
-
-* vision, HF: ``cls`` at 0; DeiT (``model_type == "deit"``) ``distillation`` at 1; DINOv2-with-registers
-  ``register`` at 1..R (``config.num_register_tokens``); patches ``content``.
-* vision, timm: ``cls`` at 0 (when ``cls_token`` exists); ``distillation`` at 1 (``dist_token``);
-  then ``reg_token``'s R tokens ``register``; patches ``content``.
-* text: ``pad`` where ``attention_mask == 0``; among the rest, tokens flagged by a
-  ``special_tokens_mask`` entry of ``inputs`` (what :func:`dobrushin.models.load_model`'s text
-  preprocess adds; it is removed before the forward pass) are ``cls`` when first in the sequence
-  (``[CLS]``, RoBERTa ``<s>``) and ``sep`` otherwise (``[SEP]``, ``</s>``).  Without a
-  ``special_tokens_mask``, ids equal to ``config.cls_token_id``/``bos_token_id`` → ``cls`` and
-  ``config.sep_token_id``/``eos_token_id`` → ``sep`` when the config names them; otherwise the first
-  real token is ``cls`` and the last real token ``sep`` (the BERT-family layout), with a warning.
-* FT-Transformer: ``cls`` at 0 (rtdl prepends the CLS embedding), every feature token ``content``.
-
-The variants of the measurement: ``content`` keeps content tokens only; ``with_special`` keeps every
-token except padding (:func:`keep_indices`).
+* vision: ``cls`` at 0; DeiT's distillation token (HF ``model_type == "deit"``, timm ``dist_token``) ``distillation`` at 1;
+  DINOv2's registers (``num_register_tokens``, timm ``reg_token``) ``register`` next; patches ``content``.
+* text: ``pad`` where ``attention_mask == 0``; of the rest, tokens flagged in ``special_tokens_mask`` are
+  ``cls`` when first (``[CLS]``, ``<s>``), else ``sep``.  Without that mask, the config's cls/bos id in first
+  position gives ``cls`` and its sep/eos ids ``sep``; without those, the first real token is ``cls`` and the
+  last ``sep``, with a warning.
+* FT-Transformer: ``cls`` at 0 (rtdl prepends it), every feature token ``content``.
 """
 from __future__ import annotations
 

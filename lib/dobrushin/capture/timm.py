@@ -1,9 +1,6 @@
-"""The ``"timm"`` adapter: timm Vision Transformers (``VisionTransformer`` and subclasses such as
-``VisionTransformerDistilled``).
-
-Hook points (:func:`hook_points`): the output of each block's ``attn.attn_drop``, which is the softmax
-output.  Fused attention (``F.scaled_dot_product_attention``) never forms the softmax, so every
-``Attention`` module with ``fused_attn=True`` is switched to ``fused_attn=False`` with a :class:`UserWarning`.
+"""The ``"timm"`` adapter: timm Vision Transformers (``VisionTransformer`` and subclasses).  The softmax is
+read at each block's ``attn.attn_drop``; fused attention never forms it, so it is switched off
+(``fused_attn=False``) with a ``UserWarning``.
 """
 from __future__ import annotations
 

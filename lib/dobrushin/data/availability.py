@@ -8,9 +8,7 @@ _TRUE = ("1", "true", "yes", "on")
 
 class DataUnavailable(RuntimeError):
     """The requested data could not be obtained (offline, missing package, missing or corrupt file).
-
-    ``reason`` is a short human-readable explanation (``str(exc)`` is the same); ``status`` is the
-    manifest / book wording ``"data unavailable: <reason>"``."""
+    ``reason``: short explanation (also ``str(exc)``); ``status``: ``"data unavailable: <reason>"``."""
 
     def __init__(self, reason: str):
         super().__init__(reason)

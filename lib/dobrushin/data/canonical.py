@@ -1,15 +1,10 @@
-"""The canonical sources of the vision and language chapters' inputs, and their checked download.
+"""The canonical inputs of the vision and language chapters, and their checked download.
 
-The published tables measured the 100 ImageNet sample photos of ``EliSchwartz/imagenet-sample-images`` (one
-photo per tenth ILSVRC-2012 class, the files at commit :data:`IMAGENET_SAMPLES_COMMIT`) and the 872 sentences
-of GLUE's SST-2 validation file (``dev.tsv``).  Both are read from ``$DOBRUSHIN_DATA`` when it is set (the
-offline data folder: ``imagenet_samples/`` and ``sst2/dev.tsv``), and otherwise downloaded once from those
-sources into the cache folder (:func:`dobrushin.store.paths.cache_dir`, ``data/``).  Either way every file is
-checked against the SHA-256 recorded here, so the same bytes are measured whatever the route, and the inputs
-carry one source line (:data:`IMAGENET_SAMPLES_SOURCE`, :data:`SST2_SOURCE`) that does not depend on it: a
-selection read from the data folder and one downloaded have the same cache key, so either reuses the
-published tables.  A file that is missing from the data folder, or whose checksum differs, is a
-:class:`~dobrushin.data.availability.DataUnavailable` naming it, never a silent substitute.
+The 100 ImageNet sample photos of ``EliSchwartz/imagenet-sample-images`` and GLUE's SST-2 ``dev.tsv`` (872
+sentences) are read in place from ``$DOBRUSHIN_DATA`` (``imagenet_samples/``, ``sst2/dev.tsv``) when it is
+set, else downloaded once into ``cache_dir()/data/``.  Every file is checked against the SHA-256 recorded
+here, and the source line does not depend on the route (one cache key).  A missing or different file is
+``DataUnavailable`` naming it, never a silent substitute.
 """
 from __future__ import annotations
 
@@ -175,10 +170,9 @@ def _check(path: Path, expected: str, what: str) -> None:
 
 
 def check_photo_folder(folder: Path, expected: Optional[Dict[str, str]] = None) -> None:
-    """That ``folder`` holds exactly the canonical photos (``expected``: name -> SHA-256, default
-    :data:`IMAGENET_SAMPLES_SHA256`), each with its checksum; other files (a manifest, notes) may lie beside
-    them, other photos may not.  :class:`DataUnavailable` names the first photo that is missing, extra or
-    different."""
+    """Check that ``folder`` holds exactly the canonical photos (``expected``: name -> SHA-256), each with its
+    checksum; non-image files may lie beside them.  ``DataUnavailable`` names the first photo that is
+    missing, extra or different."""
     expected = IMAGENET_SAMPLES_SHA256 if expected is None else expected
     folder = Path(folder)
     if not folder.is_dir():
@@ -195,12 +189,10 @@ def check_photo_folder(folder: Path, expected: Optional[Dict[str, str]] = None) 
 
 
 def photo_folder(expected: Optional[Dict[str, str]] = None, url: Optional[str] = None) -> tuple:
-    """``(folder, note)``: the folder of the canonical photos, checked (:func:`check_photo_folder`), and one
-    sentence saying where it is.  ``$DOBRUSHIN_DATA/imagenet_samples`` when ``DOBRUSHIN_DATA`` is set;
-    otherwise ``<cache>/data/imagenet_samples``, where the photos not yet there are downloaded from ``url``
-    (default :data:`IMAGENET_SAMPLES_URL`; each checked before it is written, atomically, so an interrupted
-    download keeps the photos it finished), and the folder is then checked as a data folder is (no other photo
-    may lie among them).  :class:`DataUnavailable` when a photo cannot be had, differs or cannot be written."""
+    """``(folder, note)``: the checked folder of the canonical photos and where it is.
+    ``$DOBRUSHIN_DATA/imagenet_samples`` when set, else ``<cache>/data/imagenet_samples``, where missing photos
+    are downloaded from ``url`` (each checked, then written atomically).  ``DataUnavailable`` when a photo
+    cannot be had, differs or cannot be written."""
     expected = IMAGENET_SAMPLES_SHA256 if expected is None else expected
     url = IMAGENET_SAMPLES_URL if url is None else url
     d = data_dir()
@@ -230,10 +222,9 @@ def photo_folder(expected: Optional[Dict[str, str]] = None, url: Optional[str] =
 
 
 def sst2_file(expected: Optional[str] = None, url: Optional[str] = None) -> tuple:
-    """``(path, note)``: GLUE's SST-2 ``dev.tsv``, checked against ``expected`` (default
-    :data:`SST2_DEV_SHA256`).  ``$DOBRUSHIN_DATA/sst2/dev.tsv`` when ``DOBRUSHIN_DATA`` is set; otherwise
-    ``<cache>/data/sst2/dev.tsv``, taken from GLUE's archive at ``url`` (default :data:`SST2_URL`) the first
-    time.  :class:`DataUnavailable` when it cannot be had or differs."""
+    """``(path, note)``: GLUE's SST-2 ``dev.tsv``, checked: ``$DOBRUSHIN_DATA/sst2/dev.tsv`` when set, else
+    ``<cache>/data/sst2/dev.tsv``, taken from GLUE's archive at ``url`` the first time.
+    ``DataUnavailable`` when it cannot be had or differs."""
     expected = SST2_DEV_SHA256 if expected is None else expected
     url = SST2_URL if url is None else url
     d = data_dir()

@@ -1,42 +1,19 @@
 """The inputs of the measurements: photographs for vision models, English sentences for text models.
 
-Every loader returns an :class:`InputSet`: a deterministic, ordered selection of ``n`` items, each
-with a stable id (the file name for images in a folder, ``<source>:<row>`` for table rows), and a
-``source`` line saying exactly where the items came from (shown in the notebooks and stored in the
-manifest).  Items are loaded lazily (``InputSet.items(start, stop)``), so a large folder costs no
-memory until a batch is needed.
+:func:`load_images` and :func:`load_texts` return an :class:`InputSet`: ``n`` items with stable ids, loaded
+lazily, and a ``source`` line.  Selection: ids sorted, shuffled with ``default_rng(seed)``, the first ``n``
+taken, so a smaller ``n`` is a prefix of a larger one; ``n=None`` takes everything.
 
-Selection.  The available items are sorted by id, shuffled with ``numpy.random.default_rng(seed)``
-and the first ``n`` are taken, so the selection for a smaller ``n`` is always a prefix of the
-selection for a larger ``n`` with the same seed (an untrained control on fewer inputs measures a
-subset of the pretrained model's inputs).  ``n=None`` or ``n`` larger than what is available takes
-everything; :attr:`InputSet.available` records how much there was.
+Image ``source``: None (auto): the 100 canonical ImageNet photos (:mod:`.canonical`; with no data folder and
+a failed download, the embedded set, the reason in ``notes``); a folder path (its image files, not
+recursive); ``"embedded"``: the photographs bundled with scikit-image and scikit-learn;
+``"hf:<dataset id>[:<split>]"``: the first ``n`` rows streamed from the hub (``DataUnavailable`` when offline).
+Images are RGB ``PIL.Image``.
 
-Images (:func:`load_images`)
-    ``source=None`` (auto): the 100 canonical ImageNet sample photos (:mod:`dobrushin.data.canonical`),
-    read from ``$DOBRUSHIN_DATA/imagenet_samples/`` when ``DOBRUSHIN_DATA`` is set, else downloaded once into
-    the cache folder, each checked against its SHA-256 (the source line is the same either way, so is the
-    cache key); a data folder that lacks or alters one is :class:`DataUnavailable`; without a data folder,
-    when the download fails, the embedded set, with the reason in ``notes``.
-    A folder path: every ``.jpg/.jpeg/.png/.bmp/.webp/.tif`` file in it (not recursive).
-    ``"embedded"``: the photographs bundled with scikit-image (``skimage.data``) and scikit-learn
-    (``load_sample_images``); nothing is downloaded.
-    ``"hf:<dataset id>"`` (optionally ``"hf:<id>:<split>"``): a Hugging Face dataset through the
-    ``datasets`` package (streaming, the first ``n`` rows of the split); fails fast with
-    :class:`DataUnavailable` when offline.
-    Every image is returned as an RGB ``PIL.Image`` (greyscale, palette and RGBA images converted).
-
-Text (:func:`load_texts`)
-    ``source=None`` (auto): GLUE's SST-2 ``dev.tsv`` (:mod:`dobrushin.data.canonical`), read from
-    ``$DOBRUSHIN_DATA/sst2/dev.tsv`` when ``DOBRUSHIN_DATA`` is set, else downloaded once from GLUE into the
-    cache folder, checked against its SHA-256 either way (one source line, one cache key); a data folder
-    that lacks or alters it is :class:`DataUnavailable`; without a data folder, when the download fails, the
-    GLUE SST-2 validation split from the hub; when that cannot be obtained either (offline, ``datasets`` not
-    installed, network error), the embedded sentences, with the reasons recorded in ``notes``.
-    A ``.tsv`` path: a GLUE-style file with a header and a ``sentence`` column (read with
-    ``quoting=3``, i.e. no quote processing).  ``"glue"``: the hub only.  ``"embedded"``: real
-    English sentences from the Python documentation shipped with the interpreter
-    (``pydoc_data.topics``), split into sentences and filtered (see :func:`embedded_sentences`).
+Text ``source``: None (auto): GLUE's SST-2 ``dev.tsv`` (:mod:`.canonical`; with no data folder and a failed
+download, the hub's GLUE SST-2 validation split, else the embedded sentences, the reasons in ``notes``); a
+``.tsv`` path (GLUE-style, ``sentence`` column, no quote processing); ``"glue"``: the hub only;
+``"embedded"``: sentences of the Python documentation (:func:`embedded_sentences`).
 """
 from __future__ import annotations
 
@@ -68,12 +45,9 @@ SKLEARN_PHOTOS = ("china.jpg", "flower.jpg")
 class InputSet:
     """A deterministic selection of inputs.
 
-    ``kind``: ``"image"`` or ``"text"``; ``ids``: stable id of each selected item, in order;
-    ``source``: where they came from (one line); ``available``: how many items the source had;
-    ``seed``: the selection seed; ``notes``: anything the reader should know (e.g. a fallback);
-    ``_digest(i)``: the SHA-256 of the ``i``-th item's content (the bytes of its file, the UTF-8 of its
-    sentence), so that the cache key changes when a file changes under the same name; None where the
-    ``source`` line pins the content already (the embedded sets, by package version).
+    ``kind``: ``"image"`` | ``"text"``; ``available``: how many items the source had; ``_digest(i)``: the
+    SHA-256 of the ``i``-th item's content (so the cache key changes when a file changes under the same
+    name), or None where the ``source`` line pins the content (the embedded sets).
     """
 
     kind: str
@@ -145,11 +119,9 @@ class InputSet:
         return {"kind": self.kind, "source": self.source, "seed": self.seed, "ids": list(self.ids)}
 
     def key(self, start: Optional[int] = None, stop: Optional[int] = None) -> dict:
-        """What identifies the selection, for cache keys: :meth:`identity` and, where the items have
-        content digests, ``content_sha256`` (a photo replaced under the same file name is a new input).
-        With a range (``start`` or ``stop`` given: a sweep's shard), what identifies items ``start:stop``
-        of it: the identity with the range's ids, ``shard`` = ``[start, stop]`` and the content digest of
-        those items only (a shard reads only its own files)."""
+        """What identifies the selection, for cache keys: :meth:`identity` plus, where the items have
+        content digests, ``content_sha256``.  With ``start``/``stop`` (a sweep's shard): the range's ids,
+        ``shard`` = ``[start, stop]`` and the content digest of those items only."""
         k = self.identity()
         if start is None and stop is None:
             c = self.content_sha256()
@@ -236,9 +208,8 @@ def image_files(folder) -> List[Path]:
 
 
 def file_digests(paths: Sequence[Path]) -> Callable[[int], str]:
-    """``d(i)``: the SHA-256 of the bytes of ``paths[i]``, remembered with the file's size, modification
-    time and inode, and read again when any of them has changed (a photo replaced while the selection is
-    held, say in a notebook, gets a new digest, as :meth:`InputSet.items` reads the new photo)."""
+    """``d(i)``: the SHA-256 of the bytes of ``paths[i]``, recomputed when the file's size, modification
+    time or inode changes (a photo replaced while the selection is held gets a new digest)."""
     memo: dict = {}
 
     def d(i: int) -> str:

@@ -1,36 +1,15 @@
 """Tabular benchmarks for the FT-Transformer study: California Housing, Adult and breast cancer.
 
-Sources
--------
-* **California Housing** — the 8 scikit-learn features and the target ``MedHouseVal``, derived from the
-  raw StatLib file exactly as :func:`sklearn.datasets.fetch_california_housing` derives them (columns
-  reordered ``[8, 7, 2, 3, 4, 5, 6, 1, 0]``; AveRooms, AveBedrms and AveOccup divided by households;
-  target / 1e5).  With ``DOBRUSHIN_DATA`` set the raw file is
-  ``$DOBRUSHIN_DATA/california_housing/cal_housing.data.gz``; otherwise scikit-learn downloads it
-  (its own checksum check applies).
-* **Adult** — the UCI ``adult.data`` (32 561 rows) and ``adult.test`` (16 281 rows) files; 6 numeric
-  and 8 categorical features, label ``income == '>50K'``.  With ``DOBRUSHIN_DATA`` set they are
-  ``$DOBRUSHIN_DATA/adult/adult.{data,test}.gz``; otherwise they are downloaded from the UCI repository
-  and checked against the known SHA-256 of the original files.
-* **Breast cancer** — :func:`sklearn.datasets.load_breast_cancer`, shipped inside scikit-learn, so it
-  is always available (an extra row that never depends on the network).
+Sources: with ``DOBRUSHIN_DATA`` set, ``california_housing/cal_housing.data.gz`` and
+``adult/adult.{data,test}.gz`` are read in place after checking ``$DOBRUSHIN_DATA/SHA256SUMS``; otherwise
+scikit-learn downloads California (its own checksum) and Adult comes from UCI, checked against
+:data:`ADULT_SHA256`.  Breast cancer ships inside scikit-learn.  What cannot be obtained raises
+``DataUnavailable``; nothing is substituted.
 
-Local files are verified against ``$DOBRUSHIN_DATA/SHA256SUMS``.  Whatever cannot be obtained raises
-:class:`DataUnavailable` whose ``status`` is ``"data unavailable: <reason>"`` — nothing is substituted.
-
-Protocol (Gorishniy et al. 2021, "Revisiting Deep Learning Models for Tabular Data")
-------------------------------------------------------------------------------------
-* Splits are fixed by ``split_seed`` (default 0) and do not depend on the model seed:
-  California: 20 % test, then 20 % of the rest validation (13 209 / 3 303 / 4 128 rows, as in the
-  paper's Table 1); Adult: the original test file is the test split and 20 % of the training file is
-  validation (26 048 / 6 513 / 16 281); breast cancer: as California (364 / 91 / 114).
-* Numeric features: ``QuantileTransformer(output_distribution='normal',
-  n_quantiles=max(min(n_train // 30, 1000), 10), subsample=1e9)`` fit on the training split, to which
-  noise of standard deviation ``1e-3 / max(std, 1e-3)`` per feature is added first (the paper's code).
-* Categorical features: ordinal codes fit on the training split; a missing value (``?``) is its own
-  category; a value unseen in training gets one extra code (so cardinality = #train categories + 1).
-* Regression targets are standardised with the training mean and standard deviation; metrics are
-  reported in the original units (``y_std * RMSE``).
+Protocol (Gorishniy et al. 2021): splits fixed by ``split_seed``, independent of the model seed (20 % test,
+then 20 % of the rest validation; Adult's test split is its test file).  Numeric features quantile-normalised
+(with the paper's small noise), categorical ones ordinal codes (missing is a category, an unseen value one
+extra code), both fit on the training split; regression targets standardised, metrics in original units.
 """
 from __future__ import annotations
 
@@ -142,12 +121,8 @@ def _socket_timeout(seconds: float):
 
 
 def california_from_raw(raw: np.ndarray) -> pd.DataFrame:
-    """The scikit-learn frame (8 features + ``MedHouseVal``) from the raw StatLib array.
-
-    ``raw``: ``(20640, 9)`` with columns longitude, latitude, housingMedianAge, totalRooms,
-    totalBedrooms, population, households, medianIncome, medianHouseValue — the transform of
-    :func:`sklearn.datasets.fetch_california_housing`, step by step.
-    """
+    """The scikit-learn frame (8 features + ``MedHouseVal``) from the raw StatLib array ``(20640, 9)``,
+    as ``sklearn.datasets.fetch_california_housing`` derives it."""
     raw = np.asarray(raw, dtype=np.float64)
     if raw.ndim != 2 or raw.shape[1] != 9:
         raise ValueError(f"the raw California Housing array must have 9 columns, got shape {raw.shape}")
@@ -230,12 +205,11 @@ def load_breast_cancer_frame() -> Tuple[pd.DataFrame, dict]:
 
 @dataclass
 class TabularData:
-    """A preprocessed benchmark: feature arrays per split (``train``/``val``/``test``).
+    """A preprocessed benchmark, arrays per split (``train``/``val``/``test``).
 
-    ``X_num[part]``: float32 ``(n, n_num)`` quantile-normalised numeric features (or None);
-    ``X_cat[part]``: int64 ``(n, n_cat)`` ordinal codes (or None); ``y[part]``: float32 standardised
-    targets (regression) or int64 labels (classification).  ``checksum`` is the SHA-256 of every array
-    (it keys the checkpoint cache).  ``index[part]`` are the row numbers in the source table(s).
+    ``X_num[part]``: float32 ``(n, n_num)`` or None; ``X_cat[part]``: int64 ``(n, n_cat)`` ordinal codes or
+    None; ``y[part]``: float32 standardised targets or int64 labels; ``index[part]``: row numbers in the
+    source table(s); ``checksum``: SHA-256 of every array (it keys the checkpoint cache).
     """
 
     name: str

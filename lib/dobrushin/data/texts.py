@@ -10,16 +10,9 @@ _CODEY = re.compile(r"[\"`*_=|\[\]{}<>\\#@$^~]|::|\.\.\.|\(\)|\w\.\w")
 
 
 def embedded_sentences(min_chars: int = 40, max_chars: int = 200, min_words: int = 8) -> List[str]:
-    """Real English sentences from the Python documentation shipped with the interpreter.
-
-    ``pydoc_data.topics`` holds the text of the language reference.  Topics are taken in sorted
-    order; paragraphs with indented or ``>>>`` lines (code) are dropped; the rest is split into
-    sentences at ``. ! ?`` (possibly followed by a closing quote or bracket) followed by a
-    capital letter; whitespace is collapsed; a sentence is kept when it starts with a
-    capitalised word, ends with a full stop, has ``min_chars..max_chars`` characters and at least
-    ``min_words`` words, and contains no code-like characters (quotes, backticks, brackets,
-    operators, ``::``, dotted names).  Duplicates are dropped (first occurrence kept).
-    Deterministic for a given Python version.
+    """Real English sentences from the Python documentation shipped with the interpreter
+    (``pydoc_data.topics``): prose sentences of ``min_chars..max_chars`` characters and at least
+    ``min_words`` words, without code-like characters, deduplicated.  Deterministic for a given Python version.
     """
     from pydoc_data.topics import topics
 

@@ -1,14 +1,9 @@
 """A causal test of why MPNet fails the equality condition: ablate its distance-0 relative position bias.
 
-MPNet adds a learned bias ``b[bucket(j - i), head]`` to every attention score (``encoder.relative_attention_bias``,
-an ``Embedding(buckets, heads)``; the bucket of a relative position comes from the model's own
-``relative_position_bucket``).  In all-mpnet-base-v2 the bucket of distance 0 holds a strongly negative bias,
-which pushes the score of a token with itself down before the softmax.  :func:`ablate_distance0` sets that one
-row to the mean of the rows of distance −1 and +1 (head by head) in a copy of the model; :func:`run_ablation`
-measures the original and the ablated copy on the same sentences with the book's one measurement
-(:func:`dobrushin.experiments.measure.measure`), per layer, and compares their sentence embeddings (mean of the
-last hidden states over the real tokens, as sentence-transformers pools all-mpnet-base-v2; the cosine is
-unaffected by its final normalisation).
+MPNet adds a learned bias ``b[bucket(j - i), head]`` (``encoder.relative_attention_bias``) to every attention
+score; in all-mpnet-base-v2 distance 0 holds a strongly negative bias.  :func:`ablate_distance0` replaces that
+row by the mean of the distance −1 and +1 rows in a copy of the model; :func:`run_ablation` measures both
+models per layer and compares their mean-pooled sentence embeddings.
 """
 from __future__ import annotations
 
@@ -50,8 +45,7 @@ def distance_buckets(model) -> dict:
 
 def ablate_distance0(model):
     """``(copy, info)``: a deep copy of ``model`` whose distance-0 bias row is the mean of the distance −1 and +1
-    rows (per head); every other parameter is unchanged.  ``info``: the ``buckets`` and, per head, the bias
-    ``before`` and ``after`` and that of the neighbours, ``minus1`` and ``plus1``."""
+    rows (per head); ``info``: the ``buckets`` and the per-head rows ``before``, ``after``, ``minus1``, ``plus1``."""
     buckets = distance_buckets(model)
     ablated = copy.deepcopy(model)
     _, emb, _ = _bias_module(ablated)
@@ -74,11 +68,9 @@ def mean_pooled(outputs, attention_mask) -> torch.Tensor:
 
 @dataclass
 class AblationResult:
-    """``layers``: per (condition, variant, layer) the pairs holding (``k`` of ``n``), their ``fraction`` and the
-    mean ``trace`` of the restricted head-averaged attention (its self-attention over the uniform share); ``table``: the tidy
-    per-(input, layer, variant) table of both conditions (column ``condition`` added to the results schema);
-    ``cosine``: per sentence, the cosine between the original and the ablated embedding; ``info``: the bias
-    before and after (:func:`ablate_distance0`)."""
+    """``layers``: per (condition, variant, layer) ``k`` of ``n`` pairs holding and the mean ``trace`` of the
+    restricted attention; ``table``: the tidy table of both conditions (plus ``condition``); ``cosine``: per
+    sentence, original vs ablated embedding; ``info``: as :func:`ablate_distance0`."""
 
     layers: pd.DataFrame
     table: pd.DataFrame
@@ -129,10 +121,8 @@ def run_ablation(lm, texts: Sequence[str], *, batch_size: int = 8) -> AblationRe
 
 def measured_ablation(store, subject: str, texts: Sequence[str], ids: Sequence[str], *, provenance, seed: int,
                       max_length) -> dict:
-    """The ablation of ``subject``, trained and untrained, on ``texts`` (input ids ``ids``) as a keyed analysis of
-    ``store`` (:meth:`dobrushin.store.results.ResultStore.keyed`: made once, published, reused while the
-    parameters — the sentences themselves, by SHA-256 — the code, the versions of the packages behind the numbers
-    and the weights' ``provenance``, as the chapter's table of the model records it, are the same).
+    """The ablation of ``subject``, trained and untrained, as a keyed analysis of ``store`` (reused while the
+    sentences' SHA-256, code, package versions and weights ``provenance`` are the same).
     ``{weights: {"layers": rows of ABLATION_COLUMNS, "cosine": [...], "info": {...}}}``; an untrained control that
     could not be built is ``{"error": why}``; the trained weights failing to load raise."""
     import hashlib
@@ -164,9 +154,8 @@ def measured_ablation(store, subject: str, texts: Sequence[str], ids: Sequence[s
 
 
 def check_ablation(value: dict, lm, texts: Sequence[str], *, atol: float) -> dict:
-    """``make verify``'s check of a published ablation ``value`` (its trained weights): measured again on
-    ``texts`` with the code here, the counts ``k`` of ``n`` per (condition, variant, layer) must be the same and the
-    mean trace within ``atol`` relative to it (a trace sums n float32-derived entries, up to n).
+    """``make verify``'s check of a published ablation ``value`` (trained weights), re-measured on ``texts``: equal
+    ``k`` of ``n`` per (condition, variant, layer), mean trace within ``atol`` relative (a trace is up to n).
     ``{"rows", "mismatches", "number_failures", "max_abs_diff"}``."""
     new = run_ablation(lm, texts).layers
     old = pd.DataFrame(value["pretrained"]["layers"])

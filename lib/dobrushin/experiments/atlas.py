@@ -1,13 +1,9 @@
-"""The failure atlas, measured: which (input, layer) cases to draw, and for each the κ-attaining pair of tokens
-and its two self-dominance margins, recomputed from the model.
+"""The failure atlas: which (input, layer) cases to draw and, for each, the κ-attaining pair of tokens and its
+two self-dominance margins, recomputed from the model.
 
-The tidy result table (:data:`dobrushin.store.results.SCHEMA`) records per (input, layer, variant) whether the
-condition holds and its slack, not *which* pair attains κ.  :func:`choose_cases` picks cases from it by a stated
-rule (per model, weights and variant: the failing case of largest slack, then ``n_random`` failing cases drawn
-with a seeded generator, then one holding case drawn the same way); :func:`recompute` runs the model again on those
-few inputs, restricts the layer's head-averaged attention to the variant's tokens exactly as the measurement does
-(:func:`dobrushin.math.coefficient.restrict`), and finds the attaining pair (:func:`dobrushin.attaining_pairs`) and
-the margins ``A_ii − A_ji`` and ``A_jj − A_ij`` (both ≥ 0 exactly when the pair is mutually self-dominant).
+:func:`choose_cases` picks cases from the tidy table by a stated rule (:data:`RULES`); :func:`recompute` runs the
+model again on them, restricts the layer's attention as the measurement does, and finds the attaining pair and
+the margins ``A_ii − A_ji``, ``A_jj − A_ij`` (both ≥ 0 exactly when the pair is mutually self-dominant).
 """
 from __future__ import annotations
 
@@ -28,10 +24,9 @@ RULES = {"largest": "failing, largest slack", "random": "failing, seeded random 
 
 def choose_cases(table: pd.DataFrame, *, model: str, weights: str, variant: str, seed: int = 0,
                  n_random: int = 1) -> pd.DataFrame:
-    """Rows of ``table`` (the tidy results table) to draw for one (model, weights, variant), with a column
-    ``rule``: the failing row of largest slack (``"largest"``), ``n_random`` further failing rows drawn by
-    ``numpy.random.default_rng(seed)`` (``"random"``), and one holding row drawn by the same generator
-    (``"holding"``).  Fewer rows when fewer exist; empty when the selection has none."""
+    """Rows of the tidy ``table`` to draw for one (model, weights, variant), with a column ``rule``: the failing
+    row of largest slack, ``n_random`` further failing rows and one holding row (both drawn with
+    ``default_rng(seed)``).  Fewer rows when fewer exist."""
     t = table[(table["model"] == model) & (table["weights"] == weights) & (table["variant"] == variant)]
     rng = np.random.default_rng(int(seed))
     fail, hold = t[~t["holds"]], t[t["holds"]]
@@ -50,12 +45,10 @@ def choose_cases(table: pd.DataFrame, *, model: str, weights: str, variant: str,
 
 @dataclass
 class Case:
-    """One drawn case.  ``i, j``: the attaining pair as indices into the kept tokens of the variant; ``ti, tj``:
-    the same tokens as positions in the model's full sequence; ``role_i, role_j``: their roles (``content``,
-    ``cls``, ``register``, ``sep``, ...); ``margin_i = A_ii − A_ji`` and ``margin_j = A_jj − A_ij`` on the
-    restricted, renormalised matrix; ``holds``/``slack``/``kappa`` recomputed (``table_holds`` is the table's);
-    ``roles``: the roles of the full sequence; ``image`` (H, W, 3 in [0, 1]) for a photo as the model sees it,
-    ``tokens`` (strings of the full sequence) for a sentence or a tabular row."""
+    """One drawn case.  ``i, j``: the attaining pair, indices into the variant's kept tokens (``ti, tj``: in the
+    full sequence); ``margin_i = A_ii − A_ji``, ``margin_j = A_jj − A_ij`` on the restricted matrix;
+    ``holds``/``slack``/``kappa`` recomputed (``table_holds``: the table's); ``image`` (H, W, 3 in [0, 1]) for a
+    photo, ``tokens`` for a sentence or tabular row."""
 
     model: str
     weights: str
@@ -96,9 +89,8 @@ def _display_image(pixels: torch.Tensor) -> np.ndarray:
 
 
 def pair_and_margins(A, tol: float = DEFAULT_TOL):
-    """``(i, j, margin_i, margin_j, n_pairs)`` for one row-stochastic matrix: among the attaining pairs, the
-    first that is mutually self-dominant when one is (the pair that makes the condition hold), else the one
-    whose smaller margin is largest (the nearest miss)."""
+    """``(i, j, margin_i, margin_j, n_pairs)`` for one row-stochastic matrix: the first attaining pair that is
+    mutually self-dominant, else the one whose smaller margin is largest (the nearest miss)."""
     X = np.asarray(A, dtype=np.float64)
     pairs = attaining_pairs(X, tol, validate=False)
     if not pairs:
@@ -111,8 +103,7 @@ def pair_and_margins(A, tol: float = DEFAULT_TOL):
 
 
 def recompute(lm, input_set, cases: pd.DataFrame, *, tol: float = DEFAULT_TOL) -> List[Case]:
-    """The :class:`Case` of every row of ``cases`` (from :func:`choose_cases`), by running ``lm`` (the model
-    the rows were measured with) on those inputs of ``input_set`` again."""
+    """The :class:`Case` of every row of ``cases`` (:func:`choose_cases`), running ``lm`` on those inputs again."""
     ids = list(input_set.ids)
     tok = _tokenizer_of(lm) if lm.kind == "text" else None
     out, memo = [], {}
@@ -147,9 +138,8 @@ def recompute(lm, input_set, cases: pd.DataFrame, *, tol: float = DEFAULT_TOL) -
 
 
 def tabular_tokens(inputs, k: int) -> List[str]:
-    """The tokens of row ``k`` of a :class:`dobrushin.experiments.tabular.TabularInputs`, in the FT-Transformer's
-    order: ``[CLS]``, then each numeric feature as ``name=value`` (its quantile-normalised value, as the model
-    sees it), then each categorical feature as ``name=#code``."""
+    """The tokens of row ``k`` of a ``TabularInputs`` in FT-Transformer order: ``[CLS]``, numeric features as
+    ``name=value`` (quantile-normalised, as the model sees them), categorical ones as ``name=#code``."""
     d = inputs.data
     row = int(inputs.items(k, k + 1)[0])
     out = ["[CLS]"]
@@ -200,11 +190,8 @@ def atlas_cases(value: dict) -> List[Case]:
 
 def measured_atlas(store, name: str, chosen: pd.DataFrame, table_key: str, make_model, input_set, *,
                    seed: int) -> List[Case]:
-    """The cases of ``chosen`` (:func:`choose_cases`) recomputed (:func:`recompute`) as a keyed analysis of ``store``
-    (:meth:`dobrushin.store.results.ResultStore.keyed`, ``<name>.analysis.json``): made once, published, reused
-    while the chosen rows, the key of the table they were chosen from (``table_key``: model, weights provenance,
-    inputs, measurement parameters) and the code are the same.  ``make_model()`` gives the model and
-    ``input_set`` the inputs, used only on a miss."""
+    """The cases of ``chosen`` recomputed as a keyed analysis of ``store`` (``<name>.analysis.json``), reused
+    while the chosen rows, ``table_key`` and the code are the same; ``make_model()`` is called only on a miss."""
     from .environment import key_versions
 
     rows = chosen[["model", "weights", "variant", "input_id", "layer", "rule", "holds"]]
@@ -215,9 +202,9 @@ def measured_atlas(store, name: str, chosen: pd.DataFrame, table_key: str, make_
 
 
 def check_atlas(value: dict, lm, input_set, *, atol: float) -> dict:
-    """``make verify``'s check of a published atlas ``value``: its cases recomputed with the code here on the same
-    inputs must have the same verdict, pair and drawing (token positions, roles, tokens; the photo within one 8-bit
-    level), and κ and both margins within ``atol``.  ``{"rows", "mismatches", "number_failures", "max_abs_diff"}``."""
+    """``make verify``'s check of a published atlas ``value``: recomputed cases must have the same verdict, pair and
+    drawing (the photo within one 8-bit level), κ and margins within ``atol``.
+    ``{"rows", "mismatches", "number_failures", "max_abs_diff"}``."""
     old = atlas_cases(value)
     chosen = pd.DataFrame([{c: getattr(k, c) for c in ("model", "weights", "variant", "input_id", "layer", "rule")}
                            | {"holds": k.table_holds} for k in old])

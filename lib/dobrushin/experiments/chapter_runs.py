@@ -17,9 +17,8 @@ from ..store.results import atomic_write_csv, slugify
 
 @dataclass
 class FamilyMeasurement:
-    """A family chapter's measurement: ``input_set`` (None when the data is unavailable, ``data_status`` saying
-    why), ``runs`` (:class:`~dobrushin.experiments.pipeline.ModelRun`, models with trained weights first) and their
-    tables concatenated (``table``, ``heads``, ``roll``)."""
+    """A family chapter's measurement: ``input_set`` (None when the data is unavailable: ``data_status`` says
+    why), ``runs`` (``ModelRun``, trained weights first) and their tables concatenated."""
     input_set: object = None
     data_status: Optional[str] = None
     runs: list = field(default_factory=list)
@@ -104,9 +103,8 @@ def train_overrides(p) -> dict:
 
 @dataclass
 class TabularMeasurement:
-    """The tabular chapter's measurement: ``trained`` ``{(data set, seed): (training data, fit result)}``,
-    ``metric_rows`` (one dict per network, also ``metrics.csv``), ``runs`` ``{(data set, seed): ModelRun}`` and
-    their tables concatenated (``table``), ``timings`` of the training."""
+    """The tabular chapter's measurement, keyed ``(data set, seed)``: ``trained`` (data, fit result), ``runs``;
+    ``metric_rows`` (also ``metrics.csv``), the concatenated ``table`` and training ``timings``."""
     trained: dict = field(default_factory=dict)
     metric_rows: list = field(default_factory=list)
     runs: dict = field(default_factory=dict)
@@ -116,9 +114,8 @@ class TabularMeasurement:
 
 def train_and_measure(p, data_sets: dict, unavailable: dict, store, *, published: dict,
                       model_name: Callable[[str, int], str]) -> TabularMeasurement:
-    """Train (or load from the checkpoint cache) every data set of ``data_sets`` and seed of ``p``, then measure each
-    network and its untrained initialisation (cached tables reused); the data sets of ``unavailable`` are recorded
-    with their reason.  ``published``: the paper's metric per data set; ``model_name(data set, seed)``: the id."""
+    """Train (or load cached) every data set x seed of ``p``, then measure each network and its initialisation;
+    ``unavailable`` data sets are recorded with their reason.  ``published``: the paper's metric per data set."""
     from ..data import tabular_data
     from ..models import ft_transformer as ft
     from . import tabular as T
@@ -160,10 +157,8 @@ def train_and_measure(p, data_sets: dict, unavailable: dict, store, *, published
 
 
 def epoch_trajectories(p, data_sets: dict, store):
-    """The FT-Transformer measured after every epoch (:mod:`dobrushin.experiments.epochs`) for each data set of
-    ``p.epoch_datasets`` and seed: the published trajectory where its key matches, else computed (cached).
-    Returns ``(rows, records, sizes)``: the rows of every trajectory, ``{"<data set>-seed<k>": record}`` and the
-    numbers of test rows measured."""
+    """The trajectories along training for ``p.epoch_datasets`` x seeds: published where the key matches, else
+    computed.  ``(rows, {"<data set>-seed<k>": record}, sizes of the test-row samples)``."""
     import json
 
     from ..models import ft_transformer as ft

@@ -1,7 +1,6 @@
-"""What ``make verify`` compares with, shared by its checks (:mod:`dobrushin.experiments.verify`,
-:mod:`dobrushin.experiments.verify_products`): the sample it draws, the comparison of a published table with the
-re-measured one (decisions, numbers within tolerance, near-ties below the float error excused) and the decision
-margins."""
+"""What ``make verify`` compares with (shared by :mod:`dobrushin.experiments.verify` and ``verify_products``):
+the seeded sample, the comparison of a published table with the re-measured one (near-ties below the float
+error excused) and the decision margins."""
 from __future__ import annotations
 
 import zlib
@@ -11,8 +10,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-# the tolerances (on κ and the slack; the decision margin below which a flip is float32 rounding) are
-# defined with the attestations that record them
+# tolerances on κ/slack and the float32 decision margin, defined with the attestations
 from ..store.attest import FLOAT_ERROR, KAPPA_TOL
 from ..store.results import MARGIN_COLUMNS
 from .families import TRANSFORMER_INPUTS
@@ -83,10 +81,8 @@ def compare(published: pd.DataFrame, remeasured: pd.DataFrame, group: str,
             margins: Optional[pd.Series] = None, key: Sequence[str] = KEY, numbers: Sequence[str] = NUMBERS,
             decision: str = "holds", published_margins: Optional[pd.Series] = None) -> Comparison:
     """Compare re-measured rows with the published ones on ``key``: ``decision`` equal, ``numbers`` within
-    :data:`KAPPA_TOL` (the trace, which goes up to n, relative to its size; compared only where the published
-    table records it).  ``margins``: decision margins of the re-measured rows (index aligned with
-    ``remeasured``), used where the published rows carry none; ``published_margins``: those of the published
-    rows, instead of their margin columns."""
+    :data:`KAPPA_TOL` (the trace relative to its size, only where published).  ``margins``: of the re-measured
+    rows, used where the published rows carry none; ``published_margins``: overrides the published ones."""
     c = Comparison(group)
     key, numbers = list(key), tuple(numbers)
     pm = margin_of_rows(published) if published_margins is None else published_margins
@@ -124,9 +120,8 @@ def _plain(v):
 
 
 def focus_inputs(rows: pd.DataFrame) -> List[str]:
-    """The inputs of one group re-measured beside the seeded sample: the one with the most tokens (the
-    first by id among equals) and every input with a published near-tie (a decision margin below
-    :data:`FLOAT_ERROR`)."""
+    """Inputs re-measured beside the seeded sample: the one with the most tokens (first by id) and every input
+    with a published decision margin below :data:`FLOAT_ERROR`."""
     if rows.empty:
         return []
     ids = rows["input_id"].astype(str)
@@ -151,8 +146,7 @@ def sample_inputs(table: pd.DataFrame, seed: int = SEED, per_group: int = PER_GR
 
 
 def published_inputs(published_root, notebook: str, ids: Optional[Sequence[str]] = None):
-    """The inputs of a family chapter's published run (those of ``ids``, in that order; all when None), loaded as
-    its manifest's parameters say."""
+    """The inputs of a family chapter's published run (``ids`` in that order; all when None), per its manifest."""
     import json
 
     from ..data.inputs import load_inputs

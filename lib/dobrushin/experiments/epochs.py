@@ -1,23 +1,11 @@
-"""The condition along training: FT-Transformer measured at its initialisation (epoch 0) and after every
-epoch, trained as the published checkpoints are and then on, past early stopping.
+"""The condition along training: FT-Transformer measured at initialisation (epoch 0) and after every epoch,
+trained exactly as the published checkpoints are (:func:`~dobrushin.models.ft_transformer.fit`, bit for bit)
+and then on, past early stopping, to ``max(stop, ⌈extend × early-stopping epoch⌉)`` epochs.
 
-:func:`trajectory` trains one (data set, seed) with the training of
-:mod:`dobrushin.models.ft_transformer` (same initialisation, optimiser, batch order and early-stopping
-rule) and, after every epoch, measures the fraction of (row, layer) pairs where the equality condition
-holds on a fixed sample of test rows (:func:`condition_counts`: the measurement loop's own test,
-:func:`dobrushin.experiments.measure.measure_batch`), with the validation metric.  The protocol's early
-stopping decides the *early-stopping epoch* (the epoch whose weights the protocol keeps: the published
-checkpoint); training goes on to ``max(stop, ⌈extend × early-stopping epoch⌉)`` epochs, ``stop`` being the
-epoch at which the protocol stopped.  The weights are those of :func:`~dobrushin.models.ft_transformer.fit`
-epoch for epoch (tests/test_epochs.py checks the early-stopping epoch's against the checkpoint, bit for bit).
-
-The rows (:data:`EPOCH_COLUMNS`, one per epoch × variant × layer, ``layer`` empty for all layers together)
-are keyed like a checkpoint, with the sample and this module's code digest (the ``epochs`` product of
-:data:`dobrushin.store.code.PRODUCTS`): a run that finds the key's finished rows reuses them; an
-interrupted one resumes after its last finished epoch (the training state is saved atomically after each).
-
-The loop reads the training module's own pieces (its loss, validation score and epoch-state helpers) by their
-private names: making them public would edit the training code, whose digest keys every published checkpoint.
+:func:`trajectory` returns the :data:`EPOCH_COLUMNS` rows, keyed like a checkpoint plus the row sample and this
+module's code digest; finished rows are reused and an interrupted run resumes after its last epoch (the
+training state is saved atomically after each).  The loop uses the training module's private helpers:
+making them public would change the code digest that keys every published checkpoint.
 """
 from __future__ import annotations
 
@@ -44,9 +32,7 @@ from ..store.progress import Progress
 from ..store.results import VARIANTS, atomic_write_csv, atomic_write_json, params_key, sha256_bytes
 from .measure import measure_batch
 
-#: columns of ``epochs.csv``: per (data set, seed, epoch, variant, layer — empty: all layers together) the
-#: pairs measured, how many hold and their fraction; the validation metric after that epoch; the
-#: early-stopping epoch and the protocol's stopping epoch of that seed; the trajectory's key
+#: columns of ``epochs.csv``, one row per (data set, seed, epoch, variant, layer; layer empty: all layers)
 EPOCH_COLUMNS = {
     "dataset": "string", "seed": "int64", "epoch": "int64", "variant": "string", "layer": "Int64",
     "pairs": "int64", "holds": "int64", "fraction": "float64", "val_metric": "string", "val_value": "float64",
@@ -61,8 +47,8 @@ FORMAT = 1
 
 def condition_counts(model, data: TabularData, rows: np.ndarray, *, batch_size: int = 512,
                      tol: float = DEFAULT_TOL) -> pd.DataFrame:
-    """Per variant and layer (``layer`` NA: all layers) the (row, layer) pairs of test ``rows`` measured and
-    how many hold: the head-averaged attention of every block, tested as the model tables test it."""
+    """Per variant and layer (``layer`` NA: all layers) the (row, layer) pairs of test ``rows`` and how many
+    hold, tested as the model tables test them."""
     tables = []
     for a in range(0, len(rows), batch_size):
         r = rows[a:a + batch_size]
@@ -86,8 +72,8 @@ def _state_sha256(state) -> str:
 
 @dataclass
 class Trajectory:
-    """``rows``: the :data:`EPOCH_COLUMNS` frame; ``record``: the key, the epochs, the SHA-256 of the
-    early-stopping epoch's weights (the checkpoint's, when the training matches), seconds, resumed epoch."""
+    """``rows``: the :data:`EPOCH_COLUMNS` frame; ``record``: key, epochs, SHA-256 of the early-stopping
+    epoch's weights, seconds, resumed epoch."""
 
     rows: pd.DataFrame
     record: dict
@@ -105,10 +91,9 @@ def trajectory_key(data: TabularData, seed: int, rows: np.ndarray, *, settings: 
 def trajectory(data: TabularData, seed: int, rows: Sequence[int], *, cache_root: Path, extend: float = EXTEND,
                model_overrides: Optional[dict] = None, progress=None, tol: float = DEFAULT_TOL,
                **settings) -> Trajectory:
-    """Train ``data`` with ``seed`` (``settings``: as for :func:`~dobrushin.models.ft_transformer.fit`) to
-    ``max(stop, ⌈extend × early-stopping epoch⌉)`` epochs, measuring test ``rows`` at epoch 0 and after
-    every epoch; cached and resumable under ``cache_root`` (module docstring).  ``progress``: a log file
-    for the progress lines (they also go to standard error, never into a notebook)."""
+    """Train ``data`` with ``seed`` (``settings`` as for ``ft_transformer.fit``) to
+    ``max(stop, ⌈extend × early-stopping epoch⌉)`` epochs, measuring test ``rows`` at epoch 0 and after every
+    epoch; cached and resumable under ``cache_root``.  ``progress``: a log file for the progress lines."""
     if not float(extend) >= 1:
         raise ValueError(f"extend must be at least 1, got {extend!r}")
     rows = np.asarray(rows, dtype=np.int64)

@@ -1,17 +1,15 @@
-"""The model-family chapters, declared once: what the Makefile, the notebooks' parameters, ``make verify``
-and the summary read to know which chapters measure models.
+"""The model-family chapters, declared once (:data:`FAMILIES`), read by the Makefile, the notebooks'
+parameters, ``make verify`` and the summary.
 
-Adding a transformer family (image or text inputs): one :class:`Family` entry in :data:`FAMILIES`, its notebook
-(``notebooks/<notebook>.ipynb``, whose parameters cell declares the common family parameters and the entry's
-own ``parameters``), its two parameter files (``params/quick/<notebook>.yml``, ``params/paper/<notebook>.yml``),
-its line in ``_toc.yml`` and, for a new attention layout, a capture adapter (``dobrushin.register_adapter``).
-``tests/test_families.py`` checks that each of these exists and agrees with the entry.  Its models are compared
-with a paper claim only where :data:`dobrushin.report.claims.MODEL_CLAIMS` and ``SCORECARD`` name one; otherwise they
-are extra rows.  A family of another kind of input (like ``tabular``) also needs its parameters declared by hand
-(``dobrushin.experiments.params``).
+Adding a transformer family takes: a :class:`Family` entry; ``notebooks/<notebook>.ipynb`` (its parameters
+cell declares the common family parameters and the entry's own); ``params/{quick,paper}/<notebook>.yml``; its
+line in ``_toc.yml``; for a new attention layout, a capture adapter (``dobrushin.register_adapter``).
+``tests/test_families.py`` checks they agree.  Its models meet a paper claim only where
+``dobrushin.report.claims.MODEL_CLAIMS`` and ``SCORECARD`` name one.  A non-transformer family also needs its
+parameters declared by hand (``dobrushin.experiments.params``).
 
-This module imports nothing of the package, so that ``python3 lib/dobrushin/experiments/families.py`` (what the
-Makefile runs, before any environment exists) prints the family notebooks in the book's order.
+This module imports nothing of the package: ``python3 lib/dobrushin/experiments/families.py`` (run by the
+Makefile before any environment exists) prints the family notebooks in the book's order.
 """
 from __future__ import annotations
 
@@ -22,9 +20,9 @@ from typing import Tuple
 
 @dataclass(frozen=True)
 class Family:
-    """One model-family chapter.  ``notebook``: its notebook and results folder; ``inputs``: what its models take (``"image"``, ``"text"`` or ``"tabular"``); ``parameters``: the names of
-    its own parameters, in the order of its parameters cell, after the common family ones (transformer
-    families); ``models``: the models its parameters cell measures by default."""
+    """One model-family chapter.  ``notebook``: notebook and results folder; ``inputs``: ``"image"``, ``"text"``
+    or ``"tabular"``; ``parameters``: its own parameter names, in parameters-cell order, after the common
+    family ones; ``models``: the models it measures by default."""
 
     notebook: str
     inputs: str
@@ -33,7 +31,7 @@ class Family:
 
     @property
     def transformer(self) -> bool:
-        """Whether the chapter measures pretrained transformers from the hub or a package (image or text)."""
+        """Whether the chapter measures pretrained transformers (image or text inputs)."""
         return self.inputs in ("image", "text")
 
 

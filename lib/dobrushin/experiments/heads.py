@@ -1,7 +1,6 @@
-"""The per-head table (:data:`~dobrushin.store.results.HEAD_COLUMNS`): the condition on every head's own attention
-(no head averaging) of the first inputs of a batch, from a stack (:func:`head_rows`) or layer by layer as the forward
-pass runs (:class:`HeadSink`), with the restriction and grouping of :mod:`dobrushin.experiments.measure` (at most
-its ``CHUNK_BYTES`` of float64 heads at a time)."""
+"""The per-head table (``HEAD_COLUMNS``): the condition on every head's own attention (no head averaging) of the
+first inputs of a batch, from a stack (:func:`head_rows`) or layer by layer during the forward pass
+(:class:`HeadSink`), restricted and grouped as in :mod:`dobrushin.experiments.measure`."""
 from __future__ import annotations
 
 import time
@@ -21,17 +20,10 @@ from .measure import (NoMassError, as_cpu, check_captured, gather_members, kept_
 
 def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float,
                 ids: Optional[Sequence[str]] = None, layer: Optional[int] = None):
-    """The condition on every head of one layer, ``W`` ``(k, H, n, n)`` (validated) for the first k inputs:
-    per variant the inputs with the same kept tokens are restricted and tested together (one
-    :func:`restrict_checked` and one :func:`dobrushin.analyse` call per layout and
-    :data:`~dobrushin.experiments.measure.CHUNK_BYTES` of float64 heads, the same numbers per matrix as one call
-    per input).  Yields ``(b, variant, n_kept,
-    (kappa, slack, holds))``, the three of shape ``(H,)``, in the order of the inputs; an input that keeps
-    no token in a variant yields nothing.  The CHUNK_BYTES bound is on the restricted float64 copy; members
-    that are not a contiguous run of inputs are first gathered as a copy of their unrestricted heads, in the
-    captured dtype (float32 from the extractors: half the bytes per entry, on the full n × n).  The
-    restricted copies go into the thread's buffer (:func:`thread_scratch`); ``ids``, ``layer``: only to name
-    the input and layer of a row that cannot be renormalised."""
+    """The condition on every head of one layer, ``W`` ``(k, H, n, n)`` (validated), inputs with the same kept
+    tokens tested together, at most ``CHUNK_BYTES`` of restricted float64 heads at a time.  Yields
+    ``(b, variant, n_kept, (kappa, slack, holds))``, each of shape ``(H,)``, in input order; ``ids``, ``layer``:
+    only to name a row that cannot be renormalised."""
     if len(roles) < W.shape[0]:
         raise ValueError(f"got {W.shape[0]} inputs' heads but {len(roles)} role lists")
     out = {}
@@ -54,8 +46,7 @@ def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float,
                 res = analyse(sub, tol, validate=False)
                 for i, b in enumerate(part):
                     out[(b, v)] = (len(keep), (res.kappa[i], res.slack[i], res.holds[i]))
-                # the piece of the buffer is let go before the next take, which may grow it (the old and the
-                # new buffer are then not held at once); the results are arrays of their own
+                # let the buffer piece go before the next take may grow it
                 del sub, res
     for b in range(W.shape[0]):
         for v in variants:
@@ -64,10 +55,8 @@ def _head_layer(W: torch.Tensor, roles, variants: Sequence[str], tol: float,
 
 
 def _head_table(entries, *, model, weights, H) -> pd.DataFrame:
-    """The per-head table (:data:`~dobrushin.store.results.HEAD_COLUMNS`) of ``entries``, each ``(input_id,
-    variant, n_kept, res_layers)`` with ``res_layers`` per layer the ``(kappa, slack, holds)`` of the H heads,
-    rows in the order of the entries, then of the layers, then of the heads: one frame built from the
-    concatenated columns (a frame per input cost more than the numbers at 128 tokens)."""
+    """The per-head table of ``entries``, each ``(input_id, variant, n_kept, res_layers)`` with per layer the
+    ``(kappa, slack, holds)`` of the H heads; rows ordered by entry, layer, head."""
     if not entries:
         return frame([], HEAD_COLUMNS)
     Ls = [len(rl) for _, _, _, rl in entries]
@@ -103,13 +92,10 @@ def head_rows(attention, roles: Sequence[Sequence[str]], *, model: str,
 
 
 class HeadSink:
-    """The per-head table from the main forward pass: a layer sink (:func:`dobrushin.capture.hooks.layer_sink`)
-    that receives every layer's per-head attention ``(B, H, n, n)`` as it is captured and tests the heads
-    of the first ``k`` inputs of the batch at once, on the roles the adapter announces
-    (:func:`dobrushin.capture.hooks.announced_roles`); so per-head attention is never held for more than
-    one layer.  Without announced roles (an adapter that does not announce them) the layers of those
-    inputs are kept until :meth:`rows` gets the roles.  ``layers`` counts the layers seen (0: the
-    extractor does not capture through :func:`~dobrushin.capture.hooks.attention_maps`)."""
+    """A layer sink (``dobrushin.capture.hooks.layer_sink``) testing each captured layer's per-head attention
+    ``(B, H, n, n)`` of the first ``k`` inputs at once, so per-head attention is held for one layer only.  Without
+    announced roles the layers are kept until :meth:`rows` gets them.  ``layers``: layers seen (0: the extractor
+    does not capture through the hooks)."""
 
     def __init__(self, k: int, input_ids: Sequence[str], *, model: str, weights: str,
                  variants: Sequence[str] = ("content",), tol: float = DEFAULT_TOL, atol: float = 1e-4,

@@ -1,19 +1,11 @@
-"""From captured attention to the tables of the results schema: the tidy per-(input, layer, variant)
-table and the rollout of each input in one pass over the batch (:class:`BatchMeasure`, layer by layer as
-the forward pass captures them, or :func:`measure_batch` on a stack; :func:`measure` is its first
-half); the per-head table is :mod:`dobrushin.experiments.heads`'s.
+"""From captured attention to the results tables: the tidy per-(input, layer, variant) table and each input's
+rollout in one pass (:class:`BatchMeasure` layer by layer as captured, or :func:`measure_batch` on a stack;
+:func:`measure` is its table only).  The per-head table is in :mod:`dobrushin.experiments.heads`.
 
-How a batch is processed (the streaming path). The measurement loop hands each layer's head-averaged
-attention to a :class:`BatchMeasure` as it is captured (:func:`dobrushin.capture.hooks.map_sink`), so the
-``(B, L, n, n)`` stack of the whole forward pass is never held. The captured attention stays float32 (the
-kernel reads float32 exactly); each block of layers is validated once (:func:`check_captured`:
-:func:`dobrushin.check_stochastic`'s outcome in two passes); per variant the inputs with the same kept-token
-layout form a group; a contiguous run of kept tokens is a *slice* (no gather); the kept submatrix is copied
-to float64 and renormalised (at most :data:`CHUNK_BYTES` at a time), tested (:func:`dobrushin.analyse` with
-the decision margins) and multiplied into the running rollout of each input (R ← ½(I + Ã_l) R, in place), so
-every input is restricted once, for the tidy table and the rollout alike, and no float64 copy of the whole
-stack is ever held. The arithmetic is the one of the per-input path it replaces (the same casts, row sums,
-divisions and matrix products on matrices of the same shapes), so the numbers are the same bits
+Streaming: the ``(B, L, n, n)`` stack is never held.  Captured float32 layers are validated once per block
+(:func:`check_captured`); per variant, inputs with the same kept-token layout form a group; the kept submatrix
+is copied to float64 and renormalised (at most :data:`CHUNK_BYTES` at a time), tested, and multiplied into the
+running rollout R ← ½(I + Ã_l) R.  The numbers are bit for bit those of the per-input path
 (tests/test_streaming.py).
 """
 from __future__ import annotations
@@ -48,12 +40,9 @@ def keep_slice(keep: np.ndarray) -> Optional[slice]:
 
 
 class Scratch:
-    """One float64 buffer lent out again and again (grown when a larger piece is asked for): the restricted
-    copies of a batch go into the same memory instead of a fresh allocation per block.  At 518 px a batch
-    restricts gigabytes in blocks of :data:`CHUNK_BYTES`; each fresh block is new pages for the kernel to
-    map and zero before the copy can write them, which cost as much as the copy itself.  The buffer is an
-    ordinary tensor even when it is grown inside ``torch.inference_mode`` (the forward pass), so that it can
-    be written in place in that mode and out of it."""
+    """One reusable float64 buffer (grown on demand) for restricted copies, so fresh pages are not mapped and
+    zeroed per block.  It is an ordinary tensor even when grown inside ``torch.inference_mode``, so it can be
+    written in place in and out of that mode."""
 
     def __init__(self):
         self.buf: Optional[torch.Tensor] = None
@@ -76,18 +65,10 @@ _THREAD = threading.local()
 
 
 def thread_scratch() -> Scratch:
-    """The calling thread's :class:`Scratch`, kept for the life of the thread: every batch's restricted
-    copies (:class:`BatchMeasure`; :mod:`dobrushin.experiments.heads`'s per-head tables) reuse one buffer, so that only the
-    first batch of a process (or a larger piece later) maps and zeroes fresh pages for it.  Timed on
-    DINOv2-S at 224 px and batch 8, restricting a batch into a fresh 50 MB buffer took 15 ms, into a reused
-    one 4.3 ms; a buffer per batch, as before, paid the difference on every batch.  Every user takes its
-    piece, fills it, reads it and drops it within one call (a block of layers, one layer's heads), and none
-    of them calls another while it holds a piece, so one buffer per thread serves them all; threads (a
-    threaded sweep) each get their own.  It holds the largest piece asked for until
-    :meth:`Scratch.release` or the thread's end: one layer of a batch when that is more than
-    :data:`CHUNK_BYTES` (120 MB for DINOv2 at 518 px and batch 8), or one input's heads of a layer (240 MB
-    for DINOv2-L's 16 heads at 518 px); the measurement's peak is no higher than when the table and the
-    per-head table each had a buffer of their own for the batch."""
+    """The calling thread's :class:`Scratch`, kept for the thread's life and shared by :class:`BatchMeasure` and
+    the per-head tables.  Safe because each user takes, fills, reads and drops its piece within one call without
+    calling another user meanwhile.  It holds the largest piece asked for (up to 240 MB for DINOv2-L at 518 px)
+    until :meth:`Scratch.release`."""
     s = getattr(_THREAD, "scratch", None)
     if s is None:
         s = _THREAD.scratch = Scratch()
@@ -95,10 +76,8 @@ def thread_scratch() -> Scratch:
 
 
 def restrict_checked(A: torch.Tensor, keep: np.ndarray, scratch: Optional[Scratch] = None) -> torch.Tensor:
-    """The kept submatrix of ``A`` (``(..., n, n)``, float32 or float64, already validated) in float64,
-    rows renormalised — the arithmetic of :func:`dobrushin.restrict` (cast, row sums, division), with a
-    slice instead of a gather for a contiguous run, and no second validation.  With ``scratch`` the result
-    lives in its buffer (valid until its next use); else in a fresh tensor."""
+    """The kept submatrix of validated ``A`` ``(..., n, n)`` in float64, rows renormalised, with the arithmetic of
+    :func:`dobrushin.restrict`.  With ``scratch`` the result lives in its buffer (valid until its next use)."""
     sl = keep_slice(keep)
     if sl is not None:
         view = A[..., sl, sl]
@@ -117,8 +96,8 @@ def restrict_checked(A: torch.Tensor, keep: np.ndarray, scratch: Optional[Scratc
 
 
 class NoMassError(ValueError):
-    """A kept row with no mass on the kept tokens (:func:`restrict_checked`); ``index``: the leading index
-    of its matrix in the stack restricted, so that a caller can name the input, layer or head."""
+    """A kept row with no mass on the kept tokens; ``index``: the leading index of its matrix in the stack, so a
+    caller can name the input, layer or head."""
 
     def __init__(self, message: str, index: tuple = ()):
         super().__init__(message)
@@ -126,8 +105,7 @@ class NoMassError(ValueError):
 
 
 def check_captured(A: torch.Tensor, atol: float) -> None:
-    """:func:`dobrushin.check_stochastic` (``convert=False``) of captured attention ``(..., n, n)``: two
-    passes a block of matrices at a time, float32 row sums settling what they can (its docstring)."""
+    """:func:`dobrushin.check_stochastic` (``convert=False``) of captured attention ``(..., n, n)``."""
     check_stochastic(A, atol=atol, convert=False)
 
 
@@ -139,8 +117,8 @@ def as_cpu(attention) -> torch.Tensor:
 
 
 def kept_groups(roles, variant: str, n: int) -> Dict[tuple, List[int]]:
-    """``{kept token indices: [inputs]}``: the inputs of a batch (their ``roles``, ``n`` tokens each) grouped by the
-    tokens ``variant`` keeps, so that each group is restricted and tested together."""
+    """``{kept token indices: [inputs]}``: a batch's inputs (``roles``, ``n`` tokens each) grouped by the tokens
+    ``variant`` keeps."""
     groups: dict = defaultdict(list)
     for b, r in enumerate(roles):
         if len(r) != n:
@@ -158,21 +136,11 @@ def gather_members(A: torch.Tensor, members: List[int]) -> torch.Tensor:
 
 
 class BatchMeasure:
-    """The tidy table and the rollout of one batch, fed a block of consecutive layers at a time
-    (:meth:`add`, ``(B, l, n, n)``) or one layer at a time as the forward pass captures it (:meth:`layer`,
-    ``(B, n, n)``, the consumer of :func:`dobrushin.capture.hooks.map_sink`); :meth:`finish` returns
-    ``(table, rollout)``, the same tables, bit for bit, as :func:`measure_batch` on the stacked layers.
-
-    Captured layers are held (float32, as captured) only until the float64 size of the held layers
-    (B · l · n² · 8 bytes, unrestricted) reaches ``hold_bytes`` (:data:`CHUNK_BYTES`): at 518 px
-    (n = 1 370, batch 8) every layer is restricted, tested and multiplied into the running rollouts as
-    soon as it is captured, so the ``(B, L, n, n)`` stack of
-    the whole forward pass is never held; at 224 px or for text the layers of a batch accumulate up to
-    that size (all 12 layers of ViT-S/B at batch 8) and are processed together; what remains is processed
-    by :meth:`finish`.  Each held block is validated once (:func:`check_captured`; an error names the
-    layers of the batch).  The roles are needed to restrict: given to the constructor, or
-    announced by the adapter (:func:`dobrushin.capture.hooks.announced_roles`) when the first layer
-    arrives; without either, the layers are held until :meth:`finish` gets them."""
+    """The tidy table and rollout of one batch, fed blocks of layers (:meth:`add`, ``(B, l, n, n)``) or one layer
+    at a time as captured (:meth:`layer`, ``(B, n, n)``); :meth:`finish` returns ``(table, rollout)``, bit for bit
+    those of :func:`measure_batch` on the stack.  Layers are held (float32) until their float64 size
+    B · l · n² · 8 reaches ``hold_bytes``, then validated once and processed.  Roles come from the constructor,
+    the adapter's announcement, or :meth:`finish`; layers are held until they are known."""
 
     def __init__(self, roles: Optional[Sequence[Sequence[str]]] = None, *, model: str,
                  input_ids: Sequence[str], weights: str, variants: Sequence[str] = VARIANTS,
@@ -225,9 +193,8 @@ class BatchMeasure:
             self._flush()
 
     def _flush(self) -> None:
-        # under inference mode whether or not the caller is: a batch processed partly during the forward
-        # pass (extract_attention runs it in inference mode) and partly in finish() keeps its running
-        # rollouts inference tensors throughout, which in-place products outside that mode would refuse
+        # always inference mode: the running rollouts, begun during the forward pass (inference mode), stay
+        # inference tensors, which in-place products outside that mode would refuse
         with torch.inference_mode():
             self._flush_pending()
 
@@ -252,8 +219,7 @@ class BatchMeasure:
                             for keep, members in kept_groups(self.roles, v, self.n).items()]
         for g, (variant, keep, members) in enumerate(self._groups):
             if len(keep) < 2:
-                # fewer than two kept tokens: no pair exists, so the condition is vacuous (κ = 0 and
-                # the test would count a "failure" that says nothing); such inputs are left out
+                # fewer than two kept tokens: no pair, the condition is vacuous; left out
                 continue
             self._group_block(g, np.asarray(keep, dtype=np.int64), members, A, first)
 
@@ -287,12 +253,9 @@ class BatchMeasure:
             del sub
 
     def _roll(self, R: List[Optional[torch.Tensor]], sub: torch.Tensor) -> None:
-        """R[i] ← F R[i] with F = ½(I + sub[i, l]) for each layer of the block, in place: F is formed in
-        ``sub`` (no longer needed: the test has read it), the product goes to one scratch matrix that
-        then swaps places with R[i], so the rollout of a batch allocates nothing per layer (at n = 1 370
-        fresh 15 MB temporaries per product fragmented the heap by a gigabyte while the forward pass
-        allocated beside them).  The same numbers as ``0.5 * (sub + I) @ R`` (adding 0.0 off the
-        diagonal and halving are exact; the product is the same matrix product)."""
+        """R[i] ← F R[i] with F = ½(I + sub[i, l]) per layer, in place: F is formed in ``sub`` (already tested)
+        and the product swaps with one scratch matrix, so nothing is allocated per layer.  Bitwise equal to
+        ``0.5 * (sub + I) @ R``."""
         scratch = None
         for i in range(sub.shape[0]):
             for l in range(sub.shape[1]):
@@ -354,15 +317,10 @@ def measure_batch(attention, roles: Sequence[Sequence[str]], *, model: str, inpu
                   weights: str, variants: Sequence[str] = VARIANTS, tol: float = DEFAULT_TOL,
                   atol: float = 1e-4, rollout: bool = True, validate: bool = True,
                   clock: Optional[dict] = None) -> Tuple[pd.DataFrame, Optional[pd.DataFrame]]:
-    """The tidy table (:data:`~dobrushin.store.results.SCHEMA`) and, with ``rollout=True``, the rollout
-    table (:data:`~dobrushin.store.results.ROLLOUT_COLUMNS`) of one batch, in one pass (module docstring;
-    :class:`BatchMeasure` fed the whole stack at once).
-
-    ``attention``: ``(B, L, n, n)`` head-averaged post-softmax attention (numpy or torch, float32 kept);
-    ``roles[b]``: the role of each token of input b; ``atol``: tolerance on the captured row sums.  An
-    input that keeps fewer than two tokens in a variant has no pair to test and contributes no rows.
-    ``clock``: a dict to which the seconds of the stages ``restrict`` (validation included), ``test`` and
-    ``rollout`` are added."""
+    """``(table, rollout)`` of one batch (``rollout`` None unless ``rollout=True``).  ``attention``:
+    ``(B, L, n, n)`` head-averaged post-softmax attention; ``roles[b]``: the role of each token of input b;
+    ``atol``: tolerance on the captured row sums.  Inputs keeping fewer than two tokens in a variant give no
+    rows.  ``clock``: seconds of ``restrict``, ``test`` and ``rollout`` are added to it."""
     A = as_cpu(attention)
     if A.ndim != 4:
         raise ValueError(f"attention must be (B, L, n, n), got shape {tuple(A.shape)}")
@@ -376,8 +334,8 @@ def measure_batch(attention, roles: Sequence[Sequence[str]], *, model: str, inpu
 
 
 def _rollout_table(table: pd.DataFrame, krs: dict, *, model, input_ids, weights, variants, L, roles) -> pd.DataFrame:
-    """The rollout rows from κ(R) per (input, variant) and the per-layer numbers of ``table`` (the
-    products of ``kappa_factor`` and ``bound`` over the layers, as sums of logs)."""
+    """The rollout rows: κ(R) per (input, variant) and the products over layers of ``kappa_factor`` and
+    ``bound`` (as sums of logs)."""
     prods = (table.assign(lk=np.log(table["kappa_factor"].to_numpy(float)),
                           lb=np.log(table["bound"].to_numpy(float)))
              .groupby(["input_id", "variant"], observed=True)
@@ -401,11 +359,7 @@ def _rollout_table(table: pd.DataFrame, krs: dict, *, model, input_ids, weights,
 def measure(attention, roles: Sequence[Sequence[str]], *, model: str, input_ids: Sequence[str], weights: str,
             variants: Sequence[str] = ("content", "with_special"), tol: float = DEFAULT_TOL,
             atol: float = 1e-4) -> pd.DataFrame:
-    """Test the equality condition on every input x layer x variant (the tidy table of
-    :func:`measure_batch`, without the rollout).  ``attention``: ``(B, L, n, n)`` head-averaged
-    post-softmax attention (numpy or torch); ``roles[b]``: the role of each of the n tokens of input b.
-    The kept tokens' submatrix is renormalised before the test (``atol`` is the tolerance on the row
-    sums of the captured float32 attention).  Inputs with the same kept-token layout are analysed as
-    one batch; an input that keeps fewer than two tokens in a variant contributes no rows to it."""
+    """The tidy table of :func:`measure_batch` (no rollout): the equality condition on every input x layer x
+    variant of ``attention`` ``(B, L, n, n)``, kept tokens renormalised."""
     return measure_batch(attention, roles, model=model, input_ids=input_ids, weights=weights, variants=variants,
                          tol=tol, atol=atol, rollout=False)[0]

@@ -2,20 +2,10 @@
 
     python -m dobrushin measure sentence-transformers/all-MiniLM-L6-v2 --n 16 --out minilm.csv
     python -m dobrushin measure facebook/dinov2-small --inputs photos/ --weights pretrained,untrained
-    python -m dobrushin measure distilbert/distilbert-base-uncased --text sentences.txt --out d.parquet
 
-The model is loaded exactly as the notebooks load it (:func:`dobrushin.models.load_model`: local cache,
-then the hub unless ``HF_HUB_OFFLINE=1``) and measured by the notebooks' own loop (:func:`measure_inputs`,
-today :func:`dobrushin.experiments.pipeline.measure_model`): every input x layer, content tokens only and
-with special tokens.  Inputs: ``--inputs`` (an image folder, a GLUE-style ``.tsv``,
-``embedded`` or ``hf:<dataset>``; default: what the notebooks use for the model's kind) or ``--text``
-(a ``.tsv`` with a ``sentence`` column, or a plain text file with one input per non-empty line).
-
-Prints a per-layer table (fraction of inputs where the condition holds on content tokens and with
-special tokens, median slack of the layer bound on content tokens), and with ``--out`` writes the tidy
-table (one row per input x layer x variant x weights, the columns of :data:`dobrushin.store.results.SCHEMA`)
-as ``.csv`` or ``.parquet``, atomically.  A model or inputs that cannot be loaded give a one-line
-``error: ...`` on stderr and exit status 2; a progress bar is shown only on a terminal.
+The model is loaded as the notebooks load it (local cache, then the hub unless ``HF_HUB_OFFLINE=1``) and
+measured by their loop (:func:`measure_inputs`).  Prints a per-layer table; ``--out`` writes the tidy table
+(.csv or .parquet, atomically).  Load failures give one ``error: ...`` line and exit status 2.
 """
 from __future__ import annotations
 
@@ -47,8 +37,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def add_shared_options(p: argparse.ArgumentParser, **help: str) -> None:
-    """The options of ``measure`` that ``sweep`` has too (checked by :func:`check_shared_options`);
-    ``help`` replaces the help of ``inputs``, ``text``, ``n``, ``weights`` or ``device``."""
+    """The options ``measure`` shares with ``sweep``; ``help`` overrides the help of an option by name."""
     src = p.add_mutually_exclusive_group()
     src.add_argument("--inputs", metavar="PATH", help=help.get("inputs", "image folder, .tsv, 'embedded' or "
                      "'hf:<dataset id>' (default: the notebooks' source for the model's kind)"))
@@ -75,8 +64,8 @@ def check_scheduler(scheduler: str) -> None:
 
 
 def check_shared_options(args) -> tuple:
-    """The weights ``--weights`` names; :class:`CliError` for weights that cannot be right and for
-    ``--text`` / ``--inputs`` that cannot exist (so that they are reported before any model is loaded)."""
+    """The weights ``--weights`` names; :class:`CliError` for bad weights or a missing ``--text`` / ``--inputs``
+    (reported before any model is loaded)."""
     from .params import TYPES, ParameterError, coerce
 
     try:
@@ -110,10 +99,8 @@ def exit_2_on_cli_error(command):
 
 def measure_inputs(model_id: str, inputs, *, weights, loader, batch_size: int = 8, seed: int = 0,
                    image_size: int = 224, max_length: int = 128, device: str = "auto", progress: bool = False):
-    """What ``measure`` runs for one model on ``inputs`` (the notebooks' loop, the one place that names it,
-    in a throw-away store: every input for every weights setting, no per-head subset), returning the
-    :class:`~dobrushin.experiments.pipeline.ModelRun`; ``python -m dobrushin sweep`` calls it once per
-    shard, so a shard's rows are the rows ``measure`` gives."""
+    """The notebooks' loop (``pipeline.measure_model``) on ``inputs`` in a throw-away store, no per-head
+    subset; returns the ``ModelRun``.  ``sweep`` calls it per shard, so a shard's rows are ``measure``'s."""
     from ..store.results import ResultStore
     from .pipeline import MeasureConfig, measure_model
 
@@ -126,8 +113,8 @@ def measure_inputs(model_id: str, inputs, *, weights, loader, batch_size: int = 
 
 def inputs_for(kind: str, *, model_id: str, inputs: Optional[str] = None, text: Optional[Path] = None,
                n: int = 32, seed: int = 0):
-    """The inputs ``measure`` gives a model of ``kind`` (``"image"`` or ``"text"``) for ``--inputs`` /
-    ``--text`` / neither (the notebooks' source); :class:`CliError` when they cannot be loaded."""
+    """The inputs ``measure`` gives a model of ``kind`` for ``--inputs`` / ``--text`` / neither (the notebooks'
+    source); :class:`CliError` when they cannot be loaded."""
     return _inputs(kind, argparse.Namespace(model_id=model_id, inputs=inputs, text=text, n=n, seed=seed))
 
 

@@ -1,19 +1,12 @@
 """The vocabulary of :mod:`dobrushin.experiments.params`: pydantic annotations that read what people type, each
-carrying what it accepts in words (:class:`Says`), and :func:`coerce`, which converts one value or raises
-:class:`ParameterError` naming the parameter, the value given and what is allowed.
+saying what it accepts (:class:`Says`), and :func:`coerce`, which converts a value or raises
+:class:`ParameterError` naming the parameter, the value and what is allowed.  Accepted spellings:
 
-What is accepted:
-
-* **lists** (``models``, ``weights``, ``seeds``, ``baseline_ns``, ...) accept a Python list or tuple
-  (the parameters cell, ``papermill -y`` / ``-f`` YAML), a JSON or YAML list given as a string (what
-  ``papermill -p NAME '[...]'`` passes), a comma-separated string (``pretrained,untrained``; commas
-  inside brackets do not split: ``dirichlet(1),dirichlet(0.1)``) and a bare single value
-  (``-p models facebook/deit-small-patch16-224``, ``-p seeds 3``).  A string that starts with ``[`` but
-  is not a valid list is an error, never a one-element list holding the brackets;
-* **ints / floats / bools** accept numbers and their spellings as strings (``"8"``, ``"200_000"``,
-  ``"1e-3"``, ``"true"``/``"no"``), never a bool for a number; **mappings** accept a mapping or a
-  JSON/YAML mapping string, keys and values converted (``{"96": "2000"}`` -> ``{96: 2000}``);
-* ``"None"``/``"null"``/``"~"``/``""`` mean ``None`` for every parameter that may be ``None``.
+* lists: a list/tuple, a JSON or YAML list string, a comma-separated string (commas inside brackets do not
+  split: ``dirichlet(1),dirichlet(0.1)``) or a bare single value; a string starting with ``[`` must parse;
+* ints / floats / bools: numbers or their string spellings (``"200_000"``, ``"1e-3"``, ``"no"``), never a bool
+  for a number; mappings: a mapping or a JSON/YAML mapping string, keys and values converted;
+* ``"None"``/``"null"``/``"~"``/``""`` mean ``None`` wherever ``None`` is allowed.
 """
 from __future__ import annotations
 
@@ -36,8 +29,7 @@ class ParameterError(ValueError):
 
 @dataclass(frozen=True)
 class Says:
-    """Annotation metadata: what a value of this type must be, in words (for the error message), and
-    the element types of a list or mapping (to describe an element's error)."""
+    """Annotation metadata: what a value must be, in words (for errors), and a list's or mapping's element types."""
 
     text: str
     item: Any = None
@@ -240,9 +232,8 @@ def describe(name: str, annotation, err: dict, given: Any) -> str:
 
 
 def coerce(name: str, value: Any, annotation) -> Any:
-    """``value`` converted to the type ``annotation`` (one of :data:`TYPES`, or built from
-    :func:`integer`, :func:`list_of`, ...); :class:`ParameterError` naming ``name``, the value given and
-    what is allowed when that is impossible."""
+    """``value`` converted to ``annotation``; :class:`ParameterError` naming ``name``, the value given and what is
+    allowed when that is impossible."""
     try:
         return TypeAdapter(annotation).validate_python(value)
     except ValidationError as e:

@@ -5,30 +5,11 @@ Every notebook's first code cell after its ``parameters`` cell is::
     import dobrushin.experiments.params  # check and convert the parameters above (papermill -p passes strings)
     _params = dobrushin.experiments.params.resolve(globals(), "supervised_vit")
 
-Declarations.  Each parameter *name* has one type, :data:`TYPES` (a pydantic annotation: what the
-value may be, its bounds, how strings are read), shared by every notebook that uses the name.  Each
-notebook's parameters are one pydantic model (:data:`NOTEBOOKS`, built by :func:`declare` from the
-names in the order of its ``parameters`` cell, ``extra="forbid"``); the ``parameters`` cell holds the
-defaults and a one-line comment each (papermill's convention), and ``tests/test_params.py`` checks that
-cell and the model agree.  Nothing re-reads the notebook: the values are the ones the kernel holds.
-
-:func:`resolve` validates the values in the namespace with the notebook's model, writes the converted
-values back (later cells use the names) and returns the model instance: the one object that flows on
-(``FamilyChapter(_params, "DINOv2")``, which builds the measurement config from it).  The instance is a
-read-only mapping too (``dict(_params)``, ``SummaryChapter(**_params)``).
-
-What is accepted: :mod:`dobrushin.experiments.param_types`.
-
-Unknown names.  papermill only warns about a parameter the notebook does not declare, so ``-p model x``
-(for ``models``) would silently do nothing.  Under IPython the cell executed just before this one is
-read from the input history (``In``): papermill's injected cell (it starts with ``# Parameters``) or
-the parameters cell itself; every name it assigns goes to the model, which forbids extra names.
-Outside IPython (a plain namespace), every public name in the namespace that is not declared and is
-not a module, function, class or one of Jupyter's own names is passed.  The error lists the known
-parameters and the closest match.
-
-Errors are :class:`ParameterError` (a ``ValueError``): the message names the parameter, what was given
-(whole: a model id is never shortened) and what is allowed.
+Each parameter name has one type (:data:`TYPES`; spellings: :mod:`dobrushin.experiments.param_types`); each
+notebook's parameters are one pydantic model (:data:`NOTEBOOKS`, ``extra="forbid"``), whose instance is also a
+read-only mapping.  Unknown names, which papermill only warns about, are caught: under IPython those assigned by
+the previous cell (papermill's ``# Parameters`` cell or the parameters cell), else every public name that is not
+a module, function, class or Jupyter name.  Errors are :class:`ParameterError` (a ``ValueError``).
 """
 from __future__ import annotations
 
@@ -175,9 +156,7 @@ collections.abc.Mapping.register(Parameters)
 
 
 class FamilyParameters(Parameters):
-    """A family chapter's parameters (DINOv2, language models, supervised ViTs): the chapter reads
-    them as they are and builds its :class:`~dobrushin.experiments.pipeline.MeasureConfig` with
-    :meth:`measure_config`.  ``kind``: ``"image"`` or ``"text"``, the inputs the models take."""
+    """A transformer family chapter's parameters; ``kind``: ``"image"`` or ``"text"``, the inputs the models take."""
 
     kind: ClassVar[str] = ""
 
@@ -187,8 +166,7 @@ class FamilyParameters(Parameters):
         return self.get("image_source") if self.kind == "image" else self.get("text_source")
 
     def measure_config(self, **changes):
-        """The measurement loop's configuration for these parameters (``changes``: the other fields of
-        :class:`~dobrushin.experiments.pipeline.MeasureConfig`, e.g. ``progress=False``)."""
+        """The ``MeasureConfig`` for these parameters (``changes``: its other fields, e.g. ``progress=False``)."""
         from .pipeline import MeasureConfig
 
         own = {k: self[k] for k in ("n_untrained", "batch_size", "seed", "image_size", "max_length", "head_inputs",
@@ -196,8 +174,7 @@ class FamilyParameters(Parameters):
         return MeasureConfig(weights=tuple(self.weights), **own, **changes)
 
     def recorded(self) -> Dict[str, Any]:
-        """What the results' manifest records: every value but ``results_dir`` (where the results are
-        written is not part of what they are)."""
+        """What the results' manifest records: every value but ``results_dir``."""
         return self.as_dict(exclude=("results_dir",))
 
 
@@ -206,9 +183,8 @@ NOTEBOOKS: Dict[str, type] = {}
 
 
 def declare(notebook: str, names: str, base: type = Parameters, **classvars) -> type:
-    """Declare the parameters of ``notebook``: ``names`` (whitespace-separated, in the order of its
-    ``parameters`` cell), each of the type :data:`TYPES` gives it; ``classvars`` (e.g. ``kind``) set on
-    the model.  The model is registered in :data:`NOTEBOOKS` and returned."""
+    """Declare and register (:data:`NOTEBOOKS`) the parameters model of ``notebook``: ``names``
+    (whitespace-separated, in parameters-cell order) typed by :data:`TYPES`; ``classvars`` set on the model."""
     fields = names.split()
     unknown = [n for n in fields if n not in TYPES]
     if unknown:
@@ -315,15 +291,9 @@ def unknown_names(ns: MutableMapping[str, Any], known: Sequence[str]) -> List[st
 
 def resolve(ns: MutableMapping[str, Any], notebook: Union[str, os.PathLike, type], *,
             check_unknown: bool = True) -> Parameters:
-    """Check and convert a notebook's parameters in its namespace ``ns`` (``globals()``).
-
-    ``notebook``: the notebook's name (``"language"``), a path whose stem is the name, or a
-    :class:`Parameters` model.  Every declared parameter is read from ``ns`` and validated by the
-    notebook's model (with the names set by the cell before, :func:`unknown_names`, which the model
-    forbids); the converted values are written back and the model instance is returned.  Raises
-    :class:`ParameterError` for an unknown name (``check_unknown``), a missing parameter or a value
-    that cannot be converted.
-    """
+    """Validate a notebook's parameters in its namespace ``ns`` (``globals()``), write the converted values back
+    and return the model instance.  ``notebook``: as :func:`parameters_for`.  Raises :class:`ParameterError` for
+    an unknown name (``check_unknown``), a missing parameter or a value that cannot be converted."""
     cls = parameters_for(notebook)
     known = list(cls.model_fields)
     extra = unknown_names(ns, known) if check_unknown else []
@@ -339,25 +309,18 @@ def resolve(ns: MutableMapping[str, Any], notebook: Union[str, os.PathLike, type
 
 #: parameters that say how a run goes, not what it measures: left out of a run's key
 RUN_ONLY = ("results_dir", "force", "device")
-#: run folders kept under ``results/runs/``: beyond these, those untouched for a day are removed when a new one
-#: is made (newest kept)
+#: run folders kept under ``results/runs/`` (older ones untouched for a day are removed)
 RUNS_KEPT = 20
-#: the folder each notebook writes, where it is not the notebook's own name (both random-baseline chapters write
-#: ``baseline/``); a run by hand gets that folder of its own
+#: the folder a notebook writes, where it is not the notebook's own name
 WRITES = {"baseline_law": "baseline"}
-#: caches inside a chapter folder that are keyed entry by entry (a cell is written under its own key and never
-#: replaced by another): a run by hand links the book's instead of computing them again
+#: caches keyed entry by entry inside a chapter folder: a run by hand links the book's
 KEYED_CACHES = {"baseline": "cells"}
 
 
 def results_folder(params: "Parameters") -> Path:
-    """Where a run writes its results when ``results_dir`` is not given (``make book`` gives it: the results
-    folder the book's pages are made from): ``<results>/runs/<notebook>-<key>/`` (its key: the hash of the
-    parameters but :data:`RUN_ONLY`), so a run by hand, with any parameters, never overwrites the book's
-    results, and a second run with the same parameters finds its own.  That folder gets a link to each of
-    the book's other chapter folders (a model chapter reads the random baseline; its own tables and figures
-    are written in the folder itself) and ``run.json`` (the parameters); one line says where the results go.
-    Only the newest :data:`RUNS_KEPT` run folders are kept."""
+    """Where a run by hand writes when ``results_dir`` is not given: ``<results>/runs/<notebook>-<key>/`` (key:
+    hash of the parameters but :data:`RUN_ONLY`), so it never overwrites the book's results.  The folder gets
+    links to the book's other chapter folders and ``run.json``; only :data:`RUNS_KEPT` run folders are kept."""
     from ..store.paths import results_dir
     from ..store.results import atomic_write_json, params_key
 

@@ -1,7 +1,6 @@
-"""Resumable batches of the measurement loop (:mod:`dobrushin.experiments.pipeline`): every completed batch
-is written under ``results/<notebook>/.partial/`` atomically (:class:`PartialBatches`), so a killed run
-resumes from its last completed batch; and the pause points of the kill-and-resume test
-(:data:`PAUSE_ENV`, :func:`pause_point`)."""
+"""Resumable batches of the measurement loop: every completed batch is written atomically under
+``results/<notebook>/.partial/`` (:class:`PartialBatches`), so a killed run resumes from its last completed
+batch; and the pause points of the kill-and-resume test (:data:`PAUSE_ENV`, :func:`pause_point`)."""
 from __future__ import annotations
 
 import json
@@ -16,10 +15,8 @@ import pandas as pd
 
 from ..store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, ResultStore, conform, frame
 
-#: environment hook for the kill-and-resume test: ``"forward:3"`` pauses during the forward pass of
-#: batch 3 (after its first layer is captured), ``"write:3"`` while batch 3's partial tables are being
-#: written (the files exist under a temporary name, not yet renamed); the process writes the file named
-#: by ``DOBRUSHIN_PAUSE_FILE`` and sleeps, so that a test can kill it there
+#: kill-and-resume test hook: ``"forward:3"`` pauses in batch 3's forward pass, ``"write:3"`` before its
+#: folder is renamed into place; the process writes ``DOBRUSHIN_PAUSE_FILE`` and sleeps
 PAUSE_ENV = "DOBRUSHIN_PAUSE_AT"
 
 
@@ -35,13 +32,9 @@ def pause_point(point: str, batch: int) -> None:
 
 
 class PartialBatches:
-    """Per-batch tables of one weights setting, written as each batch completes, so that a killed run
-    resumes from the last completed batch: ``<results>/<notebook>/.partial/<slug>/<params key>/<weights>/
-    batch-00012/`` holding ``table.parquet``, ``rollout.parquet``, ``heads.parquet`` and ``ids.json``.
-    A batch folder is filled under a temporary name and renamed into place (atomic), so it is either
-    complete or absent; it is reused only under the same cache key (parameters, code, weights) and
-    for the same input ids.  :meth:`discard` removes the folder of the key after the final tables
-    are saved (and those of other keys of the slug: they are stale)."""
+    """Per-batch tables of one weights setting: ``.partial/<slug>/<params key>/<weights>/batch-00012/`` holding
+    ``table``, ``rollout``, ``heads`` (.parquet) and ``ids.json``.  Each folder is renamed into place (atomic),
+    reused only for the same key and input ids; :meth:`discard` removes every key of the slug."""
 
     def __init__(self, store: ResultStore, slug: str, params: Mapping[str, Any], weights: str):
         from ..store.results import params_key

@@ -1,52 +1,14 @@
-"""The measurement loop — the one loop of the project — with its cache: one model (trained weights
-and/or the untrained control) over a set of inputs, to the tidy result tables.  It serves the
-transformer families (:func:`measure_model` with :func:`dobrushin.models.load_model`) and FT-Transformer
-(:mod:`dobrushin.experiments.tabular`, which hands it the trained and the initial model); everything
-that changes the numbers is one :class:`MeasureConfig`.
+"""The measurement loop, the one loop of the project, with its cache: one model (trained weights and/or the
+untrained control) over a set of inputs, to the tidy result tables (:func:`measure_model`; everything that
+changes the numbers is one :class:`MeasureConfig`).
 
-For every weights setting (``"pretrained"``: trained weights via :func:`dobrushin.models.load_model`;
-``"untrained"``: the same architecture at a seeded random initialisation) :func:`measure_model`
-
-1. loads the model (a :class:`~dobrushin.models.WeightsUnavailable` for the trained weights is
-   recorded as ``status = "weights unavailable: <reason>"`` and the untrained control still runs);
-2. runs the inputs in batches (progress: :mod:`dobrushin.store.progress`, on the terminal and in
-   ``results/<notebook>/progress.log``), captures the head-averaged post-softmax attention of
-   every layer with :func:`dobrushin.extract_attention`, and tests the equality condition on every
-   (input, layer) with :func:`dobrushin.experiments.measure.measure_batch` for the variants ``content`` (content tokens
-   only: CLS, registers, distillation, separator and pad tokens removed, rows renormalised with
-   :func:`dobrushin.restrict`) and ``with_special`` (all tokens except padding, renormalised);
-3. per input and variant, rolls out those *same restricted, renormalised per-layer matrices*
-   :math:`\\tilde A_l` — :math:`R = F_L\\cdots F_1`, :math:`F_l = \\tfrac12(I+\\tilde A_l)`
-   (:func:`dobrushin.rollout`) — and compares :math:`\\kappa(R)` with
-   :math:`\\prod_l \\kappa(F_l)` and the whole-rollout bound :math:`\\prod_l \\tfrac12(1+\\kappa(\\tilde A_l))`
-   (:func:`dobrushin.rollout_bound`);  this is *not* the rollout of the full attention over all tokens;
-4. per head (no head averaging), on the first ``head_inputs`` inputs only, tests the condition on each
-   head's restricted attention, from the same forward pass, layer by layer as it is captured;
-   every completed batch is written under ``results/<notebook>/.partial/`` (:class:`PartialBatches`),
-   so a killed run resumes from the last completed batch;
-5. times the loop (inputs per second, device) and writes everything through
-   :class:`dobrushin.store.results.ResultStore`.
-
-Files, per model (``<slug>`` = :func:`dobrushin.store.results.slugify` of the id), in ``results/<notebook>/``:
-``<slug>.parquet`` (the :data:`~dobrushin.store.results.SCHEMA` table, both weights), ``<slug>.heads.parquet``
-(:data:`~dobrushin.store.results.HEAD_COLUMNS`), ``<slug>.rollout.parquet``
-(:data:`~dobrushin.store.results.ROLLOUT_COLUMNS`) and the manifest entry.
-
-Manifest entry (``results/<notebook>/manifest.json``, key = slug): ``status``, ``model`` (the model id,
-as in the table's ``model`` column), ``display`` (short name), ``family``, ``wall_s``, ``device``,
-``inputs_per_s``, ``inputs`` (description of the selection), ``runs`` (per weights setting: status,
-inputs, load/measure/head times, loader notes, ``provenance`` of the weights), ``provenance`` (per
-weights setting, as keyed), the secondary files and their SHA-256, and the cache parameters.
-
-Caching: the parameter key covers everything that affects the numbers — model id, weights settings,
-the selected input ids (SHA-256 of the ordered ids) and their source, numbers of inputs, seed, image size, text length, batch
-size, tolerances, variants, head subset, device type, the versions of torch, transformers, timm
-and dobrushin, and the *provenance* of each weights setting (:func:`dobrushin.models.weights_provenance`:
-package + version + file SHA-256, hub snapshot revision, checkpoint file SHA-256, or ``untrained`` + seed),
-so that weights from another source with otherwise equal parameters are measured again.  A re-run with the same key reuses the files when all three are intact (SHA-256 in
-the manifest); a missing, partial or corrupt file triggers a full recomputation.  A cached entry
-whose trained weights were unavailable is re-checked (one cheap load attempt) so that weights that
-have since become available are used.
+Per weights setting and batch: capture the head-averaged attention; test every (input, layer) for ``content``
+(CLS, registers, distillation, separator and padding removed) and ``with_special`` (padding removed), each
+renormalised; roll out those restricted matrices Ã_l (not the full attention): κ(R), R = F_L⋯F_1,
+F_l = ½(I + Ã_l), against ∏ κ(F_l) and ∏ ½(1 + κ(Ã_l)); test each head of the first ``head_inputs`` inputs.
+Unavailable trained weights are recorded as ``status`` (and re-checked on a cache hit); the untrained control
+still runs.  Files: ``<slug>.parquet``, ``.heads.parquet``, ``.rollout.parquet`` and a manifest entry, reused
+while the key (:func:`cache_params`) matches and the SHA-256s hold.
 """
 from __future__ import annotations
 
@@ -76,15 +38,10 @@ from .partial import PartialBatches, pause_point
 
 @dataclass(frozen=True)
 class MeasureConfig:
-    """Everything that decides how a model is measured; checked on construction (ValueError naming
-    the field).  ``weights``: which of ``("pretrained", "untrained")`` to run; ``n_untrained``: inputs for
-    the untrained control (a prefix of the inputs; None = all); ``batch_size``: inputs per forward pass;
-    ``seed``: seed of the untrained initialisation; ``image_size``, ``max_length``: passed to the loader;
-    ``head_inputs``: inputs (a prefix) for the per-head table, on ``head_variants``; ``variants``: of the
-    main table; ``tol``: the equality test's tolerance; ``atol``: on the row sums of the captured
-    attention; ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``...; ``force``: ignore the cache;
-    ``progress``: a text progress bar; ``recheck_unavailable``: on a cached entry whose trained weights
-    were unavailable, try loading them once again.  ``replace(**changes)`` gives a modified copy."""
+    """Everything that decides how a model is measured, checked on construction (ValueError naming the field).
+    ``n_untrained``, ``head_inputs``: prefixes of the inputs for the untrained control (None: all) and the
+    per-head table; ``seed``: of the untrained initialisation; ``tol``: the equality test's; ``atol``: on captured
+    row sums; ``recheck_unavailable``: retry trained weights a cached entry found unavailable."""
 
     weights: Tuple[str, ...] = WEIGHTS
     n_untrained: Optional[int] = None
@@ -130,13 +87,9 @@ class MeasureConfig:
 
 @dataclass
 class ModelRun:
-    """Everything measured for one model.
-
-    ``table``: the tidy :data:`~dobrushin.store.results.SCHEMA` table (both weights); ``heads``,
-    ``rollout``: the secondary tables; ``status``: ``"ok"`` or ``"weights unavailable: <reason>"``
-    (about the trained weights); ``runs``: per weights setting, ``{"status", "n_inputs", "wall_s",
-    "inputs_per_s", "device", "notes", "provenance", ...}``; ``entry``: the manifest entry; ``cached``: reused.
-    """
+    """Everything measured for one model: ``table`` (both weights), ``heads``, ``rollout``; ``status`` of the
+    trained weights (``"ok"`` or ``"weights unavailable: <reason>"``); ``runs``: per weights setting its info;
+    ``entry``: the manifest entry; ``cached``: reused."""
 
     model_id: str
     slug: str
@@ -150,38 +103,25 @@ class ModelRun:
 
     @property
     def name(self) -> str:
-        """The model id, whole: messages (the notebooks' admonition titles) never shorten it; tables and
-        figures use :func:`display_name`."""
+        """The model id, whole (messages never shorten it; tables and figures use ``display_name``)."""
         return self.model_id
 
 
 
 
-#: the stages of :func:`run_weights` whose seconds it reports (``info["stages"]``).  ``prepare``: loading and
-#: preparing the inputs (``inputs.items``, ``lm.preprocess`` and the move to the device: reading and resizing
-#: photos, tokenizing texts), for the per-head pass of an extractor without hooks too; runs recorded before
-#: it was timed apart counted it in ``forward`` (that pass's in ``heads``)
+#: the stages of :func:`run_weights` whose seconds it reports (``info["stages"]``); ``prepare``: loading,
+#: preprocessing and moving the inputs to the device
 STAGES = ("prepare", "forward", "restrict", "test", "rollout", "heads", "write")
 
 
 def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: MeasureConfig,
                 device: torch.device, partial: Optional[PartialBatches] = None,
                 progress: Optional[Progress] = None) -> dict:
-    """The loop over one loaded model (``lm``: a :class:`~dobrushin.models.LoadedModel` or anything with
-    ``model``, ``preprocess``, ``model_id``): batches of ``inputs`` → ``lm.preprocess`` → ``extractor``
-    (head-averaged attention; the per-head table of the first ``config.head_inputs`` inputs from the
-    same forward pass, layer by layer, through a :class:`~dobrushin.experiments.heads.HeadSink`) →
-    the tidy table and rollout, one restriction per input.  With ``extractor`` =
-    :func:`dobrushin.extract_attention` (what :func:`measure_model` passes by default) each layer is measured
-    as it is captured by a :class:`~dobrushin.experiments.measure.BatchMeasure`
-    (:func:`dobrushin.capture.hooks.map_sink`), and the extraction holds no stack; any other extractor gets
-    the whole stack in ``attention`` as before (it may read it) and the batch is measured from it
-    (:func:`~dobrushin.experiments.measure.measure_batch`): the same tidy and rollout tables, bit for bit.
-    ``partial``: completed batches are written there and reused on a rerun; ``progress``: a
-    :class:`~dobrushin.store.progress.Progress` updated per batch.  Returns ``{"table", "rollout", "heads",
-    "info"}``; ``info["stages"]``: seconds per stage (:data:`STAGES`; ``forward`` includes the capture hooks
-    but not the per-head tests done during it, nor preparing the inputs; ``heads`` for an extractor without
-    hooks is its second pass, heads kept, and their tests)."""
+    """The loop over one loaded model ``lm`` (``model``, ``preprocess``, ``model_id``): batches of ``inputs`` →
+    ``extractor`` → tidy table, rollout and per-head table (first ``config.head_inputs`` inputs, same forward
+    pass).  With :func:`dobrushin.extract_attention` each layer is measured as captured (no stack held); any
+    other extractor's stack is measured whole, with identical tables.  ``partial``: completed batches are saved
+    and reused.  Returns ``{"table", "rollout", "heads", "info"}``; ``info["stages"]``: seconds per :data:`STAGES`."""
     from ..capture.hooks import is_placeholder, layer_sink, map_sink
 
     from ..capture.extract import extract_attention
@@ -286,8 +226,7 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
 
 
 def _inputs_key(inputs) -> dict:
-    """The selection's identity: source, seed, count and a SHA-256 of the ordered ids (the ids
-    themselves are in the tables)."""
+    """The selection's identity: source, seed, count and a SHA-256 of the ordered ids."""
     k = dict(inputs.key())
     ids = k.pop("ids")
     k["n"] = len(ids)
@@ -297,10 +236,8 @@ def _inputs_key(inputs) -> dict:
 
 def cache_params(model_id: str, inputs, config: MeasureConfig, device: torch.device,
                  provenance: Mapping[str, dict], extra: Optional[Mapping[str, Any]] = None) -> dict:
-    """The parameter mapping whose hash keys the cache (everything that affects the numbers, and
-    where each weights setting comes from, and ``code_digest``: the digest of the code that makes the tables,
-    :func:`dobrushin.store.code.code_digest`, so an edit to it recomputes them unless attested); ``extra`` adds
-    caller fields (e.g. a checkpoint key)."""
+    """The mapping whose hash keys the cache: everything that affects the numbers, each weights setting's
+    provenance and the code digest; ``extra`` adds caller fields (e.g. a checkpoint key)."""
     return {
         "code_digest": code_digest(), "model_id": model_id,
         "inputs": _inputs_key(inputs), "n_inputs": len(inputs), **config.key(), "device_type": device.type,
@@ -343,18 +280,12 @@ def measure_model(model_id: str, inputs, *, store: ResultStore, config: Optional
                   provenance: ProvenanceArg = None, slug: Optional[str] = None,
                   key_extra: Optional[Mapping[str, Any]] = None, info: Optional[Mapping[str, Any]] = None
                   ) -> ModelRun:
-    """Measure ``model_id`` on ``inputs`` (an :class:`~dobrushin.data.inputs.InputSet`, or any object with
-    ``ids``, ``kind``, ``items(start, stop)``, ``head(n)``, ``key()``, ``describe()``) with ``config``
-    (default :class:`MeasureConfig()`); see the module docstring.
-
-    ``loader(model_id, pretrained=, seed=, image_size=, max_length=)`` defaults to
-    :func:`dobrushin.models.load_model`, ``extractor(model, x, average_heads=)`` to
-    :func:`dobrushin.extract_attention`.  ``provenance``: where each weights setting comes from, for
-    the cache key — a mapping ``{weights: dict}``, or a callable ``(model_id, pretrained=, seed=)``;
-    default :func:`dobrushin.models.weights_provenance` with the default loader (else the loader's own
-    ``provenance`` attribute, else the loader's name).  ``slug``: the file name (default from the id);
-    ``key_extra``: more cache-key fields; ``info``: more manifest fields.
-    """
+    """Measure ``model_id`` on ``inputs`` (anything with ``ids``, ``kind``, ``items(start, stop)``, ``head(n)``,
+    ``key()``, ``describe()``), cached in ``store``.  ``loader(model_id, pretrained=, seed=, image_size=,
+    max_length=)`` and ``extractor(model, x, average_heads=)`` default to ``load_model`` and
+    ``extract_attention``; ``provenance``: ``{weights: dict}`` or a callable ``(model_id, pretrained=, seed=)``
+    (default: ``weights_provenance``, else the loader's ``provenance`` attribute, else its name);
+    ``key_extra``, ``info``: more cache-key and manifest fields."""
     cfg = MeasureConfig() if config is None else config
     if not isinstance(cfg, MeasureConfig):
         raise ValueError(f"config must be a MeasureConfig, got {type(cfg).__name__}")

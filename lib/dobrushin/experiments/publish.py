@@ -1,16 +1,11 @@
 """Publish a results folder: ``make reproduce`` computes the paper profile into ``results/paper-run`` and
 then calls ``python -m dobrushin.experiments.publish results/paper-run published/paper --profile paper``.
 
-The published folder holds what the book needs and nothing it can recompute cheaply: every
-``manifest.json``, the tables they list (``*.parquet``), the CSV tables, the baseline's cells, the
-timings, and ``PUBLISHED.json`` (the code digest, the commit, the machine, the profile, the parameters
-of every notebook, the weights provenance of every model, the wall times).  The copy is atomic: it is
-assembled beside the destination and renamed into place, so a reader never sees half of it.  Tables
-larger than :data:`MAX_BYTES` in all are an error (the repository keeps them); then, while they fit, the
-FT-Transformer checkpoints of the paper's benchmarks (:data:`CHECKPOINT_ORDER`), the FT-Transformer tables
-(each entry's main, per-head and rollout tables together, smallest entry first), and the other checkpoints.  ``PUBLISHED.json`` lists what was left out (``checkpoints_left_out``: a build
-retrains those; ``tables_left_out``: a build measures those again from the checkpoint, which takes about a
-minute), and ``make verify`` draws its checkpoint among the entries published with both.
+The published folder holds the manifests, their tables, the CSV tables, the baseline's cells, the timings and
+``PUBLISHED.json`` (digests, commit, machine, parameters, provenance, wall times), copied atomically (assembled
+beside the destination and renamed).  The other tables over :data:`MAX_BYTES` are an error; FT-Transformer
+checkpoints and tables that do not fit are left out (listed in ``PUBLISHED.json``; a build retrains or
+re-measures them).
 """
 from __future__ import annotations
 
@@ -28,11 +23,9 @@ from ..store.code import PRODUCTS, product_digest  # the digests of the code tha
 
 #: the published folder's size limit (the repository carries it)
 MAX_BYTES = 64 * 2**20
-#: the data sets whose checkpoints are published first (the paper's two benchmarks); the others come after the
-#: FT-Transformer tables
+#: the data sets whose checkpoints are published first (the paper's two benchmarks)
 CHECKPOINT_ORDER = ("california", "adult")
-#: files copied (globs relative to the results folder; ``*/*.csv`` takes ``bench/stages.csv``, the stage table
-#: ``make reproduce`` measures before publishing); figures and caches are recomputed
+#: files copied (globs relative to the results folder); figures and caches are recomputed
 PATTERNS = ("*/manifest.json", "*/*.parquet", "*/*.csv", "*/*.analysis.json", "baseline/cells/*.json",
             "timings/*/*.json", "*.csv")
 
@@ -71,9 +64,8 @@ def _manifest_summary(src: Path) -> dict:
 
 
 def checkpoint_files(src: Path, cache=None) -> list:
-    """``[(file, path in the published folder)]``: the FT-Transformer checkpoints (``.pt`` + ``.json``) that
-    the tabular entries of ``src`` record (``provenance.pretrained.checkpoint_key``), looked up in ``cache``
-    (default ``<src>/.cache/tabular``, then :func:`dobrushin.store.paths.cache_dir`)."""
+    """``[(file, path in the published folder)]``: the FT-Transformer checkpoints (``.pt`` + ``.json``) the
+    tabular entries of ``src`` record, looked up in ``cache`` (default ``<src>/.cache/tabular``, then the cache dir)."""
     from ..store.paths import cache_dir
 
     man = src / "tabular" / "manifest.json"
@@ -95,8 +87,7 @@ def checkpoint_files(src: Path, cache=None) -> list:
 
 
 def _checkpoint_pairs(files: list) -> list:
-    """:func:`checkpoint_files` grouped per checkpoint (its ``.pt`` with its ``.json``), the data sets of
-    :data:`CHECKPOINT_ORDER` first, then by name."""
+    """:func:`checkpoint_files` grouped per checkpoint, :data:`CHECKPOINT_ORDER` first, then by name."""
     groups = {}
     for f, rel in files:
         groups.setdefault(f.with_suffix("").name, []).append((f, rel))
@@ -109,8 +100,7 @@ def _checkpoint_pairs(files: list) -> list:
 
 
 def _tabular_entry_files(src: Path) -> dict:
-    """``{slug: [files]}``: the tables (main, heads, rollout) of each FT-Transformer entry of ``src``, which
-    publishing may leave out for size (a build measures them again from the published checkpoint)."""
+    """``{slug: [files]}``: the main, heads and rollout tables of each FT-Transformer entry of ``src``."""
     man = src / "tabular" / "manifest.json"
     if not man.exists():
         return {}
@@ -138,10 +128,8 @@ def _fill(named_groups: list, size: int, size_of) -> tuple:
 
 
 def losses(old: dict, new: dict) -> list:
-    """What a publication with the notebook summaries ``new`` (:func:`_manifest_summary`) would lose against
-    the one with ``old``: per model entry of ``old``, one line when ``new`` lacks it, when it was measured
-    (status ``ok``) and no longer is (weights or data unavailable: the status says why), or when it has fewer
-    rows (fewer inputs: e.g. a data folder that was not set, so the loaders fell back to bundled samples)."""
+    """One line per model entry of ``old`` (:func:`_manifest_summary`) that ``new`` lacks, no longer measures
+    (status not ``ok``) or holds fewer rows for (e.g. bundled samples used for want of a data folder)."""
     out = []
     for nb, v in sorted(old.items()):
         got = (new.get(nb) or {}).get("entries") or {}
@@ -157,10 +145,9 @@ def losses(old: dict, new: dict) -> list:
 
 
 def publish(src, dest, profile: str, repo=None, cache=None, allow_losses: bool = False) -> dict:
-    """Copy the publishable files of ``src`` to ``dest`` atomically (and the FT-Transformer checkpoints its
-    tabular entries record, :func:`checkpoint_files`), with ``PUBLISHED.json``; returns it.  When ``dest``
-    already holds a publication, ValueError (nothing written) if the new one would lose any of its measured
-    entries or rows (:func:`losses`), unless ``allow_losses``."""
+    """Copy the publishable files and checkpoints of ``src`` to ``dest`` atomically, with ``PUBLISHED.json``;
+    returns it.  ValueError (nothing written) if it would lose entries or rows of the publication in ``dest``
+    (:func:`losses`), unless ``allow_losses``."""
     src, dest = Path(src), Path(dest)
     if not src.is_dir():
         raise FileNotFoundError(f"{src} is not a results folder")
@@ -177,9 +164,8 @@ def publish(src, dest, profile: str, repo=None, cache=None, allow_losses: bool =
     size = sum(f.stat().st_size for f in files)
     if size > MAX_BYTES:
         raise ValueError(f"{len(files)} files of {size / 2**20:.1f} MiB exceed the {MAX_BYTES / 2**20:.0f} MiB limit")
-    # a checkpoint of the paper's benchmarks saves hours of training, so those come first: (source, path
-    # under dest) pairs; then each entry's tables, all in or all out, smallest entry first (a left-out table
-    # is measured again at every build); then the other checkpoints (the extra benchmark trains in seconds)
+    # fill order: the paper's checkpoints (hours of training), each entry's tables (all or none, smallest
+    # first), then the other checkpoints (seconds to train)
     pairs = _checkpoint_pairs(checkpoint_files(src, cache))
     paper = [p for p in pairs if any(p[0][0].name.startswith(f"{d}-") for d in CHECKPOINT_ORDER)]
     pair_size = lambda pair: sum(f.stat().st_size for f, _ in pair)  # noqa: E731

@@ -1,7 +1,6 @@
-"""Reading the results that notebooks wrote: the family notebooks' per-model tables and manifest
-entries, the random baseline (its frequency table, the theorem's exact check, the reference grid) and
-the wall times that ``make notebooks`` recorded. Every reader takes ``results_dir`` and returns a data
-frame (or ``None`` when the notebook has not run)."""
+"""Reading the results notebooks wrote: the family notebooks' tables and manifest entries, the random baseline
+(frequency table, exact theorem check, reference grid) and the wall times.  Every reader takes ``results_dir``
+and returns a data frame (or ``None`` when the notebook has not run)."""
 from __future__ import annotations
 
 import json
@@ -20,9 +19,8 @@ from ..store.results import ResultStore
 
 
 def _run_kind(manifest: dict, entry: dict, profile: Optional[str]) -> Optional[str]:
-    """Is a manifest entry part of the notebook's latest run (its ``models``, the profile asked for)?  ``"run"``;
-    ``"resolution"`` for an ``extra_size_models`` model's run at ``extra_image_size`` (``"<id>@518px"``); None for
-    an entry left over from an earlier run."""
+    """``"run"`` for an entry of the notebook's latest run (its ``models``, the profile asked for),
+    ``"resolution"`` for its run at ``extra_image_size`` (``"<id>@518px"``), None for a leftover."""
     prof = entry.get("profile", manifest.get("profile"))
     if not (profile is None or prof is None or prof == profile):
         return None
@@ -39,8 +37,8 @@ def _run_kind(manifest: dict, entry: dict, profile: Optional[str]) -> Optional[s
 
 @dataclass
 class FamilyRuns:
-    """The family notebooks' latest runs, read once: ``frames`` (``[((notebook, model), table)]``) and
-    ``entries`` hold every run, the runs at a second resolution included; ``resolution_runs`` names those."""
+    """The family notebooks' latest runs: ``frames`` (``[((notebook, model), table)]``) and ``entries`` of every
+    run; ``resolution_runs`` names those at a second resolution."""
     frames: list
     entries: dict
     resolution_runs: frozenset
@@ -60,8 +58,7 @@ class FamilyRuns:
 
 
 def load_family_runs(results_dir, profile: Optional[str] = None, notebooks=NOTEBOOKS) -> FamilyRuns:
-    """Read the per-model tables and manifest entries of the family notebooks' latest runs once
-    (:class:`FamilyRuns`; :func:`load_family_results` is its usual view); ``notebooks``: only these."""
+    """The per-model tables and manifest entries of the family notebooks' latest runs (:class:`FamilyRuns`)."""
     frames, entries, second = [], {}, set()
     for nb in notebooks:
         d = Path(results_dir) / nb
@@ -85,10 +82,9 @@ def load_family_runs(results_dir, profile: Optional[str] = None, notebooks=NOTEB
 
 def load_family_results(results_dir, profile: Optional[str] = None,
                         resolutions: bool = False) -> tuple[pd.DataFrame, dict]:
-    """``(table, entries)`` of the family notebooks' latest runs (leftovers of earlier runs or other profiles
-    ignored): ``table`` has the results schema plus ``notebook``; ``entries`` maps ``(notebook, model)`` to the
-    manifest record.  ``resolutions``: include the runs at a second resolution (``"<id>@518px"``), which the claims
-    are judged without (the same inputs measured again are not new evidence)."""
+    """``(table, entries)`` of the family notebooks' latest runs: ``table`` in the results schema plus ``notebook``,
+    ``entries`` keyed ``(notebook, model)``.  ``resolutions``: include the second-resolution runs (the claims
+    exclude them: the same inputs again are not new evidence)."""
     runs = load_family_runs(results_dir, profile)
     return runs.every() if resolutions else runs.primary()
 
@@ -117,9 +113,8 @@ def load_baseline(results_dir) -> Optional[pd.DataFrame]:
 
 
 def load_theorem_check(results_dir) -> Optional[dict]:
-    """The baseline chapter's exact check of the theorem, summed over results/baseline/baseline.csv: ``trials``,
-    ``checked``, ``float_mismatches`` (settled in exact arithmetic), ``disagreements`` (exact comparison ≠
-    theorem), ``ensembles``, ``sizes``; None when the table does not exist or records no check."""
+    """The baseline chapter's exact check of the theorem, summed over results/baseline/baseline.csv
+    (``trials``, ``checked``, ``float_mismatches``, ``disagreements``, ``ensembles``, ``sizes``); None without one."""
     path = Path(results_dir) / "baseline" / "baseline.csv"
     if not path.exists():
         return None
@@ -134,9 +129,8 @@ def load_theorem_check(results_dir) -> Optional[dict]:
 
 
 def load_reference_grid(results_dir) -> Optional[pd.DataFrame]:
-    """The Dirichlet(1) baseline ``(n, p)`` on every n known, sorted by n (None if none), each n from its most
-    precise source: results/baseline/reference.csv, then law.csv's column-averaged estimates (far narrower
-    intervals than a direct count's), then the baseline grid's direct counts."""
+    """The Dirichlet(1) baseline ``(n, p)`` on every known n (None if none), each from its most precise source:
+    reference.csv, then law.csv's column-averaged estimates, then the baseline grid's direct counts."""
     frames = []
     ref = Path(results_dir) / "baseline" / "reference.csv"
     if ref.exists():
@@ -194,8 +188,8 @@ def baseline_for(table: pd.DataFrame, results_dir) -> dict:
 # --- timings --------------------------------------------------------------------------------------
 
 def load_timings(results_dir) -> pd.DataFrame:
-    """Wall times that ``make notebooks`` recorded (``results/timings/<profile>/<notebook>.json``; a flat
-    ``results/timings/<notebook>.json`` loses to it): columns ``notebook, profile, seconds, finished``."""
+    """Wall times ``make notebooks`` recorded (``timings/<profile>/<notebook>.json`` beats a flat
+    ``timings/<notebook>.json``): columns ``notebook, profile, seconds, finished``."""
     tdir = Path(results_dir) / "timings"
     records = {}
     files = sorted(tdir.glob("*.json")) + sorted(tdir.glob("*/*.json")) if tdir.exists() else []

@@ -1,36 +1,13 @@
 """``python -m dobrushin sweep``: many models x weights x input shards, serially or on Dask distributed.
 
-    python -m dobrushin sweep sentence-transformers/all-MiniLM-L6-v2 distilbert/distilbert-base-uncased \\
-        --text sentences.txt --n 512 --out sweep/ --scheduler local:2
-    python -m dobrushin sweep --models-file zoo.txt --inputs photos/ --n 50000 --out /shared/sweep \\
-        --scheduler tcp://scheduler:8786
-    python -m dobrushin report sweep/
+    python -m dobrushin sweep MODEL_ID... --text sentences.txt --n 512 --out sweep/ --scheduler local:2
 
-**Tasks.** The inputs (``--inputs`` / ``--text`` / the notebooks' default, exactly as for ``measure``:
-the same seeded selection of ``--n`` inputs) are cut into shards of ``--shard-size`` consecutive inputs;
-there is one task per (model, weights, shard).  A shard is a multiple of ``--batch-size`` inputs, so
-its forward passes are the batches a serial ``measure`` run makes, and its rows are the rows
-``measure`` gives for those inputs (the task calls :func:`dobrushin.experiments.measure_cli.measure_inputs`,
-the loop of ``measure`` and of the notebooks, :func:`dobrushin.experiments.pipeline.measure_model`).
-
-**Loading once.** A worker keeps the models it loaded in a small LRU cache (:mod:`.model_cache`; on Dask a
-worker plugin, :mod:`.sweep_dask`) and reuses a model for every shard of it that it runs; tasks are submitted
-model by model, so a worker loads a model about once.  Loads in one process are serialised (the untrained
-control's seeded initialisation uses torch's global generator); a cached model runs one shard at a time.
-
-**Results.** ``OUT/table/<model-slug>/<weights>/shard-00000.parquet``: the tidy
-:data:`~dobrushin.store.results.SCHEMA` table of one shard, written atomically by the driver (workers
-need no access to ``OUT``); ``pandas.read_parquet(OUT / "table")`` reads them all.  ``OUT/manifest.json``
-(:class:`dobrushin.store.results.ResultStore`): ``sweep`` (the request), and per shard an entry keyed
-``<slug>.<weights>.shard-00000``: ``status`` (``ok``, ``empty``, ``weights unavailable: <reason>``,
-``failed`` with ``error`` and ``attempts``), the file and its SHA-256, the shard's inputs, worker, times, provenance.
-
-**Restart and failure.** A re-run of the same sweep skips every shard whose entry has the same parameters
-(:func:`task_params`) and an intact file (SHA-256 checked), and ``empty`` shards; everything else runs again.  A task that raises is retried
-``--retries`` times (Dask's own retries on a cluster, which also cover a worker that died); then the
-shard is recorded ``failed`` with the reason in the manifest and on stderr, the sweep goes on, and the
-exit status is 1.  Trained weights that cannot be obtained are recorded as ``weights unavailable`` (not
-retried: the reason does not change within a run) and reported the same way.
+One task per (model, weights, shard of ``--shard-size`` inputs, a multiple of ``--batch-size``), so a shard's
+rows are those ``measure`` gives (:func:`run_shard`).  A worker keeps loaded models in an LRU cache
+(:mod:`.model_cache`); tasks go model by model.  The driver writes each shard atomically to
+``OUT/table/<slug>/<weights>/shard-00000.parquet`` with a manifest entry; a re-run skips shards with the
+same parameters and an intact file.  A failing task is retried ``--retries`` times, then recorded ``failed``
+(exit status 1); unavailable weights are recorded, not retried.
 """
 from __future__ import annotations
 
@@ -59,9 +36,8 @@ DEFAULT_SHARD_SIZE = 64
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """One sweep: ``models`` x ``weights`` on the selection of ``n`` inputs from ``inputs`` / ``text``
-    (as ``measure``), cut into shards of ``shard_size`` (a multiple of ``batch_size``); ``retries``:
-    extra attempts for a task that raises.  ValueError naming the field when a value cannot be right."""
+    """``models`` x ``weights`` on ``measure``'s selection of ``n`` inputs, in shards of ``shard_size`` (a multiple
+    of ``batch_size``); ``retries``: extra attempts per task.  ValueError naming a field that cannot be right."""
 
     models: Tuple[str, ...]
     weights: Tuple[str, ...] = ("pretrained",)
@@ -132,8 +108,7 @@ class ShardTask:
 
 
 def source_fingerprint(spec: SweepSpec) -> dict:
-    """What identifies the inputs' source without loading it: the source as given and, for a file, its
-    SHA-256, for a folder a hash of its file names, sizes and modification times."""
+    """The inputs' source as given, plus a file's SHA-256 or a hash of a folder's names, sizes and mtimes."""
     src = spec.text if spec.text is not None else spec.inputs
     out = {"inputs": spec.inputs, "text": spec.text}
     if src is None or (spec.text is None and (src in ("embedded", "auto", "glue") or src.startswith("hf:"))):
@@ -169,8 +144,8 @@ def task_params(task: ShardTask, fingerprint: dict, provenance: dict) -> dict:
 
 
 def run_shard(task: ShardTask, loader: Optional[Callable] = None) -> dict:
-    """Measure one shard (on whatever runs it: a Dask worker or this process).  Returns ``{"status",
-    "table" (or None), "info"}``; raises what the loop raises (the caller retries and reports it)."""
+    """Measure one shard (on a Dask worker or in this process): ``{"status", "table" (or None), "info"}``;
+    raises what the loop raises (the caller retries)."""
     import warnings
 
     from ..models.base import input_kind
@@ -218,8 +193,7 @@ def run_shard(task: ShardTask, loader: Optional[Callable] = None) -> dict:
 
 
 class Shard:
-    """Inputs ``start:stop`` of an :class:`~dobrushin.data.inputs.InputSet`, with the interface the
-    measurement loop reads (``ids``, ``kind``, ``items``, ``head``, ``key``, ``describe``)."""
+    """Inputs ``start:stop`` of an ``InputSet``, with the interface the measurement loop reads."""
 
     def __init__(self, inputs, start: int, stop: int):
         self.base, self.start = inputs, min(start, len(inputs))
@@ -306,10 +280,8 @@ def plan(spec: SweepSpec, store: ResultStore):
 
 def run_sweep(spec: SweepSpec, out, *, client=None, loader: Optional[Callable] = None, cache_models: int = 2,
               torch_threads: Optional[int] = None, log=None) -> SweepResult:
-    """Run the shards of ``spec`` not already finished in ``out``: serially in this process when
-    ``client`` is None, else as Dask tasks on ``client`` (a :class:`distributed.Client`).  ``loader``:
-    as :func:`dobrushin.models.load_model` (the default).  Progress and failures go to ``log``
-    (default stderr), one line each."""
+    """Run the shards of ``spec`` not finished in ``out``: serially when ``client`` is None, else as Dask tasks.
+    ``loader``: as ``load_model`` (the default); progress and failures go to ``log`` (default stderr)."""
     log = sys.stderr if log is None else log
     t_all = time.perf_counter()
     store = open_store(out)

@@ -12,9 +12,8 @@ from .model_cache import PLUGIN_NAME, ModelCache
 
 
 class ModelCachePlugin(WorkerPlugin):
-    """A worker's :class:`~dobrushin.experiments.model_cache.ModelCache` (``capacity`` models); with
-    ``torch_threads``, the number of torch threads of the worker's process (for worker processes of
-    their own, so that K workers on K cores do not each start one thread per core)."""
+    """A worker's ``ModelCache`` (``capacity`` models); ``torch_threads`` caps the worker process's torch threads
+    (so K workers on K cores do not each start one thread per core)."""
 
     name = PLUGIN_NAME
 

@@ -1,12 +1,7 @@
-"""FT-Transformer through the one measurement loop: test rows of a tabular data set as inputs, the
-trained model and its seeded initialisation as the two weights settings.
-
-Tabular *training* (and the checkpoint cache) stays in :mod:`dobrushin.models.ft_transformer`: it makes
-the model that is measured, as a hub download makes a transformer's.  Here, :class:`TabularInputs`
-presents rows of a split to :func:`dobrushin.experiments.pipeline.measure_model` (input ids
-``"<part>/<row number in the source table>"``), and :func:`measure_tabular` hands the loop the two
-models, their provenance (trained checkpoint key and SHA-256, or ``untrained`` + seed) and the
-extra manifest fields.
+"""FT-Transformer through the one measurement loop: test rows of a tabular data set as inputs
+(:class:`TabularInputs`, ids ``"<part>/<row number in the source table>"``), the trained model and its seeded
+initialisation as the two weights settings (:func:`measure_tabular`).  Training and the checkpoint cache live
+in :mod:`dobrushin.models.ft_transformer`.
 """
 from __future__ import annotations
 
@@ -87,12 +82,9 @@ def measure_tabular(store: ResultStore, slug: str, *, models: Mapping[str, Any],
                     data: TabularData, rows, model_name: str, config: Optional[MeasureConfig] = None,
                     key_extra: Optional[Mapping[str, Any]] = None, notes: Mapping[str, str] = None,
                     **info) -> ModelRun:
-    """Measure ``models`` (``{"pretrained": trained model, "untrained": seeded initialisation}``, one or
-    both) on the test ``rows`` of ``data`` with the one measurement loop and store ``<slug>.parquet``,
-    ``<slug>.heads.parquet``, ``<slug>.rollout.parquet`` and the manifest entry (``info``: extra fields,
-    e.g. dataset, metric).  ``provenance[w]`` identifies each model (for the trained one: its checkpoint
-    key and SHA-256), so another checkpoint with equal parameters is measured again; ``config``
-    defaults to :data:`TABULAR_CONFIG`."""
+    """Measure ``models`` (``{"pretrained": ..., "untrained": ...}``, one or both) on the test ``rows`` of ``data``
+    with the measurement loop, stored under ``slug`` (``info``: extra manifest fields).  ``provenance[w]`` keys
+    each model (checkpoint key and SHA-256 for the trained one); ``config`` defaults to :data:`TABULAR_CONFIG`."""
     bad = set(models) - {"pretrained", "untrained"}
     if bad or not models:
         raise ValueError(f"models must be keyed by 'pretrained' and/or 'untrained', got {sorted(models)}")

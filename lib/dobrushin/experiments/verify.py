@@ -1,23 +1,13 @@
 """``make verify``: re-measure a seeded random sample of the published results with the current code, compare
 it with the published rows, and attest a changed code when every decision agrees.
 
-The sample (seed :data:`SEED`) of the published results (``published/<profile>/``, laid out like ``results/``):
-per model, weights setting and resolution of the family notebooks (``<id>@<size>px`` is its own group),
-:data:`PER_GROUP` seeded inputs, the input with the most tokens and every input with a published near-tie
-(:func:`focus_inputs`), their main table, rollout rows and the per-head rows of one seeded input; the random
-baseline (Dirichlet(1)) at :data:`BASELINE_SIZES` sizes, re-simulated whole; one FT-Transformer checkpoint on
-:data:`TABULAR_ROWS` test rows and its near-ties; the trajectories, the MPNet ablation and the failure atlases
-(:mod:`dobrushin.experiments.verify_products`).
-
-It **passes** when every re-measured decision (``holds``; a rollout's count of holding layers) equals the
-published one, except where the decision margin (``min(kappa_gap, |self_margin_i|, |self_margin_j|)``, recomputed
-from the attention for a table without those columns) is below :data:`FLOAT_ERROR` (listed: a rounding may decide
-either way); when κ(A), κ(½(I+A)), the slack and the rollout's numbers agree within :data:`KAPPA_TOL`; and when the
-baseline's counts are identical.  Then, if the code that makes a product changed since the publication, it writes
-the attestation that carries the published results over to the code here (:func:`attest`,
-:mod:`dobrushin.store.attest`); the exit status is 1 when a changed product cannot be attested.  ``--digest-only``
-only says whether the published results are valid for the code here (exit 0) or not (exit 3); without a published
-folder verify says so loudly and exits 0.  The report goes to ``results/verify/report.json`` (the book shows it).
+The sample (seed :data:`SEED`): per family model, weights and resolution, :data:`PER_GROUP` inputs plus
+:func:`focus_inputs`, with their rollout rows and one input's per-head rows; the random baseline at
+:data:`BASELINE_SIZES` sizes; one FT-Transformer checkpoint on :data:`TABULAR_ROWS` rows; the trajectories,
+ablation and atlases (:mod:`dobrushin.experiments.verify_products`).  It passes when every decision agrees
+(except margins below :data:`FLOAT_ERROR`), numbers agree within :data:`KAPPA_TOL` and baseline counts are
+identical; changed code is then attested (:func:`attest`; exit 1 when it cannot be).  ``--digest-only`` exits 0
+when the published results are valid here, 3 when not.  The report goes to ``results/verify/report.json``.
 """
 from __future__ import annotations
 
@@ -32,8 +22,7 @@ from typing import Callable, List, Optional
 import numpy as np
 import pandas as pd
 
-# the tolerances (on κ and the slack; the decision margin below which a flip is float32 rounding) are
-# defined with the attestations that record them
+# tolerances on κ/slack and the float32 decision margin, defined with the attestations
 from ..store.attest import FLOAT_ERROR, KAPPA_TOL
 from .families import TRANSFORMER_INPUTS
 from .comparison import (BASELINE_SIZES, HEAD_KEY, HEAD_NUMBERS, PER_GROUP, ROLLOUT_KEY,
@@ -44,16 +33,15 @@ _START = [time.perf_counter()]  # reset by run()
 
 
 def _say(c: "Comparison") -> None:
-    """One progress line per comparison, on stderr, with the seconds since :func:`run` started (the report
-    itself goes to stdout at the end)."""
+    """One progress line per comparison on stderr, with the seconds since :func:`run` started."""
     state = "ok" if c.passed else "FAILED"
     print(f"verify: {c.group}: {state}, {c.rows} rows ({time.perf_counter() - _START[0]:.0f} s)",
           file=sys.stderr, flush=True)
 
 
 def verify_baseline(published_root: Path, sizes: int = BASELINE_SIZES) -> Comparison:
-    """Re-simulate the Dirichlet(1) cells of ``sizes`` sizes (smallest, middle, largest n of the published
-    cells) and compare every count exactly."""
+    """Re-simulate the published Dirichlet(1) cells at ``sizes`` sizes (smallest, middle, largest n); counts must
+    match exactly."""
     from ..random.cells import load_cell
     from ..random.ensembles import parse_ensemble, simulate
 
@@ -85,10 +73,8 @@ def verify_baseline(published_root: Path, sizes: int = BASELINE_SIZES) -> Compar
 
 def verify_family(published_root: Path, notebook: str, seed: int = SEED, per_group: int = PER_GROUP,
                   measure: Optional[Callable] = None) -> List[Comparison]:
-    """Re-measure the sampled inputs of every model of a family notebook's published results.
-
-    ``measure(model_id, inputs, config) -> table`` (default: :func:`dobrushin.experiments.pipeline.measure_model`
-    into a temporary store, so nothing is cached or read from a cache)."""
+    """Re-measure the sampled inputs of every model of a family notebook's published results;
+    ``measure(model_id, inputs, config) -> table`` (default: a fresh, uncached measurement)."""
     from .pipeline import MeasureConfig
     from ..store.results import ResultStore
 
@@ -163,8 +149,7 @@ def _measure_fresh(model_id: str, inputs, config):
 
 
 def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
-    """Every comparison of :func:`verify_baseline`, :func:`verify_family`, :func:`verify_ablation`, the atlases',
-    :func:`verify_tabular` and the trajectories'."""
+    """The report of every comparison (baseline, families, ablation, atlases, tabular, trajectories)."""
     from ..store.code import product_digest
 
     root = Path(published_root)
@@ -225,9 +210,8 @@ PRODUCT_NAMES = {"tables": "model tables", "cells": "random-baseline cells", "tr
 
 
 def carry_over(root) -> dict:
-    """``{product: {"published", "now", "how"}}`` for each product the publication in ``root`` records: the
-    digest of the code that made it, of the code here, and ``how`` they relate: ``"same"``, ``"attested"`` (an
-    accepted attestation carries today's code over, :mod:`dobrushin.store.attest`) or ``"changed"``."""
+    """``{product: {"published", "now", "how"}}``: the published and current code digests of each product in
+    ``root`` and ``how``: ``"same"``, ``"attested"`` (:mod:`dobrushin.store.attest`) or ``"changed"``."""
     from ..store.attest import published_digests, resolve
     from ..store.code import PRODUCTS, product_digest
 
@@ -242,10 +226,8 @@ def carry_over(root) -> dict:
 
 
 def digest_status(root) -> "tuple[bool, str]":
-    """Whether the published results in ``root`` are valid for the code and packages here, and one line that
-    says so: every product's code must be the code that made it or be attested to it (:func:`carry_over`), and
-    the installed versions of the key packages (:func:`~dobrushin.experiments.environment.key_versions`) those in
-    the published cache keys.  (The parameters, the weights and the device type are decided entry by entry.)"""
+    """``(valid, message)``: whether the published results in ``root`` are valid here: every product's code is
+    the code that made it or attested to it (:func:`carry_over`), and the key package versions match."""
     from .environment import key_versions
 
     meta = json.loads((Path(root) / "PUBLISHED.json").read_text())
@@ -274,9 +256,7 @@ def digest_status(root) -> "tuple[bool, str]":
 
 
 def _schema_gap(root) -> List[str]:
-    """The columns of today's result schema that a published model table lacks (those that follow from others
-    aside): a schema change, which no attestation carries over (the published tables would read them as NaN);
-    ``make reproduce`` publishes afresh."""
+    """The non-derived schema columns a published model table lacks: a schema change no attestation carries."""
     import pyarrow.parquet as pq
 
     from ..store.results import DERIVED, SCHEMA
@@ -290,11 +270,9 @@ def _schema_gap(root) -> List[str]:
 
 
 def attest(root, rep: dict) -> dict:
-    """After a passing :func:`run`, write the attestation (:func:`dobrushin.store.attest.write`) for each
-    product whose code changed, with its evidence: the model tables by the re-measured sample (families and
-    the FT-Transformer checkpoint), the cells by the baseline re-simulated with identical counts, the trajectories
-    along training by one replayed from its initialisation and their early-stopping rows re-measured (when the
-    training code is unchanged).  Returns ``{product: evidence or "" (none: not attested)}`` for the changed products."""
+    """After a passing :func:`run`, attest each product whose code changed, with its evidence (re-measured
+    tables, re-simulated cells, replayed trajectories when the training code is unchanged).  Returns
+    ``{product: evidence or ""}`` for the changed products (``""``: not attested)."""
     from ..store import attest as A
 
     changed = {p: v for p, v in carry_over(root).items() if v["how"] == "changed"}
@@ -326,10 +304,8 @@ def attest(root, rep: dict) -> dict:
 
 
 def data_dir_note(root) -> str:
-    """A line on the inputs when ``DOBRUSHIN_DATA`` is not set here: the published results of a chapter that
-    measured the canonical inputs (:mod:`dobrushin.data.canonical`; their manifests' input sources say so) are
-    reused only when those inputs can be downloaded and match their checksums; otherwise the chapter measures
-    other inputs (the embedded ones), whose cache key differs, again."""
+    """A warning when ``DOBRUSHIN_DATA`` is not set: chapters that measured the canonical inputs are reused only
+    if those download and match their checksums (else other inputs are measured again)."""
     import os
 
     from ..data.canonical import IMAGENET_SAMPLES_SOURCE, SST2_SOURCE
@@ -371,11 +347,8 @@ def _published_tabular(root) -> list:
 
 
 def hub_note(root) -> str:
-    """One line naming the models whose trained weights the published run could not obtain (their provenance:
-    ``unavailable``; their chapters show untrained controls only), and how to measure them with their trained
-    weights: ``make book HUB=1`` lets the loaders reach the Hugging Face hub (``make book`` alone keeps it off, so
-    the published results are reused whether or not the hub answers), with an estimate of the time from the
-    published wall times (a model whose weights change is measured again, trained weights and control)."""
+    """A line naming the models whose trained weights the published run lacked, and that ``make book HUB=1``
+    (the hub is off by default) measures them, with a time estimate from the published wall times."""
     from ..data.availability import hub_offline
 
     missing = [e for nb in TRANSFORMER_INPUTS for e in _published_entries(root, nb)

@@ -1,8 +1,6 @@
-"""``make verify``'s checks of the products besides the family tables and the random baseline
-(:mod:`dobrushin.experiments.verify` runs them all): an FT-Transformer checkpoint's tables re-measured from the
-published weights, the trajectories along training (their early-stopping rows re-measured from the published
-checkpoints, and one replayed from its initialisation), the MPNet ablation run again and the failure atlases
-recomputed."""
+"""``make verify``'s checks besides the family tables and the random baseline: an FT-Transformer checkpoint
+re-measured, the trajectories along training (early-stopping rows re-measured, one replayed), the MPNet
+ablation run again and the failure atlases recomputed."""
 from __future__ import annotations
 
 import json
@@ -18,10 +16,8 @@ from .comparison import (SEED, TABULAR_ROWS, Comparison, compare, focus_inputs, 
 
 def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_ROWS,
                    measure: Optional[Callable] = None) -> List[Comparison]:
-    """One FT-Transformer checkpoint (a seeded choice among the tabular entries whose checkpoint publish did
-    not leave out for size) on ``rows`` of its published test rows: the checkpoint from ``published/<profile>/checkpoints/tabular/`` (checked
-    against the SHA-256 its entry records), the data set loaded as the notebook loads it (its checksum must
-    be the published one), measured with the current code."""
+    """One FT-Transformer checkpoint (seeded choice among those published) re-measured on ``rows`` of its
+    published test rows; the checkpoint's SHA-256 and the data set's checksum must be the published ones."""
     from ..store.results import ResultStore
 
     d = published_root / "tabular"
@@ -37,8 +33,7 @@ def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_R
         return ((e.get("provenance") or {}).get("pretrained") or {}).get("checkpoint_key")
 
     ents = [(slug, e) for slug, e in sorted(store.manifest()["entries"].items()) if e.get("file") and key(e)]
-    # an entry whose checkpoint publish left out for size is not drawn; one whose checkpoint is missing for
-    # another reason is, and fails (the published folder is incomplete)
+    # left out for size: not drawn; missing for another reason: drawn, and fails
     ents = [(slug, e) for slug, e in ents
             if slug not in tables_left_out and not any(n.endswith(f"-{key(e)}.pt") for n in left_out)]
     if not ents:
@@ -65,8 +60,8 @@ def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_R
 
 
 def _published_checkpoint(published_root: Path, entry: dict) -> Optional[Path]:
-    """The published checkpoint of an FT-Transformer ``entry``, checked against the SHA-256 its entry records;
-    None when publish left it out for size (``PUBLISHED.json``); FileNotFoundError when it is missing otherwise."""
+    """The published checkpoint of ``entry``, SHA-256 checked; None when left out for size, FileNotFoundError
+    when missing otherwise."""
     from ..store.results import sha256_file
 
     prov = entry["provenance"]["pretrained"]
@@ -83,8 +78,8 @@ def _published_checkpoint(published_root: Path, entry: dict) -> Optional[Path]:
 
 
 def _checkpoint_model(entry: dict, checkpoint: Path):
-    """``(model, data)``: the published FT-Transformer ``checkpoint`` of ``entry`` and its data set, loaded as the
-    notebook loads it (the published chapter's split seed; its checksum must be the published one)."""
+    """``(model, data)``: the published ``checkpoint`` of ``entry`` and its data set (published split seed and
+    checksum)."""
     import io
 
     import torch
@@ -127,8 +122,7 @@ def _measure_tabular_fresh(entry: dict, checkpoint: Path, ids: Sequence[str]):
 
 
 def _published_trajectories(published_root: Path):
-    """``(record, rows)`` of the trajectories along training in a published folder: the tabular manifest's
-    ``epochs`` record and the rows of ``epochs.csv``; None when it has none."""
+    """``(manifest's epochs record, epochs.csv rows)`` of a published folder; None when it has none."""
     from .epochs import conform_epochs
 
     d = published_root / "tabular"
@@ -145,8 +139,7 @@ def _trajectory_checkpoint(published_root: Path, tr: dict) -> Path:
 
 
 def _trajectory_inputs(man: dict, dataset: str, loaded: dict):
-    """``(data, rows)`` a trajectory of ``dataset`` was measured on, as the chapter chose them (its split seed,
-    training rows and ``epoch_rows``); ``loaded`` keeps each data set loaded once."""
+    """``(data, rows)`` a trajectory of ``dataset`` was measured on; ``loaded`` caches each data set."""
     from ..data import tabular_data
     from ..models import ft_transformer as ft
 
@@ -158,10 +151,8 @@ def _trajectory_inputs(man: dict, dataset: str, loaded: dict):
 
 
 def verify_epochs(published_root: Path) -> List[Comparison]:
-    """The condition along training (``tabular/epochs.csv``, :mod:`dobrushin.experiments.epochs`): for each
-    trajectory, its weights at the early-stopping epoch must be the published checkpoint (SHA-256), and that
-    checkpoint, measured now on the same test rows, must give the counts holding of the published row of that
-    epoch, per variant and layer, up to the rows whose decision margin is below the float error."""
+    """Per trajectory: its early-stopping weights must be the published checkpoint (SHA-256), which re-measured
+    must give that epoch's published counts per variant and layer, up to near-ties below the float error."""
     import tempfile
 
     import torch
@@ -215,11 +206,9 @@ def verify_epochs(published_root: Path) -> List[Comparison]:
 
 
 def verify_epochs_replay(published_root: Path) -> List[Comparison]:
-    """The training of the trajectories replayed with the code here: one of them (California's first seed when
-    there is one, the fastest) trained again from its initialisation with the protocol capped at one epoch, which
-    trains on to epoch two (:func:`~dobrushin.experiments.epochs.trajectory`), with the torch threads it was trained
-    with (the manifest's ``torch_threads``, 1 when not recorded: the chapter's default); its counts holding per
-    variant and layer and its validation metric must be the published rows of epochs 0–2."""
+    """One trajectory (California's first seed when there is one) retrained from initialisation to epoch 2,
+    with its recorded ``torch_threads`` (default 1): counts per variant and layer and the validation metric
+    must be the published rows of epochs 0–2."""
     import tempfile
 
     import torch
@@ -263,8 +252,7 @@ def verify_epochs_replay(published_root: Path) -> List[Comparison]:
 
 # ------------------------------------------------------------------------------------ report
 def verify_ablation(published_root: Path) -> List[Comparison]:
-    """The language chapter's MPNet ablation (a keyed analysis), run again with the code here on its sentences
-    (trained weights): the same count holding per condition, variant and layer, the mean trace within KAPPA_TOL."""
+    """The published MPNet ablation run again (trained weights): same counts, mean trace within KAPPA_TOL."""
     f = published_root / "language" / "mpnet-ablation.analysis.json"
     if not f.is_file():
         return []
@@ -285,9 +273,8 @@ def verify_ablation(published_root: Path) -> List[Comparison]:
 
 
 def verify_atlases(published_root: Path) -> List[Comparison]:
-    """Every published failure atlas (a keyed analysis, ``<chapter>/atlas-*.analysis.json``) recomputed with the
-    code here on its inputs: the same verdict and pair per case, κ and both margins within KAPPA_TOL.  A
-    tabular atlas whose checkpoint publish left out for size is not checked."""
+    """Every published ``<chapter>/atlas-*.analysis.json`` recomputed: same verdict and pair per case, κ and
+    margins within KAPPA_TOL (a tabular atlas whose checkpoint was left out is skipped)."""
     from ..models.loading import load_model
     from .atlas import check_atlas
     from .tabular import TabularInputs, TabularModel

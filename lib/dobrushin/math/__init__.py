@@ -1,3 +1,3 @@
-"""The mathematics: validation of stochastic matrices, the Dobrushin coefficient and the equality test
-(:mod:`.coefficient`), the pairwise-distance kernel (:mod:`.kernel`, numba in :mod:`._kernel_numba`)
-and binomial statistics (:mod:`.stats`).  Depends on numpy, torch and numba only."""
+"""The mathematics: validation, the Dobrushin coefficient and the equality test (``coefficient``), the
+pairwise-distance kernel (``kernel``, numba in ``_kernel_numba``) and binomial statistics (``stats``).
+Depends on numpy, torch and numba only."""

@@ -1,21 +1,12 @@
-r"""Matrix routines: the Dobrushin coefficient, the rollout factor, the layer bound and the
-equality condition.
+r"""Matrix routines: the Dobrushin coefficient, the rollout factor, the layer bound and the equality condition.
 
-Notation.  ``A`` is row-stochastic, ``n x n``; :math:`D_{ij} = \tfrac12\|A_{i\cdot}-A_{j\cdot}\|_1`;
-:math:`\kappa(A) = \max_{i,j} D_{ij}`; the rollout factor is :math:`B = \tfrac12(I + A)`.
+``A`` is row-stochastic ``n x n``; D_ij = ½‖A_i − A_j‖₁; κ(A) = max D_ij; B = ½(I + A).  With
+x_ij = A_ii − A_ji, y_ij = A_jj − A_ij and t⁻ = max(−t, 0): ½‖B_i − B_j‖₁ = ½ + ½(D_ij − x_ij⁻ − y_ij⁻), so
+κ(B) ≤ ½(1 + κ(A)), with equality iff some pair attaining κ(A) has x_ij ≥ 0 and y_ij ≥ 0.
 
-For :math:`i \ne j` write :math:`x_{ij} = A_{ii} - A_{ji}` and :math:`y_{ij} = A_{jj} - A_{ij}`.  Then
-(see the theory chapter)
-
-.. math::  \tfrac12\|B_{i\cdot} - B_{j\cdot}\|_1 = \tfrac12 + \tfrac12\big(D_{ij} - x_{ij}^- - y_{ij}^-\big),
-
-with :math:`t^- = \max(-t, 0)`, so :math:`\kappa(B) \le \tfrac12(1+\kappa(A))` with equality iff some pair
-attaining :math:`\kappa(A)` has :math:`x_{ij}\ge 0` and :math:`y_{ij} \ge 0` (mutual self-dominance).
-
-Every function accepts a numpy array or a torch tensor of shape ``(..., n, n)`` (batched over the
-leading axes), validates it with :func:`dobrushin.check_stochastic` unless ``validate=False``,
-and computes in float64.  ``tol`` is absolute; with ``tol=0`` results are exact for matrices whose
-entries are exactly representable binary fractions (all sums involved are then exact in float64).
+Every function takes a numpy array or torch tensor ``(..., n, n)``, validates it unless
+``validate=False``, and computes in float64.  ``tol`` is absolute; with ``tol=0`` results are exact
+when the entries are binary fractions exactly representable in float64 (every sum is then exact).
 """
 from __future__ import annotations
 
@@ -41,8 +32,7 @@ def _prepare(A: Any, validate: bool, atol: float):
 
 
 def _prepare_native(A: Any, validate: bool, atol: float):
-    """Like :func:`_prepare` but keeps float32 input as it is: the kernel reads it exactly (float32 →
-    float64 is exact), so the batch is never copied to float64 (half the memory)."""
+    """Like ``_prepare`` but keeps float32 input: the kernel reads it exactly, so no float64 copy."""
     X = check_stochastic(A, atol=atol, convert=False) if validate else native_float(A)
     if not validate and X.ndim < 2:
         raise ValueError(f"expected a matrix of shape (..., n, n), got shape {tuple(X.shape)}")
@@ -63,15 +53,11 @@ def _out(t: torch.Tensor, like):
 
 @dataclass(frozen=True)
 class Analysis:
-    """Per-matrix results of :func:`analyse` (numpy arrays of shape ``batch``).
+    """Per-matrix results of ``analyse``, numpy arrays of shape ``A.shape[:-2]``.
 
-    ``kappa``: κ(A); ``kappa_factor``: κ(½(I+A)); ``bound``: ½(1+κ(A)); ``slack``: bound − kappa_factor
-    (≥ 0 by the layer bound); ``holds``: the equality condition; ``witness``: ``(..., 2)`` int array, an
-    attaining mutually self-dominant pair ``(i, j)`` with ``i < j`` when ``holds``, else an attaining
-    pair that fails self-dominance (``-1, -1`` when ``n = 1``).  With ``analyse(..., margins=True)`` also
-    the decision margins (:class:`dobrushin.math.kernel.Margins`): ``kappa_gap`` (κ minus the largest
-    distance of a non-attaining pair; NaN when every pair attains), ``self_margin_i`` (A_ii − A_ji) and
-    ``self_margin_j`` (A_jj − A_ij) of the deciding pair; None otherwise.
+    ``slack`` = bound − kappa_factor ≥ 0.  ``witness`` ``(..., 2)``: an attaining pair ``i < j``, mutually
+    self-dominant when ``holds``, else one that fails (``-1, -1`` when n = 1).  The margins (see
+    ``kernel.Margins``) are set only by ``analyse(..., margins=True)``, else None.
     """
 
     kappa: np.ndarray
@@ -87,8 +73,8 @@ class Analysis:
 
 def analyse(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: float = DEFAULT_ATOL,
             margins: bool = False) -> Analysis:
-    """Everything about ``A`` (``(..., n, n)``) in one pass of the pairwise-distance kernel; with
-    ``margins=True`` also the decision margins (:class:`Analysis`; same call, the numba path fuses them)."""
+    """Every per-matrix number of ``A`` ``(..., n, n)`` in one kernel pass (``Analysis``); with
+    ``margins=True`` also the decision margins."""
     tol = check_tol(tol)
     X = _as_torch(_prepare_native(A, validate, atol))
     lead = tuple(X.shape[:-2])
@@ -141,10 +127,7 @@ def _single(X, name: str):
 
 
 def attaining_pairs(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: float = DEFAULT_ATOL):
-    """All pairs ``(i, j)``, ``i < j``, with ½‖A_i − A_j‖₁ ≥ κ(A) − tol, for a single matrix.
-
-    Returns a list of int tuples in lexicographic order (empty when ``n = 1``).
-    """
+    """Pairs ``(i, j)``, ``i < j``, with ½‖A_i − A_j‖₁ ≥ κ(A) − tol of one matrix, in lexicographic order."""
     tol = check_tol(tol)
     X = _prepare(A, validate, atol)
     _single(X, "attaining_pairs")
@@ -162,8 +145,7 @@ def attaining_pairs(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, 
 def mutually_self_dominant(
     A: Any, i: int, j: int, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: float = DEFAULT_ATOL
 ) -> bool:
-    """True iff A_ii − A_ji ≥ −tol and A_jj − A_ij ≥ −tol (tokens i and j each attend to themselves at
-    least as strongly as the other attends to them); the same float64 comparison as the kernel's."""
+    """True iff A_ii − A_ji ≥ −tol and A_jj − A_ij ≥ −tol, the same float64 comparison as the kernel's."""
     tol = check_tol(tol)
     X = _prepare(A, validate, atol)
     _single(X, "mutually_self_dominant")
@@ -175,14 +157,11 @@ def mutually_self_dominant(
 
 
 def equality_holds(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: float = DEFAULT_ATOL):
-    """True iff some pair attaining κ(A) (within ``tol``) is mutually self-dominant (within ``tol``).
+    """True iff some pair attaining κ(A) within ``tol`` is mutually self-dominant within ``tol``.
 
-    By the theorem, at ``tol=0`` and in exact arithmetic this is exactly
-    ``kappa(rollout_factor(A)) == layer_bound(A)``.  With the default ``tol`` (or any ``tol > 0``) it is a
-    tolerance version: ties and dominance are decided up to ``tol``, so it may hold where the float64
-    values of the two sides differ by rounding, and need not agree with a floating-point ``==``.  For a single
-    matrix returns a Python bool; for a batch a bool array of shape ``A.shape[:-2]`` (numpy) or a
-    bool tensor (torch).  Edge case ``n = 1``: no pair exists, κ(A) = κ(½(I+A)) = 0 < ½, so False.
+    At ``tol=0`` in exact arithmetic this is ``kappa(rollout_factor(A)) == layer_bound(A)``; with
+    ``tol > 0`` ties and dominance are decided up to ``tol``, so it need not agree with a float ``==``.
+    Returns a bool for one matrix, else a bool array / tensor of shape ``A.shape[:-2]``; False when n = 1.
     """
     res = analyse(A, tol, validate=validate, atol=atol)
     if np.ndim(res.holds) == 0:
@@ -191,11 +170,8 @@ def equality_holds(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, a
 
 
 def restrict(A: Any, keep: Any, renormalize: bool = True, *, validate: bool = True, atol: float = DEFAULT_ATOL):
-    """Submatrix of ``A`` on the tokens ``keep`` (indices or a boolean mask of length n), applied to
-    every matrix of a batch.  With ``renormalize=True`` (the content-token restriction) each row is
-    divided by its sum so the result is stochastic again; ``renormalize=False`` returns the raw
-    submatrix.  A kept row with zero mass on the kept tokens cannot be renormalised: ValueError.
-    """
+    """Submatrix of every matrix of ``A`` on the tokens ``keep`` (indices or a boolean mask of length n),
+    with each row divided by its sum when ``renormalize``; ValueError when a kept row has no mass there."""
     X = _prepare(A, validate, atol)
     n = X.shape[-1]
     k = np.asarray(keep.cpu() if is_torch(keep) else keep)
@@ -230,8 +206,7 @@ def restrict(A: Any, keep: Any, renormalize: bool = True, *, validate: bool = Tr
 
 
 def rollout(As: Any, *, validate: bool = True, atol: float = DEFAULT_ATOL):
-    """Attention rollout of a stack of layers ``(..., L, n, n)``: F_L ⋯ F_2 F_1 with F_l = ½(I + A_l)
-    (layer 1 acts first, as in Abnar & Zuidema 2020).  Returns ``(..., n, n)`` float64."""
+    """Rollout F_L ⋯ F_1, F_l = ½(I + A_l), of a stack ``(..., L, n, n)`` → ``(..., n, n)`` float64."""
     F = rollout_factor(As, validate=validate, atol=atol)
     if F.ndim < 3:
         raise ValueError(f"rollout expects a stack of layers (..., L, n, n), got shape {tuple(F.shape)}")

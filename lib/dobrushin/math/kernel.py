@@ -1,48 +1,11 @@
-r"""The pairwise-distance kernel behind :func:`kappa`, :func:`attaining_pairs` and :func:`equality_holds`.
+r"""The pairwise-distance kernel behind ``kappa``, ``attaining_pairs`` and ``equality_holds``.
 
-Definition (bit-exact).  For a matrix ``A`` (``n × n``) the kernel computes, in float64,
-
-.. math::  D_{ij} = 0.5 \cdot \mathrm{fl}\Big(\sum_{k=0}^{n-1} |A_{ik} - A_{jk}|\Big)
-
-with the sum accumulated **in index order** ``k = 0, 1, …, n−1`` (the order
-``scipy.spatial.distance.pdist(metric="cityblock")`` uses).  Every implementation below follows that
-order, so they agree with each other and with SciPy exactly, and the derived quantities (κ, κ(½(I+A)),
-the equality test with ``tol = 0``, the witness pair) are identical whichever path runs.  On
-binary-fraction inputs every operation is exact, so ties are real ties.
-
-Summation-order decision: the contract above stays **bit-exact in index order** (no relaxed order).
-The CPU kernel vectorises *across pairs* (SIMD lanes = columns j, loaded contiguously from a transposed
-panel), tiles over rows i, and runs k sequentially, so each lane is an in-order sum; this already runs
-near the float64 add throughput of one core, and both cores share a single matrix (threads over row
-blocks) or a batch (one matrix per thread).  The torch path uses a float screen in any order with a
-rigorous error bound and rechecks every pair it cannot settle in index order, so its answers are the
-same bits as well.
-
-Two implementations:
-
-* **numba** (CPU, the default when numba is installed): 4 × 8 register tiles (32 float64 partial sums
-  in 8 AVX2 registers), upper triangle only, with the equality test fused into the same pass
-  (:mod:`dobrushin.math._kernel_numba`); memory is O(n²) per thread on top of the input (never a copy of the
-  whole batch, never an n³ intermediate).  Tiles whose exact upper bound
-  ½(max s_i + max s_j) − Σ_k min(min_i A_ik, min_j A_jk) (over 16 × 16 groups, plus a rounding margin)
-  shows that they can neither attain κ − tol nor raise κ(½(I+A)) are skipped (:data:`PRUNE`): the
-  answers are the same bits, and attention with "sink" tokens — most rows sharing mass on a few
-  columns — skips most tiles, while matrices without such structure pay about 10 % for the bounds.
-  Then a float32 screen (8 × 8 tiles of float32 sums, twice the pairs per instruction) tightens each
-  remaining tile's bound to its float32 maximum plus a rigorous error bound and raises the lower bounds
-  of κ and κ(½(I+A)) from the same sums; only the tiles it cannot settle are computed in float64
-  (typically well under 1 % of them), so on rows without structure the kernel runs near the float32
-  rate.  Every answer still comes from float64 sums in index order: the same bits as without pruning.
-  Float32 input is read as its exact float64 upcast for those sums.
-* **torch** (any device, used for CUDA tensors and as the CPU fallback): ``torch.cdist(p=1)`` as a
-  screen in the input's precision, a rigorous bound on its error, and an exact index-order recheck of
-  the candidate pairs the bound cannot settle (:func:`_pair_summary_torch`), in chunks of matrices whose
-  temporaries stay under :data:`SCREEN_BYTES` / :data:`CUDA_SCREEN_BYTES`.  The full distance matrix
-  (:func:`half_l1_distances`) still takes the exact k-by-k accumulation (:func:`_half_l1_torch`).
-
-``DOBRUSHIN_KERNEL=torch`` forces the torch path on CPU (``auto``, the default, picks numba when it
-imports).  All routines take a ``(b, n, n)`` torch tensor or numpy array (float32 or float64, any
-strides) and return torch tensors on the input's device.
+Contract (bit-exact): D_ij = 0.5 · fl(Σ_k |A_ik − A_jk|), summed in float64 in index order k = 0 … n−1
+(as ``scipy.spatial.distance.pdist(metric="cityblock")``), so every path gives the same bits for κ,
+κ(½(I+A)), the test and the witness.  Paths: numba on CPU when it imports (``_kernel_numba``), unless
+``DOBRUSHIN_KERNEL=torch``; else torch: a ``cdist`` screen with a rigorous error bound and an exact
+recheck of the pairs it cannot settle.  Routines take ``(b, n, n)`` float32 or float64 (any strides)
+and return torch tensors on the input's device.
 """
 from __future__ import annotations
 
@@ -78,13 +41,11 @@ class PairSummary(NamedTuple):
 
 
 class Margins(NamedTuple):
-    """How far each decision of :func:`pair_summary` is from flipping (``(b,)`` float64 each).
+    """How far each decision of ``pair_summary`` is from flipping, ``(b,)`` float64 each.
 
-    ``kappa_gap``: κ minus the largest D_ij over the pairs that do not attain κ (D_ij < κ − tol); NaN when
-    every pair attains.  ``self_margin_i``, ``self_margin_j``: x = A_ii − A_ji and y = A_jj − A_ij of the
-    *deciding pair*: the attaining pair (i < j) with the largest min(x, y), ties to the first in
-    lexicographic order — when the condition holds, the mutually self-dominant attaining pair with the
-    largest min(x, y); when it fails, the attaining pair closest to holding.  NaN when n < 2."""
+    ``kappa_gap``: κ − max D_ij over non-attaining pairs (D_ij < κ − tol), NaN when every pair attains.
+    ``self_margin_i/j``: x = A_ii − A_ji, y = A_jj − A_ij of the attaining pair (i < j) with the largest
+    min(x, y), ties to the lexicographically first.  NaN when n < 2."""
 
     kappa_gap: torch.Tensor
     self_margin_i: torch.Tensor
@@ -183,8 +144,7 @@ def _summary_from_distances(T: torch.Tensor, D: torch.Tensor, tol: float) -> Pai
 
 
 def _pair_summary_torch_exact(T: torch.Tensor, tol: float) -> PairSummary:
-    """Reference: every distance in index order (:func:`_half_l1_torch`), then the test on the full
-    matrices.  Slow (n ops per row block); used for non-finite input and by the tests."""
+    """Reference: every distance in index order, then the test.  Slow; for non-finite input and tests."""
     T = T.to(torch.float64)
     b, n, _ = T.shape
     dev = T.device
@@ -214,8 +174,8 @@ CUDA_SCREEN_BYTES = 2 * 2**30
 
 
 def screen_coefficient(n: int, dtype: torch.dtype) -> float:
-    """``c`` such that ``|D̃_ij − D_ij| ≤ c · (r_i + r_j)`` (see :func:`_pair_summary_torch`), with a
-    factor-2 safety margin, plus slack for the few float64 operations on the bounds themselves."""
+    """``c`` with ``|D̃_ij − D_ij| ≤ c · (r_i + r_j)`` (see ``_pair_summary_torch``): 2(γ_{n+1} of the
+    screen's dtype + γ_{n+1} of float64) plus slack for the float64 bound arithmetic."""
     def gamma(m, u):
         if m * u >= 0.5:
             raise ValueError(f"n = {n} is too large for a rigorous {dtype} screen")
@@ -225,8 +185,7 @@ def screen_coefficient(n: int, dtype: torch.dtype) -> float:
 
 
 def _exact_pair_sums(Ai: torch.Tensor, Aj: torch.Tensor) -> torch.Tensor:
-    """``Σ_k |Ai[p, k] − Aj[p, k]|`` accumulated in float64 in index order (the kernel's definition),
-    on the CPU: with numba one compiled loop, else one vectorised torch op per k."""
+    """``Σ_k |Ai[p, k] − Aj[p, k]|`` in float64, index order (the contract), on the CPU."""
     Ai = Ai.detach().to("cpu", torch.float64)
     Aj = Aj.detach().to("cpu", torch.float64)
     if _nb is not None:
@@ -292,21 +251,14 @@ def _screened_chunk(X: torch.Tensor, tol: float) -> PairSummary:
 
 
 def _pair_summary_torch(T: torch.Tensor, tol: float) -> PairSummary:
-    r"""The torch path (CUDA tensors; CPU without numba or with ``DOBRUSHIN_KERNEL=torch``).
+    r"""The torch path: screen, then exact recheck (same bits as the numba kernel).
 
-    *Screen and exact recheck.*  ``D̃ = ½ torch.cdist(A, A, p=1)`` in the input's precision, any
-    summation order.  Each term |a − b| is rounded once and the n terms are added by n − 1 rounded
-    additions in some order, so (Higham, Accuracy and Stability, §4.2) the computed sum is within
-    γ_n Σ_k |A_ik − A_jk| ≤ γ_n (r_i + r_j) of the exact one, r_i = Σ_k |A_ik|, and the contract's
-    float64 index-order sum is within γ_n^(64) (r_i + r_j) of it too; :func:`screen_coefficient`
-    doubles both and adds slack for the float64 bound arithmetic; one bound per matrix,
-    E = 4c·max_i r_i ≥ c·(r_i + r_j + x⁻ + y⁻), covers every pair and the penalty arithmetic.  With
-    |D̃ − D| ≤ E: κ ≥ max D̃ − E, so every pair with D ≥ κ − tol has D̃ ≥ max D̃ − 2E − tol; and the
-    maximiser of pen = D − x⁻ − y⁻ has D̃ − x⁻ − y⁻ ≥ max(D̃ − x⁻ − y⁻) − 2E.  Only those candidate pairs are recomputed
-    exactly (:func:`_exact_pair_sums`), and κ, the attaining set, the test, the witness and κ(½(I+A))
-    are taken over them: the same bits as the numba kernel, whatever the cdist implementation's order.
-    Memory: chunks of matrices whose temporaries stay under :data:`SCREEN_BYTES` (CPU) or
-    :data:`CUDA_SCREEN_BYTES` (one matrix at least).  Non-finite input takes the exact reference.
+    D̃ = ½ cdist(A, A, p=1) in any order is within γ_n (r_i + r_j) of the exact sum, r_i = Σ_k |A_ik|
+    (Higham §4.2), as is the float64 index-order D; one bound per matrix E = 4c·max_i r_i
+    (c = ``screen_coefficient``) covers every pair.  Candidates: D̃ ≥ max D̃ − 2E − tol (may attain κ)
+    or D̃ − x⁻ − y⁻ ≥ max(D̃ − x⁻ − y⁻) − 2E (may give κ(½(I+A))); only they are summed exactly.
+    Chunks keep temporaries under ``SCREEN_BYTES`` / ``CUDA_SCREEN_BYTES``; non-finite input takes the
+    exact reference.
     """
     if T.dtype not in (torch.float32, torch.float64):
         T = T.to(torch.float64)
@@ -388,10 +340,9 @@ def half_l1_distances(T) -> torch.Tensor:
 def pair_summary(T, tol: float) -> PairSummary:
     """κ(A), κ(½(I+A)), the equality condition and a witness pair for each matrix of ``(b, n, n)``.
 
-    Uses ½‖B_i − B_j‖₁ = ½ + ½(D_ij − x⁻ − y⁻) with x = A_ii − A_ji, y = A_jj − A_ij, t⁻ = max(−t, 0).
-    ``holds``: some pair with D_ij ≥ κ − tol has x ≥ −tol and y ≥ −tol.  ``witness``: the first such
-    pair ``(i, j)``, ``i < j``, in lexicographic order when ``holds``, else the first pair with
-    D_ij ≥ κ − tol; ``(-1, -1)`` when ``n < 2``.
+    κ(½(I+A)) = max ½ + ½(D_ij − x⁻ − y⁻), x = A_ii − A_ji, y = A_jj − A_ij.  ``holds``: some pair with
+    D_ij ≥ κ − tol has x ≥ −tol and y ≥ −tol.  ``witness``: the lexicographically first such pair
+    (i < j), else the first pair with D_ij ≥ κ − tol; ``(-1, -1)`` when n < 2.
     """
     _check3(T)
     tol = float(tol)
@@ -418,8 +369,7 @@ def _margins_from_distances(T: torch.Tensor, D: torch.Tensor, kap: torch.Tensor,
 
 
 def _margins_torch(T: torch.Tensor, kap: torch.Tensor, tol: float) -> Margins:
-    """The torch path's margins: exact index-order distances (:func:`half_l1_distances`, the same bits
-    as the numba kernel), a chunk of matrices at a time."""
+    """The torch path's margins from exact index-order distances, a chunk of matrices at a time."""
     T = T.to(torch.float64)
     b, n, _ = T.shape
     if n < 2 or b == 0:
@@ -456,8 +406,7 @@ def _pair_summary_margins_numba(T, tol: float, prune: bool | None = None):
 
 
 def pair_summary_margins(T, tol: float):
-    """:func:`pair_summary` and the :class:`Margins` of each matrix, ``(PairSummary, Margins)``; on the
-    numba path in the same call (a second, pruned pass over the tiles that can matter)."""
+    """``(PairSummary, Margins)`` of each matrix; on the numba path in the same call."""
     _check3(T)
     tol = float(tol)
     if backend(T) == "numba":

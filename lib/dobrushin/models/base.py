@@ -1,6 +1,5 @@
-"""What every loader returns (:class:`LoadedModel`) and the three things every loader does: seed the
-initialisation in a forked RNG, keep transformers quiet while loading, and put the model in eval mode.
-"""
+"""What every loader returns (:class:`LoadedModel`) and what every loader does: seed the initialisation
+in a forked RNG, keep transformers quiet while loading, put the model in eval mode."""
 from __future__ import annotations
 
 import contextlib
@@ -9,9 +8,7 @@ from typing import Any, Callable, Dict, Optional
 
 import torch
 
-#: the kind of inputs a model of each ``LoadedModel.kind`` reads (:attr:`dobrushin.data.inputs.InputSet.kind`):
-#: a model's kind names its modality (``"vision"``), its inputs' kind the data (``"image"``); this is the one
-#: place that maps the first to the second
+#: ``LoadedModel.kind`` (the modality) -> ``InputSet.kind`` of the inputs it reads
 INPUT_KIND = {"vision": "image", "text": "text"}
 
 
@@ -25,26 +22,16 @@ def input_kind(model_kind: str) -> str:
 
 @dataclass
 class LoadedModel:
-    """A model ready for :func:`dobrushin.extract_attention`.
+    """A model ready for ``dobrushin.extract_attention``.
 
-    ``model``: ``torch.nn.Module`` in eval mode with eager (softmax-forming) attention, on the CPU.
-    ``preprocess``: vision — ``preprocess(list[PIL.Image]) -> Tensor (B, 3, S, S)``; text —
-    ``preprocess(list[str]) -> dict`` of ``(B, T)`` tensors padded to the longest (``input_ids``,
-    ``attention_mask``, maybe ``token_type_ids``, and ``special_tokens_mask`` which the extractor
-    uses for roles and strips before the forward pass); truncation at ``max_length``.
-    ``kind``: ``"vision"`` | ``"text"``, the modality (its inputs' kind is :func:`input_kind`); ``source``: ``"hf"`` | ``"timm"``;
-    ``weights``: ``"pretrained"`` | ``"untrained"``; ``status``: ``"ok"`` (a loader that cannot load raises
-    instead; the manifest's per-weights ``runs[w]["status"]`` and the entry's ``status``, which is the trained
-    weights' one, record that);
-    ``model_id``: the id asked for; ``family``: e.g. ``"dinov2"``, ``"dinov2-registers"``, ``"vit"``,
-    ``"deit"``, ``"deit-distilled"``, ``"bert"``, ``"roberta"``, ``"distilbert"``;
-    ``seed``: the init seed (untrained) or None; ``notes``: how weights/tokenizer/processor were
-    obtained (e.g. the RoBERTa tokenizer fallback), for the manifest; ``provenance``: where the
-    weights came from, machine-readable (:func:`weights_provenance`): ``{"source": "hub" | "cache",
-    "revision": <snapshot commit or None>, "proxy_for": None}`` for the Hugging Face hub and cache,
-    ``{"source": "package", "package", "version", "file", "sha256", "proxy_for"}`` for packaged weights,
-    ``{"source": ..., "file", "sha256"}`` for a timm checkpoint file, ``{"source": "untrained", "seed"}``
-    for the untrained control; it is part of the results' cache key and of the manifest.
+    ``model``: eval mode, eager (softmax-forming) attention, on the CPU.  ``preprocess``: vision
+    ``list[PIL.Image] -> Tensor (B, 3, S, S)``; text ``list[str] -> dict`` of ``(B, T)`` tensors padded to
+    the longest and truncated at ``max_length``, including ``special_tokens_mask``, which the extractor
+    reads roles from and strips before the forward pass.  ``kind``: ``"vision"`` | ``"text"``; ``weights``:
+    ``"pretrained"`` | ``"untrained"``; ``status``: ``"ok"`` (a loader that cannot load raises instead);
+    ``seed``: the init seed (untrained) or None; ``notes``: how weights, tokenizer and processor were
+    obtained; ``provenance``: where the weights came from (``weights_provenance``), part of the results'
+    cache key and of the manifest.
     """
 
     model: Any

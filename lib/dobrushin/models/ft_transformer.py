@@ -1,38 +1,12 @@
-"""FT-Transformer (Gorishniy et al. 2021) on tabular data: training, a checkpoint cache, and attention.
+"""FT-Transformer (Gorishniy et al. 2021) on tabular data: the model, its training and a checkpoint cache.
 
-Model and training
-------------------
-:func:`make_model` builds ``rtdl_revisiting_models.FTTransformer`` with the package's default
-configuration (``FTTransformer.get_default_kwargs()``: 3 blocks, d_block 192, 8 heads, attention
-dropout 0.2, FFN dropout 0.1, ReGLU, residual dropout 0) and a seeded initialisation.
-:func:`fit` trains it with the package's default optimiser (``make_default_optimizer``: AdamW,
-lr 1e-4, weight decay 1e-5 with weight decay 0 for embeddings, normalisation layers and biases),
-batch 256, loss MSE (regression, standardised target) or binary cross-entropy, evaluating on the
-validation split after every epoch and stopping after ``patience`` (16) epochs without improvement or at
-``max_epochs``; the best validation state is kept.  Everything random (initialisation, batch order,
-dropout) is drawn from generators seeded with ``seed``, so the same data, configuration and seed give
-the same weights on the same machine and torch thread count (the thread count is not part of the cache
-key: a different count may change the last bits, not the model).
-
-Checkpoint cache
-----------------
-A trained model is stored under ``dobrushin.store.paths.cache_dir()/tabular/`` as
-``<dataset>-seed<k>-<key>.pt`` plus a ``.json`` sidecar holding its SHA-256 and the training record;
-``key`` hashes the data checksum (:attr:`dobrushin.data.tabular_data.TabularData.checksum`), the model
-configuration, the training settings, the seed and the digest of the training code
-(:data:`TRAINING_CODE`).  Both files are written atomically.  While training, the state after each
-completed epoch (model, optimiser, random generators, early stopping, history) is written atomically to
-``<dataset>-seed<k>-<key>.epoch.pt``; a training killed at any point (even during that write) and run
-again resumes after the last completed epoch and ends with the same weights as an uninterrupted run (same
-machine and thread count); the file is removed once the final checkpoint is written.  A checkpoint
-is reused only when the sidecar's key and SHA-256 match and the state dict loads strictly; anything
-else (truncated, modified, unreadable) is reported as corrupt and the model is retrained.
-
-Attention
----------
-The attention of these models is captured by :mod:`dobrushin.capture.ft_transformer` (the
-``"ft-transformer"`` adapter of :func:`dobrushin.extract_attention`) and measured by the one
-measurement loop (:mod:`dobrushin.experiments.tabular`).
+:func:`make_model`: the rtdl default configuration, seeded (the untrained control).  :func:`fit`: trains
+with early stopping on the validation split (the best state is kept), or loads the checkpoint
+``cache_dir()/tabular/<dataset>-seed<k>-<key>.pt`` (+ ``.json`` sidecar with its SHA-256; ``key``:
+:func:`cache_key`).  Same data, configuration and seed give the same weights on the same machine and torch
+thread count.  The state after each epoch is written atomically to ``<...>.epoch.pt``, so a killed run
+resumes with the same result.  A checkpoint that does not match its sidecar or load strictly is reported
+corrupt and retrained.  The attention is captured by ``dobrushin.capture.ft_transformer``.
 """
 from __future__ import annotations
 
@@ -152,11 +126,9 @@ def _loss(data: TabularData, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor
 class TrainResult:
     """A trained model and its training record.
 
-    ``epochs``: epochs run; ``best_epoch``: epoch (1-based) whose validation score was kept;
-    ``history``: per epoch ``{"epoch", "train_loss", "val_score"}``; ``train_seconds``: wall time of the
-    original training (also when loaded from the cache); ``from_cache``: loaded, not trained;
-    ``cache_note``: why the cache was not used (``"miss"``, ``"corrupt: ..."``, ``"disabled"``) or ``"hit"``;
-    ``resumed_from``: the last completed epoch an interrupted training was resumed after (None: from the start).
+    ``best_epoch``: 1-based epoch whose validation score was kept; ``train_seconds``: wall time of the
+    original training (also when loaded); ``cache_note``: ``"hit"``, ``"miss"``, ``"corrupt: ..."`` or
+    ``"disabled"``; ``resumed_from``: the epoch an interrupted training resumed after (None: from the start).
     """
 
     model: Any
@@ -174,9 +146,8 @@ class TrainResult:
 
     @property
     def provenance(self) -> Dict[str, Any]:
-        """Where the trained weights come from, for the results' cache key and manifest: trained in
-        this build under checkpoint ``key`` (data checksum, configuration, settings, seed), with the
-        SHA-256 of the serialised state dict.  The same whether trained now or read from the cache."""
+        """Provenance for the results' cache key and manifest: checkpoint ``key`` and the SHA-256 of the
+        state dict; the same whether trained now or read from the cache."""
         return {"source": "trained in this build", "checkpoint_key": self.key, "sha256": self.sha256,
                 "proxy_for": None}
 
@@ -201,10 +172,8 @@ TRAINING_CODE = ("models/ft_transformer.py", "data/tabular_data.py")
 
 
 def cache_key(data: TabularData, seed: int, config: dict, settings: dict) -> str:
-    """Key of a checkpoint: data checksum (the SHA-256 of the prepared arrays, themselves read from
-    checksummed files) + model configuration + training settings + seed + the digest of the training
-    code (:data:`TRAINING_CODE`, :func:`dobrushin.store.code.code_digest`), so an edited training loop
-    retrains instead of serving the old weights."""
+    """Key of a checkpoint: data checksum, model configuration, training settings, seed and the digest
+    of :data:`TRAINING_CODE` (so an edited training loop retrains)."""
     if not data.checksum:
         raise ValueError("the data set has no checksum; build it with dobrushin.data.tabular_data")
     return params_key({"format": CHECKPOINT_FORMAT, "data": data.checksum, "config": config,
@@ -271,9 +240,8 @@ def _load_optimizer(opt, model, by_name: dict) -> None:
 
 def _train(data: TabularData, seed: int, config: dict, settings: dict, progress=None,
            resume: Optional[Path] = None, key: str = ""):
-    """Train; with ``resume`` (a path), the state after every completed epoch is written there atomically
-    (model, optimiser, both random generators, early-stopping state, history), and a run that finds one
-    of the same ``key`` continues from it, giving the same weights as an uninterrupted run."""
+    """Train; with ``resume`` (a path) the state after every epoch is written there atomically, and a
+    saved state of the same ``key`` is continued from, giving the same weights as an uninterrupted run."""
     global TRAIN_RUNS
     TRAIN_RUNS += 1
     t0 = time.perf_counter()
@@ -388,12 +356,9 @@ def fit(data: TabularData, seed: int, *, model_overrides: Optional[dict] = None,
         cache_root: Optional[Path] = None, progress=None, **settings) -> TrainResult:
     """Train FT-Transformer on ``data`` with ``seed``, or load it from the checkpoint cache.
 
-    ``settings`` override :data:`TRAIN_DEFAULTS` (``batch_size``, ``lr``, ``weight_decay``, ``patience``,
-    ``max_epochs``).  ``cache_root`` defaults to ``dobrushin.store.paths.cache_dir() / "tabular"``.
-    ``progress``: a callable receiving one line per epoch; otherwise the epoch, the validation score and an
-    ETA (against ``max_epochs``, an upper bound under early stopping) go to standard error (a live bar on
-    a terminal, a line per epoch otherwise; never into a notebook, see :mod:`dobrushin.store.progress`)
-    and, when ``progress`` is a path, are appended to that log file too.
+    ``settings`` override :data:`TRAIN_DEFAULTS`; ``cache_root`` defaults to ``cache_dir() / "tabular"``.
+    ``progress``: a callable receiving one line per epoch; otherwise progress goes to standard error
+    (and, when ``progress`` is a path, to that log file too).
     """
     config = model_config(data, **(model_overrides or {}))
     settings = train_settings(**settings)

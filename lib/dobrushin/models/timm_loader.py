@@ -1,7 +1,5 @@
-"""timm models: trained weights from the checkpoint file the resolver names
-(:func:`~dobrushin.models.provenance.resolve_timm_weights`), or the untrained control from timm's
-registry; made capturable through the adapter registry (timm's fused attention never forms the softmax).
-"""
+"""timm models: trained weights from the checkpoint file ``resolve_timm_weights`` names, or the untrained
+control from timm's registry."""
 from __future__ import annotations
 
 from typing import Any, Dict

@@ -1,8 +1,7 @@
-"""The random baseline's cells, cached: :func:`run_grid` runs (or reads) one small JSON file per ``(ensemble, n,
-trials, seed, …)`` cell under ``results/baseline/cells`` (atomic writes, keyed by the parameters and the digest of
-the code that computes them, :data:`dobrushin.random.ensembles.CELL_CODE`; on a miss the published folder's copy
-of the same cell is used), :func:`write_table` writes a tidy table with its manifest record, and :func:`reference`
-reads the per-token-count reference table written by the ``baseline_law`` notebook."""
+"""The random baseline's cells, cached: ``run_grid`` runs or reads one JSON file per cell under
+``results/baseline/cells`` (atomic writes; keyed by the parameters and the digest of ``CELL_CODE``; on a
+miss the published folder's copy is used), ``write_table`` writes a table with its manifest record, and
+``reference`` reads the baseline at a token count."""
 from __future__ import annotations
 
 import json
@@ -50,11 +49,8 @@ def load_cell(cache: Path, params: Mapping[str, Any]) -> dict | None:
 
 def run_cell(ensemble, n: int, trials: int, seed: int, *, check: bool, cache: "Path | None",
              batch: int | None = None) -> dict:
-    """Counts for one cell, from the cache when the same parameters were run before.
-
-    Returns ``{"params", "counts", "wall_s", "cpu_s", "cached"}``; ``wall_s``/``cpu_s`` are the cost of
-    the run that produced the counts.
-    """
+    """Counts for one cell, from the cache when the same parameters were run before; ``wall_s``/``cpu_s``
+    are the cost of the run that produced them."""
     params = cell_params(ensemble, n, trials, seed, check)
     if cache is not None:
         rec = load_cell(cache, params)
@@ -85,8 +81,8 @@ def run_grid(
     batch: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
-    """Run (or load) every ``(ensemble, n, trials)`` cell and return the tidy :func:`summarise` table,
-    with ``wall_s``, ``cpu_s``, ``cached`` and ``seed`` columns.  ``check`` may be a function of n."""
+    """Run (or load) every ``(ensemble, n, trials)`` cell; the ``summarise`` table.  ``check`` may be a
+    function of n."""
     rows = []
     for ens, n, trials in cells:
         ens = parse_ensemble(ens)
@@ -104,8 +100,7 @@ def run_grid(
 
 # ------------------------------------------------------------------------ tidy files + manifest
 def write_table(df: pd.DataFrame, path: Path, params: Mapping[str, Any]) -> dict:
-    """Write ``df`` to ``path`` (CSV) atomically and record it in ``<folder>/manifest.json`` under
-    ``files`` (parameter key, parameters, SHA-256, rows, time)."""
+    """Write ``df`` to ``path`` (CSV) atomically and record it in ``<folder>/manifest.json``."""
     path = Path(path)
     atomic_write_csv(path, df)
     man_path = path.parent / "manifest.json"
@@ -134,8 +129,8 @@ REFERENCE_COLUMNS = ("n", "ensemble", "p", "ci_low", "ci_high")
 
 
 def reference_table(results_dir=None) -> pd.DataFrame:
-    """``results/baseline/reference.csv``: the random baseline at the token counts of the real models
-    (columns ``n, ensemble, p, ci_low, ci_high`` first; written by the ``baseline_law`` notebook)."""
+    """``results/baseline/reference.csv`` (written by the ``baseline_law`` notebook): the baseline at the
+    models' token counts."""
     p = baseline_dir(results_dir) / "reference.csv"
     if not p.exists():
         raise FileNotFoundError(f"{p} does not exist; run the baseline_law notebook first")
@@ -147,8 +142,7 @@ def reference_table(results_dir=None) -> pd.DataFrame:
 
 
 def reference(n: int, ensemble: "str | Ensemble" = "dirichlet(1)", results_dir=None) -> tuple[float, float, float]:
-    """The baseline P(holds) at token count ``n`` for ``ensemble``: ``(p, ci_low, ci_high)`` from
-    :func:`reference_table`.  ValueError when the table has no such row."""
+    """``(p, ci_low, ci_high)``: the baseline P(holds) at token count ``n``; ValueError when absent."""
     n = check_integer("n", n, 2)
     name = parse_ensemble(ensemble).name
     df = reference_table(results_dir)

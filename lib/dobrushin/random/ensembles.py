@@ -1,34 +1,12 @@
-r"""Random row-stochastic matrices and the Monte-Carlo law of the equality condition.
+r"""Random row-stochastic matrices (``dirichlet``, ``softmax_gaussian``) and the Monte-Carlo law of the
+equality condition.
 
-Ensembles (rows i.i.d., coordinates of a row exchangeable):
-
-* :func:`dirichlet` — every row ~ Dirichlet(α, …, α); α = 1 is the uniform distribution on the simplex;
-* :func:`softmax_gaussian` — every row is ``softmax(z / T)`` with ``z`` i.i.d. standard normal logits.
-
-For one matrix ``A`` let ``(i, j)`` be the pair attaining κ(A) (unique almost surely for these
-ensembles) and ``u = A_i − A_j``.  The two self-dominance comparisons of the pair are
-``X = [A_ii ≥ A_ji]`` and ``Y = [A_jj ≥ A_ij]``; the equality condition *holds* iff ``X and Y``; the
-pair is *both reversed* iff neither, and *mixed* otherwise.  With ``P = #{k: u_k > 0}``,
-``N = #{k: u_k < 0}`` and ``Z = n − P − N`` the *column-averaged score* of the matrix is
-
-.. math::  s(A) = \frac{(P+Z)(N+Z) - Z}{n(n-1)},
-
-the fraction of ordered pairs of distinct columns ``(c, d)`` with ``u_c ≥ 0 ≥ u_d``: the probability
-that the condition holds after the columns of ``A`` are permuted uniformly at random.  For an ensemble
-whose law is invariant under permuting columns, ``E[s(A)] = P(holds)`` (the column-averaging lemma of
-the chapter *The law of the random baseline*), so the mean of ``s`` is an unbiased estimator of the
-baseline with a far smaller variance than the fraction of matrices that hold.
-
-:func:`simulate` runs the loop for one ``(ensemble, n)``: seeded, batched, memory-bounded, and
-bit-for-bit reproducible — the matrices depend only on ``(seed, ensemble, n)`` and the matrix index,
-never on the batch size, and every accumulated quantity is an integer.  Each matrix is classified by
-:func:`dobrushin.analyse` (``tol = 0``: the comparisons are exact on the float64 entries) and, when
-``check=True``, also by the direct comparison of κ(½(I+A)) with ½(1+κ(A)); a float64 mismatch is
-settled in exact integer arithmetic (:func:`exact_equality`) and only a mismatch that survives that
-counts as a *disagreement* with the theorem.
-
-:func:`summarise` turns counts into the tidy table (Wilson intervals for the direct fractions, Student-t
-intervals for the column-averaged estimator); :mod:`dobrushin.random.cells` runs and caches the cells of a grid.
+For the pair (i, j) attaining κ(A) (unique almost surely), X = [A_ii ≥ A_ji], Y = [A_jj ≥ A_ij]:
+*holds* iff X and Y, *both reversed* iff neither, *mixed* otherwise.  With P, N, Z the numbers of columns
+where A_i − A_j is > 0, < 0, = 0, the column-averaged score s(A) = ((P+Z)(N+Z) − Z) / (n(n−1)) is
+P(holds) after a uniform column permutation: for a column-exchangeable law an unbiased, lower-variance
+estimator of P(holds).  ``simulate`` is bit-for-bit reproducible: matrices depend only on
+``(seed, ensemble, n)`` and their index, never on the batch size, and every count is an integer.
 """
 from __future__ import annotations
 
@@ -72,10 +50,7 @@ def _check_rng(rng) -> np.random.Generator:
 
 # ---------------------------------------------------------------------------------------- samplers
 def dirichlet(n: int, alpha: float, batch: int, rng: np.random.Generator) -> np.ndarray:
-    """``batch`` matrices ``(batch, n, n)`` whose rows are i.i.d. Dirichlet(α, …, α).
-
-    Sampled as normalised i.i.d. Gamma(α) weights (α = 1: uniform on the simplex).
-    """
+    """``(batch, n, n)`` float64 with rows i.i.d. Dirichlet(α, …, α), as normalised Gamma(α) weights."""
     n, batch = check_integer("n", n, 1), check_integer("batch", batch, 0)
     alpha = check_positive("alpha", alpha)
     G = _check_rng(rng).standard_gamma(alpha, size=(batch, n, n))
@@ -86,10 +61,7 @@ def dirichlet(n: int, alpha: float, batch: int, rng: np.random.Generator) -> np.
 
 
 def softmax_gaussian(n: int, temperature: float, batch: int, rng: np.random.Generator) -> np.ndarray:
-    """``batch`` matrices ``(batch, n, n)`` whose rows are ``softmax(z / T)``, ``z`` i.i.d. N(0, 1).
-
-    Small ``T`` gives peaked rows (sharp attention), large ``T`` nearly uniform rows.
-    """
+    """``(batch, n, n)`` float64 with rows ``softmax(z / T)``, ``z`` i.i.d. N(0, 1)."""
     n, batch = check_integer("n", n, 1), check_integer("batch", batch, 0)
     T = check_positive("temperature", temperature)
     Z = _check_rng(rng).standard_normal(size=(batch, n, n)) / T
@@ -159,11 +131,8 @@ def block_rng(seed: int, ensemble: "str | Ensemble", n: int, block: int) -> np.r
 
 
 def sample_matrices(ensemble, n: int, start: int, stop: int, seed: int) -> np.ndarray:
-    """Matrices ``start … stop−1`` of the stream ``(seed, ensemble, n)``, shape ``(stop−start, n, n)``.
-
-    Matrix ``k`` is the same whatever ``start``/``stop`` it is requested with: it is the
-    ``k mod m``-th matrix drawn from block ``k // m`` (``m = block_size(n)``).
-    """
+    """Matrices ``start … stop−1`` of the stream ``(seed, ensemble, n)``, ``(stop−start, n, n)``; matrix
+    ``k`` is the ``k mod m``-th of block ``k // m`` (``m = block_size(n)``), whatever ``start``/``stop``."""
     ens = parse_ensemble(ensemble)
     n = check_integer("n", n, 1)
     start, stop = check_integer("start", start, 0), check_integer("stop", stop, 0)
@@ -184,11 +153,8 @@ def sample_matrices(ensemble, n: int, start: int, stop: int, seed: int) -> np.nd
 
 # ------------------------------------------------------------------------ per-matrix statistics
 def pair_statistics(A: np.ndarray, witness: np.ndarray) -> dict:
-    """Comparisons and sign counts on the pair ``witness`` (``(b, 2)``) of each matrix of ``A`` (``(b, n, n)``).
-
-    Returns int64/bool arrays: ``x_ok = A_ii ≥ A_ji``, ``y_ok = A_jj ≥ A_ij``, ``strict`` (both
-    comparisons strict), ``pos``/``neg``/``zero`` = number of columns with ``A_ik − A_jk`` > 0, < 0, = 0.
-    """
+    """Comparisons (bool) and sign counts of ``A_i − A_j`` (int64) on the pair ``witness`` ``(b, 2)`` of
+    each matrix of ``A`` ``(b, n, n)``."""
     b = A.shape[0]
     r = np.arange(b)
     i, j = witness[:, 0], witness[:, 1]
@@ -219,18 +185,12 @@ def simulate(
     check: bool = True,
     start: int = 0,
 ) -> dict:
-    """Sample ``trials`` matrices of size ``n`` from ``ensemble`` and count the events (integers).
+    """Integer counts (``COUNT_FIELDS``) over ``trials`` matrices of the stream, from matrix ``start`` on.
 
-    Returns a dict with the fields of :data:`COUNT_FIELDS`: ``holds`` (by :func:`dobrushin.analyse`,
-    tol = 0), ``both_reversed``, ``mixed``, ``first_only`` (X true, Y false) on the attaining pair;
-    ``ties`` (a comparison of the pair or a column of ``u`` equal to zero); with ``check``:
-    ``checked``, ``float_mismatches`` (float64 direct comparison ≠ theorem; settled exactly) and
-    ``disagreements`` (exact direct comparison ≠ theorem); the integer sums ``rb_holds_num`` =
-    Σ ((P+Z)(N+Z) − Z), ``rb_reversed_num`` = Σ P·N and their sums of squares (column-averaged
-    estimators: divide by ``trials·n(n−1)``), and ``imbalance_sq`` = Σ (P − N)².
-
-    ``batch`` bounds the matrices analysed at once (default: about 2**20 entries); it does not change
-    any count.  ``start`` skips the first ``start`` matrices of the stream (to extend a run).
+    ``holds`` is decided by ``analyse`` at tol = 0 (exact on float64 entries).  With ``check``, the direct
+    float64 comparison κ(½(I+A)) vs ½(1+κ(A)) too: a mismatch (``float_mismatches``) is settled by
+    ``exact_equality`` and only one that survives counts in ``disagreements``.  ``rb_*_num`` are Σ
+    ((P+Z)(N+Z) − Z) and Σ P·N (divide by ``trials·n(n−1)``).  ``batch`` changes no count.
     """
     ens = parse_ensemble(ensemble)
     n = check_integer("n", n, 2)
@@ -305,15 +265,9 @@ def _mean_ci(total: int, total_sq: int, trials: int, scale: int) -> tuple[float,
 
 
 def summarise(cells: pd.DataFrame) -> pd.DataFrame:
-    """Tidy table from count rows (columns ``n``, ``ensemble`` and the count fields).
-
-    Adds, for holds / both_reversed / mixed: the fraction ``p_*`` with its Wilson 95% interval
-    (``*_ci_low``/``*_ci_high``); the column-averaged estimates ``rb_p_holds`` (= ``rb_p_reversed``
-    in expectation), ``rb_p_mixed`` with Student-t 95% intervals; the phi coefficient ``corr`` of the two
-    comparisons and its lemma prediction ``4·p − 1``; and the sign-imbalance constant
-    ``c = E[(P − n/2)²]/n`` of the attaining pair.  ``p``/``ci_low``/``ci_high`` repeat the holds
-    fraction and its Wilson interval.
-    """
+    """Tidy table from count rows: direct fractions with Wilson 95% intervals, column-averaged
+    estimates with Student-t 95% intervals, the phi coefficient ``corr`` of X and Y with its predicted
+    ``4·p − 1``, and ``imbalance_c`` = E[(P − n/2)²]/n of the attaining pair."""
     rows = []
     for rec in cells.to_dict("records"):
         n, T = int(rec["n"]), int(rec["trials"])
@@ -344,19 +298,14 @@ def summarise(cells: pd.DataFrame) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------------- exact values
 def holds_bounds(n: int) -> tuple[Fraction, Fraction]:
-    """Bounds on P(holds) valid for every column-exchangeable continuous ensemble:
-    1/n ≤ P(holds) ≤ ⌊n²/4⌋ / (n(n−1)) (from 1 ≤ P ≤ n−1 in the column-averaging lemma)."""
+    """``(1/n, ⌊n²/4⌋ / (n(n−1)))``: bounds on P(holds) for every column-exchangeable continuous ensemble."""
     n = check_integer("n", n, 2)
     return Fraction(1, n), Fraction((n * n) // 4, n * (n - 1))
 
 
 def exact_probability(n: int):
-    """The exact P(holds) where it does not depend on the ensemble: ½ for n = 2 and ⅓ for n = 3
-    (as a sympy Rational), for every continuous ensemble with exchangeable rows and columns.
-
-    By the column-averaging lemma P(holds) = E[P·N]/(n(n−1)) with P + N = n, 1 ≤ P ≤ n − 1; the
-    value is ensemble-free exactly when every admissible P gives the same P·N, i.e. n ≤ 3.
-    """
+    """The ensemble-free exact P(holds) as a sympy Rational: ½ for n = 2, ⅓ for n = 3 (P(holds) =
+    E[P·N]/(n(n−1)) with P + N = n, constant only for n ≤ 3); ValueError otherwise."""
     import sympy as sp
 
     n = check_integer("n", n, 2)
@@ -368,16 +317,11 @@ def exact_probability(n: int):
 
 
 def pair_split_constant(ensemble: "str | Ensemble") -> float:
-    r"""The split constant of a *fixed* pair of rows, :math:`c_W = \lim_n \mathbb E[(P - n/2)^2]/n`.
+    r"""The split constant of a *fixed* pair of rows, c_W = lim_n E[(P − n/2)²]/n, to first order.
 
-    For rows ``W_k / Σ W`` with ``W`` i.i.d. of mean μ and variance σ², ``P = #{k: A_rk > A_sk}`` is, to
-    first order (delta method on the ratio of the row totals), a sum of n i.i.d. terms
-    ``[W_rk > W_sk] − ½ + (p′/μ)(W_rk − W_sk)`` with ``p(t) = P(W > tW′)``, ``p′ = p′(1) = −∫ w f(w)² dw``, so
-
-    .. math::  c_W = \tfrac14 + 2 p'^2 \sigma^2/\mu^2 + p' \, \mathbb E|W - W'| / \mu .
-
-    Dirichlet(α) (W ~ Gamma(α)): numerical integration (c = 1/8 exactly for α = 1).  softmax(z/T)
-    (W = e^{z/T}, s = 1/T): p′ = −1/(2s√π), σ²/μ² = e^{s²} − 1, E|W − W′|/μ = 2(2Φ(s/√2) − 1).
+    For rows W_k / Σ W, W i.i.d. (mean μ, variance σ², density f), p′ = −∫ w f(w)² dw:
+    c_W = ¼ + 2p′²σ²/μ² + p′·E|W − W′|/μ.  Dirichlet(α), W ~ Gamma(α): by quadrature (1/8 at α = 1).
+    softmax(z/T), s = 1/T: p′ = −1/(2s√π), σ²/μ² = e^{s²} − 1, E|W − W′|/μ = 2(2Φ(s/√2) − 1).
     """
     from scipy import integrate, stats
 

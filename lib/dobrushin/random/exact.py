@@ -1,6 +1,5 @@
-"""The equality condition decided in exact integer arithmetic on the float64 entries of one matrix
-(:func:`exact_equality`), for the rare random matrices where the float64 comparison is too close to
-call; :func:`dobrushin.random.ensembles.simulate` settles its mismatches with it."""
+"""``exact_equality``: the equality condition in exact integer arithmetic on the float64 entries of one
+matrix, for the rare matrices where the float64 comparison is too close to call."""
 from __future__ import annotations
 
 import math
@@ -23,13 +22,9 @@ def _exact_ints(A: np.ndarray) -> list:
 
 
 def _exact_max_distance(M: list, X: np.ndarray) -> int:
-    """max over pairs i < j of Σ_k |M_ik − M_jk| for the exact integer matrix ``M`` (nested lists), where
-    ``X`` is a float64 matrix within 2**-53 (relative, entrywise) of ``M``'s values.
-
-    Only pairs whose float64 half-distance (by the library kernel) is within 8·n·eps of the float64
-    maximum are evaluated exactly: entry rounding (≤ n·eps) plus summation error (≤ 2n·eps) bound every
-    float64 distance's error by 3n·eps, so the exact maximiser is always among them.
-    """
+    """max_{i<j} Σ_k |M_ik − M_jk| for the exact integer matrix ``M``, ``X`` its float64 values (within
+    2**-53 relative).  Only pairs within 8·n·eps of the float64 maximum are summed exactly: every float64
+    distance is within 3n·eps, so the exact maximiser is among them."""
     import torch
 
     from ..math.kernel import half_l1_distances
@@ -47,14 +42,10 @@ def _exact_max_distance(M: list, X: np.ndarray) -> int:
 
 
 def exact_equality(A: np.ndarray) -> bool:
-    """Direct test of κ(½(I+A)) = ½(1+κ(A)) in exact arithmetic on the float64 entries of one matrix.
+    """κ(½(I+A)) = ½(1+κ(A)) decided exactly for one matrix, no tolerance.
 
-    Every float64 is an integer multiple of 2**-1074, so with ``M = A·2**1074`` (exact integers),
-    ``S = 2**1074``: 4S·κ(½(I+A)) = max Σ_k |(M + S·I)_ik − (M + S·I)_jk| and 4S·½(1+κ(A)) = 2S + max
-    Σ_k |M_ik − M_jk|.  No distance that decides a maximum is rounded and no tolerance is used: float64
-    distances only shortlist the pairs that can attain each maximum (see :func:`_exact_max_distance`),
-    and those are summed in integers.  Meant for the rare matrices where the float64 comparison is too
-    close to call.
+    With S = 2**1074 and M = A·S (exact integers): 4S·κ(½(I+A)) = max Σ_k |(M + S·I)_ik − (M + S·I)_jk|
+    and 4S·½(1+κ(A)) = 2S + max Σ_k |M_ik − M_jk|; float64 distances only shortlist the pairs summed.
     """
     A = np.asarray(A, dtype=np.float64)
     if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] < 2:

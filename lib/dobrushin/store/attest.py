@@ -1,20 +1,10 @@
-"""Attested carry-over: published results stay valid for changed measuring code once ``make verify`` has
-re-measured a sample with the new code and every decision agreed.
+"""Attestations: published results stay valid for changed code once ``make verify`` has re-measured a
+sample with it and every decision agreed; it then writes ``<published>/attestations/<tables digest>.json``
+mapping each product to ``{"published": digest, "now": digest, "evidence": why}``.
 
-Each cached product (:data:`dobrushin.store.code.PRODUCTS`: the model tables, the baseline's cells, the
-FT-Transformer checkpoints) is keyed by the digest of the code that makes it.  A publication records those
-digests (``PUBLISHED.json``: ``digests``; a publication older than that field is read through
-:func:`published_digests`).  When the code changes, ``make verify`` compares its re-measured sample with the
-published rows and, when it passes, writes ``<published>/attestations/<tables digest>.json``:
-
-``{"products": {product: {"published": digest, "now": digest, "evidence": why}}, "schema", "kappa_tol",
-"float_error", "rows_compared", "max_abs_diff", "groups", "machine", "date"}``
-
-A product's attestation is accepted (:func:`resolve`) only for the publication it names, under the same
-results schema and tolerances, and only among the publication's oldest :data:`MAX_ATTESTATIONS`; beyond that,
-or after a schema or tolerance change, ``make reproduce`` publishes afresh.  An accepted
-attestation makes the cache key use the published digest (:func:`dobrushin.store.code.code_digest`), so the
-published entries are reused as they are.
+``resolve`` accepts an attestation only for the publication it names, under the same ``SCHEMA_VERSION``
+and tolerances, and only among its oldest ``MAX_ATTESTATIONS``; then the cache key uses the published
+digest, so published entries are reused as they are.  Otherwise ``make reproduce`` publishes afresh.
 """
 from __future__ import annotations
 
@@ -46,9 +36,8 @@ def _read_json(path: Path) -> Optional[dict]:
 
 
 def published_digests(root) -> Dict[str, str]:
-    """``{product: digest}`` of the code that made the publication in ``root``: ``PUBLISHED.json``'s
-    ``digests``; for a publication older than that field, ``code_digest`` for the tables, the digest in the
-    published cells' keys and in the checkpoints' records (empty when ``root`` holds no publication)."""
+    """``{product: digest}`` of the code that made the publication in ``root`` (``PUBLISHED.json``, or for
+    an older publication its files' records); empty when there is none."""
     root = Path(root)
     meta = _read_json(root / "PUBLISHED.json")
     if meta is None:
@@ -97,9 +86,8 @@ def resolve(product: str, digest: str, root) -> str:
 
 
 def write(root, products: Dict[str, dict], report: dict) -> Path:
-    """Write the attestation of ``products`` (``{product: {"published", "now", "evidence"}}``) with the figures
-    of verify's ``report`` into ``root/attestations/``; ValueError when the publication already carries
-    :data:`MAX_ATTESTATIONS`."""
+    """Write the attestation of ``products`` with the figures of verify's ``report`` atomically into
+    ``root/attestations/``; ValueError when the publication already carries ``MAX_ATTESTATIONS``."""
     root = Path(root)
     path = root / "attestations" / f"{products.get('tables', {}).get('now') or next(iter(products.values()))['now']}.json"
     if len(attestations(root)) >= MAX_ATTESTATIONS and not path.exists():

@@ -1,14 +1,9 @@
-"""The digest of the source code that makes each cached product: what keys the caches instead of
-hand-bumped version integers.
+"""The digest of the code that makes each cached product (``PRODUCTS``), which keys the caches.
 
-Each product (:data:`PRODUCTS`: the model tables, the random baseline's cells, the FT-Transformer
-checkpoints) is keyed by :func:`product_digest`: a SHA-256 over the files of the code that makes it (the
-model tables: the producing modules closed under their ``dobrushin`` imports, :func:`import_closure`), each
-file hashed as its **normalized source** (:func:`normalized_source`: the syntax tree without docstrings), so
-an edit to a comment, a docstring or the formatting keeps every cached and published result valid, and any
-edit to what runs gives another digest.  The modules that only name the products (this one and
-:mod:`dobrushin.store.attest`) are in no closure.  When the code changes, an attestation written by
-``make verify`` can carry the published results over (:func:`code_digest`, :mod:`dobrushin.store.attest`).
+``product_digest`` is a SHA-256 over the product's files (the model tables: closed under their
+``dobrushin`` imports), each hashed as its normalized source: the syntax tree without docstrings, so
+comments, docstrings and formatting change no digest and anything that runs does.  ``code_digest`` also
+applies attestations (``store.attest``) that carry published results over to changed code.
 """
 from __future__ import annotations
 
@@ -22,8 +17,8 @@ from typing import Iterable, List, Optional, Sequence, Set
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 def code_files(packages: Sequence[str], root: "Path | None" = None) -> List[Path]:
-    """The ``.py`` files behind ``packages`` (subpackage names such as ``"math"`` or file paths such as
-    ``"models/ft_transformer.py"``, relative to the package root), sorted by path, without duplicates."""
+    """The ``.py`` files behind ``packages`` (subpackages such as ``"math"`` or files such as
+    ``"models/ft_transformer.py"``, relative to the package root), sorted by path."""
     root = Path(root) if root is not None else PACKAGE_ROOT
     if isinstance(packages, str):
         raise TypeError("packages must be a sequence of names, e.g. ('math', 'capture'), not a string")
@@ -46,15 +41,14 @@ def _module_file(root: Path, parts: Sequence[str]) -> Optional[Path]:
     return p.with_suffix(".py") if p.with_suffix(".py").is_file() else None
 
 
-#: one ``ast.parse`` at a time (CPython 3.11's AST constructor is not safe to run in two threads at once, as
-#: the threads of a Dask worker would), and each file's imports parsed once per content
+#: one ``ast.parse`` at a time (not thread-safe on CPython 3.11; Dask workers run threads); imports
+#: parsed once per file content
 _PARSE_LOCK = threading.Lock()
 _IMPORTS_MEMO: dict = {}
 
 
 def _imported(root: Path, f: Path) -> Set[Path]:
-    """The ``dobrushin`` files ``f`` imports (absolute or relative, at module level or inside functions), with
-    the ``__init__.py`` of every package on the way."""
+    """The ``dobrushin`` files ``f`` imports anywhere, with the ``__init__.py`` of every package on the way."""
     data = f.read_bytes()
     memo_key = (str(root), str(f), hashlib.sha256(data).digest())
     with _PARSE_LOCK:
@@ -107,8 +101,8 @@ _NORMALIZED_MEMO: dict = {}
 
 
 def normalized_source(data: bytes, filename: str = "<source>") -> bytes:
-    """What a digest hashes of one file: :func:`normalized_tree` of its syntax tree.  Comments, blank lines,
-    formatting and docstrings do not count; names, values and structure do."""
+    """What a digest hashes of one file: ``normalized_tree`` of its syntax tree (comments, formatting and
+    docstrings do not count)."""
     memo_key = hashlib.sha256(data).digest()
     if memo_key not in _NORMALIZED_MEMO:
         with _PARSE_LOCK:
@@ -118,10 +112,9 @@ def normalized_source(data: bytes, filename: str = "<source>") -> bytes:
 
 
 def normalized_tree(tree: ast.AST) -> bytes:
-    """A syntax tree written out field by field, without docstrings (any statement that is a bare string).
-    Fields that are ``None`` or empty are left out, and so are the empty strings of an f-string, so the text is
-    the same on Python versions that add such fields (3.12's ``type_params``; 3.12's empty string in a nested
-    format spec) or stop printing them (3.13)."""
+    """A syntax tree written out field by field, without bare-string statements (docstrings).  Empty or
+    ``None`` fields and the empty strings of f-strings are left out, so the text is the same on Python
+    3.11–3.13 (3.12 adds ``type_params`` and empty format-spec strings)."""
     out: List[str] = []
 
     def walk(node) -> None:
@@ -162,11 +155,9 @@ def _digest(files: Sequence[Path], root: Path) -> str:
     return h.hexdigest()
 
 
-#: each cached product and the code that makes it, relative to the package root: the model tables (main, heads
-#: and rollout, of every family and of the FT-Transformer, with the chapters' keyed analyses such as the MPNet
-#: ablation and the failure atlases: the producing modules and every ``dobrushin`` file they import, :func:`import_closure`), the random baseline's cells (the packages ``math``, ``random`` and
-#: ``store``), the trained FT-Transformer checkpoints (the training code and the data preparation) and the
-#: FT-Transformer measured along training (:mod:`dobrushin.experiments.epochs` and its closure)
+#: product -> (the code that makes it, relative to the package root; whether closed under its imports):
+#: the model tables and keyed analyses, the baseline's cells, the FT-Transformer checkpoints, and the
+#: FT-Transformer measured along training
 PRODUCTS = {
     "tables": (("experiments/pipeline.py", "experiments/tabular.py", "experiments/ablation.py", "experiments/atlas.py"),
                True),
@@ -174,8 +165,7 @@ PRODUCTS = {
     "training": (("models/ft_transformer.py", "data/tabular_data.py"), False),
     "epochs": (("experiments/epochs.py",), True),
 }
-#: the modules that name the products (this digest and the attestations): they compute no number, so they
-#: are left out of every import closure
+#: the modules that only name the products compute no number: left out of every product's files
 KEYING = ("store/code.py", "store/attest.py")
 
 
@@ -191,20 +181,16 @@ def product_files(product: str, root: "Path | None" = None) -> List[Path]:
 
 
 def product_digest(product: str, root: "Path | None" = None) -> str:
-    """SHA-256 (hex) of the normalized source (:func:`normalized_source`) of :func:`product_files`, each
-    with its path relative to the package root, in sorted path order (a renamed file changes it too): the
-    digest of the code that makes ``product`` now."""
+    """SHA-256 (hex) of the normalized source of ``product_files``, each with its relative path, in sorted
+    path order (a renamed file changes it too)."""
     root = Path(root) if root is not None else PACKAGE_ROOT
     return _digest(product_files(product, root), root)
 
 
 def code_digest(packages: Optional[Sequence[str]] = None, root: "Path | None" = None) -> str:
-    """The digest that keys a cached product.  No ``packages``: the model tables; ``packages`` naming a
-    product's code (:data:`PRODUCTS`, e.g. ``("models/ft_transformer.py", "data/tabular_data.py")``): that
-    product; any other subpackages / files (:func:`code_files`): their plain digest.  For a product, it is
-    :func:`product_digest`, or, when a published folder is in use (``DOBRUSHIN_PUBLISHED``) and an accepted
-    attestation there carries today's code over to the publication's (:mod:`dobrushin.store.attest`), the
-    published digest, so the published entries are reused."""
+    """The digest that keys a cached product: no ``packages`` means the model tables; ``packages`` equal
+    to a ``PRODUCTS`` spec means that product, otherwise their plain digest.  For a product, the published
+    digest when an accepted attestation in ``DOBRUSHIN_PUBLISHED`` carries today's code over to it."""
     root = Path(root) if root is not None else PACKAGE_ROOT
     if isinstance(packages, str):
         raise TypeError("packages must be a sequence of names, e.g. ('math', 'capture'), not a string")

@@ -1,13 +1,7 @@
-"""Where the project keeps things: results, caches and the data directory.
-
-* ``DOBRUSHIN_RESULTS`` overrides the results folder (default ``<project root>/results``).
-* ``DOBRUSHIN_CACHE`` overrides the cache folder for trained checkpoints etc.
-  (default ``<project root>/.cache/dobrushin``, else ``~/.cache/dobrushin``).
-* ``DOBRUSHIN_PUBLISHED`` names a folder of *published* results (``published/<profile>``, laid out as
-  ``results/``) that the results store reads as a read-only cache layer (unset: none).
-* ``DOBRUSHIN_DATA`` points at a local copy of the data files (see the book's reproducibility
-  chapter); when it is unset, loaders download from the canonical source.
-"""
+"""Where the project keeps things; each folder can be overridden by an environment variable:
+``DOBRUSHIN_RESULTS`` (results), ``DOBRUSHIN_CACHE`` (trained checkpoints etc.), ``DOBRUSHIN_PUBLISHED``
+(published results, laid out like ``results/``, read as a read-only cache layer; unset: none) and
+``DOBRUSHIN_DATA`` (a local copy of the data files; unset: loaders download them)."""
 from __future__ import annotations
 
 import os
@@ -42,10 +36,7 @@ def cache_dir() -> Path:
 
 
 def data_dir() -> Optional[Path]:
-    """The local data folder named by ``DOBRUSHIN_DATA``, or None when unset.
-
-    A set but missing folder is an error rather than a silent download.
-    """
+    """The folder named by ``DOBRUSHIN_DATA``, or None when unset; FileNotFoundError when it is missing."""
     env = os.environ.get("DOBRUSHIN_DATA")
     if not env:
         return None
@@ -56,8 +47,7 @@ def data_dir() -> Optional[Path]:
 
 
 def published_dir() -> Optional[Path]:
-    """The published results folder named by ``DOBRUSHIN_PUBLISHED`` (laid out like ``results/``), or None
-    when unset or empty.  A set but missing folder is treated as none: there is nothing published yet."""
+    """The folder named by ``DOBRUSHIN_PUBLISHED``, or None when unset or missing (nothing published yet)."""
     env = os.environ.get("DOBRUSHIN_PUBLISHED")
     if not env:
         return None
@@ -66,8 +56,7 @@ def published_dir() -> Optional[Path]:
 
 
 def published_counterpart(path) -> Optional[Path]:
-    """Where ``path`` (a file under :func:`results_dir`) lies in the published folder, or None (no published
-    folder, or ``path`` is not under the results folder)."""
+    """Where ``path`` (under ``results_dir()``) lies in the published folder, or None."""
     pub = published_dir()
     if pub is None:
         return None

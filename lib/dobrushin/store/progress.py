@@ -1,13 +1,7 @@
-"""Progress of long work for the person at the terminal, never in a notebook.
-
-:class:`Progress` reports ``done/total`` inputs (or epochs), the elapsed time and an ETA: a live bar
-when the process's standard error is a terminal, one line per update otherwise (CI logs), and the
-same line appended to a log file beside the results (``results/<notebook>/progress.log``).
-
-Under papermill the notebook's kernel replaces ``sys.stderr`` with a stream that goes into the
-executed notebook; its ``fileno()`` is the kernel process's *original* standard error (inherited from
-papermill, i.e. the terminal of ``make book``).  Progress is written to that file descriptor with
-``os.write``, so it reaches the terminal and never the notebook or the built book.
+"""Progress of long work (``Progress``) for the person at the terminal, never in a notebook: a live bar
+on a terminal, one line per update otherwise, and the same line appended to a log file.  It is written
+with ``os.write`` to the descriptor of ``sys.stderr``, which under papermill is the kernel's original
+standard error (the terminal), not the stream into the executed notebook.
 """
 from __future__ import annotations
 
@@ -36,9 +30,8 @@ def _stderr_fd() -> Optional[int]:
 
 
 class Progress:
-    """``done``/``total`` with elapsed time and ETA.  ``desc``: e.g. ``"dinov2: DINOv2-S [pretrained]"``;
-    ``unit``: ``"inputs"`` or ``"epochs"``; ``log``: file to append one line per update to (None: none);
-    ``terminal``: draw on standard error (a bar on a terminal, lines otherwise)."""
+    """``done``/``total`` with elapsed time and ETA; ``log``: file to append each line to (None: none);
+    ``terminal``: draw on standard error."""
 
     def __init__(self, total: int, desc: str, *, unit: str = "inputs", log=None, terminal: bool = True,
                  done: int = 0):

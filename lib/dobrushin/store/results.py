@@ -1,16 +1,11 @@
-"""The results store: every table schema, tidy tables, manifests, atomic writes, checksums and a
+"""The results store (``ResultStore``): table schemas, manifests, atomic writes, checksums and a
 parameter-keyed cache.
 
-Each notebook writes ``results/<notebook>/<model-slug>.parquet`` (one row per input x layer x
-variant, columns :data:`SCHEMA`), the secondary tables ``<slug>.heads.parquet`` (:data:`HEAD_COLUMNS`)
-and ``<slug>.rollout.parquet`` (:data:`ROLLOUT_COLUMNS`), and ``results/<notebook>/manifest.json``.  A table is reused only when
-the manifest records the same parameter key *and* the file's SHA-256; a missing, partial or corrupt
-file is recomputed.  A *published* folder (``DOBRUSHIN_PUBLISHED``, :func:`dobrushin.store.paths.published_dir`:
-``published/<profile>``, laid out like ``results/``) is a read-only cache layer beneath: on a miss, an
-entry there with the same parameter key and intact files is copied into ``results/`` (recorded with
-``published_from``) and used — so a published entry is valid exactly when the same entry in ``results/``
-would be.  Every file is written to a temporary name and renamed into place, so an
-interrupted run never leaves a half-written file under the final name.
+Each notebook writes ``results/<notebook>/<slug>.parquet`` (``SCHEMA``), ``<slug>.heads.parquet`` and
+``<slug>.rollout.parquet``, and a ``manifest.json``.  A table is reused only when the manifest records
+the same parameter key and the file's SHA-256; else it is recomputed.  On a miss, an intact entry with
+the same key in the published folder (read only) is copied in.  Every file is written to a temporary
+name and renamed, so an interrupted run never leaves a half-written file.
 """
 from __future__ import annotations
 
@@ -40,14 +35,12 @@ SCHEMA = {
     "holds": "bool",
     "variant": "string",
     "weights": "string",
-    # decision margins (how far each decision is from flipping; see dobrushin.math.kernel.Margins):
-    # κ minus the largest distance of a non-attaining pair (NaN when every pair attains), and
-    # A_ii − A_ji, A_jj − A_ij of the deciding pair (the attaining pair with the largest min of the two)
+    # decision margins: how far each decision is from flipping (dobrushin.math.kernel.Margins)
     "kappa_gap": "float64",
     "self_margin_i": "float64",
     "self_margin_j": "float64",
-    # the trace of the restricted matrix: its mean self-attention A_ii over the uniform share 1/n (1 for
-    # uniform attention, n for the identity); float32, the precision of the captured attention
+    # trace of the restricted matrix = mean A_ii / (1/n): 1 for uniform attention, n for the identity;
+    # float32, the precision of the captured attention
     "trace": "float32",
 }
 #: the decision margins among the SCHEMA columns (NaN in tables written before they existed)
@@ -58,13 +51,13 @@ def _bound(df: pd.DataFrame) -> pd.Series:
     return 0.5 * (1.0 + df["kappa"])
 
 
-#: SCHEMA columns that a stored table leaves out because they follow from others bit for bit (the same
-#: float64 operations as :func:`dobrushin.math.coefficient.analyse`); :func:`conform` puts them back
+#: SCHEMA columns a stored table leaves out: they follow bit for bit from others (the float64 operations
+#: of ``analyse``); ``conform`` puts them back
 DERIVED = {"bound": _bound, "slack": lambda df: _bound(df) - df["kappa_factor"]}
 
 
 def _derived(df: pd.DataFrame) -> dict:
-    """The :data:`DERIVED` columns computed from ``df`` (none when it lacks ``kappa`` or ``kappa_factor``)."""
+    """The ``DERIVED`` columns computed from ``df`` (none when it lacks ``kappa`` or ``kappa_factor``)."""
     return {c: f(df) for c, f in DERIVED.items()} if {"kappa", "kappa_factor"} <= set(df.columns) else {}
 
 
@@ -97,8 +90,8 @@ def slugify(name: str) -> str:
 
 
 def atomic_write(path, write: Callable[[Path], None]) -> None:
-    """Write ``path`` atomically: ``write(tmp)`` fills a temporary file beside it, which is then
-    flushed and renamed into place (an interrupted write leaves no partial file under ``path``)."""
+    """Write ``path`` atomically: ``write(tmp)`` fills a temporary file beside it, which is flushed and
+    renamed into place (an interrupted write leaves no partial file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -127,15 +120,13 @@ def atomic_write_json(path, obj: Any) -> None:
 
 
 def atomic_write_parquet(path, df: pd.DataFrame) -> None:
-    """Write ``df`` as Parquet, zstd-compressed (the same values, smaller files), atomically."""
+    """Write ``df`` as zstd-compressed Parquet, atomically."""
     atomic_write(path, lambda p: df.to_parquet(p, index=False, compression="zstd"))
 
 
 def write_stored(path, df: pd.DataFrame) -> None:
-    """Write a store's table compactly and atomically: the columns of :data:`DERIVED` left out when they
-    follow from the others bit for bit, and float columns byte-stream-split before zstd (lossless; float64
-    noise compresses about a third better), so the paper's FT-Transformer tables fit the publication.
-    :func:`conform` reads the same values back."""
+    """Write a store's table compactly and atomically (lossless): ``DERIVED`` columns dropped when they
+    follow bit for bit, float columns byte-stream-split before zstd; ``conform`` reads the same values."""
     drop = [c for c, v in _derived(df).items() if c in df.columns and df[c].astype("float64").equals(v.astype("float64"))]
     df = df.drop(columns=drop)
     floats = [c for c in df.columns if pd.api.types.is_float_dtype(df[c])]
@@ -191,16 +182,15 @@ def empty(what: str = "table") -> pd.DataFrame:
 
 
 def conform_as(what: str, df: pd.DataFrame) -> pd.DataFrame:
-    """:func:`conform` for the main table, :func:`frame` with the schema for the others."""
+    """``conform`` for the main table, ``frame`` with the schema for the others."""
     if what not in TABLES:
         raise ValueError(f"unknown table {what!r}; expected one of {tuple(TABLES)}")
     return conform(df) if what == "table" else frame(df, TABLES[what][1])
 
 
 def conform(df: pd.DataFrame) -> pd.DataFrame:
-    """Check ``df`` has exactly the :data:`SCHEMA` columns and cast them; ValueError otherwise.  A table
-    written before the later columns (:data:`LATER_COLUMNS`) existed gets them as NaN (unknown); a stored
-    table's derived columns (:data:`DERIVED`) are computed again."""
+    """``df`` with exactly the ``SCHEMA`` columns, cast; ValueError otherwise.  Missing ``LATER_COLUMNS``
+    become NaN (unknown); missing ``DERIVED`` columns are computed again."""
     absent = [c for c in LATER_COLUMNS if c not in df.columns]
     if absent:
         df = df.assign(**{c: float("nan") for c in absent})
@@ -222,8 +212,7 @@ def conform(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _entry_digest(params: Mapping[str, Any]) -> str:
-    """The code digest a manifest entry records: the one in its key when the key has one, else the digest
-    of the code that computes the numbers now (:func:`dobrushin.store.code.code_digest`)."""
+    """The code digest a manifest entry records: the one in its key, else ``code_digest()`` now."""
     return str(params.get("code_digest") or code_digest())
 
 
@@ -316,11 +305,8 @@ class ResultStore:
         return entry
 
     def load(self, slug: str, params: Mapping[str, Any]):
-        """Cached table for ``slug`` if it was computed with ``params`` and is intact, else None.
-
-        Returns ``(df, entry)`` where ``entry`` is the manifest record (status, wall time, ...).
-        A miss falls back to the published folder (:meth:`adopt_published`).
-        """
+        """``(df, entry)`` for ``slug`` if computed with ``params`` and intact (here or in the published
+        folder), else None."""
         entry = self.entry(slug, params)
         if entry is None or (entry.get("file") and self.read(entry, "table") is None):
             entry = self.adopt_published(slug, params) or entry
@@ -328,9 +314,8 @@ class ResultStore:
         return None if df is None else (df, entry)
 
     def load_all(self, slug: str, params: Mapping[str, Any]) -> Optional[dict]:
-        """``{"table", "heads", "rollout", "entry"}`` of ``slug`` when it was computed with ``params``
-        and all three files are intact; None otherwise (then everything is recomputed).  A miss falls back
-        to the published folder (:meth:`adopt_published`)."""
+        """``{"table", "heads", "rollout", "entry"}`` of ``slug`` when computed with ``params`` and all three
+        files are intact (here or in the published folder); None otherwise."""
         entry = self.entry(slug, params)
         if entry is None or any(entry.get(n) and self.read(entry, w) is None
                                 for n, w in (("file", "table"), ("heads_file", "heads"), ("rollout_file", "rollout"))):
@@ -346,11 +331,8 @@ class ResultStore:
 
     def save(self, slug: str, params: Mapping[str, Any], df: pd.DataFrame,
              secondary: Optional[Mapping[str, pd.DataFrame]] = None, **info) -> dict:
-        """Write the table atomically, then record it (params key, sha256, ``info``) in the manifest.
-
-        ``secondary``: extra tables of the same model (e.g. ``{"heads": ..., "rollout": ...}``), each
-        written first to ``<slug>.<name>.parquet`` and recorded as ``<name>_file`` / ``<name>_sha256``.
-        """
+        """Write the ``secondary`` tables (``{"heads": ..., "rollout": ...}``), then the table, atomically,
+        and record them in the manifest."""
         for what, extra in (secondary or {}).items():
             sp = self.path(slug, f".{what}.parquet")
             write_stored(sp, extra)
@@ -384,10 +366,8 @@ class ResultStore:
         return entry
 
     def keyed(self, name: str, params: Mapping[str, Any], compute: Callable[[], Any]) -> Any:
-        """An analysis of the chapter that is not a model table (a JSON-able value, e.g. the MPNet ablation):
-        ``compute()`` run with ``params`` by the code here, kept in ``<name>.analysis.json`` with its key (the
-        parameters and the code digest, :func:`_entry_digest`), and reused from this folder or, on a miss, from
-        the published one (copied here) when the key matches."""
+        """A JSON-able analysis that is not a model table: ``compute()``, kept in ``<name>.analysis.json`` keyed
+        by ``params`` and the code digest, and reused from here or the published folder when the key matches."""
         key = params_key({**params, "code_digest": _entry_digest(params)})
         p = self.dir / f"{slugify(name)}.analysis.json"
         pub = self._published()
@@ -406,8 +386,7 @@ class ResultStore:
         return json.loads(p.read_text())["value"]  # as a reuse would return it (tuples as lists, …)
 
     def tables(self, what: str = "table", entries: Optional[Mapping[str, dict]] = None) -> pd.DataFrame:
-        """All intact tables ``what`` listed in the manifest (or in ``entries``), concatenated (an
-        empty table of the schema if none)."""
+        """All intact tables ``what`` of the manifest (or ``entries``) concatenated; empty table if none."""
         entries = self.manifest()["entries"] if entries is None else entries
         frames = [df for df in (self.read(e, what) for e in entries.values()) if df is not None]
         return pd.concat(frames, ignore_index=True) if frames else empty(what)
