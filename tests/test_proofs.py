@@ -167,21 +167,29 @@ def squash(s):
     return re.sub(r"\s+", " ", s)
 
 
+def coq_definition(name):
+    """The Coq ``Definition name ...`` sentence (it ends at the first full stop that ends a line)."""
+    text = "\n".join((P.proofs_dir() / f).read_text(encoding="utf-8") for f in P.SOURCES)
+    m = re.search(rf"^(Definition {re.escape(name)}\b.*?\.)\s*$", text, re.M | re.S)
+    assert m, f"no Definition named {name!r} in proofs/"
+    return m.group(1).strip()
+
+
 def test_coq_statements_are_the_ones_tested_here():
-    assert squash(P.coq_definition("dist")) == "Definition dist A i j : R := 2^-1 * \\sum_k `|A i k - A j k|."
-    assert squash(P.coq_definition("kappa")) == \
+    assert squash(coq_definition("dist")) == "Definition dist A i j : R := 2^-1 * \\sum_k `|A i k - A j k|."
+    assert squash(coq_definition("kappa")) == \
         "Definition kappa A : R := \\big[Num.max/0]_(p : 'I_n * 'I_n) dist A p.1 p.2."
-    assert squash(P.coq_definition("layer")) == "Definition layer A : 'M[R]_n := 2^-1 *: (1%:M + A)."
-    assert squash(P.coq_definition("self_dominant")) == \
+    assert squash(coq_definition("layer")) == "Definition layer A : 'M[R]_n := 2^-1 *: (1%:M + A)."
+    assert squash(coq_definition("self_dominant")) == \
         "Definition self_dominant A i j := (A j i <= A i i) && (A i j <= A j j)."
-    assert "(forall i k, 0 <= A i k) /\\ (forall i, \\sum_k A i k = 1)" in P.coq_definition("stochastic")
+    assert "(forall i k, 0 <= A i k) /\\ (forall i, \\sum_k A i k = 1)" in coq_definition("stochastic")
     assert squash(P.coq_statement("pair_identity")).endswith(
         "dist (layer A) i j = 4^-1 * (2 + (A i i - A j i) + (A j j - A i j) "
         "+ \\sum_(k | (k != i) && (k != j)) `|A i k - A j k|).")
     assert "kappa (layer A) <= 2^-1 * (1 + kappa A)" in P.coq_statement("layer_bound")
     assert "[/\\ i != j, dist A i j = kappa A & self_dominant A i j]" in P.coq_statement("layer_bound_eq")
     assert "kappa (P *m Q) <= kappa P * kappa Q" in P.coq_statement("kappa_mul")
-    assert squash(P.coq_definition("rollout")).endswith(":= foldr (fun A M => M *m layer A) 1%:M As.")
+    assert squash(coq_definition("rollout")).endswith(":= foldr (fun A M => M *m layer A) 1%:M As.")
     assert "kappa (rollout As) <= \\prod_(A <- As) (2^-1 * (1 + kappa A))" in P.coq_statement("rollout_bound")
 
 

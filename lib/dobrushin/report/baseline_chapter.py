@@ -1,9 +1,5 @@
-"""The random-matrix baseline chapter (``notebooks/baseline.ipynb``).
-
-``BaselineChapter(params)`` computes (or reads from the cache under ``<results>/baseline/cells``) every cell: the
-uniform-row curve and the attention-like ensembles.  Each section is a method returning what its cell shows (a
-figure, or a :class:`~dobrushin.report.display.Section` of tables and glued numbers).
-"""
+"""The random-matrix baseline chapter (``notebooks/baseline.ipynb``): ``BaselineChapter(params)`` computes (or reads
+from ``<results>/baseline/cells``) the uniform-row curve and the ensembles; each method returns what its cell shows."""
 from __future__ import annotations
 
 import time
@@ -26,8 +22,7 @@ def trials_for(n: int, small: int, large: dict) -> int:
 
 
 class RandomMatrixChapter:
-    """What the two random-matrix chapters share: the results folder and cell cache, the kernel
-    backend, the parameters the result files record, the download links and the how-this-was-run block."""
+    """Shared by the two random-matrix chapters: results folder, cell cache, kernel backend, recorded parameters."""
 
     notebook = ""
 

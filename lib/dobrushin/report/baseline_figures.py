@@ -1,6 +1,4 @@
-"""Figures and the numbers of the sentences of the random-matrix baseline chapter (``notebooks/baseline.ipynb``),
-drawn from the tidy grid of :func:`dobrushin.random.cells.run_grid` (``ensemble, n, p, ci_low, ci_high, trials``).
-"""
+"""Figures and glued numbers of the baseline chapter, from the grid of ``dobrushin.random.cells.run_grid``."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -17,8 +15,7 @@ from .plots import log2_axis, panel_grid, require_columns
 
 
 def uniform_figure(uni: pd.DataFrame, band: tuple, band_label: str, exact2: float):
-    """P(holds) against n for rows uniform on the simplex, with Wilson 95% error bars, the paper's band
-    shaded, the exact value at n = 2 and the limit ¼ dotted."""
+    """P(holds) against n for rows uniform on the simplex (Wilson 95% bars), paper's band, exact n = 2 and limit ¼."""
     import matplotlib.pyplot as plt
 
     require_columns(uni, ["n", "p", "ci_low", "ci_high"], "the uniform-row table", nonempty=True)
@@ -40,8 +37,7 @@ def uniform_figure(uni: pd.DataFrame, band: tuple, band_label: str, exact2: floa
 
 def ensembles_facets(res: pd.DataFrame, order: Sequence[str], labels: dict, band: tuple, band_label: str,
                      ncols: int = 3):
-    """One panel per ensemble (in ``order``): its P(holds) with Wilson 95% error bars, the paper's band
-    shaded, ¼ dotted, and Dirichlet(1) as a thin line in every other panel for comparison."""
+    """One panel per ensemble in ``order``: P(holds) with Wilson 95% bars, Dirichlet(1) as reference elsewhere."""
     reference = "dirichlet(1)"
     require_columns(res, ["ensemble", "n", "p", "ci_low", "ci_high"], "the ensemble table", nonempty=True)
     missing = [e for e in order if e not in set(res["ensemble"])]
@@ -72,8 +68,7 @@ def ensembles_facets(res: pd.DataFrame, order: Sequence[str], labels: dict, band
 
 
 def size_ranges(values: Sequence[int], grid: Sequence[int]) -> str:
-    """Sizes ``values`` (a subset of the ordered ``grid``) as readable runs of consecutive grid points:
-    ``"n = 5 to 256 and n = 512"``, ``"n = 8"``, ``"no n"``."""
+    """``values`` (a subset of ``grid``) as runs of grid points: ``"n = 5 to 256 and n = 512"``, ``"no n"``."""
     grid = [int(g) for g in grid]
     vals = sorted({int(v) for v in values}, key=grid.index)
     if not vals:
@@ -98,8 +93,7 @@ def _row(df, n, ens="dirichlet(1)"):
 
 
 def uniform_values(uni: pd.DataFrame, band: tuple) -> dict:
-    """The numbers under the uniform-row figure (glued as ``uni-*``): n = 2 against ½, n = 8 against the band, the
-    sizes whose estimate or interval lies inside, overlaps, below or above the band, and the largest size."""
+    """The numbers under the uniform-row figure (glued as ``uni-*``), judged against ``band``."""
     lo, hi = band
     grid = list(uni["n"])
     r2, r8 = _row(uni, 2), _row(uni, 8)
@@ -115,8 +109,7 @@ def uniform_values(uni: pd.DataFrame, band: tuple) -> dict:
 
 
 def ensembles_values(res: pd.DataFrame, labels: dict) -> dict:
-    """The numbers of the paragraph under the ensemble panels (glued as ``ens-*``): the spread at n = 8, the largest
-    distance of the n = 2, 3 estimates from ½ and ⅓ in standard errors, the range at the largest common size."""
+    """The numbers under the ensemble panels (glued as ``ens-*``); raises if the ensembles share no size."""
     common = sorted(set.intersection(*(set(g["n"]) for _, g in res.groupby("ensemble"))))
     if not common:
         raise ValueError("the ensembles share no size")
@@ -135,9 +128,7 @@ def ensembles_values(res: pd.DataFrame, labels: dict) -> dict:
 
 
 def bound_values(paper_band: tuple, n_ref: int = 8) -> dict:
-    """The numbers of what the appendix's universal upper bound says about the paper's band (glued as ``bound-*``):
-    its value at ``n_ref``, the size from which no ensemble exceeds it, the size from which none exceeds the band's
-    top, the sizes where the bound equals that top, and the part of the band reachable only below those sizes."""
+    """What the universal upper bound (at ``n_ref`` and beyond) says about the paper's band (glued as ``bound-*``)."""
     lo_b, hi_b = paper_band
     ub = E.holds_bounds(n_ref)[1]
     n_ub = law.upper_bound_from(ub)

@@ -1,9 +1,6 @@
-"""The family chapters (DINOv2, language models, supervised ViTs): one :class:`FamilyChapter` per notebook presents
-what :func:`dobrushin.experiments.chapter_runs.measure_family` measured, one section (a value) per method.
-
-Sections show the *featured* models (trained weights measured; all models when none was) with their untrained
-controls; models without trained weights get one banner and :meth:`FamilyChapter.controls`.  ``extra_image_size``
-measures ``extra_size_models`` again at that resolution, stored as ``<model>@<size>px``.
+"""The family chapters (DINOv2, language models, supervised ViTs): ``FamilyChapter`` presents what
+``measure_family`` measured, one section per method, for the *featured* models (trained weights measured) and their
+untrained controls.  ``extra_size_models`` are measured again at ``extra_image_size``, stored as ``<model>@<size>px``.
 """
 from __future__ import annotations
 
@@ -50,8 +47,7 @@ def _provenance(run) -> dict:
 
 
 def weights_kind(provenance: Optional[dict]) -> str:
-    """``"proxy"`` (packaged stand-in), ``"original"`` (the hub checkpoint, or a package holding it bit for
-    bit) or ``""``."""
+    """``"proxy"`` (packaged stand-in), ``"original"`` (hub checkpoint, or a package with it bit for bit) or ``""``."""
     from ..models.provenance import is_proxy, original_from_package
 
     prov = dict(provenance or {})
@@ -67,8 +63,7 @@ def _alt_panels(models) -> str:
 
 
 def rollout_check(rs: pd.DataFrame, name: str) -> Section:
-    """The whole-rollout bound checked on content tokens, from :func:`dobrushin.report.tables.rollout_summary`
-    output ``rs`` (an empty section when ``rs`` has no content-token rows)."""
+    """The whole-rollout bound on content tokens from ``rollout_summary`` output ``rs`` (empty if no such rows)."""
     c = rs[rs["variant"] == "content"]
     if not len(c):
         return Section()
@@ -80,10 +75,8 @@ def rollout_check(rs: pd.DataFrame, name: str) -> Section:
 
 
 class FamilyChapter(InsightSections):
-    """One family chapter from the notebook's validated parameters (a
-    :class:`~dobrushin.experiments.params.FamilyParameters`, from :func:`dobrushin.experiments.params.resolve`):
-    loads the inputs and measures every model (reusing cached results).  Each section is a method returning a
-    :class:`~dobrushin.report.display.Section`, shown by the notebook cell it ends."""
+    """One family chapter from ``FamilyParameters``: loads the inputs and measures every model (reusing cached
+    results); each section method returns a ``Section``."""
 
     def __init__(self, params, title: str, *, ncols: int = 3):
         from ..experiments.params import FamilyParameters

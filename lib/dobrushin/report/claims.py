@@ -1,6 +1,5 @@
-"""The paper's values, in one place: every number this build compares with (Rola 2026, and the published
-FT-Transformer metrics it relies on), and which models each claim is about.  Notebooks, the summary
-and the figures read them from here; nothing else types a paper value."""
+"""The paper's values in one place (Rola 2026 and the published FT-Transformer metrics), which models each claim is
+about, and the verdict rule (``judge``).  Nothing else types a paper value."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -66,14 +65,12 @@ def special_claim(model: str) -> Optional[str]:
     return "special" if hit and hit[2] else None
 
 
-#: **Too wide to decide**: an interval overlapping the paper's range but reaching more than this (5 points) beyond
-#: it on either side allows values the paper's statement does not; the verdict is "inconclusive".
+#: An interval overlapping the paper's range but reaching more than this beyond it on either side is "inconclusive".
 TOO_WIDE = 0.05
 
 class Verdict(StrEnum):
-    """The verdicts, in the order of how much they say: the value is the word, :attr:`colour` the figures' colour
-    (the scorecard darkens the same hues, ``_static/dobrushin.css``).  A row may add a qualifier after the word
-    ("reproduced (proxy weights)"); :meth:`of` reads the verdict back from such a text."""
+    """The verdicts, from most to least said; ``colour`` is the figures' colour.  A row may add a qualifier after
+    the word ("reproduced (proxy weights)"); ``of`` reads the verdict back from such a text."""
     REPRODUCED = "reproduced"
     CONSISTENT = "consistent"
     DIFFERS = "differs"
@@ -83,7 +80,7 @@ class Verdict(StrEnum):
 
     @classmethod
     def of(cls, text) -> "Verdict":
-        """The verdict ``text`` starts with; :attr:`RELATED` for a text that names none."""
+        """The verdict ``text`` starts with; ``RELATED`` for a text that names none."""
         t = str(text)
         return next((v for v in cls if v is not cls.RELATED and t.startswith(v.value)), cls.RELATED)
 
@@ -95,21 +92,13 @@ class Verdict(StrEnum):
 _VERDICT_COLOURS = {Verdict.REPRODUCED: "#009E73", Verdict.CONSISTENT: "#56B4E9", Verdict.DIFFERS: "#D55E00",
                     Verdict.INCONCLUSIVE: "#CC79A7", Verdict.NOT_RUN: "#999999", Verdict.RELATED: "#4D4D4D"}
 
-#: the verdict labels, in the order of how much they say
-VERDICTS = tuple(v.value for v in Verdict if v is not Verdict.RELATED)
-
 
 def judge(estimate: float, ci_low: float, ci_high: float, claim: "Claim", n: int = 1) -> str:
-    """The verdict on a measured fraction ``estimate`` with its input-clustered interval ``[ci_low, ci_high]``
-    against ``claim``'s range ``[low, high]``:
-
-    * ``not run: no measurement`` — no pairs (``n = 0``) or non-finite values;
-    * ``differs`` — the interval excludes the range;
-    * ``inconclusive`` — it overlaps the range but is too wide (:data:`TOO_WIDE`);
-    * ``reproduced`` — the estimate lies within the range; for a value stated as one rounded number
-      (``claim.point``, "91%"), also when the interval contains it (a ±0.5-point range is almost never hit);
-    * ``consistent`` — otherwise: overlapping and narrow enough, the estimate outside.
-    """
+    """Verdict on ``estimate`` with its input-clustered interval ``[ci_low, ci_high]`` against ``claim``'s range:
+    ``not run: no measurement`` if no pairs (``n <= 0``) or non-finite values; ``differs`` if the interval excludes the
+    range; ``inconclusive`` if it overlaps but reaches more than ``TOO_WIDE`` beyond it; ``reproduced`` if the estimate
+    lies in the range or, for a value stated as one rounded number (``claim.point``, "91%"), the interval contains
+    that number (a ±0.5-point range is almost never hit); else ``consistent`` (overlapping, estimate outside)."""
     import math
 
     if n <= 0 or not (math.isfinite(ci_low) and math.isfinite(ci_high) and math.isfinite(estimate)):
@@ -125,8 +114,8 @@ def judge(estimate: float, ci_low: float, ci_high: float, claim: "Claim", n: int
 
 
 def combine(verdicts) -> str:
-    """One verdict for several models judged separately against one range: ``differs`` if any differs,
-    else ``inconclusive`` if any is, else ``consistent`` if any is, else ``reproduced``."""
+    """One verdict for models judged separately against one range: differs, inconclusive or consistent if any is (in
+    that order), reproduced if all are, else ``not run: no measurement``."""
     vs = [Verdict.of(v) for v in verdicts]
     for v in (Verdict.DIFFERS, Verdict.INCONCLUSIVE, Verdict.CONSISTENT):
         if v in vs:
@@ -136,12 +125,9 @@ def combine(verdicts) -> str:
 
 @dataclass(frozen=True)
 class ScorecardRow:
-    """One row of the summary's scorecard: a claim about the models of ``families``
-    (:func:`dobrushin.models.model_family` values), judged against ``CLAIMS[band]``; ``models``: id fragments that
-    restrict it to some of them (``"dinov2-small"``).  ``kind``: ``"fraction"`` (share of pairs holding, on
-    ``variant``), ``"late"`` (all failures in the second half), ``"baseline"`` (random matrices), ``"theorem"``
-    (the equality characterisation), ``"pooled"`` (a range pooled over the families' models; per-model rows name
-    it as ``parent``) or ``"related"`` (models no claim covers: shown, never judged)."""
+    """A scorecard row: a claim about the models of ``families`` (narrowed by id fragments ``models``), judged
+    against ``CLAIMS[band]``.  ``kind``: fraction, late, baseline, theorem, pooled (per-model rows name it as
+    ``parent``) or related (shown, never judged)."""
     key: str
     short: str  # the claim's name in a sentence ("DeiT-B")
     text: str  # the claim in words
@@ -175,8 +161,7 @@ SCORECARD = (
                  families=("vit",)),
     ScorecardRow("late", "failures late in depth", "DeiT-B and ViT-B/16: all failures late in depth",
                  "late", families=("deit", "deit-distilled", "vit"), kind="late"),
-    # the paper names no benchmark ("two standard tabular benchmarks"): these two are this build's choice, each
-    # judged on its own (its seeds pooled)
+    # the paper names no benchmark: these two are this build's choice, each judged on its own (seeds pooled)
     *(ScorecardRow(f"tabular_{k}", f"FT-Transformer on {name}",
                    f"FT-Transformer on {name} (one of this build's two benchmarks; the paper names none)",
                    "tabular", families=("ft-transformer",), models=(k,))
@@ -197,8 +182,7 @@ SCORECARD = (
 )
 
 
-#: FT-Transformer results published by Gorishniy et al. (2021), Table 2 (single models): test RMSE on
-#: California Housing, test accuracy on Adult
+#: Gorishniy et al. (2021), Table 2 (single models): test RMSE on California Housing, test accuracy on Adult
 PUBLISHED_FT_TRANSFORMER = {"california": 0.459, "adult": 0.859}
 
 

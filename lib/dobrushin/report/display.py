@@ -1,9 +1,6 @@
-"""The one display wrapper of the book: :class:`Display`, an object that a notebook cell shows (or
-``myst_nb.glue`` stores) with the MIME types it was given, and a plain-text fallback.
-
-Glued across documents, myst-nb pastes ``text/html``, images and ``text/plain``, not Markdown (:func:`html_block`,
-:func:`plain_text`, :func:`admonition`); on the notebook's own page it parses ``text/markdown`` as MyST
-(:func:`markdown_block`).  A MIME type left as ``None`` is not offered.
+"""The book's display wrapper ``Display`` (given MIME types plus a plain-text fallback) and ``Section``.  Glued across
+documents, myst-nb pastes ``text/html``, images and ``text/plain``, not Markdown (``html_block``, ``plain_text``,
+``admonition``); on the notebook's own page it parses ``text/markdown`` as MyST (``markdown_block``).
 """
 from __future__ import annotations
 
@@ -15,8 +12,7 @@ ADMONITION_KINDS = ("note", "warning", "important", "caution", "danger", "tip")
 
 
 class Display:
-    """A block shown as ``html`` (``text/html``) and/or ``markdown`` (``text/markdown``), with ``text``
-    (``text/plain``, also its ``repr``) as the fallback."""
+    """A block shown as ``html`` and/or ``markdown`` (``None``: not offered), ``text`` the plain fallback and repr."""
 
     def __init__(self, text: str, *, html: Optional[str] = None, markdown: Optional[str] = None):
         self.text, self.html, self.markdown = str(text), html, markdown
@@ -32,8 +28,7 @@ class Display:
 
 
 def html_block(html_text: str, text: str = "") -> Display:
-    """An HTML block with a plain-text fallback (``text`` defaults to the HTML itself): what a Markdown
-    chapter can paste from a notebook with ``{glue}``."""
+    """An HTML block (pastable into a Markdown chapter with ``{glue}``); ``text`` defaults to the HTML itself."""
     return Display(text or html_text, html=html_text)
 
 
@@ -43,15 +38,13 @@ def markdown_block(markdown: str, text: str = "") -> Display:
 
 
 def plain_text(s) -> Display:
-    """A string that displays without quotes (for ``myst_nb.glue`` of prose values): pasted inline as
-    plain text (a ``<span>``, not bold as myst-nb's pasted text, not code)."""
+    """A prose value for ``myst_nb.glue``: pasted inline as a plain ``<span>`` (not quoted, bold or code)."""
     s = str(s)
     return Display(s, html=f'<span class="dobrushin-text">{_html.escape(s)}</span>')
 
 
 class Section(list):
-    """What a section of a chapter returns: its blocks, shown in order as a cell's value, and ``values``, glued for
-    the notebook's sentences (HTML blocks and images as they are, anything else as plain text)."""
+    """A chapter section: blocks shown in order as a cell's value, and ``values`` glued for the notebook's sentences."""
 
     def __init__(self, *blocks, values: Optional[dict] = None):
         super().__init__(b for b in blocks if b is not None)
@@ -86,8 +79,7 @@ class Section(list):
 
 
 def admonition(title: str, body: str, kind: str = "warning", classes: Sequence[str] = ()) -> Display:
-    """A warning box: HTML with the theme's admonition classes (plus ``classes``), with Markdown and plain-text
-    fallbacks."""
+    """An admonition box: HTML with the theme's classes (plus ``classes``), Markdown and plain-text fallbacks."""
     if kind not in ADMONITION_KINDS:
         raise ValueError(f"unknown admonition kind {kind!r}")
     bad = [c for c in classes if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", str(c))]

@@ -1,8 +1,5 @@
-"""Sections that show *why* the condition holds or fails, mixed into the family chapters
-(:class:`InsightSections`, a base of :class:`dobrushin.report.chapter.FamilyChapter`): κ(A) per layer, the
-failure atlas, the MPNet distance-0 bias ablation, the download links.  Every number in the sentences is
-computed from the result tables or measured here.
-"""
+"""Sections showing *why* the condition holds or fails (``InsightSections``, mixed into ``FamilyChapter``): κ(A) per
+layer, the failure atlas, the MPNet distance-0 bias ablation, the download links; also ``tabular_atlas``."""
 from __future__ import annotations
 
 import warnings
@@ -26,10 +23,8 @@ MPNET = "sentence-transformers/all-mpnet-base-v2"
 
 
 def near_ties(table: pd.DataFrame, name=None) -> dict:
-    """The decisions a rounding could turn, glued as ``<chapter>-ties-*``: the rows of ``table`` whose decision margin
-    (smallest of the κ gap and the two self-margins) is below :data:`dobrushin.experiments.verify.FLOAT_ERROR`
-    (float32 rounding), their share, and the largest share per (model, weights, variant) and where.  ``name``: how
-    a model id is shown.  Every value "—" when ``table`` has no margin columns."""
+    """Rows whose decision margin (least of the κ gap and the two self-margins) is below ``FLOAT_ERROR`` (float32
+    rounding could turn them), for ``<chapter>-ties-*``; every value "—" when ``table`` has no margin columns."""
     from ..experiments.comparison import FLOAT_ERROR, MARGIN_COLUMNS, margin_of_rows
 
     keys = ("n", "rows", "share", "error", "top", "where")
@@ -46,9 +41,8 @@ def near_ties(table: pd.DataFrame, name=None) -> dict:
 
 
 def ablation_verdict(k0: int, n0: int, k1: int, n1: int) -> str:
-    """What the MPNet ablation shows, from the condition holding on ``k0`` of ``n0`` pairs before and ``k1`` of ``n1``
-    after: ``"the cause"`` (≥ 90% of the failing share gone), ``"part of the cause"``, ``"not the cause"``,
-    ``"nothing to explain"`` (nothing failed) or ``"not run"`` (no counts)."""
+    """What the MPNet ablation shows from ``k0``/``n0`` pairs holding before and ``k1``/``n1`` after: "the cause"
+    (≥ 90% of the failing share gone), "part of the cause", "not the cause", "nothing to explain" or "not run"."""
     if n0 <= 0 or n1 <= 0:
         return "not run"
     f0, f1 = 1 - k0 / n0, 1 - k1 / n1  # the shares failing before and after
@@ -58,8 +52,7 @@ def ablation_verdict(k0: int, n0: int, k1: int, n1: int) -> str:
 
 
 class InsightSections:
-    """Mixin for :class:`dobrushin.report.chapter.FamilyChapter` (uses its ``table``, ``roll``, ``runs``,
-    ``featured``, ``input_set``, ``config``, ``results``, ``store``, ``notebook``, ``kind``, ``title``, ``_fig``)."""
+    """Mixin for ``FamilyChapter`` (uses its tables, runs, store, config and ``_fig``)."""
 
     # ------------------------------------------------------------------ §1 κ(A) per layer
     def _random_kappa(self, models, count: int = 32):
@@ -74,8 +67,7 @@ class InsightSections:
         return out
 
     def kappa(self):
-        """κ(A) per layer per model (trained, untrained control, random matrices of the same n), κ(R)/bound in the
-        panel titles, and the values behind the chapter's reading of it in one table (:func:`kappa_table`)."""
+        """κ(A) per layer per model (trained, untrained, random of the same n) and its ``kappa_table``."""
         out = Section()
         if not len(self.table):
             return out
@@ -101,9 +93,8 @@ class InsightSections:
 
     # ------------------------------------------------------------------ §2 the failure atlas
     def atlas(self, n_random: int = 1):
-        """The failure atlas of the featured trained model failing most: per variant, failing cases (largest slack,
-        then ``n_random`` seeded random ones) and one holding case drawn on the input
-        (:func:`dobrushin.experiments.atlas.measured_atlas`).  Nothing when no trained model fails."""
+        """Failure atlas of the featured trained model failing most: per variant, the largest-slack failing case,
+        ``n_random`` seeded random failing ones and one holding case.  Nothing when no trained model fails."""
         from ..experiments.atlas import cases_frame, choose_cases, measured_atlas
         from ..models.loading import load_model
         from .kappa_figures import atlas_figure
@@ -154,8 +145,7 @@ class InsightSections:
 
     # ------------------------------------------------------------------ §3 MPNet ablation
     def mpnet_ablation(self, n_sentences: int = 16, subject: str = MPNET):
-        """Set MPNet's distance-0 relative position bias to the mean of distance ±1 and measure again
-        (:func:`dobrushin.experiments.ablation.measured_ablation`); glue ``mpnet-*`` and draw it per layer."""
+        """MPNet with its distance-0 position bias set to the mean of distance ±1, measured again; glues ``mpnet-*``."""
         from ..experiments.ablation import measured_ablation
 
         out = Section()
@@ -227,8 +217,7 @@ class InsightSections:
         return out
 
     def overview(self):
-        """For a chapter whose trained weights may be missing (supervised ViTs): every section in turn, or, when
-        none was measured, one table and one figure of the untrained controls."""
+        """Every section in turn or, when no trained weights were measured, the untrained controls' table and figure."""
         from .tables import fraction_grid, fractions_caption
 
         out = Section()
@@ -255,9 +244,8 @@ class InsightSections:
 
 
 def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, store, n_random: int = 1):
-    """The tabular chapter's failure atlas, one row of panels per data set (its first trained seed; ``runs`` and
-    ``trained`` keyed by (data set, seed) as :class:`~dobrushin.report.tabular_chapter.TabularChapter` keeps them):
-    content-token cases recomputed on the test rows (keyed analysis ``atlas-<data set>.analysis.json`` of ``store``)."""
+    """The tabular failure atlas, one row of panels per data set (first trained seed; ``runs``, ``trained`` keyed by
+    (data set, seed)): content-token cases recomputed on the test rows, kept as ``atlas-<data set>.analysis.json``."""
     from ..experiments.atlas import cases_frame, choose_cases, measured_atlas
     from ..experiments.tabular import TabularInputs, TabularModel
     from ..models import ft_transformer as tb
@@ -308,8 +296,7 @@ def _recomputed(cf: pd.DataFrame, source: str) -> str:
 
 
 def show_downloads(notebook: str, results_dir=None):
-    """The download links of ``notebook``'s result files (for the chapters that are not
-    :class:`~dobrushin.report.chapter.FamilyChapter` notebooks)."""
+    """The download links of ``notebook``'s result files (for chapters other than ``FamilyChapter``)."""
     from ..store.paths import results_dir as default
 
     out = Section()
@@ -327,8 +314,8 @@ def _key(model_id: str) -> str:
 
 
 def download_links(results_dir, notebook: str) -> list:
-    """MyST ``{download}`` roles for ``results/<notebook>/*`` (parquet, csv) and ``results/{summary,scorecard}.csv``,
-    relative to the executed notebooks' folder (``../results/...``) so that Sphinx copies them."""
+    """MyST ``{download}`` roles for ``results/<notebook>/*`` (parquet, csv) and the summary's CSVs, relative to the
+    executed notebooks' folder so that Sphinx copies them; ``[]`` outside a checkout."""
     root, project = Path(results_dir), project_root()
     try:  # no links outside a checkout of the book, or for results outside it
         rel = Path("..") / root.resolve().relative_to(project.resolve())

@@ -1,7 +1,5 @@
-"""Is tightness informative?  κ(A) per layer (trained, untrained control, random matrices of the same n) and
-the whole-rollout ratio κ(R)/bound, drawn from the tidy tables; and the failure atlas's panels
-(:func:`atlas_figure`): the κ-attaining pair on the photo or in the sentence, with its two self-dominance margins.
-"""
+"""κ(A) per layer and κ(R)/bound (``kappa_by_layer``), and the failure atlas's panels (``atlas_figure``): the
+κ-attaining pair on the photo, sentence or row, with its two self-dominance margins."""
 from __future__ import annotations
 
 import textwrap
@@ -22,8 +20,8 @@ SPECIAL_NAMES = {"cls": "the CLS token", "register": "a register token", "distil
 
 def kappa_by_layer(table: pd.DataFrame, roll: pd.DataFrame, *, models: Sequence[str],
                    random_kappa: Dict[str, np.ndarray], variant: str = "content", ncols: int = 3):
-    """One panel per model: median κ(A) per layer with its interquartile band, trained and untrained, against
-    Dirichlet(1) matrices of the model's median n (dotted); titles give the rollout's median κ(R)/bound per weights."""
+    """One panel per model: median κ(A) per layer (IQR band), trained and untrained, against Dirichlet(1) matrices of
+    the model's median n; titles give the rollout's median κ(R)/bound."""
     t = table[(table["variant"] == variant) & table["model"].isin(models)]
     fig, axes = panel_grid(len(models), ncols, panel=(3.6, 2.7))
     for ax, m in zip(axes, models):
@@ -159,8 +157,8 @@ def _draw_text(ax, c, width: int = 40, max_lines: int = 7):
 
 
 def atlas_figure(cases: Sequence, *, ncols: int = 3):
-    """One panel per case (``ncols`` to a row), the pair drawn on the photo, sentence or row; titles give weights,
-    variant, rule, layer, verdict, slack and the margins A_ii − A_ji (i) and A_jj − A_ij (j)."""
+    """One panel per case (``ncols`` to a row), the pair drawn on the photo, sentence or row; titles give the margins
+    A_ii − A_ji (i) and A_jj − A_ij (j)."""
     if not cases:
         raise ValueError("no case to draw")
     image = cases[0].image is not None

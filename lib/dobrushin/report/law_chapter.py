@@ -1,9 +1,6 @@
-"""The appendix on the law of the random baseline (``notebooks/baseline_law.ipynb``).
-
-``LawChapter(params)`` computes (or reads from the cache) every cell: n = 2, 3 against the exact values
-(``law_small_n.csv``), every ensemble and size (``law.csv``) and the baseline at the models' token counts
-(``reference.csv``, which the summary reads).  Each section is a method returning what its cell shows.
-"""
+"""The appendix on the law of the random baseline (``notebooks/baseline_law.ipynb``): ``LawChapter(params)`` computes
+(or reads from the cache) every cell and writes ``law_small_n.csv``, ``law.csv`` and ``reference.csv`` (the baseline
+at the models' token counts, which the summary reads); each method returns what its cell shows."""
 from __future__ import annotations
 
 from . import law_figures as LF

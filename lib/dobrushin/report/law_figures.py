@@ -1,6 +1,4 @@
-"""Figures and tables of the appendix *The law of the random baseline* (``notebooks/baseline_law.ipynb``), drawn
-from the tidy grid of :func:`dobrushin.random.cells.run_grid` and the statistics of :mod:`dobrushin.random.law`.
-"""
+"""Figures and tables of the baseline-law appendix, from the ``run_grid`` grid and ``dobrushin.random.law``."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -40,8 +38,7 @@ def bounds_table(n_max: int = 10) -> pd.DataFrame:
 # ------------------------------------------------------------------ the curve
 
 def curve_figure(grid: pd.DataFrame, ensembles: Sequence[str]):
-    """Left: the column-averaged P(holds) with 95% t-bands per ensemble, the universal bounds and ¼.
-    Right: the standardised difference between the direct fraction and the column-averaged estimate."""
+    """Left: column-averaged P(holds), 95% t-bands, per ensemble; right: its standardised gap to the direct fraction."""
     import matplotlib.pyplot as plt
 
     col, lab = ensemble_colors(ensembles), labels(ensembles)
@@ -76,8 +73,8 @@ def curve_figure(grid: pd.DataFrame, ensembles: Sequence[str]):
 
 
 def rate_table(grid: pd.DataFrame, ensembles: Sequence[str], min_n: int = 64) -> pd.DataFrame:
-    """The conjecture's scale at the largest simulated size (at least ``min_n``) of each ensemble whose
-    first-order constant c_W is of order one: ¼ − c_n with its 95% interval, and the conjectured limit ¼ − c_W."""
+    """Per ensemble with a finite first-order constant c_W: ¼ − c_n (95% interval) at its largest size ≥ ``min_n``,
+    and the conjectured limit ¼ − c_W."""
     g = grid.copy()
     g[["c_n", "c_lo", "c_hi"]] = law.split_constant(g)
     rows = []

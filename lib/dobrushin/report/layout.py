@@ -1,6 +1,5 @@
-"""How a table of the book is laid out to fit the text column of a 1280 px window without horizontal
-scrolling (:func:`fit_table`): headers and long words get break opportunities, and a table whose columns
-cannot stand side by side is transposed (few rows) or split into tables one below the other."""
+"""Fitting a table to the text column of a 1280 px window without horizontal scrolling (``fit_table``): break
+opportunities in headers and long words; a too-wide table is transposed (few rows) or split into stacked tables."""
 from __future__ import annotations
 
 import re
@@ -9,18 +8,15 @@ from typing import Optional
 from .names import and_join
 
 
-#: The width a table may take: the text column of the book theme at a 1280 px window is 666 CSS px
-#: inside its padding (measured by ``make check-html``); the estimate below is rough, so some is kept free.
+#: Table width budget (CSS px): the text column is 666 px at a 1280 px window; some is kept free for error.
 TABLE_WIDTH_PX = 640.0
 #: ... and in a cell tagged ``full-width`` (the text column and the margin, about 900 px).
 TABLE_WIDTHS_PX = {"column": TABLE_WIDTH_PX, "full": 880.0}
-#: CSS px per character of the table font (0.9 em of 16 px sans-serif) and a cell's horizontal padding + border;
-#: both err on the wide side, so that a table judged to fit does.
+#: CSS px per character of the table font and a cell's padding + border; both err wide, so a table judged to fit does.
 CHAR_PX, CELL_PAD_PX = 8.0, 19.0
 #: The same for text set in the theme's monospace code style (``<code>``: wider glyphs, its own padding).
 CODE_CHAR_PX, CODE_PAD_PX = 8.6, 12.0
-#: A word of a text cell longer than this many characters is given break opportunities (:func:`breakable`),
-#: so that no word sets a text column wider; numbers never break.
+#: Text-cell words longer than this get break opportunities (``breakable``); numbers never break.
 LONGEST_UNBROKEN = 16
 #: A table of at most this many rows is shown transposed (one column per row) when it is too wide.
 TRANSPOSE_MAX_ROWS = 5
@@ -28,14 +24,13 @@ _WORD_BREAK = re.compile(r"[\s\u200b]+")
 
 
 def header_text(name) -> str:
-    """A header as laid out: a break opportunity (a zero-width space here, ``<wbr>`` on the page: :func:`wbr`)
-    after ``_`` and ``/``, so that names such as ``ci_low`` or ``holds / pairs`` may wrap there like words."""
+    """A header with a break opportunity (zero-width space; ``<wbr>`` on the page) after each ``_`` and ``/``."""
     return re.sub(r"([_/])(?=\S)", "\\1\u200b", str(name))
 
 
 def breakable(text) -> str:
-    """Cell text as shown: words longer than :data:`LONGEST_UNBROKEN` get zero-width spaces after ``/ _ - .`` and,
-    where still too long (a checksum), every :data:`LONGEST_UNBROKEN` characters; shorter words stay whole."""
+    """Cell text with zero-width spaces in words longer than ``LONGEST_UNBROKEN``: after ``/ _ - .``, then every
+    ``LONGEST_UNBROKEN`` characters where still too long (a checksum)."""
     def word(w):
         if len(w) <= LONGEST_UNBROKEN:
             return w
@@ -49,8 +44,7 @@ def breakable(text) -> str:
 
 
 def column_min_px(header, cells, numeric: bool, code: bool = False) -> float:
-    """The least width (CSS px) of a column: its longest header word, number (never wrapped) or text word, at
-    :data:`CHAR_PX` per character (:data:`CODE_CHAR_PX` for ``code``) plus the cell padding."""
+    """The least width (CSS px) of a column: its longest header word, number (unwrapped) or text word, plus padding."""
     words = lambda s: [w for w in _WORD_BREAK.split(str(s)) if w]  # noqa: E731
     head = max((len(w) for w in words(header_text(header))), default=0) * CHAR_PX
     if numeric:
@@ -62,8 +56,7 @@ def column_min_px(header, cells, numeric: bool, code: bool = False) -> float:
 
 
 def table_min_px(frame, numeric: dict, code=()) -> float:
-    """The least width of a formatted table (:func:`column_min_px` summed over its columns; ``code``:
-    the columns shown as ``<code>``)."""
+    """The least width of a formatted table (CSS px); ``code``: the columns shown as ``<code>``."""
     return sum(column_min_px(c, frame[c].tolist(), bool(numeric.get(c)), c in code) for c in frame.columns)
 
 
@@ -117,10 +110,9 @@ def _split(frame, numeric: dict, budget: float, code=()) -> list:
 
 
 def fit_table(frame, numeric: dict, budget: float = TABLE_WIDTH_PX, code=()):
-    """Lay a formatted table out to fit ``budget`` CSS px without horizontal scrolling: ``(parts, layout)``, ``parts``
-    a list of ``(frame, numeric)``; ``layout`` is ``"as is"`` (fits once text wraps), ``"transposed"`` (at most
-    :data:`TRANSPOSE_MAX_ROWS` rows, one column per row) or ``"split"`` (tables one below the other, each repeating
-    the row-naming columns).  ``code``: columns shown as ``<code>``; a table with any is never transposed."""
+    """Fit a formatted table to ``budget`` CSS px: ``(parts, layout)``, ``parts`` a list of ``(frame, numeric)``,
+    ``layout`` ``"as is"``, ``"transposed"`` or ``"split"`` (each part repeats the row-naming columns).  A table with
+    ``code`` columns is never transposed."""
     if table_min_px(frame, numeric, code) <= budget or len(frame.columns) < 2:
         return [(frame, numeric)], "as is"
     if len(frame) <= TRANSPOSE_MAX_ROWS and not code:
@@ -132,7 +124,7 @@ def fit_table(frame, numeric: dict, budget: float = TABLE_WIDTH_PX, code=()):
 
 
 def fitted_caption(caption: Optional[str], parts, layout: str) -> str:
-    """The caption of a fitted table (:func:`fit_table`) on one line; a split table's says so."""
+    """The caption of a fitted table (``fit_table``) on one line; a split table's says so."""
     cap = " ".join(caption.split()) if caption else ""
     if layout == "split":
         shared = [c for c in parts[0][0].columns if all(c in f.columns for f, _ in parts[1:])]
@@ -145,6 +137,5 @@ def fitted_caption(caption: Optional[str], parts, layout: str) -> str:
 
 
 def wbr(text: str) -> str:
-    """Text as the page shows it: each break opportunity (:func:`breakable`, :func:`header_text`) an HTML
-    ``<wbr>``, which adds no character, so an id copied from the page is the id."""
+    """Each break opportunity as ``<wbr>`` (adds no character, so an id copied from the page is the id)."""
     return str(text).replace("\u200b", "<wbr>")

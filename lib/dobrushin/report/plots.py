@@ -1,9 +1,5 @@
-"""Shared figures of the measurement notebooks, drawn from the tidy result tables only.
-
-Each function takes a :data:`dobrushin.store.results.SCHEMA` table (or the heads / rollout tables), draws one
-panel per model and returns the ``Figure``.  Layers are shown 1-based; colours are
-:data:`dobrushin.report.style.COLORS`; ``content`` solid, ``with_special`` dashed.
-"""
+"""Shared figures of the measurement notebooks, from the tidy result tables only: one panel per model, layers
+1-based, ``content`` solid and ``with_special`` dashed; each returns the ``Figure``."""
 from __future__ import annotations
 
 import math
@@ -20,25 +16,22 @@ from ..store.results import atomic_write, slugify
 from .names import VARIANT_LABELS, WEIGHTS_LABELS, display_name
 from .style import COLORS, LINESTYLES
 
-#: the colour (a key of :data:`~.style.COLORS`) of each weights setting
+#: the colour key (``COLORS``) of each weights setting
 WEIGHT_COLOR = {"pretrained": "trained", "untrained": "untrained"}
-#: the labels are the report's one map of each (:data:`~.names.WEIGHTS_LABELS`, :data:`~.names.VARIANT_LABELS`)
 WEIGHT_STYLE = {w: {"color": COLORS[c], "label": WEIGHTS_LABELS[w]} for w, c in WEIGHT_COLOR.items()}
 VARIANT_STYLE = {"content": {"linestyle": "-", "label": VARIANT_LABELS["content"]},
                  "with_special": {"linestyle": "--", "label": VARIANT_LABELS["with_special"]}}
 
 
 def zero_series(table: pd.DataFrame, value: str = "slack") -> list:
-    """The weights (``pretrained``, ``untrained``) whose ``value`` is 0 in every row of ``table``: a box
-    plot of them is a flat line on the axis, which the slack figures label "all zero" instead."""
+    """The weights whose ``value`` is 0 in every row of ``table`` (the slack figures label them "all zero")."""
     require_columns(table, ["weights", value], "the table")
     return [w for w in WEIGHT_STYLE if (table["weights"] == w).any()
             and bool((table.loc[table["weights"] == w, value] == 0).all())]
 
 
 def panel_grid(n_panels: int, ncols: int, panel=(4.0, 3.0), sharey=True, sharex=False):
-    """``(fig, axes)``: ``n_panels`` panels of size ``panel`` (inches) in rows of ``ncols`` (constrained layout;
-    unused cells hidden)."""
+    """``(fig, axes)``: ``n_panels`` panels of ``panel`` inches in rows of ``ncols``, unused cells hidden."""
     import matplotlib.pyplot as plt
 
     if n_panels < 1:
@@ -97,8 +90,7 @@ def layer_fractions(table: pd.DataFrame) -> pd.DataFrame:
 
 def fraction_by_layer(table: pd.DataFrame, *, models: Optional[Sequence[str]] = None, ncols: int = 3,
                       baseline: Optional[dict] = None):
-    """Fraction of inputs for which the condition holds, per layer, with Wilson 95% bands.  ``baseline``: model
-    id → the Dirichlet(1) probability at its token count, drawn as a grey dotted line in its panel."""
+    """Fraction holding per layer, Wilson 95% bands; ``baseline``: model id → Dirichlet(1) probability (dotted)."""
     models = _models(table, models)  # panels in the order the models appear in the table
     fr = layer_fractions(table)
     fig, axes = panel_grid(len(models), ncols)
@@ -152,8 +144,8 @@ SLACK_LABEL = "slack ½(1+κ(A))\n− κ(½(I+A))"
 
 def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
                    ncols: int = 3):
-    """Distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) per layer (box plots; trained and
-    untrained side by side) on a symlog axis, linear below :data:`SLACK_LINTHRESH`.  Slack 0 is the equality case."""
+    """Box plots over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) per layer, trained and untrained, on a symlog axis
+    (linear below ``SLACK_LINTHRESH``).  Slack 0 is the equality case."""
     require_columns(table, ["model", "weights", "variant", "layer", "slack"], "the table")
     df = table[table["variant"] == variant]
     models = _models(df, models)
@@ -200,8 +192,7 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
 
 def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
                     ncols: int = 3):
-    """Per input: κ of the rollout (y) against the whole-rollout bound ∏½(1+κ(Ã_l)) (x), log-log,
-    with the diagonal y = x (points must lie on or below it)."""
+    """Per input, log-log: κ(R) against the bound ∏½(1+κ(Ã_l)), with y = x (points must lie on or below it)."""
     require_columns(roll, ["model", "weights", "variant", "kappa_rollout", "bound"], "the rollout table")
     df = roll[roll["variant"] == variant]
     models = _models(df, models)
@@ -238,8 +229,7 @@ def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Opt
 
 def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
                  ncols: int = 3):
-    """Fraction of inputs for which the condition holds, per layer (rows) and head (columns): the trained weights
-    where measured, else the untrained control (the panel title says which)."""
+    """Fraction holding per layer (rows) and head (columns): trained weights where measured, else the control."""
     require_columns(heads, ["model", "weights", "variant", "layer", "head", "holds"], "the heads table")
     df = heads[heads["variant"] == variant]
     models = _models(df, models)
@@ -265,8 +255,7 @@ def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", models: Optio
 
 
 def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
-    """Write ``fig`` to ``<results_dir>/figures/<notebook>-<what>.png`` and ``.svg`` (atomically);
-    returns the two paths."""
+    """Write ``fig`` atomically to ``<results_dir>/figures/<notebook>-<what>.{png,svg}``; returns the two paths."""
     root = Path(results_dir) if results_dir is not None else default_results()
     out = []
     for ext in ("png", "svg"):

@@ -1,9 +1,6 @@
-"""The machine-checked proofs in ``proofs/`` (Coq 8.16 + MathComp 1.15): which results of the theory
-chapter they cover (the chapter's table), and their Coq statements and definitions read from the ``.v`` files.
-
-``make proofs`` compiles ``proofs/Dobrushin.v`` and ``proofs/Rollout.v`` and checks that each theorem named in a
-``Print Assumptions`` line of ``proofs/Assumptions.v`` is "Closed under the global context".
-"""
+"""The machine-checked proofs in ``proofs/`` (Coq 8.16 + MathComp 1.15): which theory-chapter results they cover
+(``statements_text``) and their Coq statements read from the ``.v`` files.  ``make proofs`` checks that each theorem
+in a ``Print Assumptions`` line of ``proofs/Assumptions.v`` is "Closed under the global context"."""
 from __future__ import annotations
 
 import re
@@ -12,7 +9,7 @@ from typing import Optional
 
 from ..store.paths import project_root
 
-#: (Coq name, label of the prose result in the theory chapter); the file holding each is found by :func:`coq_statement`
+#: (Coq name, label of the prose result in the theory chapter)
 CHECKED = (
     ("pair_identity", "lem-pair"), ("pair_bound", "lem-pair"), ("pair_eq", "lem-pair"),
     ("layer_bound", "thm-layer-bound"), ("layer_bound_eq", "thm-equality"), ("kappa_mul", "lem-submult"),
@@ -30,7 +27,7 @@ def proofs_dir(root: Optional[Path] = None) -> Path:
 
 
 def _source(path: Optional[Path]) -> str:
-    """The text of ``path``, or of every file in :data:`SOURCES` (joined) when it is None."""
+    """The text of ``path``, or of every file in ``SOURCES`` (joined) when it is None."""
     files = [Path(path)] if path is not None else [proofs_dir() / f for f in SOURCES]
     for p in files:
         if not p.is_file():
@@ -39,7 +36,7 @@ def _source(path: Optional[Path]) -> str:
 
 
 def source_of(name: str, root: Optional[Path] = None) -> str:
-    """The file of :data:`SOURCES` that states ``name``."""
+    """The file of ``SOURCES`` that states ``name``."""
     for f in SOURCES:
         if re.search(rf"^(?:Theorem|Lemma|Corollary|Definition) {re.escape(name)}\b", _source(proofs_dir(root) / f), re.M):
             return f
@@ -54,14 +51,6 @@ def coq_statement(name: str, path: Optional[Path] = None) -> str:
     return m.group(1).strip()
 
 
-def coq_definition(name: str, path: Optional[Path] = None) -> str:
-    """The Coq ``Definition name ...`` sentence (it ends at the first full stop that ends a line)."""
-    m = re.search(rf"^(Definition {re.escape(name)}\b.*?\.)\s*$", _source(path), re.M | re.S)
-    if not m:
-        raise KeyError(f"no Definition named {name!r} in {path or ', '.join(SOURCES)}")
-    return m.group(1).strip()
-
-
 def checked_names(path: Optional[Path] = None) -> list:
     """The theorems whose assumptions ``make proofs`` checks (``Print Assumptions`` lines of Assumptions.v)."""
     p = Path(path) if path is not None else proofs_dir() / "Assumptions.v"
@@ -69,8 +58,8 @@ def checked_names(path: Optional[Path] = None) -> list:
 
 
 def statements_text() -> str:
-    """Markdown table: each prose result, the machine-checked Coq theorems that prove it and their files, as
-    download links (relative to the executed notebooks' folder)."""
+    """Markdown table of each prose result, the Coq theorems proving it and their files (download links); raises if
+    a listed theorem is not checked by Assumptions.v."""
     checked = set(checked_names())
     rows = {}
     for name, label in CHECKED:

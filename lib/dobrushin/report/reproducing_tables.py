@@ -1,6 +1,5 @@
-"""The reproducing chapter's tables: the paper scale, the wall times and
-the kernel benchmark; and the HTML form of a table (:func:`html_table`) that a Markdown chapter pastes with
-``{glue}``."""
+"""The reproducing chapter's tables (paper scale, wall times, kernel benchmark) and ``html_table``, the HTML form
+of a table that a Markdown chapter pastes with ``{glue}``."""
 from __future__ import annotations
 
 import html
@@ -15,9 +14,8 @@ from .display import Display, html_block
 
 
 def paper_scale(params_dir, profile: str = "paper") -> dict:
-    """A profile's scale from ``params/<profile>/``: ``inputs`` (the fewest ``n_inputs`` of a transformer chapter),
-    ``seeds`` (FT-Transformer seeds per benchmark), ``trials`` (fewest random matrices per baseline size up to
-    n = 64); None where the file or key is absent."""
+    """A profile's scale from ``params/<profile>/``: fewest ``inputs`` of a transformer chapter, FT-Transformer
+    ``seeds``, fewest baseline ``trials`` up to n = 64; None where the file or key is absent."""
     import yaml
 
     def load(nb):  # the values params/<profile>/<notebook>.yml sets ({} when none)
@@ -66,15 +64,14 @@ def format_duration(seconds: float) -> str:
 PAPER_NOT_RUN = "not run end to end in this build"
 
 
-#: what the timings table says for the notebook that renders it, in the profile it runs in, before its own record
+#: the timings cell of the notebook rendering the table, in its own profile
 SELF_NOT_YET = "timed after this page is made"
 
 
 def timings_table(timings: pd.DataFrame, order=(), profiles=("quick", "paper"),
                   rendering: tuple = ()) -> pd.DataFrame:
-    """One row per notebook in ``order`` (then any other timed one), one column per profile, then the totals (a
-    profile's only when complete).  ``rendering``: ``(notebook, profile)`` of the notebook showing the table, whose
-    own time is recorded only after it has run (its cell says :data:`SELF_NOT_YET`)."""
+    """One row per notebook in ``order`` (then any other timed one), a column per profile, then totals (marked
+    incomplete where a time is missing).  ``rendering``: ``(notebook, profile)`` showing the table."""
     nbs = list(order) + sorted(set(timings["notebook"]) - set(order)) if len(timings) else list(order)
     rows, totals = [], {p: 0.0 for p in profiles}
     complete = {p: True for p in profiles}
@@ -103,8 +100,7 @@ _PLACEHOLDER_RX = re.compile(r"[\w:./\u200b-]*&lt;/?[A-Za-z][^&<>]{0,60}&gt;[\w:
 
 
 def _cell_html(text: str, code: bool) -> str:
-    """A table cell's text as HTML: escaped; the whole cell as ``<code>`` when ``code``, else only its
-    ``<placeholder>`` spans (``hf:<dataset id>``), as a writer would put them in backticks."""
+    """A cell's text as escaped HTML: all ``<code>`` when ``code``, else only its ``<placeholder>`` spans."""
     esc = html.escape(str(text))
     if code:
         return f"<code>{layout.wbr(esc)}</code>" if esc else ""
@@ -112,8 +108,7 @@ def _cell_html(text: str, code: bool) -> str:
 
 
 def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(), **kwargs) -> Display:
-    """``df`` as an HTML table formatted like :func:`dobrushin.report.page.table`, for pasting into a Markdown
-    chapter; ``code_columns`` (and ``<placeholder>`` spans elsewhere) shown as code; ``kwargs`` go to ``page.table``."""
+    """``df`` as an HTML table formatted by ``page.table`` (``kwargs``), ``code_columns`` shown as code."""
     t = page.table(df, code=tuple(code_columns), **kwargs)
     shown = t.frame
     out = []
@@ -131,15 +126,14 @@ def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(),
     return html_block("".join(out), (caption + "\n" if caption else "") + shown.to_string(index=False))
 
 
-#: the speed target of the kernel: one ``analyse`` call at least this many times faster than SciPy's pdist
+#: the kernel's speed target: one ``analyse`` call at least this many times faster than SciPy's pdist
 BENCH_TARGET = 6.0
 
 
 def bench_table(bench: pd.DataFrame, target: float = BENCH_TARGET) -> pd.DataFrame:
-    """The benchmark in a few rows: per size and matrix source, one ``analyse`` call (validation + exact kernel)
-    against SciPy's ``pdist`` (the speed target); ``vs plain loop``: against an in-order one-thread numba loop (the
-    hardware reference); ``torch vs cdist``: the torch path against ``torch.cdist(p=1)`` + the test; whether the
-    answers were identical; then peak memory of a large batch and the cost of attention capture."""
+    """The benchmark in a few rows: per size and source, ``analyse`` against SciPy's ``pdist`` (the target), against a
+    one-thread numba loop (``vs plain loop``) and the torch path against ``torch.cdist``; then peak memory and the
+    cost of attention capture."""
     rows = []
     by = {(r["method"], r["n"], r["source"]): r for _, r in bench.iterrows()}
     k = bench[bench["method"] == "kernel f64 (batch)"]

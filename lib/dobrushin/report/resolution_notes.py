@@ -1,5 +1,5 @@
-"""The scorecard's value for a model also measured at a second resolution (the DINOv2 chapter's 518 px run,
-stored as ``"<id>@518px"``): shown beside the verdicts of that model's claims, never pooled into them."""
+"""Scorecard notes for a model also measured at a second resolution (``"<id>@518px"``): shown beside its claims'
+verdicts, never pooled into them."""
 from __future__ import annotations
 
 import pandas as pd
@@ -12,9 +12,8 @@ from .tables import input_sums
 
 
 def add_resolution_notes(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """``card`` with ``second_resolution`` set on each claim row of a model that was also measured at a second
-    resolution (``"<id>@518px"`` rows of ``table``): that run's fraction and clustered interval on the row's
-    variant, trained weights (``"518 px: 100.0% [96.3–100.0%]"``)."""
+    """``card`` with ``second_resolution`` set from ``table``'s ``"<id>@518px"`` rows: that run's fraction and clustered
+    interval on the row's variant, trained weights (``"518 px: 100.0% [96.3–100.0%]"``)."""
     if not len(table) or "model" not in table.columns:
         return card
     card = card.copy()

@@ -1,7 +1,6 @@
-"""The scorecard: one row per claim of the paper, judged from the summary table (``results/summary.csv``)
-by :func:`dobrushin.report.claims.judge` on the interval clustered by input.  A claim's evidence is the best
-measured rows of its models (the paper's checkpoints or "trained here", else proxy weights, marked; never an
-untrained control); models of one claim are judged separately, seeds of one benchmark pooled."""
+"""The scorecard (``build_scorecard``): one row per claim, judged from the summary table by ``claims.judge`` on the
+input-clustered interval.  Evidence is the best measured rows of a claim's models (the paper's checkpoints or "trained
+here", else proxy weights, marked; never an untrained control); models judged separately, a benchmark's seeds pooled."""
 from __future__ import annotations
 
 import re
@@ -16,14 +15,13 @@ from .claims import CLAIMS, SCORECARD, ScorecardRow, Verdict, combine, judge
 from .summary_table import row_sums
 from .names import VARIANT_TABLE_LABELS, and_join, pct, proxy_name, range_text, short_label
 
-#: the value columns beside a verdict (:data:`NOTES`) replace a composed note: the page's notebook says what each means
+#: the note columns beside a verdict, with their headers
 NOTES = {"proxy_for": "proxy for (weights from)", "not_run": "not run here", "untrained": "untrained control",
          "per_seed": "per seed", "epochs": "epochs per seed", "second_resolution": "same inputs at a second resolution"}
 COLUMNS = ["key", "claim", "paper_value", "evidence", "weights", "measured", "verdict", *NOTES,
            "k", "n", "fraction", "ci_low", "ci_high", "n_inputs", "cl_low", "cl_high", "wilson", "parent",
            "wilson_verdict"]
-#: the columns the page shows, in its order: the verdict beside the claim and the measurement it rests on (a
-#: table too wide for the page is split into parts one below the other, and the first part is what is read)
+#: the columns the page shows, in order (the verdict early: a split table's first part is what is read)
 SHOWN = {"claim": "claim of the paper", "paper_value": "paper", "verdict": "verdict",
          "measured": "measured [95% CI clustered by input]", "evidence": "best evidence in this build",
          "weights": "weights", "n_inputs": "inputs", "n": "pairs"}
@@ -43,7 +41,7 @@ def clustered_text(sums: dict) -> str:
 
 
 def _evidence_label(model: str, weights: str) -> str:
-    """The short label, with "(packaged proxy)" after a proxy whose display name does not say so already."""
+    """The short label, marked "(packaged proxy)" unless the name already says proxy."""
     return proxy_name(short_label(model), weights)
 
 
@@ -131,8 +129,7 @@ def _theorem(row: ScorecardRow, check: Optional[dict]) -> dict:
 
 
 def _judge(groups: list, claim) -> tuple:
-    """``groups``: ``[(label, sums)]`` → (clustered text, Wilson text, verdict, the verdict the same rule would
-    give on Wilson's interval over pairs)."""
+    """``[(label, sums)]`` → (clustered text, Wilson text, verdict, the verdict on Wilson's interval over pairs)."""
     parts, wparts, verdicts, wverdicts = [], [], [], []
     many = len(groups) > 1
     for label, sums in groups:
@@ -147,8 +144,7 @@ def _judge(groups: list, claim) -> tuple:
 
 
 def _per_seed(ev: pd.DataFrame, entries: dict) -> dict:
-    """The trained networks' fractions and epochs to early stopping, seed by seed (``per_seed``, ``epochs``): the
-    pooled interval counts every seed's pairs and says nothing of how much the networks differ."""
+    """``per_seed`` fractions and ``epochs`` to early stopping (the pooled interval hides how the seeds differ)."""
     seeds = sorted((int(m.group(1)), r) for _, r in ev.iterrows()
                    if (m := re.search(r" seed (\d+)$", str(r["model"]))))
     epochs = {m: e.get("epochs") for (_, m), e in entries.items()}
@@ -207,8 +203,8 @@ def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
 
 
 def _pooled(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
-    """A range the paper states once for several models: judged on the pooled inputs of the models measured
-    (best evidence per model family), with the models that could not be measured named (``not_run``)."""
+    """A range stated once for several models: judged on the pooled inputs of those measured (best evidence each);
+    the unmeasured ones named in ``not_run``."""
     claim = CLAIMS[row.band]
     parts, missing = [], []
     for child in (r for r in SCORECARD if r.parent == row.key):
@@ -281,9 +277,8 @@ def _provenance(entries: dict, model: str) -> dict:
 
 def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
                     theorem_check: Optional[dict] = None) -> pd.DataFrame:
-    """The scorecard (:data:`COLUMNS`), one row per :data:`~dobrushin.report.claims.SCORECARD` entry, from the summary
-    table, the manifest entries of :func:`dobrushin.experiments.results_loading.load_family_results` (provenance, epochs)
-    and the theorem check (:func:`dobrushin.experiments.results_loading.load_theorem_check`)."""
+    """The scorecard (``COLUMNS``), one row per ``SCORECARD`` entry, from the summary table, the manifest ``entries``
+    (provenance, epochs) and the theorem check; raises if the summary lacks columns."""
     missing = {"claim", "model", "variant", "measured", "n_pairs", "status", "weights_source"} - set(summary.columns)
     if missing:
         raise ValueError(f"the summary table lacks columns {sorted(missing)}")
@@ -296,13 +291,12 @@ def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
 
 
 def top_rows(card: pd.DataFrame) -> pd.DataFrame:
-    """The scorecard's rows of the claims themselves, without the per-model rows beneath a pooled claim
-    (``parent``; empty, or NaN when read back from CSV)."""
+    """The claims' own rows, without per-model rows beneath a pooled claim (``parent`` empty, or NaN from CSV)."""
     return card[card["parent"].fillna("") == ""] if "parent" in card.columns else card
 
 
 def judged_rows(card: pd.DataFrame) -> pd.DataFrame:
-    """:func:`top_rows` that carry a verdict (the related evidence left out): the claims the scorecard judges."""
+    """``top_rows`` that carry a verdict (the related evidence left out): the claims the scorecard judges."""
     top = top_rows(card)
     return top[top["verdict"].map(Verdict.of) != Verdict.RELATED]
 
@@ -312,8 +306,7 @@ COMPACT = ("claim", "paper_value", "verdict", "measured", "weights")
 
 
 def shown(card: pd.DataFrame, columns=tuple(SHOWN)) -> pd.DataFrame:
-    """The scorecard as the page shows it (``columns`` of :data:`SHOWN`, with its headers; the counts of
-    inputs and pairs with thousands separators)."""
+    """The scorecard as the page shows it: ``columns`` of ``SHOWN`` with its headers, counts with separators."""
     out = card[list(columns)].copy()
     for c in ("n_inputs", "n"):
         if c in out.columns:
@@ -322,7 +315,7 @@ def shown(card: pd.DataFrame, columns=tuple(SHOWN)) -> pd.DataFrame:
 
 
 def notes(card: pd.DataFrame) -> pd.DataFrame:
-    """The rows' value columns (:data:`NOTES`) beside their claims: only the rows, and the columns, that have one."""
+    """The rows' value columns (``NOTES``) beside their claims: only the rows, and the columns, that have one."""
     vals = card[list(NOTES)].fillna("").astype(str)
     keep = vals.ne("").any(axis=1)
     cols = [c for c in NOTES if vals.loc[keep, c].ne("").any()]
@@ -334,9 +327,8 @@ KINDS = ("reproduced", "consistent", "differs", "inconclusive", "not run")
 
 
 def verdict_groups(card: pd.DataFrame) -> dict:
-    """What the introduction's answer box glues (``book/intro.md``): ``judged`` (claims judged, per-model rows not
-    counted) and, per kind of :data:`KINDS` (``not run`` as ``not_run``), ``n_<kind>`` and ``<kind>`` (the claims'
-    short names, with proxy evidence or not-run reasons; "none")."""
+    """The introduction's answer box values: ``judged`` and, per kind of ``KINDS`` (``not_run``), ``n_<kind>`` and
+    ``<kind>`` (the claims' short names with proxy or not-run notes, or "none")."""
     judged = judged_rows(card)
     short = {r.key: r.short for r in SCORECARD}
     kinds = judged["verdict"].map(lambda v: Verdict.of(v).value)
@@ -355,8 +347,7 @@ def verdict_groups(card: pd.DataFrame) -> dict:
 
 
 def wilson_changes(card: pd.DataFrame) -> list:
-    """``[(claim, verdict, verdict under Wilson)]``: the claims whose verdict would change if the (input, layer) pairs
-    were independent draws (Wilson's interval over pairs instead of the clustered one)."""
+    """``[(claim, verdict, verdict under Wilson)]`` for claims whose verdict changes if pairs were independent."""
     short = {r.key: r.short for r in SCORECARD}
     out = []
     for r in top_rows(card).itertuples():

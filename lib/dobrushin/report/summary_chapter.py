@@ -1,8 +1,6 @@
-"""The summary chapter as calls: :class:`SummaryChapter` reads the result files of the other notebooks
-(it measures nothing), writes ``results/summary.csv`` and ``results/scorecard.csv``, shows them, and glues
-what ``book/intro.md`` and ``book/reproducing.md`` paste.  Cross-document ``{glue}`` in myst-nb pastes HTML,
-images and plain text, not Markdown, so those values are HTML (:func:`dobrushin.report.reproducing_tables.html_table`).
-"""
+"""The summary chapter: ``SummaryChapter`` reads the other notebooks' results (it measures nothing), writes
+``results/summary.csv`` and ``results/scorecard.csv``, shows them, and glues what ``book/intro.md`` and
+``book/reproducing.md`` paste (as HTML: cross-document ``{glue}`` does not paste Markdown)."""
 from __future__ import annotations
 
 import platform
@@ -57,8 +55,7 @@ class SummaryChapter(SummaryInsights):
 
     # ------------------------------------------------------------------ the scorecard
     def scale_values(self) -> dict:
-        """The introduction's scale: the profile, how many trained models were measured, how many model results
-        are the published ones, and the inputs (a fallback build names the inputs it measured instead)."""
+        """The introduction's scale: profile, trained models measured, results published, inputs (or the fallback's)."""
         entries = list(self.every_entry.values())
         other = fallback_inputs(self.every_entry)
         return {"scale_profile": self.profile, "scale_models": str(int((self.scale["weights"] != "untrained only").sum())),
@@ -67,8 +64,7 @@ class SummaryChapter(SummaryInsights):
                 or "the book's own (ImageNet sample photos, SST-2 dev sentences, the tabular benchmarks)"}
 
     def sources_table(self) -> pd.DataFrame:
-        """Where this build's numbers come from (:func:`result_sources`), with the models whose trained weights
-        no profile of this build can reach first."""
+        """Where this build's numbers come from, led by the models whose trained weights no profile can reach."""
         hub = ST.hub_only(self.entries)
         rows = [("trained weights not available here (hub needed)", ", ".join(hub))] if hub else []
         return pd.DataFrame(rows + result_sources(self.results, self.every_entry), columns=["", "value"])
@@ -82,8 +78,7 @@ class SummaryChapter(SummaryInsights):
         return bool(used and rep.exists() and not json.loads(rep.read_text()).get("passed"))
 
     def scorecard(self):
-        """The scorecard, numbered and captioned, its notes, then the scale and where the numbers come from.
-        Published numbers that failed the last ``make verify`` are flagged above everything."""
+        """The scorecard, notes, scale and sources; published numbers that failed ``make verify`` flagged first."""
         out = Section()
         if self.verification_failed():
             out.append(F.banner("Published results failed verification",
@@ -113,8 +108,7 @@ class SummaryChapter(SummaryInsights):
         return out
 
     def rule(self):
-        """Glue the decision rule's constants for the notebook's hand-written rule: ``too_wide`` (points) and
-        ``essentially_all`` (the "essentially every" threshold, %)."""
+        """Glue the rule's constants ``too_wide`` (points) and ``essentially_all`` (the threshold, %)."""
         from .claims import TOO_WIDE
 
         out = Section()
@@ -147,8 +141,7 @@ class SummaryChapter(SummaryInsights):
 
     # ------------------------------------------------------------------ glue for the introduction
     def for_introduction(self):
-        """Glue the answer box's values (:func:`~dobrushin.report.scorecard.verdict_groups`), the scale in one line
-        and the scorecard for book/intro.md."""
+        """Glue the answer box's values, the scale in one line and the scorecard for book/intro.md."""
         out = Section()
         for k, v in S.verdict_groups(self.card).items():
             out.values[f"verdicts_{k}"] = v
@@ -214,8 +207,7 @@ class SummaryChapter(SummaryInsights):
 
 
 def colour_verdicts(html: str, column: int) -> str:
-    """``html`` with each body cell of column ``column`` classed ``dobrushin-verdict-<name>`` by the verdict it starts
-    with (coloured by ``_static/dobrushin.css``); other cells as they are."""
+    """``html`` with each body cell of ``column`` classed ``dobrushin-verdict-<name>`` by the verdict it starts with."""
     def row(m):
         cells = re.split(r"(?=<td[ >])", m.group(1))  # the row's opening, then one piece per cell
         if column + 1 < len(cells) and cells[column + 1].startswith("<td>"):
@@ -228,8 +220,7 @@ def colour_verdicts(html: str, column: int) -> str:
 
 
 def fallback_inputs(entries: dict) -> dict:
-    """``{notebook: inputs}`` for the photo or sentence chapters whose measured inputs (manifest ``inputs``) are not
-    the paper profile's (:mod:`dobrushin.data.canonical`): a fallback build says so in the introduction."""
+    """``{notebook: inputs}`` for photo or sentence chapters whose measured inputs are not the paper profile's."""
     from ..data.canonical import IMAGENET_SAMPLES_SOURCE, SST2_SOURCE
     from ..experiments.families import TRANSFORMER_INPUTS
 
@@ -243,8 +234,8 @@ def fallback_inputs(entries: dict) -> dict:
 
 
 def result_sources(results_dir, entries: dict) -> list:
-    """Where this build's model results come from, as ``(what, value)`` rows: the publication reused, its attestations
-    (:mod:`dobrushin.store.attest`), seeding, checkpoints left out, results computed here, the last ``make verify``."""
+    """Where this build's model results come from, as ``(what, value)`` rows (publication, attestations, seeding,
+    checkpoints left out, fresh results, the last ``make verify``)."""
     import json
 
     from ..experiments.verify import PRODUCT_NAMES, carry_over

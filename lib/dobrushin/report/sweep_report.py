@@ -1,10 +1,8 @@
-"""``python -m dobrushin report DIR``: the per-model table and the all-models figure of a sweep folder.
+"""``python -m dobrushin report DIR`` prints the per-model table of a sweep folder and draws its all-models figure.
 
-Reads what ``python -m dobrushin sweep ... --out DIR`` wrote (shards checked against their SHA-256; it measures
-nothing), prints one line per model and weights setting with the fraction of pairs holding on content tokens and
-with special tokens (Wilson 95%, pairs counted as independent), lists the shards not measured, and writes
-``DIR/models.csv`` and ``DIR/figures/sweep-all-models.{png,svg}``.  Exit status 1 when a shard is missing or
-damaged, 2 when DIR holds no sweep.
+Reads what ``python -m dobrushin sweep ... --out DIR`` wrote (shards checked against their SHA-256; measures nothing;
+Wilson 95%, pairs counted as independent) and writes ``DIR/models.csv`` and ``DIR/figures/sweep-all-models.{png,svg}``.
+Exit status 1 when a shard is missing or damaged, 2 when DIR holds no sweep.
 """
 from __future__ import annotations
 
@@ -30,8 +28,8 @@ class ReportError(Exception):
 
 
 def read_sweep(folder) -> Tuple[pd.DataFrame, dict, List[Tuple[str, dict, str]]]:
-    """``(table, manifest, missing)``: the rows of every intact measured shard in the sweep's order, the
-    manifest, and ``(key, entry, reason)`` for every shard that is not there."""
+    """``(table, manifest, missing)``: intact measured shards' rows in sweep order, and ``(key, entry, reason)`` per
+    absent shard; raises ``ReportError`` without a manifest."""
     folder = Path(folder).expanduser().resolve()
     if not (folder / "manifest.json").is_file():
         raise ReportError(f"{folder}: no sweep here (no manifest.json; run python -m dobrushin sweep --out {folder})")
@@ -53,8 +51,7 @@ def read_sweep(folder) -> Tuple[pd.DataFrame, dict, List[Tuple[str, dict, str]]]
 
 
 def model_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
-    """One row per model x weights (manifest order): weights source (:func:`dobrushin.report.chapter.weights_kind`),
-    shards measured and missing, inputs, pairs, and per variant ``k``, ``n``, the fraction and its Wilson 95% bounds."""
+    """One row per model x weights in manifest order (``COLUMNS``), fractions with Wilson 95% bounds."""
     order = {}
     for e in sorted(entries.values(), key=lambda e: e.get("order", 0)):
         order.setdefault((e.get("model"), e.get("weights")), []).append(e)
@@ -97,8 +94,7 @@ def print_table(mt: pd.DataFrame, out=None) -> None:
 
 
 def all_models_figure(mt: pd.DataFrame):
-    """Fraction of input x layer pairs where the condition holds, one row per model and weights setting:
-    content tokens (filled) and with special tokens (open), Wilson 95% intervals as bars."""
+    """Fraction of pairs holding per model and weights: content (filled), with special (open), Wilson 95% bars."""
     import matplotlib.pyplot as plt
 
     from .style import color_for

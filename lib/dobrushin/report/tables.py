@@ -1,5 +1,4 @@
-"""Tables of the report, plain functions of the tidy result tables: fractions with their intervals, the κ table,
-per-head and rollout summaries, the status of each run, and everything a store holds."""
+"""Tables from the tidy result tables: fractions with intervals, the κ table, head and rollout summaries."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -12,7 +11,7 @@ from .names import VARIANT_TABLE_LABELS, display_name, pct, range_text, weights_
 
 
 def input_sums(part: pd.DataFrame) -> dict:
-    """:func:`dobrushin.math.stats.cluster_sums` of a result table's rows, clustered by ``input_id``."""
+    """``dobrushin.math.stats.cluster_sums`` of a result table's rows, clustered by ``input_id``."""
     if not len(part):
         return cluster_sums([], [])
     g = part.groupby(part["input_id"].astype(str))["holds"]
@@ -20,9 +19,8 @@ def input_sums(part: pd.DataFrame) -> dict:
 
 
 def fractions(table: pd.DataFrame, by: Sequence[str] = ("model", "weights", "variant")) -> pd.DataFrame:
-    """Fraction of rows where the condition holds per group (in order of first appearance): columns ``*by, k, n,
-    fraction``, ``ci_low, ci_high`` (Wilson 95% over rows) and ``cl_low, cl_high`` (clustered by ``input_id``, which
-    the verdicts use; Wilson's when the table has no ``input_id``)."""
+    """Fraction holding per group (first-appearance order): ``*by, k, n, fraction``, Wilson 95% ``ci_low, ci_high``
+    and input-clustered ``cl_low, cl_high`` (Wilson's when there is no ``input_id``)."""
     by = [by] if isinstance(by, str) else list(by)
     rows = []
     for key, g in table.groupby(by, sort=False, observed=True):  # groups in order of first appearance
@@ -35,7 +33,7 @@ def fractions(table: pd.DataFrame, by: Sequence[str] = ("model", "weights", "var
 
 
 def fractions_caption(unit: str = "input") -> str:
-    """The caption of every chapter's table of fractions (:func:`fraction_grid`); ``unit``: what an input is."""
+    """The caption of every chapter's table of fractions (``fraction_grid``); ``unit``: what an input is."""
     return (f"Share of ({unit}, layer) pairs where the equality condition holds, with its 95% interval clustered by "
             f"{unit} (the one the verdicts use); pairs: those of the row's first measured column.")
 
@@ -44,9 +42,8 @@ _GRID_WEIGHTS = {"pretrained": "trained", "untrained": "untrained"}
 
 
 def fraction_grid(summ: pd.DataFrame, name=None) -> pd.DataFrame:
-    """One row per model of :func:`fractions` output ``summ``: a column per weights and variant ("trained, content"),
-    each cell the fraction with its clustered interval, and ``pairs`` (those of the row's first cell).  ``name``:
-    model id → label (default :func:`display_name`)."""
+    """One row per model of ``fractions`` output ``summ``: a column per weights and variant, each cell the fraction
+    with its clustered interval, and ``pairs`` (the row's first cell's)."""
     name = name or display_name
     rows = {}
     for r in summ.itertuples():
@@ -58,8 +55,8 @@ def fraction_grid(summ: pd.DataFrame, name=None) -> pd.DataFrame:
 
 
 def head_summary(heads: pd.DataFrame) -> pd.DataFrame:
-    """Per model x weights x variant: fraction of (input, layer, head) triples holding (Wilson 95%), ``heads`` (its
-    (layer, head) pairs) and ``head_min``/``head_median``/``head_max`` of the per-head fractions over the inputs."""
+    """Per model x weights x variant: fraction of (input, layer, head) triples holding (Wilson 95%), the number of
+    heads and the min/median/max of the per-head fractions."""
     if heads.empty:
         return pd.DataFrame(columns=["model", "weights", "variant", "inputs", "heads", "k", "n", "fraction",
                                      "ci_low", "ci_high", "head_min", "head_median", "head_max"])
@@ -76,8 +73,8 @@ def head_summary(heads: pd.DataFrame) -> pd.DataFrame:
 
 
 def rollout_summary(roll: pd.DataFrame) -> pd.DataFrame:
-    """Per model x weights x variant: inputs, median κ(R), median bound, median ratio κ(R)/bound,
-    and the number of inputs violating κ(R) ≤ ∏κ(F_l) ≤ ∏½(1+κ(Ã_l)) (must be 0; tolerance 1e-9)."""
+    """Per model x weights x variant: inputs, medians of κ(R), bound and κ(R)/bound, and ``violations`` of
+    κ(R) ≤ ∏κ(F_l) ≤ ∏½(1+κ(Ã_l)) (must be 0; tolerance 1e-9)."""
     if roll.empty:
         return pd.DataFrame(columns=["model", "weights", "variant", "inputs", "median_kappa_rollout",
                                      "median_bound", "median_ratio", "violations"])
@@ -97,8 +94,8 @@ def value_range(x) -> str:
 
 
 def rollout_gap(roll: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, weights, variant): the median κ(R)/bound and its two factors, κ(R)/∏κ(F_ℓ)
-    (submultiplicativity) and ∏κ(F_ℓ)/∏½(1+κ(A_ℓ)) (the layer bounds), and the median number of tight layers."""
+    """Per (model, weights, variant): median κ(R)/bound, its factors κ(R)/∏κ(F_ℓ) and ∏κ(F_ℓ)/∏½(1+κ(A_ℓ)), and the
+    median number of tight layers."""
     r = roll.assign(ratio=roll["kappa_rollout"] / roll["bound"],
                     submult=roll["kappa_rollout"] / roll["factor_product"],
                     layers=roll["factor_product"] / roll["bound"])
@@ -131,9 +128,8 @@ def near_uniform_layers(kappa_per_layer, threshold: float = NEAR_UNIFORM) -> str
 
 
 def kappa_table(content: pd.DataFrame, roll: pd.DataFrame, random_kappa: dict, n_tokens: dict) -> pd.DataFrame:
-    """One row per (model, weights) of the content-token table ``content``: the range over layers of the median κ(A),
-    median κ of ``random_kappa[model]`` (``n_tokens[model]`` tokens), fraction holding, near-uniform layers and,
-    from ``roll``, the median κ(R)/bound with its two factors (:func:`rollout_gap`)."""
+    """One row per (model, weights) of ``content``: median κ(A) range over layers, median random κ, fraction holding,
+    near-uniform layers and, from ``roll``, the ``rollout_gap`` columns."""
     gap = rollout_gap(roll) if len(roll) else pd.DataFrame()
     rows = []
     for (m, w), g in content.groupby(["model", "weights"], sort=False):
@@ -151,8 +147,7 @@ def kappa_table(content: pd.DataFrame, roll: pd.DataFrame, random_kappa: dict, n
 
 
 def kappa_caption(rows: str, rollout: bool = False) -> str:
-    """The caption of a :func:`kappa_table`; ``rows``: what one row is ("Per model and weights"); ``rollout``:
-    the table has the rollout's columns."""
+    """The caption of a ``kappa_table``; ``rows``: what a row is; ``rollout``: whether it has the rollout columns."""
     return (f"{rows}, content tokens: the median κ(A) per layer (lowest–highest over layers), κ of random matrices of "
             f"the same n, the fraction holding, the layers whose median κ(A) is below {NEAR_UNIFORM:g} (near-uniform: "
             "there the layer bound is nearly tight in value whether the condition holds or not)"

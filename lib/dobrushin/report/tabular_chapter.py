@@ -1,9 +1,6 @@
-"""The FT-Transformer chapter (``notebooks/tabular.ipynb``).
-
-``TabularChapter(params)`` loads the data sets, trains (or loads from the checkpoint cache) every (data set, seed) and
-measures each trained model and its untrained initialisation (:func:`dobrushin.experiments.chapter_runs.train_and_measure`;
-cached results are reused).  Each section is a method returning a :class:`~dobrushin.report.display.Section`.
-"""
+"""The FT-Transformer chapter (``notebooks/tabular.ipynb``): ``TabularChapter(params)`` trains (or loads) every
+(data set, seed), measures each trained model and its untrained initialisation (reusing cached results); each
+section method returns a ``Section``."""
 from __future__ import annotations
 
 import time
@@ -193,8 +190,7 @@ class TabularChapter:
         return out
 
     def uniformity(self, count: int = 64):
-        """Is tightness informative here?  :func:`dobrushin.report.tables.kappa_table` per benchmark (seeds pooled) and
-        weights, against ``count`` Dirichlet(1) random matrices of the same n."""
+        """``kappa_table`` per benchmark (seeds pooled) and weights, against ``count`` Dirichlet(1) matrices."""
         from ..experiments.structure import random_kappa
         from .tables import kappa_caption, kappa_table
 
@@ -226,8 +222,8 @@ class TabularChapter:
         return out
 
     def epochs(self):
-        """The condition along training (:mod:`dobrushin.experiments.epochs`) for ``epoch_datasets``, reused from the
-        cache or the published ``epochs.csv`` by key; writes ``epochs.csv``, the figure and its paragraph's values."""
+        """The condition along training for ``epoch_datasets`` (reused by key); writes ``epochs.csv``, the figure and
+        its paragraph's values."""
         from ..experiments import epochs as E
         from ..store.results import atomic_write_csv, sha256_file
 

@@ -1,8 +1,5 @@
-"""The worked examples of the Theory chapter: their table, their picture and the sentence about them.
-
-Each example is a small row-stochastic matrix with exact binary-fraction entries (multiples of 1/8),
-so every comparison is decided exactly at ``tol = 0``.
-"""
+"""The Theory chapter's worked examples: their table, picture and glued values.  Entries are multiples of 1/8
+(exact in binary), so every comparison is decided exactly at ``tol = 0``."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -15,8 +12,7 @@ from ..math.coefficient import (attaining_pairs, equality_holds, kappa, layer_bo
                                 rollout_factor)
 from .style import COLORS
 
-#: The three examples of the chapter (entries in eighths): one where every attaining pair is
-#: self-dominant, one whose only attaining pair is not, and one with two attaining pairs of which one is.
+#: In eighths: every attaining pair self-dominant; the only one not; two attaining pairs, one self-dominant.
 EXAMPLES_EIGHTHS = {
     "holds": [[6, 1, 1], [1, 6, 1], [1, 1, 6]],
     "fails": [[1, 7, 0], [7, 1, 0], [4, 0, 4]],
@@ -43,8 +39,7 @@ def fraction_text(x: float, max_denominator: int = 64) -> str:
 
 
 def witness(A) -> tuple:
-    """The pair the picture marks: the first mutually self-dominant attaining pair if there is one
-    (then the condition holds), else the first attaining pair (lexicographic, ``i < j``, ``tol = 0``)."""
+    """The marked pair: the first mutually self-dominant attaining pair, else the first attaining pair (``tol = 0``)."""
     A = _check(A)
     pairs = attaining_pairs(A, tol=0)
     good = [p for p in pairs if mutually_self_dominant(A, *p, tol=0)]
@@ -69,8 +64,7 @@ def describe(name: str, A) -> dict:
 
 
 def example_rows(exs: Mapping[str, np.ndarray]) -> pd.DataFrame:
-    """The worked-examples table, one row per example. Raises if ``equality_holds`` disagrees with the
-    direct comparison κ(½(I+A)) == ½(1+κ(A)) on any example (the theorem, exact for these entries)."""
+    """The worked-examples table; raises if ``equality_holds`` disagrees with κ(½(I+A)) == ½(1+κ(A)) on any example."""
     rows = []
     for name, A in exs.items():
         r = describe(name, A)
@@ -83,9 +77,8 @@ def example_rows(exs: Mapping[str, np.ndarray]) -> pd.DataFrame:
 
 
 def worked_examples_figure(exs: Mapping[str, np.ndarray]):
-    """One heatmap per example, entries written in each cell. The marked pair (:func:`witness`): its two
-    rows outlined, its diagonal entries ``A_ii`` and ``A_jj`` in thick purple boxes, the entries they are
-    compared with, ``A_ji`` and ``A_ij``, in dashed boxes; the panel title says whether the condition holds."""
+    """One annotated heatmap per example: the ``witness`` pair's rows outlined, ``A_ii``, ``A_jj`` boxed and ``A_ji``,
+    ``A_ij`` dashed; the title says whether the condition holds."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
@@ -120,9 +113,8 @@ def worked_examples_figure(exs: Mapping[str, np.ndarray]):
 
 
 def worked_example_values(exs: Mapping[str, np.ndarray]) -> dict:
-    """The numbers of the paragraph under the worked examples (``notebooks/theory.ipynb``), at ``tol = 0``: per
-    example κ(A), κ(B), the bound, its attaining and self-dominant pairs; for the attaining pairs of ``fails`` and
-    ``tie`` the entries ``A_ii``, ``A_ji``, ``A_jj``, ``A_ij`` (``ex-<example>-<p>-aii`` … for its p-th pair)."""
+    """The worked-example paragraph's values (``ex-*``, ``tol = 0``); raises unless ``holds``, ``fails`` and ``tie``
+    are all given."""
     missing = {"holds", "fails", "tie"} - set(exs)
     if missing:
         raise ValueError(f"the text needs the examples {sorted(missing)}")
@@ -140,8 +132,7 @@ def worked_example_values(exs: Mapping[str, np.ndarray]) -> dict:
 
 
 def rollout_values(exs: Mapping[str, np.ndarray]) -> dict:
-    """κ of the rollout of the examples stacked as layers (in the order given), the product of the layers' κ(B) and
-    the product of their bounds: the corollary's chain (``ex-rollout``, ``ex-rollout-b``, ``ex-rollout-bound``)."""
+    """The corollary's chain for the examples stacked as layers: κ(rollout), ∏κ(B), ∏ bound (``ex-rollout*``)."""
     from ..math.coefficient import rollout, rollout_bound
 
     layers = np.stack([np.asarray(A, dtype=np.float64) for A in exs.values()])

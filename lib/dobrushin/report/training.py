@@ -1,5 +1,4 @@
-"""The condition along training (the tabular chapter's section on :mod:`dobrushin.experiments.epochs`): the figure
-and the values its hand-written sentences glue, from the rows of ``epochs.csv``."""
+"""The condition along training (tabular chapter): the figure and glued values from the rows of ``epochs.csv``."""
 from __future__ import annotations
 
 from .names import pct, range_text
@@ -13,7 +12,7 @@ def _benchmarks(t) -> list:
 
 
 def epochs_figure(t, claim):
-    """The figure of :meth:`TabularChapter.epochs` from the ``epochs.csv`` rows ``t``."""
+    """The figure of ``TabularChapter.epochs`` from the ``epochs.csv`` rows ``t``."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
@@ -59,10 +58,8 @@ EPOCH_BENCHMARKS = ("california", "adult")
 
 
 def epochs_values(t, claim) -> dict:
-    """Per benchmark of :data:`EPOCH_BENCHMARKS`, the values the chapter's training sentences glue (``"—"`` if not
-    measured): seeds; the fraction (range over seeds) at initialisation, epoch 1, early stopping and the end, and
-    those epochs; trained epochs in the paper's range and the last per seed; per seed, the Spearman correlation of
-    the fraction with the validation score over the trained epochs."""
+    """Per ``EPOCH_BENCHMARKS`` entry, the values the training sentences glue (``"—"`` if not measured); ``rho``: per
+    seed, the Spearman correlation of the fraction with the validation score over the trained epochs."""
     c = t[(t.variant == "content") & t.layer.isna()]
     out = {}
     for name in EPOCH_BENCHMARKS:
