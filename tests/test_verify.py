@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dobrushin.store.results import ResultStore
+from dobrushin.store.results import ResultStore, empty
 from dobrushin.experiments import publish as P
 from dobrushin.experiments import comparison as CMP
 from dobrushin.experiments import verify as V
@@ -89,25 +89,27 @@ def test_sample_is_seeded_and_per_group():
 def test_published_entry_is_reused_exactly_when_its_params_match(tmp_path, monkeypatch):
     pub_root, res_root = tmp_path / "published" / "paper", tmp_path / "results"
     df = _rows(2, model="m")
-    ResultStore(pub_root, "language").save("m", {"a": 1}, df.drop(columns=[]), model="m")
+    secondary = {w: empty(w) for w in ("heads", "rollout")}
+    ResultStore(pub_root, "language").save("m", {"a": 1}, df.drop(columns=[]), secondary, model="m")
     monkeypatch.setenv("DOBRUSHIN_PUBLISHED", str(pub_root))
     monkeypatch.setenv("DOBRUSHIN_RESULTS", str(res_root))
     store = ResultStore(res_root, "language")
-    assert store.load("m", {"a": 2}) is None  # other parameters: not valid
-    got = store.load("m", {"a": 1})
-    assert got is not None and got[1]["published_from"] == str(pub_root / "language")
-    pd.testing.assert_frame_equal(got[0], ResultStore(pub_root, "language").load("m", {"a": 1})[0])
-    assert (res_root / "language" / "m.parquet").exists()  # copied into results/, the published folder untouched
+    assert store.load_all("m", {"a": 2}) is None  # other parameters: not valid
+    got = store.load_all("m", {"a": 1})
+    assert got is not None and got["entry"]["published_from"] == str(pub_root / "language")
+    pd.testing.assert_frame_equal(got["table"], ResultStore(pub_root, "language").load_all("m", {"a": 1})["table"])
+    # copied into results/, the published folder untouched
+    assert all((res_root / "language" / f"m{s}").exists() for s in (".parquet", ".heads.parquet", ".rollout.parquet"))
     # a published file that no longer matches its recorded SHA-256 is not used
     (res_root / "language" / "m.parquet").unlink()
     (res_root / "language" / "manifest.json").unlink()
     (pub_root / "language" / "m.parquet").write_bytes(b"corrupt")
-    assert ResultStore(res_root, "language").load("m", {"a": 1}) is None
+    assert ResultStore(res_root, "language").load_all("m", {"a": 1}) is None
 
 
 def test_no_published_folder_means_no_layer(tmp_path, monkeypatch):
     monkeypatch.setenv("DOBRUSHIN_PUBLISHED", str(tmp_path / "nothing"))
-    assert ResultStore(tmp_path / "r", "x").load("m", {"a": 1}) is None
+    assert ResultStore(tmp_path / "r", "x").load_all("m", {"a": 1}) is None
 
 
 def test_publish_is_complete_and_atomic(tmp_path):

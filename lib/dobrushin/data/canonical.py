@@ -12,7 +12,7 @@ import io
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict
 
 from ..store.paths import cache_dir, data_dir
 from ..store.results import atomic_write_bytes, sha256_bytes, sha256_file
@@ -169,11 +169,11 @@ def _check(path: Path, expected: str, what: str) -> None:
         raise DataUnavailable(f"{path}: SHA-256 {got} is not the canonical {what}'s ({expected})")
 
 
-def check_photo_folder(folder: Path, expected: Optional[Dict[str, str]] = None) -> None:
-    """Check that ``folder`` holds exactly the canonical photos (``expected``: name -> SHA-256), each with its
+def check_photo_folder(folder: Path) -> None:
+    """Check that ``folder`` holds exactly the canonical photos (:data:`IMAGENET_SAMPLES_SHA256`), each with its
     checksum; non-image files may lie beside them.  ``DataUnavailable`` names the first photo that is
     missing, extra or different."""
-    expected = IMAGENET_SAMPLES_SHA256 if expected is None else expected
+    expected = IMAGENET_SAMPLES_SHA256
     folder = Path(folder)
     if not folder.is_dir():
         raise DataUnavailable(f"{folder} is not a folder (the ImageNet sample photos)")
@@ -188,19 +188,18 @@ def check_photo_folder(folder: Path, expected: Optional[Dict[str, str]] = None) 
         _check(folder / name, expected[name], f"photo {name}")
 
 
-def photo_folder(expected: Optional[Dict[str, str]] = None, url: Optional[str] = None) -> tuple:
+def photo_folder() -> tuple:
     """``(folder, note)``: the checked folder of the canonical photos and where it is.
     ``$DOBRUSHIN_DATA/imagenet_samples`` when set, else ``<cache>/data/imagenet_samples``, where missing photos
-    are downloaded from ``url`` (each checked, then written atomically).  ``DataUnavailable`` when a photo
-    cannot be had, differs or cannot be written."""
-    expected = IMAGENET_SAMPLES_SHA256 if expected is None else expected
-    url = IMAGENET_SAMPLES_URL if url is None else url
+    are downloaded from :data:`IMAGENET_SAMPLES_URL` (each checked, then written atomically).
+    ``DataUnavailable`` when a photo cannot be had, differs or cannot be written."""
+    expected, url = IMAGENET_SAMPLES_SHA256, IMAGENET_SAMPLES_URL
     d = data_dir()
     if d is not None:
         folder = d / "imagenet_samples"
         if not folder.is_dir():
             raise DataUnavailable(f"DOBRUSHIN_DATA={str(d)!r} has no imagenet_samples/ folder")
-        check_photo_folder(folder, expected)
+        check_photo_folder(folder)
         return folder, "read from $DOBRUSHIN_DATA/imagenet_samples"
     folder = cache_dir() / "data" / "imagenet_samples"
     fetched = 0
@@ -215,18 +214,17 @@ def photo_folder(expected: Optional[Dict[str, str]] = None, url: Optional[str] =
                                   f"({expected[name]})")
         _write(path, data)
         fetched += 1
-    check_photo_folder(folder, expected)  # nothing else lies among them: another photo would join the selection
+    check_photo_folder(folder)  # nothing else lies among them: another photo would join the selection
     note = (f"downloaded from github.com/{IMAGENET_SAMPLES_REPO} into {folder}" if fetched else
             f"downloaded earlier from github.com/{IMAGENET_SAMPLES_REPO} into {folder}")
     return folder, note
 
 
-def sst2_file(expected: Optional[str] = None, url: Optional[str] = None) -> tuple:
+def sst2_file() -> tuple:
     """``(path, note)``: GLUE's SST-2 ``dev.tsv``, checked: ``$DOBRUSHIN_DATA/sst2/dev.tsv`` when set, else
-    ``<cache>/data/sst2/dev.tsv``, taken from GLUE's archive at ``url`` the first time.
+    ``<cache>/data/sst2/dev.tsv``, taken from GLUE's archive at :data:`SST2_URL` the first time.
     ``DataUnavailable`` when it cannot be had or differs."""
-    expected = SST2_DEV_SHA256 if expected is None else expected
-    url = SST2_URL if url is None else url
+    expected, url = SST2_DEV_SHA256, SST2_URL
     d = data_dir()
     if d is not None:
         f = d / "sst2" / "dev.tsv"

@@ -94,15 +94,6 @@ class InputSet:
         return InputSet(self.kind, [self.ids[i] for i in idx], self.source, self.available, self.seed,
                         lambda k: self._load(idx[k]), self.notes, digest)
 
-    @property
-    def has_content_digests(self) -> bool:
-        """Whether the items have content digests (see the class docstring)."""
-        return self._digest is not None
-
-    def item_digest(self, i: int) -> Optional[str]:
-        """The SHA-256 of the ``i``-th item's content, or None (see the class docstring)."""
-        return None if self._digest is None else self._digest(i % len(self))
-
     def content_sha256(self, start: int = 0, stop: Optional[int] = None) -> Optional[str]:
         """One SHA-256 over the content digests of items ``start:stop``, in order; None when the items have
         none."""
@@ -114,15 +105,11 @@ class InputSet:
             h.update(self._digest(i).encode() + b"\n")
         return h.hexdigest()
 
-    def identity(self) -> dict:
-        """The selection's identity without its content digest: kind, source, seed and ids."""
-        return {"kind": self.kind, "source": self.source, "seed": self.seed, "ids": list(self.ids)}
-
     def key(self, start: Optional[int] = None, stop: Optional[int] = None) -> dict:
-        """What identifies the selection, for cache keys: :meth:`identity` plus, where the items have
+        """What identifies the selection, for cache keys: kind, source, seed and ids plus, where the items have
         content digests, ``content_sha256``.  With ``start``/``stop`` (a sweep's shard): the range's ids,
         ``shard`` = ``[start, stop]`` and the content digest of those items only."""
-        k = self.identity()
+        k = {"kind": self.kind, "source": self.source, "seed": self.seed, "ids": list(self.ids)}
         if start is None and stop is None:
             c = self.content_sha256()
         else:
@@ -353,7 +340,8 @@ def load_images(source: Optional[str] = None, n: Optional[int] = None, *, seed: 
 # ------------------------------------------------------------------------------------------------
 # text
 
-def _text_set(sentences: Sequence[str], ids: Sequence[str], n, seed, source, notes="") -> InputSet:
+def text_set(sentences: Sequence[str], ids: Sequence[str], n, seed, source, notes="") -> InputSet:
+    """The seeded selection of ``n`` of ``sentences`` (named by ``ids``) as an input set."""
     idx = select(ids, n, seed)
     chosen_ids = [ids[i] for i in idx]
     chosen = [sentences[i] for i in idx]
@@ -361,21 +349,22 @@ def _text_set(sentences: Sequence[str], ids: Sequence[str], n, seed, source, not
                     text_digests(chosen))
 
 
-def _row_ids(prefix: str, count: int) -> List[str]:
+def row_ids(prefix: str, count: int) -> List[str]:
+    """``<prefix>:<row>`` for each row, zero-padded so that the ids sort in row order."""
     width = len(str(max(count - 1, 0)))
     return [f"{prefix}:{i:0{width}d}" for i in range(count)]
 
 
 def _sst2_file(path, n, seed, label=None, notes: str = "") -> InputSet:
     sents = read_sst2_tsv(path)
-    return _text_set(sents, _row_ids("sst2-dev", len(sents)), n, seed,
+    return text_set(sents, row_ids("sst2-dev", len(sents)), n, seed,
                      label or f"SST-2 validation file {Path(path)}", notes)
 
 
 def _glue_sst2(n, seed, notes: str = "") -> InputSet:
     rows, _ = _hf_rows("nyu-mll/glue", "validation", None, config="sst2")
     sents = [r["sentence"].strip() for r in rows]
-    return _text_set(sents, _row_ids("sst2-dev", len(sents)), n, seed,
+    return text_set(sents, row_ids("sst2-dev", len(sents)), n, seed,
                      "GLUE SST-2 validation split (Hugging Face hub, nyu-mll/glue)", notes)
 
 
@@ -383,7 +372,7 @@ def _embedded_texts(n, seed, notes="") -> InputSet:
     import platform
 
     sents = embedded_sentences()
-    return _text_set(sents, _row_ids("pydoc", len(sents)), n, seed,
+    return text_set(sents, row_ids("pydoc", len(sents)), n, seed,
                      f"sentences of the Python {platform.python_version()} documentation (pydoc_data.topics)",
                      notes)
 

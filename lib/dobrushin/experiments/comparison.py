@@ -20,8 +20,6 @@ from .families import TRANSFORMER_INPUTS
 SEED = 19
 #: inputs re-measured per model, weights setting and resolution
 PER_GROUP = 3
-#: sizes of the random baseline re-simulated
-BASELINE_SIZES = 3
 #: test rows of the FT-Transformer checkpoint re-measured
 TABULAR_ROWS = 64
 KEY = ["input_id", "layer", "variant", "weights"]

@@ -144,11 +144,11 @@ class BatchMeasure:
 
     def __init__(self, roles: Optional[Sequence[Sequence[str]]] = None, *, model: str,
                  input_ids: Sequence[str], weights: str, variants: Sequence[str] = VARIANTS,
-                 tol: float = DEFAULT_TOL, atol: float = 1e-4, rollout: bool = True, validate: bool = True,
+                 tol: float = DEFAULT_TOL, atol: float = 1e-4, rollout: bool = True,
                  clock: Optional[dict] = None, hold_bytes: int = CHUNK_BYTES):
         self.model, self.ids, self.weights = model, list(input_ids), weights
         self.variants, self.tol, self.atol = tuple(variants), tol, atol
-        self.rollout, self.validate, self.hold_bytes = bool(rollout), bool(validate), int(hold_bytes)
+        self.rollout, self.hold_bytes = bool(rollout), int(hold_bytes)
         self.clock = {} if clock is None else clock
         self.roles = None if roles is None else [list(r) for r in roles]
         self.layers = 0  # layers received
@@ -207,8 +207,7 @@ class BatchMeasure:
         self._pending, self._pending_layers = [], 0
         self._done_layers += int(A.shape[1])
         try:
-            if self.validate:
-                check_captured(A, self.atol)  # once per captured block
+            check_captured(A, self.atol)  # once per captured block
         except ValueError as e:  # name the layers of the batch, not the index within the block
             raise ValueError(f"layers {first}–{self._done_layers - 1} of the batch: {e}") from None
         self._add_time("restrict", t0)
@@ -314,9 +313,8 @@ _TABLE_NUMBERS = ("kappa", "kappa_factor", "bound", "slack", "kappa_gap", "self_
 
 
 def measure_batch(attention, roles: Sequence[Sequence[str]], *, model: str, input_ids: Sequence[str],
-                  weights: str, variants: Sequence[str] = VARIANTS, tol: float = DEFAULT_TOL,
-                  atol: float = 1e-4, rollout: bool = True, validate: bool = True,
-                  clock: Optional[dict] = None) -> Tuple[pd.DataFrame, Optional[pd.DataFrame]]:
+                  weights: str, variants: Sequence[str] = VARIANTS, tol: float = DEFAULT_TOL, atol: float = 1e-4,
+                  rollout: bool = True, clock: Optional[dict] = None) -> Tuple[pd.DataFrame, Optional[pd.DataFrame]]:
     """``(table, rollout)`` of one batch (``rollout`` None unless ``rollout=True``).  ``attention``:
     ``(B, L, n, n)`` head-averaged post-softmax attention; ``roles[b]``: the role of each token of input b;
     ``atol``: tolerance on the captured row sums.  Inputs keeping fewer than two tokens in a variant give no
@@ -328,7 +326,7 @@ def measure_batch(attention, roles: Sequence[Sequence[str]], *, model: str, inpu
     if len(roles) != B or len(input_ids) != B:
         raise ValueError(f"got {B} inputs but {len(roles)} role lists and {len(input_ids)} input ids")
     bm = BatchMeasure(roles, model=model, input_ids=input_ids, weights=weights, variants=variants, tol=tol,
-                      atol=atol, rollout=rollout, validate=validate, clock=clock, hold_bytes=0)
+                      atol=atol, rollout=rollout, clock=clock, hold_bytes=0)
     bm.add(A)
     return bm.finish()
 

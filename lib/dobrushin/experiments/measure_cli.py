@@ -142,7 +142,7 @@ def _load_models(model_id: str, weights, seed: int, image_size: int, max_length:
 
 
 def _text_file(path: Path, n: int, seed: int):
-    from ..data.inputs import InputSet, load_texts, select, text_digests
+    from ..data.inputs import row_ids, text_set, load_texts
 
     if not path.is_file():
         raise CliError(f"cannot load inputs: {path}: no such file")
@@ -155,12 +155,7 @@ def _text_file(path: Path, n: int, seed: int):
     sents = [s for s in lines if s]
     if not sents:
         raise CliError(f"cannot load inputs: {path} has no non-empty line")
-    width = len(str(len(sents) - 1))
-    ids = [f"{path.name}:{i:0{width}d}" for i in range(len(sents))]
-    idx = select(ids, n, seed)
-    chosen = [sents[i] for i in idx]
-    return InputSet("text", [ids[i] for i in idx], f"text file {path}", len(ids), seed, lambda i: chosen[i],
-                    _digest=text_digests(chosen))
+    return text_set(sents, row_ids(path.name, len(sents)), n, seed, f"text file {path}")
 
 
 def _inputs(kind: str, args):

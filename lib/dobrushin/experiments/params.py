@@ -85,7 +85,7 @@ TYPES: Dict[str, Any] = {
 # the notebooks' models
 
 
-class Parameters(BaseModel):
+class Parameters(BaseModel, collections.abc.Mapping):
     """The validated parameters of one notebook: a frozen pydantic model that is also a read-only
     mapping name -> value in declaration order (``dict(p)``, ``**p``)."""
 
@@ -124,35 +124,17 @@ class Parameters(BaseModel):
         """The values, name -> value in declaration order (lists as lists: JSON-ready)."""
         return {k: getattr(self, k) for k in type(self).model_fields if k not in exclude}
 
-    # the read-only mapping protocol
-    def keys(self):
-        return type(self).model_fields.keys()
-
-    def values(self):
-        return [getattr(self, k) for k in type(self).model_fields]
-
-    def items(self):
-        return [(k, getattr(self, k)) for k in type(self).model_fields]
-
+    # the read-only mapping protocol (keys, values, items, get, ``in``: collections.abc.Mapping's)
     def __getitem__(self, name: str):
         if name not in type(self).model_fields:
             raise KeyError(name)
         return getattr(self, name)
-
-    def get(self, name: str, default=None):
-        return getattr(self, name) if name in type(self).model_fields else default
 
     def __iter__(self):  # names, as a mapping iterates (pydantic's own yields pairs)
         return iter(type(self).model_fields)
 
     def __len__(self) -> int:
         return len(type(self).model_fields)
-
-    def __contains__(self, name) -> bool:
-        return name in type(self).model_fields
-
-
-collections.abc.Mapping.register(Parameters)
 
 
 class FamilyParameters(Parameters):

@@ -101,13 +101,6 @@ class ModelRun:
     entry: dict
     cached: bool = False
 
-    @property
-    def name(self) -> str:
-        """The model id, whole (messages never shorten it; tables and figures use ``display_name``)."""
-        return self.model_id
-
-
-
 
 #: the stages of :func:`run_weights` whose seconds it reports (``info["stages"]``); ``prepare``: loading,
 #: preprocessing and moving the inputs to the device
@@ -122,9 +115,8 @@ def run_weights(lm, inputs, *, extractor: Callable, weights: str, config: Measur
     pass).  With :func:`dobrushin.extract_attention` each layer is measured as captured (no stack held); any
     other extractor's stack is measured whole, with identical tables.  ``partial``: completed batches are saved
     and reused.  Returns ``{"table", "rollout", "heads", "info"}``; ``info["stages"]``: seconds per :data:`STAGES`."""
-    from ..capture.hooks import is_placeholder, layer_sink, map_sink
-
     from ..capture.extract import extract_attention
+    from ..capture.hooks import is_placeholder, layer_sink, map_sink
 
     model_id, cfg = lm.model_id, config
     streaming = extractor is extract_attention  # a custom extractor may read the stack: keep it

@@ -80,13 +80,11 @@ def load_family_runs(results_dir, profile: Optional[str] = None, notebooks=NOTEB
     return FamilyRuns(frames, entries, frozenset(second))
 
 
-def load_family_results(results_dir, profile: Optional[str] = None,
-                        resolutions: bool = False) -> tuple[pd.DataFrame, dict]:
-    """``(table, entries)`` of the family notebooks' latest runs: ``table`` in the results schema plus ``notebook``,
-    ``entries`` keyed ``(notebook, model)``.  ``resolutions``: include the second-resolution runs (the claims
-    exclude them: the same inputs again are not new evidence)."""
-    runs = load_family_runs(results_dir, profile)
-    return runs.every() if resolutions else runs.primary()
+def load_family_results(results_dir, profile: Optional[str] = None) -> tuple[pd.DataFrame, dict]:
+    """``(table, entries)`` of the family notebooks' latest runs but the second-resolution ones (the same inputs
+    again are not new evidence): ``table`` in the results schema plus ``notebook``, ``entries`` keyed
+    ``(notebook, model)``."""
+    return load_family_runs(results_dir, profile).primary()
 
 
 def _is_uniform(name: str) -> bool:
@@ -188,12 +186,10 @@ def baseline_for(table: pd.DataFrame, results_dir) -> dict:
 # --- timings --------------------------------------------------------------------------------------
 
 def load_timings(results_dir) -> pd.DataFrame:
-    """Wall times ``make notebooks`` recorded (``timings/<profile>/<notebook>.json`` beats a flat
-    ``timings/<notebook>.json``): columns ``notebook, profile, seconds, finished``."""
-    tdir = Path(results_dir) / "timings"
+    """Wall times ``make notebooks`` recorded (``timings/<profile>/<notebook>.json``): columns ``notebook, profile,
+    seconds, finished``."""
     records = {}
-    files = sorted(tdir.glob("*.json")) + sorted(tdir.glob("*/*.json")) if tdir.exists() else []
-    for f in files:  # flat files first, so the per-profile layout overrides them
+    for f in sorted((Path(results_dir) / "timings").glob("*/*.json")):
         try:
             r = json.loads(f.read_text())
         except ValueError as exc:
@@ -201,7 +197,7 @@ def load_timings(results_dir) -> pd.DataFrame:
         missing = [k for k in ("notebook", "profile", "seconds") if k not in r]
         if missing:
             raise ValueError(f"{f}: timing record lacks {missing}")
-        if f.parent != tdir and f.parent.name != r["profile"]:
+        if f.parent.name != r["profile"]:
             raise ValueError(f"{f}: profile {r['profile']!r} does not match its folder {f.parent.name!r}")
         records[(r["notebook"], r["profile"])] = {"notebook": r["notebook"], "profile": r["profile"],
                                                   "seconds": float(r["seconds"]), "finished": r.get("finished", "")}

@@ -278,7 +278,7 @@ def plan(spec: SweepSpec, store: ResultStore):
     return params, done, pending
 
 
-def run_sweep(spec: SweepSpec, out, *, client=None, loader: Optional[Callable] = None, cache_models: int = 2,
+def run_sweep(spec: SweepSpec, out, *, client=None, loader: Optional[Callable] = None,
               torch_threads: Optional[int] = None, log=None) -> SweepResult:
     """Run the shards of ``spec`` not finished in ``out``: serially when ``client`` is None, else as Dask tasks.
     ``loader``: as ``load_model`` (the default); progress and failures go to ``log`` (default stderr)."""
@@ -344,7 +344,7 @@ def run_sweep(spec: SweepSpec, out, *, client=None, loader: Optional[Callable] =
 
         from .sweep_dask import ModelCachePlugin
 
-        client.register_plugin(ModelCachePlugin(cache_models, torch_threads), name=PLUGIN_NAME)
+        client.register_plugin(ModelCachePlugin(torch_threads=torch_threads), name=PLUGIN_NAME)
         futures = {}
         for order, t in pending:
             f = client.submit(run_shard, t, loader, key=f"shard-{t.key}-{uuid.uuid4().hex[:8]}",

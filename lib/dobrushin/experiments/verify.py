@@ -2,8 +2,8 @@
 it with the published rows, and attest a changed code when every decision agrees.
 
 The sample (seed :data:`SEED`): per family model, weights and resolution, :data:`PER_GROUP` inputs plus
-:func:`focus_inputs`, with their rollout rows and one input's per-head rows; the random baseline at
-:data:`BASELINE_SIZES` sizes; one FT-Transformer checkpoint on :data:`TABULAR_ROWS` rows; the trajectories,
+:func:`focus_inputs`, with their rollout rows and one input's per-head rows; the random baseline at three
+sizes; one FT-Transformer checkpoint on :data:`TABULAR_ROWS` rows; the trajectories,
 ablation and atlases (:mod:`dobrushin.experiments.verify_products`).  It passes when every decision agrees
 (except margins below :data:`FLOAT_ERROR`), numbers agree within :data:`KAPPA_TOL` and baseline counts are
 identical; changed code is then attested (:func:`attest`; exit 1 when it cannot be).  ``--digest-only`` exits 0
@@ -25,7 +25,7 @@ import pandas as pd
 # tolerances on κ/slack and the float32 decision margin, defined with the attestations
 from ..store.attest import FLOAT_ERROR, KAPPA_TOL
 from .families import TRANSFORMER_INPUTS
-from .comparison import (BASELINE_SIZES, HEAD_KEY, HEAD_NUMBERS, PER_GROUP, ROLLOUT_KEY,
+from .comparison import (HEAD_KEY, HEAD_NUMBERS, PER_GROUP, ROLLOUT_KEY,
                          ROLLOUT_NUMBERS, SEED, Comparison, compare, focus_inputs, margin_of_rows,
                          published_inputs, sample_inputs, subset_inputs)
 
@@ -39,8 +39,8 @@ def _say(c: "Comparison") -> None:
           file=sys.stderr, flush=True)
 
 
-def verify_baseline(published_root: Path, sizes: int = BASELINE_SIZES) -> Comparison:
-    """Re-simulate the published Dirichlet(1) cells at ``sizes`` sizes (smallest, middle, largest n); counts must
+def verify_baseline(published_root: Path) -> Comparison:
+    """Re-simulate the published Dirichlet(1) cells at three sizes (smallest, middle, largest n); counts must
     match exactly."""
     from ..random.cells import load_cell
     from ..random.ensembles import parse_ensemble, simulate
@@ -60,8 +60,7 @@ def verify_baseline(published_root: Path, sizes: int = BASELINE_SIZES) -> Compar
         c.error = "no published Dirichlet(1) cells"
         return c
     cells.sort(key=lambda r: r["params"]["n"])
-    picks = [cells[0], cells[len(cells) // 2], cells[-1]][:sizes] if len(cells) >= 3 else cells
-    for rec in {id(r): r for r in picks}.values():
+    for rec in [cells[i] for i in sorted({0, len(cells) // 2, len(cells) - 1})]:
         p = rec["params"]
         now = simulate(p["ensemble"], p["n"], p["trials"], p["seed"], check=p["check"])
         c.rows += 1
@@ -150,11 +149,9 @@ def _measure_fresh(model_id: str, inputs, config):
 
 def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
     """The report of every comparison (baseline, families, ablation, atlases, tabular, trajectories)."""
-    from ..store.code import product_digest
+    from ..store.code import PRODUCTS, product_digest
 
     root = Path(published_root)
-    from ..store.code import PRODUCTS
-
     at_start = {p: product_digest(p) for p in PRODUCTS}  # what is measured: attest() refuses code edited since
     t0 = _START[0] = time.perf_counter()
     comps = [verify_baseline(root)] if (root / "baseline").exists() else []
@@ -196,11 +193,10 @@ def print_report(rep: dict, out=sys.stdout) -> None:
 
 def _published_versions(root: Path) -> Optional[dict]:
     """The package versions in the cache key of the first published model entry (None when none has one)."""
-    for man in sorted(Path(root).glob("*/manifest.json")):
-        for e in (json.loads(man.read_text()).get("entries") or {}).values():
-            v = (e.get("params") or {}).get("versions")
-            if isinstance(v, dict):
-                return v
+    for _, e in _published_entries(root):
+        v = (e.get("params") or {}).get("versions")
+        if isinstance(v, dict):
+            return v
     return None
 
 
@@ -261,11 +257,10 @@ def _schema_gap(root) -> List[str]:
 
     from ..store.results import DERIVED, SCHEMA
 
-    for man in sorted(Path(root).glob("*/manifest.json")):
-        for e in (json.loads(man.read_text()).get("entries") or {}).values():
-            if e.get("file") and (man.parent / e["file"]).is_file():
-                have = set(pq.read_schema(man.parent / e["file"]).names)
-                return [c for c in SCHEMA if c not in have and c not in DERIVED]
+    for folder, e in _published_entries(root):
+        if e.get("file") and (folder / e["file"]).is_file():
+            have = set(pq.read_schema(folder / e["file"]).names)
+            return [c for c in SCHEMA if c not in have and c not in DERIVED]
     return []
 
 
@@ -313,7 +308,7 @@ def data_dir_note(root) -> str:
     if os.environ.get("DOBRUSHIN_DATA"):
         return ""
     canonical = [nb for nb in TRANSFORMER_INPUTS if {str(((e.get("params") or {}).get("inputs") or {}).get("source", ""))
-                                                for e in _published_entries(root, nb)} & {IMAGENET_SAMPLES_SOURCE, SST2_SOURCE}]
+                                                for _, e in _published_entries(root, nb)} & {IMAGENET_SAMPLES_SOURCE, SST2_SOURCE}]
     lines = []
     if canonical:
         lines.append(f"=== DOBRUSHIN_DATA is not set: the published results of {', '.join(sorted(canonical))} are "
@@ -334,15 +329,17 @@ _DOWNLOADED_TABULAR = {"california": "California Housing (by scikit-learn's fetc
                        "adult": "UCI Adult (from the UCI repository, checked against its SHA-256)"}
 
 
-def _published_entries(root, notebook: str) -> list:
-    """The entries of ``root``'s manifest of ``notebook`` (empty when it has none)."""
-    man = Path(root) / notebook / "manifest.json"
-    return list((json.loads(man.read_text()).get("entries") or {}).values()) if man.exists() else []
+def _published_entries(root, notebook: str = "*"):
+    """``(folder, entry)`` for each entry of ``root``'s manifest of ``notebook`` (default: of every manifest, in
+    folder name order)."""
+    for man in sorted(Path(root).glob(f"{notebook}/manifest.json")):
+        for e in (json.loads(man.read_text()).get("entries") or {}).values():
+            yield man.parent, e
 
 
 def _published_tabular(root) -> list:
     """The downloaded tabular benchmarks (their display names) that ``root`` holds published results of."""
-    names = {str(e.get("dataset")) for e in _published_entries(root, "tabular")}
+    names = {str(e.get("dataset")) for _, e in _published_entries(root, "tabular")}
     return [label for key, label in _DOWNLOADED_TABULAR.items() if key in names]
 
 
@@ -351,7 +348,7 @@ def hub_note(root) -> str:
     (the hub is off by default) measures them, with a time estimate from the published wall times."""
     from ..data.availability import hub_offline
 
-    missing = [e for nb in TRANSFORMER_INPUTS for e in _published_entries(root, nb)
+    missing = [e for nb in TRANSFORMER_INPUTS for _, e in _published_entries(root, nb)
                if ((e.get("provenance") or {}).get("pretrained") or {}).get("source") == "unavailable"]
     if not missing:
         return ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -14,8 +14,7 @@ from ..store.attest import FLOAT_ERROR, KAPPA_TOL
 from .comparison import (SEED, TABULAR_ROWS, Comparison, compare, focus_inputs, margin_of_rows, published_inputs)
 
 
-def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_ROWS,
-                   measure: Optional[Callable] = None) -> List[Comparison]:
+def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_ROWS) -> List[Comparison]:
     """One FT-Transformer checkpoint (seeded choice among those published) re-measured on ``rows`` of its
     published test rows; the checkpoint's SHA-256 and the data set's checksum must be the published ones."""
     from ..store.results import ResultStore
@@ -24,10 +23,7 @@ def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_R
     if not (d / "manifest.json").exists():
         return []
     store = ResultStore(published_root, "tabular")  # the folder exists: nothing is written
-    left_out, tables_left_out = set(), set()  # what publish left out for size (PUBLISHED.json): not drawn
-    if (published_root / "PUBLISHED.json").exists():
-        pub = json.loads((published_root / "PUBLISHED.json").read_text())
-        left_out, tables_left_out = set(pub.get("checkpoints_left_out") or ()), set(pub.get("tables_left_out") or ())
+    left_out, tables_left_out = _left_out(published_root)  # what publish left out for size: not drawn
 
     def key(e):
         return ((e.get("provenance") or {}).get("pretrained") or {}).get("checkpoint_key")
@@ -43,15 +39,16 @@ def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_R
     slug, e = ents[int(np.random.default_rng([seed, 1]).integers(len(ents)))]
     c = Comparison(f"tabular: {e.get('model', slug)} ({rows} test rows)")
     try:
-        ck = _published_checkpoint(published_root, e)
-        if ck is None:
-            raise FileNotFoundError("its checkpoint was left out for size")
+        prov = e["provenance"]["pretrained"]
+        ck = _checkpoint(published_root, prov["checkpoint_key"], prov.get("sha256", ""))
         table = store.read(e, "table")
         pub = table[table["weights"] == "pretrained"]
         ids = sorted(set(pub["input_id"].astype(str)))
         pick = sorted(set(np.random.default_rng([seed, 2]).choice(ids, size=min(rows, len(ids)), replace=False).tolist())
                       | set(focus_inputs(pub)))
-        now = (measure or _measure_tabular_fresh)(e, ck, pick)
+        model, data = _checkpoint_model(e, ck)
+        now = _measure(model, {"pretrained": dict(prov)}, data, _test_rows(data, pick),
+                       str(e.get("model", "FT-Transformer")))
         c = compare(pub[pub["input_id"].astype(str).isin(pick)], now, c.group,
                     margins=now["_margin"] if "_margin" in now.columns else None)
     except Exception as exc:  # noqa: BLE001 - a checkpoint that cannot be re-measured fails, with why
@@ -59,45 +56,50 @@ def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_R
     return [c]
 
 
-def _published_checkpoint(published_root: Path, entry: dict) -> Optional[Path]:
-    """The published checkpoint of ``entry``, SHA-256 checked; None when left out for size, FileNotFoundError
-    when missing otherwise."""
+def _left_out(published_root: Path):
+    """``(checkpoint names, table slugs)`` publish left out for size (PUBLISHED.json)."""
+    meta = published_root / "PUBLISHED.json"
+    pub = json.loads(meta.read_text()) if meta.exists() else {}
+    return set(pub.get("checkpoints_left_out") or ()), set(pub.get("tables_left_out") or ())
+
+
+def _checkpoint(published_root: Path, key: str, sha256: Optional[str] = None) -> Path:
+    """The published checkpoint ``*-<key>.pt``, FileNotFoundError when missing; with ``sha256``, ValueError
+    when it is not the file's (an entry without one passes ``""``, which no file matches)."""
     from ..store.results import sha256_file
 
-    prov = entry["provenance"]["pretrained"]
-    ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{prov['checkpoint_key']}.pt"))
+    ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{key}.pt"))
     if not ck:
-        meta = published_root / "PUBLISHED.json"
-        left = (json.loads(meta.read_text()).get("checkpoints_left_out") or []) if meta.exists() else []
-        if any(n.endswith(f"-{prov['checkpoint_key']}.pt") for n in left):
-            return None
-        raise FileNotFoundError(f"checkpoint {prov['checkpoint_key']} is not in the published folder")
-    if sha256_file(ck[0]) != prov.get("sha256"):
+        raise FileNotFoundError(f"checkpoint {key} is not in the published folder")
+    if sha256 is not None and sha256_file(ck[0]) != sha256:
         raise ValueError(f"{ck[0].name} does not match the SHA-256 its entry records")
     return ck[0]
+
+
+def _load_ft(checkpoint: Path):
+    """``(model, record)``: the FT-Transformer of a published ``checkpoint`` (eval mode) and its ``.json``."""
+    import torch
+
+    from ..models import ft_transformer as ft
+
+    rec = json.loads(checkpoint.with_suffix(".json").read_text())
+    model = ft.rtdl.FTTransformer(**rec["config"])
+    model.load_state_dict(torch.load(checkpoint, map_location="cpu", weights_only=True))
+    return model.eval(), rec
 
 
 def _checkpoint_model(entry: dict, checkpoint: Path):
     """``(model, data)``: the published ``checkpoint`` of ``entry`` and its data set (published split seed and
     checksum)."""
-    import io
-
-    import torch
-
     from ..data import tabular_data
 
-    rec = json.loads(checkpoint.with_suffix(".json").read_text())
+    model, rec = _load_ft(checkpoint)
     man = checkpoint.parents[2] / "tabular" / "manifest.json"  # <published>/checkpoints/tabular/<name>.pt
     split = int((json.loads(man.read_text()).get("parameters") or {}).get("split_seed", 0)) if man.exists() else 0
     data = tabular_data.load(entry.get("dataset") or rec["dataset"], split)
     want = ((entry.get("params") or {}).get("inputs") or {}).get("source", "")
     if data.checksum not in want:
         raise ValueError(f"the data set today ({data.checksum[:12]}) is not the published one ({want})")
-    import rtdl_revisiting_models as rtdl
-
-    model = rtdl.FTTransformer(**rec["config"])
-    model.load_state_dict(torch.load(io.BytesIO(checkpoint.read_bytes()), map_location="cpu", weights_only=True))
-    model.eval()
     return model, data
 
 
@@ -106,19 +108,16 @@ def _test_rows(data, ids: Sequence[str]) -> np.ndarray:
     return np.array([index[i] for i in ids], dtype=np.int64)
 
 
-def _measure_tabular_fresh(entry: dict, checkpoint: Path, ids: Sequence[str]):
+def _measure(model, provenance: dict, data, rows, model_name: str) -> pd.DataFrame:
+    """The table of ``model`` measured on the test ``rows`` of ``data`` (a throwaway store)."""
     import tempfile
 
     from .tabular import measure_tabular
     from ..store.results import ResultStore
 
-    model, data = _checkpoint_model(entry, checkpoint)
-    rows = _test_rows(data, ids)
-    prov = {"pretrained": dict(entry["provenance"]["pretrained"])}
     with tempfile.TemporaryDirectory() as tmp:
-        run = measure_tabular(ResultStore(tmp, "verify"), "verify", models={"pretrained": model}, provenance=prov,
-                              data=data, rows=rows, model_name=str(entry.get("model", "FT-Transformer")))
-    return run.table
+        return measure_tabular(ResultStore(tmp, "verify"), "verify", models={"pretrained": model},
+                               provenance=provenance, data=data, rows=rows, model_name=model_name).table
 
 
 def _published_trajectories(published_root: Path):
@@ -128,14 +127,6 @@ def _published_trajectories(published_root: Path):
     d = published_root / "tabular"
     man = json.loads((d / "manifest.json").read_text()).get("epochs") if (d / "manifest.json").exists() else None
     return (man, conform_epochs(pd.read_csv(d / man["file"]))) if man else None
-
-
-def _trajectory_checkpoint(published_root: Path, tr: dict) -> Path:
-    """The published checkpoint (``.pt``) a trajectory's early-stopping epoch should be."""
-    ck = sorted((published_root / "checkpoints" / "tabular").glob(f"*-{tr['checkpoint_key']}.pt"))
-    if not ck:
-        raise FileNotFoundError(f"checkpoint {tr['checkpoint_key']} is not in the published folder")
-    return ck[0]
 
 
 def _trajectory_inputs(man: dict, dataset: str, loaded: dict):
@@ -153,13 +144,7 @@ def _trajectory_inputs(man: dict, dataset: str, loaded: dict):
 def verify_epochs(published_root: Path) -> List[Comparison]:
     """Per trajectory: its early-stopping weights must be the published checkpoint (SHA-256), which re-measured
     must give that epoch's published counts per variant and layer, up to near-ties below the float error."""
-    import tempfile
-
-    import torch
-
-    from ..models import ft_transformer as ft
-    from ..store.results import ResultStore, sha256_file
-    from .tabular import measure_tabular
+    from ..store.results import sha256_file
 
     got = _published_trajectories(published_root)
     if got is None:
@@ -171,17 +156,12 @@ def verify_epochs(published_root: Path) -> List[Comparison]:
         es = int(tr["early_stopping_epoch"])
         c = Comparison(f"tabular along training: {slug}, early-stopping epoch {es}")
         try:
-            ck = _trajectory_checkpoint(published_root, tr)
+            ck = _checkpoint(published_root, tr["checkpoint_key"])
             if sha256_file(ck) != tr["early_stopping_sha256"]:
                 raise ValueError("the trajectory's weights at its early-stopping epoch are not the published checkpoint")
-            rec = json.loads(ck.with_suffix(".json").read_text())
+            model, rec = _load_ft(ck)
             data, rows = _trajectory_inputs(man, rec["dataset"], loaded)
-            model = ft.rtdl.FTTransformer(**rec["config"])
-            model.load_state_dict(torch.load(ck, map_location="cpu", weights_only=True))
-            with tempfile.TemporaryDirectory() as tmp:
-                now = measure_tabular(ResultStore(tmp, "verify"), "verify", models={"pretrained": model.eval()},
-                                      provenance={"pretrained": {"sha256": rec["sha256"]}}, data=data, rows=rows,
-                                      model_name=slug).table
+            now = _measure(model, {"pretrained": {"sha256": rec["sha256"]}}, data, rows, slug)
             now = now.assign(margin=margin_of_rows(now))
             pub = mine[mine.epoch == es]
             groups = ([(v, None, g) for v, g in now.groupby("variant")]
@@ -222,7 +202,7 @@ def verify_epochs_replay(published_root: Path) -> List[Comparison]:
     slug, tr = sorted(man["trajectories"].items(), key=lambda kv: (kv[1]["dataset"] != "california", kv[0]))[0]
     c = Comparison(f"tabular along training, replayed: {slug}, epochs 0–2")
     try:
-        rec = json.loads(_trajectory_checkpoint(published_root, tr).with_suffix(".json").read_text())
+        rec = json.loads(_checkpoint(published_root, tr["checkpoint_key"]).with_suffix(".json").read_text())
         data, rows = _trajectory_inputs(man, rec["dataset"], {})
         threads = torch.get_num_threads()
         torch.set_num_threads(int(man.get("torch_threads", 1)))  # as it was trained (more threads: other sums)
@@ -291,10 +271,11 @@ def verify_atlases(published_root: Path) -> List[Comparison]:
             if entry is None:
                 raise ValueError(f"no published table of {model}")
             if notebook == "tabular":
-                ck = _published_checkpoint(published_root, entry)
-                if ck is None:  # left out for size (PUBLISHED.json): the chapter retrains it in seconds
-                    continue
-                net, data = _checkpoint_model(entry, ck)
+                prov = entry["provenance"]["pretrained"]
+                if any(n.endswith(f"-{prov['checkpoint_key']}.pt") for n in _left_out(published_root)[0]):
+                    continue  # left out for size (PUBLISHED.json): the chapter retrains it in seconds
+                net, data = _checkpoint_model(entry, _checkpoint(published_root, prov["checkpoint_key"],
+                                                                 prov.get("sha256", "")))
                 inputs = TabularInputs(data, "test", _test_rows(data, ids))
                 lm = TabularModel(net, inputs.preprocess, model, "pretrained", {})
             else:

@@ -24,17 +24,13 @@ from .validation import DEFAULT_ATOL, check_stochastic, check_tol, is_torch, nat
 DEFAULT_TOL = 1e-12
 
 
-def _prepare(A: Any, validate: bool, atol: float):
-    X = check_stochastic(A, atol=atol) if validate else to_float64(A)
-    if not validate and X.ndim < 2:
-        raise ValueError(f"expected a matrix of shape (..., n, n), got shape {tuple(X.shape)}")
-    return X
-
-
-def _prepare_native(A: Any, validate: bool, atol: float):
-    """Like ``_prepare`` but keeps float32 input: the kernel reads it exactly, so no float64 copy."""
-    X = check_stochastic(A, atol=atol, convert=False) if validate else native_float(A)
-    if not validate and X.ndim < 2:
+def _prepare(A: Any, validate: bool, atol: float, *, native: bool = False):
+    """``A`` as float64 (checked when ``validate``); ``native`` keeps float32 input, which the kernel reads
+    exactly, so no float64 copy."""
+    if validate:
+        return check_stochastic(A, atol=atol, convert=not native)
+    X = native_float(A) if native else to_float64(A)
+    if X.ndim < 2:
         raise ValueError(f"expected a matrix of shape (..., n, n), got shape {tuple(X.shape)}")
     return X
 
@@ -76,7 +72,7 @@ def analyse(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: fl
     """Every per-matrix number of ``A`` ``(..., n, n)`` in one kernel pass (``Analysis``); with
     ``margins=True`` also the decision margins."""
     tol = check_tol(tol)
-    X = _as_torch(_prepare_native(A, validate, atol))
+    X = _as_torch(_prepare(A, validate, atol, native=True))
     lead = tuple(X.shape[:-2])
     flat = X.reshape((-1,) + tuple(X.shape[-2:]))
     if margins:
@@ -101,7 +97,7 @@ def analyse(A: Any, tol: float = DEFAULT_TOL, *, validate: bool = True, atol: fl
 
 def kappa(A: Any, *, validate: bool = True, atol: float = DEFAULT_ATOL):
     """Dobrushin coefficient κ(A) = ½ max_{i,j} ‖A_i· − A_j·‖₁, float64, shape ``A.shape[:-2]``."""
-    X = _prepare_native(A, validate, atol)
+    X = _prepare(A, validate, atol, native=True)
     T = _as_torch(X)
     lead = tuple(T.shape[:-2])
     k = kernel.kappa_only(T.reshape((-1,) + tuple(T.shape[-2:])))

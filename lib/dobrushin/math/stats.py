@@ -17,11 +17,7 @@ def wilson(k: int, n: int, z: float = Z95) -> Tuple[float, float, float]:
     if n == 0:
         return float("nan"), 0.0, 1.0
     p = k / n
-    z2 = z * z
-    denom = 1 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    return p, max(0.0, centre - half), min(1.0, centre + half)
+    return (p, *wilson_n(p, n, z))
 
 
 # --- intervals clustered by input -------------------------------------------------------------------

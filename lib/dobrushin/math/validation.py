@@ -43,9 +43,10 @@ def native_float(A: Any):
     return arr if arr.dtype in (np.float32, np.float64) else to_float64(arr)
 
 
-def _where(index: tuple, shape: tuple) -> str:
-    lead = index[:-2] if len(shape) > 2 else ()
-    return f"matrix {tuple(int(i) for i in lead)}: " if lead else ""
+def _where(lead) -> str:
+    """``"matrix (i, j): "`` for the indices of a matrix in a stack, ``""`` for a lone matrix."""
+    lead = tuple(int(i) for i in lead)
+    return f"matrix {lead}: " if lead else ""
 
 
 def check_stochastic(A: Any, atol: float = DEFAULT_ATOL, *, convert: bool = True):
@@ -73,20 +74,16 @@ def check_stochastic(A: Any, atol: float = DEFAULT_ATOL, *, convert: bool = True
     bad = _first(X, lambda Y: ~xp.isfinite(Y))
     if bad is not None:
         val = float(X[tuple(bad)])
-        return _raise(f"{_where(tuple(bad), shape)}entry ({bad[-2]}, {bad[-1]}) is {val} (NaN or inf)")
+        raise ValueError(f"{_where(bad[:-2])}entry ({bad[-2]}, {bad[-1]}) is {val} (NaN or inf)")
     bad = _first(X, lambda Y: Y < -atol)
     if bad is not None:
-        return _raise(
-            f"{_where(tuple(bad), shape)}negative entry {float(X[tuple(bad)]):.6g} at ({bad[-2]}, {bad[-1]})"
-        )
+        raise ValueError(f"{_where(bad[:-2])}negative entry {float(X[tuple(bad)]):.6g} at ({bad[-2]}, {bad[-1]})")
     sums = _row_sums64(X)
     off = (sums - 1).abs() > atol if is_torch(X) else np.abs(sums - 1) > atol
     if bool(off.any()):
         bad = np.argwhere(off.cpu().numpy() if is_torch(X) else off)[0]
         s = float(sums[tuple(bad)])
-        lead = tuple(int(i) for i in bad[:-1])
-        prefix = f"matrix {lead}: " if lead else ""
-        return _raise(f"{prefix}row {int(bad[-1])} sums to {s:.10g}, not 1 (atol={atol:g})")
+        raise ValueError(f"{_where(bad[:-1])}row {int(bad[-1])} sums to {s:.10g}, not 1 (atol={atol:g})")
     return X  # (not reached: the two passes and the three checks read the same entries and the same sums)
 
 
@@ -175,10 +172,6 @@ def _row_sums64(X):
     parts = [_sum64(blk) for _, blk in _blocks(X)]
     lead = tuple(X.shape[:-1])
     return torch.cat(parts).reshape(lead) if is_torch(X) else np.concatenate(parts).reshape(lead)
-
-
-def _raise(msg: str):
-    raise ValueError(msg)
 
 
 def check_tol(tol: float) -> float:

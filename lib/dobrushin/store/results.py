@@ -243,6 +243,13 @@ class ResultStore:
         atomic_write_json(self.manifest_path, m)
         return m
 
+    def _put(self, slug: str, entry: dict) -> dict:
+        """Set the manifest entry of ``slug`` (one atomic write of the manifest); return it."""
+        m = self.manifest()
+        m["entries"][slugify(slug)] = entry
+        atomic_write_json(self.manifest_path, m)
+        return entry
+
     def path(self, slug: str, suffix: str = ".parquet") -> Path:
         return self.dir / f"{slugify(slug)}{suffix}"
 
@@ -298,20 +305,7 @@ class ResultStore:
                 return None
         for name, _ in names:
             atomic_write_bytes(self.dir / entry[name], (pub.dir / entry[name]).read_bytes())
-        entry = {**entry, "published_from": str(pub.dir)}
-        m = self.manifest()
-        m["entries"][slugify(slug)] = entry
-        atomic_write_json(self.manifest_path, m)
-        return entry
-
-    def load(self, slug: str, params: Mapping[str, Any]):
-        """``(df, entry)`` for ``slug`` if computed with ``params`` and intact (here or in the published
-        folder), else None."""
-        entry = self.entry(slug, params)
-        if entry is None or (entry.get("file") and self.read(entry, "table") is None):
-            entry = self.adopt_published(slug, params) or entry
-        df = self.read(entry, "table") if entry else None
-        return None if df is None else (df, entry)
+        return self._put(slug, {**entry, "published_from": str(pub.dir)})
 
     def load_all(self, slug: str, params: Mapping[str, Any]) -> Optional[dict]:
         """``{"table", "heads", "rollout", "entry"}`` of ``slug`` when computed with ``params`` and all three
@@ -351,19 +345,12 @@ class ResultStore:
             "code_digest": _entry_digest(params),
             **info,
         }
-        m = self.manifest()
-        m["entries"][slugify(slug)] = entry
-        atomic_write_json(self.manifest_path, m)
-        return entry
+        return self._put(slug, entry)
 
     def record(self, slug: str, params: Mapping[str, Any], **info) -> dict:
         """Record an entry with no table (e.g. ``status='weights unavailable: ...'``)."""
-        m = self.manifest()
-        entry = {"file": None, "params_key": params_key(params), "params": dict(params),
-                 "code_digest": _entry_digest(params), **info}
-        m["entries"][slugify(slug)] = entry
-        atomic_write_json(self.manifest_path, m)
-        return entry
+        return self._put(slug, {"file": None, "params_key": params_key(params), "params": dict(params),
+                                "code_digest": _entry_digest(params), **info})
 
     def keyed(self, name: str, params: Mapping[str, Any], compute: Callable[[], Any]) -> Any:
         """A JSON-able analysis that is not a model table: ``compute()``, kept in ``<name>.analysis.json`` keyed
