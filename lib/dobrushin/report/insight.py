@@ -22,7 +22,7 @@ from ..experiments.chapter_runs import trained_ok
 MPNET = "sentence-transformers/all-mpnet-base-v2"
 
 
-def near_ties(table: pd.DataFrame, name=None) -> dict:
+def near_ties(table: pd.DataFrame) -> dict:
     """Rows whose decision margin (least of the κ gap and the two self-margins) is below ``FLOAT_ERROR`` (float32
     rounding could turn them), for ``<chapter>-ties-*``; every value "—" when ``table`` has no margin columns."""
     from ..experiments.comparison import FLOAT_ERROR, MARGIN_COLUMNS, margin_of_rows
@@ -30,14 +30,13 @@ def near_ties(table: pd.DataFrame, name=None) -> dict:
     keys = ("n", "rows", "share", "error", "top", "where")
     if not len(table) or not set(MARGIN_COLUMNS) <= set(table.columns):
         return dict.fromkeys(keys, "—")
-    name = name or display_name
     m = margin_of_rows(table).to_numpy(float)
     tie = np.isfinite(m) & (m < FLOAT_ERROR)
     share = table.assign(_tie=tie).groupby(["model", "weights", "variant"], observed=True, sort=False)["_tie"].mean()
     (mm, w, v), overall = share.idxmax(), tie.mean()
     return {"n": f"{int(tie.sum()):,}", "rows": f"{len(table):,}", "share": pct(overall, 2 if overall < 0.001 else 1),
             "error": f"{FLOAT_ERROR:g}", "top": f"{100 * float(share.max()):.1f}",
-            "where": f"{name(mm)}, {weights_label(w)}, {VARIANT_LABELS.get(v, v)}" if tie.any() else "—"}
+            "where": f"{display_name(mm)}, {weights_label(w)}, {VARIANT_LABELS.get(v, v)}" if tie.any() else "—"}
 
 
 def ablation_verdict(k0: int, n0: int, k1: int, n1: int) -> str:
@@ -75,20 +74,17 @@ class InsightSections:
         rk = self._random_kappa(models)
         from .kappa_figures import kappa_by_layer
 
-        fig = kappa_by_layer(
-            self.table, self.roll, models=models, random_kappa=rk, ncols=self.ncols)
+        fig = kappa_by_layer(self.table, models=models, random_kappa=rk, ncols=self.ncols)
         c = self.table[(self.table["variant"] == "content") & self.table["model"].isin(models)]
         ns = {m: int(c.loc[c["model"] == m, "n_tokens"].median()) for m in models}
         self._fig(out, fig, "kappa", f"{self.title}: κ(A) of the head-averaged attention per layer (content tokens; "
                   "median over inputs, band: interquartile range), trained and untrained, against Dirichlet(1) random "
-                  "matrices of the model's median number of content tokens (dotted). Panel titles: the median "
-                  "κ(R)/bound of the whole rollout.",
+                  "matrices of the model's median number of content tokens (dotted).",
                   f"Line plots of kappa of the attention against layer, one panel per model "
                   f"({', '.join(map(display_name, models))}), trained in blue, untrained in orange, random matrices "
                   "dotted grey.", len(models))
-        out.append(F.table(kappa_table(c, self.roll[self.roll["model"].isin(models)] if len(self.roll) else self.roll,
-                                     rk, ns), name=f"tab-{self.notebook}-kappa",
-                         caption=kappa_caption("Per model and weights", rollout=True)))
+        out.append(F.table(kappa_table(c, rk, ns), name=f"tab-{self.notebook}-kappa",
+                           caption=kappa_caption("Per model and weights")))
         return out
 
     # ------------------------------------------------------------------ §2 the failure atlas
@@ -217,24 +213,16 @@ class InsightSections:
         return out
 
     def overview(self):
-        """Every section in turn or, when no trained weights were measured, the untrained controls' table and figure."""
-        from .tables import fraction_grid, fractions_caption
-
-        out = Section()
+        """Every section in turn or, when no trained weights were measured, the untrained controls' fractions and
+        depth figure."""
         if not len(self.table):
-            return out.md("No model could be measured in this build.")
+            return Section().md("No model could be measured in this build.")
+        out, sections = Section(), (("How often the condition holds", self.fractions), ("Where in depth", self.depth))
         if any(trained_ok(r) for r in self.runs):
-            for title, fn in (("How often the condition holds", self.fractions), ("Where in depth", self.depth),
-                              ("The slack of the layer bound", self.slack), ("Individual heads", self.heads),
-                              ("The whole rollout", self.rollout), ("κ(A) per layer", self.kappa),
-                              ("Failure atlas", self.atlas), ("Not run here", self.controls)):
-                out.md(f"**{title}.**").include(fn())
-            return out
-        out.append(F.table(fraction_grid(self.summ), name=f"tab-{self.notebook}-controls",
-                         caption="Untrained controls (no trained weights were measured in this build). "
-                                 + fractions_caption()))
-        self._depth_figure(out, self.table, [r.model_id for r in self.runs if len(r.table)], "controls",
-                           "Untrained controls")
+            sections += (("The slack of the layer bound", self.slack), ("Individual heads", self.heads),
+                         ("The whole rollout", self.rollout), ("κ(A) per layer", self.kappa), ("Failure atlas", self.atlas))
+        for title, fn in sections:
+            out.md(f"**{title}.**").include(fn())
         return out
 
     # ------------------------------------------------------------------ §4 downloads

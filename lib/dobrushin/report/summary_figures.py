@@ -1,29 +1,15 @@
-"""The summary chapter's figures: the depth profile per family (``plot_depth``) and the "Why" scatter (``plot_why``)."""
+"""The summary's figures, which the introduction shows: the claims' forest plot (``claims_figure``) and the "Why"
+scatter (``plot_why``)."""
 from __future__ import annotations
 
+import textwrap
 from typing import Optional
 
 import numpy as np
 import pandas as pd
 
-from .names import WEIGHTS_LABELS, family_label, is_proxy, short_label
-from .plots import panel_grid
-from ..experiments.results_loading import baseline_at
-from .summary_table import relative_depth
-
-FAMILY_ORDER = ("DINOv2", "RoBERTa", "DistilBERT", "MiniLM", "MPNet", "BERT", "DeiT", "ViT", "FT-Transformer")
-_STYLES = ("-", "--", "-.", ":")
-_MARKERS = ("o", "s", "^", "D", "v")
-
-
-def families_of(t: pd.DataFrame) -> pd.Series:
-    nbs = t["notebook"] if "notebook" in t.columns else pd.Series([""] * len(t), index=t.index)
-    return pd.Series([family_label(m, nb) for m, nb in zip(t["model"], nbs)], index=t.index)
-
-
-def family_order(fams) -> list:
-    present = list(dict.fromkeys(fams))
-    return sorted(present, key=lambda f: (FAMILY_ORDER.index(f) if f in FAMILY_ORDER else len(FAMILY_ORDER), f))
+from .claims import CLAIMS, SCORECARD
+from .names import display_name, is_proxy, short_label
 
 
 def same_control() -> dict:
@@ -47,88 +33,19 @@ def distinct_controls(t: pd.DataFrame) -> pd.DataFrame:
     return t[~((t["weights"] == "untrained") & t["model"].isin(twins))] if twins else t
 
 
-def pooled_by_depth(t: pd.DataFrame) -> pd.DataFrame:
-    """Fraction holding against relative depth (``rel, fraction, n``), pooled over ``t``'s models on the shallowest
-    model's grid so that every point pools every model."""
-    if not len(t):
-        return pd.DataFrame(columns=["rel", "fraction", "n"])
-    rel = relative_depth(t)
-    L = int(t.groupby("model")["layer"].max().min()) + 1
-    grid = np.round(rel.to_numpy(float) * max(L - 1, 1)) / max(L - 1, 1)
-    g = t.assign(rel=grid).groupby("rel")["holds"]
-    return pd.concat([g.mean().rename("fraction"), g.size().rename("n")], axis=1).reset_index()
-
-
-def plot_depth(table: pd.DataFrame, baseline_grid: Optional[pd.DataFrame] = None, ncols: int = 4,
-                        variant: str = "content"):
-    """Fraction holding against relative depth, a panel per family: each trained model, the pooled untrained
-    controls and the random baseline at the family's median token count (dotted)."""
-    from matplotlib.lines import Line2D
-
-    from .style import COLORS
-
-    t = distinct_controls(table[table["variant"] == variant])
-    if not len(t):
-        raise ValueError(f"no {variant} rows to plot")
-    t = t.assign(family=families_of(t))
-    fams = family_order(t["family"])
-    fig, flat = panel_grid(len(fams), ncols, panel=(3.0, 2.6))
-    fig.set_figheight(fig.get_figheight() + 0.6)  # room for the legend below
-    for ax, fam in zip(flat, fams):
-        sub = t[t["family"] == fam]
-        un = pooled_by_depth(sub[sub["weights"] == "untrained"])
-        if len(un):
-            ax.plot(un["rel"], un["fraction"], "-", marker="o", ms=2.5, lw=1.2, color=COLORS["untrained"], zorder=2)
-        pre = sub[sub["weights"] == "pretrained"]
-        # one line per model; an FT-Transformer benchmark's seeds pooled into one (as the scorecard pools them)
-        line_of = pre["model"].map(short_label)
-        groups = list(dict.fromkeys(line_of))
-        seeds = {k: int(pre.loc[line_of == k, "model"].nunique()) for k in groups}
-        labels = [f"{k} ({seeds[k]} seeds)" if seeds[k] > 1 else k for k in groups]
-        for i, key in enumerate(groups):
-            g = pre[line_of == key]
-            prof = g.assign(rel=relative_depth(g)).groupby("rel")["holds"].mean()
-            ax.plot(prof.index, prof.values, ls=_STYLES[i % len(_STYLES)], marker=_MARKERS[i % len(_MARKERS)], ms=3,
-                    lw=2.0, color=COLORS["trained"], zorder=3)
-        ref = baseline_at(baseline_grid, float(sub["n_tokens"].median()))
-        if np.isfinite(ref):
-            ax.axhline(ref, color=COLORS["random"], ls=":", lw=1.4, zorder=1)
-        # a lone trained line has no legend: the title says it
-        proxy = len(labels) == 1 and all(is_proxy(m) for m in pre["model"].unique())
-        ax.set_title(fam + ("" if labels else " (untrained only)") + (" (trained: proxy)" if proxy else ""), fontsize=10)
-        if len(labels) > 1:  # which line style is which trained model
-            ax.legend(handles=[Line2D([], [], color=COLORS["trained"], ls=_STYLES[i % len(_STYLES)],
-                                      marker=_MARKERS[i % len(_MARKERS)], ms=3, label=lab)
-                               for i, lab in enumerate(labels)], fontsize=7, loc="best", frameon=True, framealpha=0.85)
-        ax.set_ylim(-0.03, 1.03)
-        ax.set_xlim(-0.05, 1.05)
-        ax.grid(alpha=0.3)
-    for i, ax in enumerate(flat):
-        ax.set_xlabel("relative depth ℓ/(L−1)", fontsize=9)
-        ax.set_ylabel("fraction holding" if i % min(ncols, len(flat)) == 0 else "")
-    fig.legend(handles=[Line2D([], [], color=COLORS["trained"], lw=2, marker="o", ms=3, label=WEIGHTS_LABELS["pretrained"]),
-                        Line2D([], [], color=COLORS["untrained"], lw=1.2, marker="o", ms=2.5,
-                               label="untrained controls (pooled)"),
-                        Line2D([], [], color=COLORS["random"], ls=":", lw=1.4,
-                               label="random baseline at the family's token count")],
-               loc="outside lower center", ncols=3, fontsize=9, frameon=False)
-    return fig
-
-
 def why_points(table: pd.DataFrame, variant: str = "content") -> pd.DataFrame:
     """One point per model and weights (a benchmark's seeds pooled): fraction holding and mean trace (tr A =
     n × mean A_ii; 1 for uniform rows); rows without a trace left out."""
     t = distinct_controls(table[table["variant"] == variant])
     if "trace" not in t.columns:
-        return pd.DataFrame(columns=["model", "weights", "family", "label", "fraction", "trace", "n"])
+        return pd.DataFrame(columns=["model", "weights", "label", "fraction", "trace", "n"])
     t = t[t["trace"].notna()]
     t = t.assign(label=[short_label(m) + (" (proxy)" if is_proxy(m) and "proxy" not in short_label(m) else "")
                         for m in t["model"]])
     # the seeds of one FT-Transformer benchmark are one model (its label), as in the scorecard
     g = t.groupby(["label", "weights"], sort=False).agg(model=("model", "first"), fraction=("holds", "mean"),
                                                         trace=("trace", "mean"), n=("holds", "size")).reset_index()
-    g["family"] = [family_label(m) for m in g["model"]]
-    return g[["model", "weights", "family", "label", "fraction", "trace", "n"]]
+    return g[["model", "weights", "label", "fraction", "trace", "n"]]
 
 
 def plot_why(points: pd.DataFrame, arrow: Optional[tuple] = None, random_band: Optional[tuple] = None):
@@ -138,7 +55,7 @@ def plot_why(points: pd.DataFrame, arrow: Optional[tuple] = None, random_band: O
 
     from .style import COLORS
 
-    fig, ax = plt.subplots(figsize=(7.2, 4.4), layout="constrained")
+    fig, ax = plt.subplots(figsize=(9.4, 5.74), layout="constrained")  # the page's full width
     ax.axvline(1.0, color=COLORS["random"], lw=0.8, ls=":", zorder=1)
     if random_band is not None:
         lo, hi = random_band
@@ -166,4 +83,86 @@ def plot_why(points: pd.DataFrame, arrow: Optional[tuple] = None, random_band: O
     ax.set_ylim(-0.03, 1.03)
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="lower right", fontsize=8, frameon=True, framealpha=0.9)
+    return fig
+
+
+def _interval(r) -> tuple:
+    """The 95% interval a row's verdict uses: clustered by input where present, else Wilson's (random matrices)."""
+    lo, hi = getattr(r, "cl_low", np.nan), getattr(r, "cl_high", np.nan)
+    if lo == lo and hi == hi:  # not NaN
+        return float(lo), float(hi)
+    return float(r.ci_low), float(r.ci_high)
+
+
+def claim_rows(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """One line per judged claim for ``claims_figure``: range, verdict, measured fraction and interval (NaN if none)
+    and ``dots``, one ``(label, value, low, high)`` per pooled part."""
+    from .scorecard import evidence, judged_rows
+
+    spec = {r.key: r for r in SCORECARD}
+    rows = []
+    for r in judged_rows(card).itertuples():
+        row = spec[r.key]
+        c = CLAIMS[row.band] if row.band else None
+        dots = []
+        if row.kind == "baseline":
+            ev = table[table["weights_source"] == "random matrices"]
+            dots = [(f"n = {str(e.model).split('=')[-1].strip()}", e.measured, *_interval(e)) for e in ev.itertuples()]
+        elif row.kind in ("fraction", "pooled"):
+            # a pooled range: each of its models' best evidence, as the verdict pools them
+            ev = (pd.concat([evidence(table, ch)[2] for ch in SCORECARD if ch.parent == row.key])
+                  if row.kind == "pooled" else evidence(table, row)[2])
+            if len(ev) > 1:
+                # an FT-Transformer benchmark's seeds by their seed ("seed 0"), a pooled range's models by name
+                dots = [("seed " + str(e.model).rsplit(" seed ", 1)[1] if " seed " in str(e.model) else display_name(str(e.model)),
+                         e.measured, *_interval(e)) for e in ev.itertuples()]
+        measured = row.kind in ("fraction", "pooled") and r.n > 0
+        drawn = row.kind in ("fraction", "pooled", "baseline")  # a fraction against a range: the band is drawn
+        text = "" if measured or dots else ("proved; " + str(r.measured) if row.kind == "theorem" else str(r.verdict))
+        rows.append({"key": r.key, "label": row.short if row.kind == "theorem" else f"{row.short} (paper: {r.paper_value})",
+                     "verdict": r.verdict, "low": c.low if drawn else np.nan, "high": c.high if drawn else np.nan,
+                     "fraction": r.fraction if measured else np.nan,
+                     "lo": r.cl_low if measured else np.nan, "hi": r.cl_high if measured else np.nan,
+                     "text": text, "dots": dots})
+    return pd.DataFrame(rows)
+
+
+def claims_figure(card: pd.DataFrame, table: pd.DataFrame):
+    """The forest plot of the claims, coloured by verdict."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    from .claims import Verdict
+
+    rows = claim_rows(card, table)
+    heights = [1.0 + 0.3 * len(d) for d in rows["dots"]]  # a line with dots gets room for one sub-line each
+    ys = np.cumsum([0.0] + heights[:-1]) + np.array(heights) / 2 - 0.5
+    fig, ax = plt.subplots(figsize=(9.4, 0.4 * sum(heights) + 1.0), layout="constrained")
+    for y, h, r in zip(ys, heights, rows.itertuples()):
+        colour = Verdict.of(r.verdict).colour
+        if r.low == r.low:
+            ax.fill_betweenx([y - h / 2 + 0.12, y + h / 2 - 0.12], r.low, max(r.high, r.low + 0.004), color="#DDDDDD",
+                             lw=0, zorder=0)
+        for i, (lab, v, lo, hi) in enumerate(r.dots):
+            yd = y - h / 2 + 0.5 + 0.3 * (i + 0.5) if r.fraction == r.fraction else y - 0.3 * (len(r.dots) - 1) / 2 + 0.3 * i
+            ax.plot([lo, hi], [yd] * 2, color=colour, lw=0.9)
+            ax.plot([v], [yd], marker="o", ms=3.2, mfc="white", mec=colour, mew=0.9)
+            ax.text(hi + 0.008, yd, lab, fontsize=6.5, va="center", color="#555555")
+        if r.fraction == r.fraction:
+            yf = y - h / 2 + 0.5 if r.dots else y
+            ax.plot([r.lo, r.hi], [yf] * 2, color=colour, lw=2.4, solid_capstyle="butt")
+            ax.plot([r.fraction], [yf], marker="D", ms=5, color=colour)
+        elif r.text:
+            ax.text(0.01, y, textwrap.shorten(r.text, 70, placeholder="…"), fontsize=7.5, va="center",
+                    color="#666666", style="italic")
+        ax.text(1.035, y, Verdict.of(r.verdict).value + (" (proxy)" if "proxy" in str(r.verdict) else ""),
+                fontsize=8, va="center", color=colour, fontweight="bold", clip_on=False)
+    ax.set_yticks(ys, list(rows["label"]), fontsize=8.5)
+    ax.set_ylim(sum(heights) - 0.5, -0.5)
+    ax.set_xlim(-0.015, 1.025)
+    ax.set_xlabel("fraction of (input, layer) pairs where the condition holds (95% interval, clustered by input)")
+    ax.grid(axis="x", alpha=0.3)
+    fig.legend(handles=[Patch(color="#DDDDDD", label="paper's range")]
+               + [Patch(color=v.colour, label=v.value) for v in Verdict if v is not Verdict.RELATED],
+               loc="outside upper center", ncols=6, frameon=False, fontsize=8)
     return fig

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..math.stats import clustered, wilson
 from .claims import CLAIMS, Claim, content_claim, judge, special_claim
-from .names import VARIANT_TABLE_LABELS, benchmark
+from .names import VARIANT_TABLE_LABELS
 from ..experiments.results_loading import baseline_at, load_family_results
 from .tables import input_sums
 
@@ -197,53 +197,3 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
                                  weights="untrained", sums=input_sums(part), detail="seeded random initialisation of the same architecture"))
     out = pd.DataFrame(rows, columns=COLUMNS)
     return out
-
-
-# --- the scale of this build ---------------------------------------------------------------------
-SCALE_COLUMNS = ["model", "notebook", "weights", "inputs", "layers", "resolution", "seeds", "epochs"]
-
-
-def scale_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
-    """One row per measured model (FT-Transformer: per benchmark, seeds together) with its scale (``SCALE_COLUMNS``)."""
-    rows, tab = {}, {}
-    for (nb, model), e in sorted(entries.items()):
-        sub = table[table["model"] == model] if len(table) else table
-        if not len(sub):
-            continue
-        pre = sub[sub["weights"] == "pretrained"]
-        part = pre if len(pre) else sub
-        p = e.get("params") or {}
-        if nb == "tabular":
-            bench = benchmark(model).split("/", 1)[-1]
-            t = tab.setdefault(bench, {"model": f"FT-Transformer/{bench}", "notebook": nb, "weights": "trained here",
-                                       "inputs": 0, "layers": 0, "resolution": "—", "seeds": [], "epochs": []})
-            t["inputs"] = max(t["inputs"], int(part["input_id"].nunique()))
-            t["layers"] = max(t["layers"], int(part["layer"].max()) + 1)
-            if e.get("seed") is not None:
-                t["seeds"].append((int(e["seed"]), e.get("epochs")))
-            continue
-        kind = (p.get("inputs") or {}).get("kind")
-        res = (f"{p.get('image_size')} px" if kind == "image" else
-               f"≤ {p.get('max_length')} tokens" if kind == "text" else "—")
-        rows[model] = {"model": model, "notebook": nb, "weights": "pretrained" if len(pre) else "untrained only",
-                       "inputs": int(part["input_id"].nunique()), "layers": int(part["layer"].max()) + 1,
-                       "resolution": res, "seeds": "—", "epochs": "—"}
-    for t in tab.values():  # the epochs listed seed by seed, in the order of the seeds
-        seeds = sorted(dict(t["seeds"]).items())
-        t["seeds"] = ", ".join(str(s) for s, _ in seeds) or "—"
-        t["epochs"] = ", ".join("—" if ep is None else str(int(ep)) for _, ep in seeds) or "—"
-        rows[t["model"]] = t
-    return pd.DataFrame(list(rows.values()), columns=SCALE_COLUMNS)
-
-
-def hub_only(entries: dict) -> list:
-    """Models whose trained weights were unavailable: only the hub or a local cache, no profile, can change them."""
-    return sorted({m for (_, m), e in entries.items() if str(e.get("status", "ok")).startswith("weights unavailable")})
-
-
-def relative_depth(df: pd.DataFrame) -> pd.Series:
-    """layer / (L − 1) per row, with L the number of layers of that row's model."""
-    L = df.groupby("model")["layer"].transform("max")
-    return (df["layer"] / L.where(L > 0, 1)).astype(float)
-
-

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..math.stats import wilson
 from ..store.results import ResultStore, atomic_write_csv, empty
-from .chapter import proxy_label, weights_kind
+from .chapter import weights_kind
 from .names import display_name, pct, weights_label
 
 COLUMNS = ["model", "weights", "weights_source", "shards", "shards_missing", "inputs", "pairs",
@@ -74,7 +74,8 @@ def model_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
 
 
 def _label(weights: str, source: str) -> str:
-    return weights_label(weights) + (", proxy" if weights == "pretrained" and "proxy" in source else "")
+    """``"trained weights, original"`` or ``", proxy"`` (the weights' source, where known), ``"untrained control"``."""
+    return weights_label(weights) + (f", {source}" if weights == "pretrained" and source else "")
 
 
 def _interval(p, lo, hi) -> str:
@@ -84,11 +85,11 @@ def _interval(p, lo, hi) -> str:
 def print_table(mt: pd.DataFrame, out=None) -> None:
     out = sys.stdout if out is None else out
     w = max([len("model")] + [len(display_name(m)) for m in mt["model"]])
-    print(f"{'model':<{w}}  {'weights':<24}  {'shards':>6}  {'inputs':>6}  {'pairs':>6}  "
+    print(f"{'model':<{w}}  {'weights':<25}  {'shards':>6}  {'inputs':>6}  {'pairs':>6}  "
           f"{'holds (content) [95% CI]':>28}  {'holds (with special) [95% CI]':>30}", file=out)
     for r in mt.itertuples():
         shards = f"{r.shards}/{r.shards + r.shards_missing}"
-        print(f"{display_name(r.model):<{w}}  {_label(r.weights, r.weights_source):<24}  {shards:>6}  {r.inputs:>6}  {r.pairs:>6}  "
+        print(f"{display_name(r.model):<{w}}  {_label(r.weights, r.weights_source):<25}  {shards:>6}  {r.inputs:>6}  {r.pairs:>6}  "
               f"{_interval(r.content, r.content_low, r.content_high):>28}  "
               f"{_interval(r.with_special, r.with_special_low, r.with_special_high):>30}", file=out)
 
@@ -136,12 +137,6 @@ def report(folder, out=None, err=None) -> int:
     mt = model_table(table, entries)
     print(f"sweep in {folder}: {len(mt)} model x weights setting(s), {len(table)} rows", file=out)
     print_table(mt, out)
-    proxies = {}
-    for e in m.get("entries", {}).values():
-        if e.get("status") == "ok" and e.get("weights") == "pretrained" and (e.get("provenance") or {}).get("source") == "package":
-            proxies.setdefault(e.get("model"), proxy_label(e.get("model"), e.get("provenance")))
-    for model, text in proxies.items():
-        print(f"{display_name(model)}: {text}", file=out)
     for k, e, why in missing:
         print(f"not measured: {k} ({e.get('model')}, {e.get('weights')}, inputs {e.get('start', '?')}-"
               f"{(e.get('stop') or 0) - 1}): {why}", file=err)

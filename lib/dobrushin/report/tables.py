@@ -41,13 +41,12 @@ def fractions_caption(unit: str = "input") -> str:
 _GRID_WEIGHTS = {"pretrained": "trained", "untrained": "untrained"}
 
 
-def fraction_grid(summ: pd.DataFrame, name=None) -> pd.DataFrame:
+def fraction_grid(summ: pd.DataFrame) -> pd.DataFrame:
     """One row per model of ``fractions`` output ``summ``: a column per weights and variant, each cell the fraction
     with its clustered interval, and ``pairs`` (the row's first cell's)."""
-    name = name or display_name
     rows = {}
     for r in summ.itertuples():
-        d = rows.setdefault(r.model, {"model": name(r.model), "pairs": f"{int(r.n):,}"})
+        d = rows.setdefault(r.model, {"model": display_name(r.model), "pairs": f"{int(r.n):,}"})
         d[f"{_GRID_WEIGHTS.get(r.weights, r.weights)}, {VARIANT_TABLE_LABELS.get(r.variant, r.variant)}"] = (
             f"{pct(r.fraction)} [{range_text(r.cl_low, r.cl_high)}]")
     out = pd.DataFrame(list(rows.values()))
@@ -73,17 +72,20 @@ def head_summary(heads: pd.DataFrame) -> pd.DataFrame:
 
 
 def rollout_summary(roll: pd.DataFrame) -> pd.DataFrame:
-    """Per model x weights x variant: inputs, medians of κ(R), bound and κ(R)/bound, and ``violations`` of
-    κ(R) ≤ ∏κ(F_l) ≤ ∏½(1+κ(Ã_l)) (must be 0; tolerance 1e-9)."""
+    """Per model x weights x variant: inputs, medians of κ(R), bound and κ(R)/bound with its two factors
+    κ(R)/∏κ(F_ℓ) (``median_submult``) and ∏κ(F_ℓ)/bound (``median_layers``), and ``violations`` of
+    κ(R) ≤ ∏κ(F_ℓ) ≤ ∏½(1+κ(Ã_ℓ)) (must be 0; tolerance 1e-9)."""
     if roll.empty:
-        return pd.DataFrame(columns=["model", "weights", "variant", "inputs", "median_kappa_rollout",
-                                     "median_bound", "median_ratio", "violations"])
-    r = roll.assign(ratio=roll["kappa_rollout"] / roll["bound"],
+        return pd.DataFrame(columns=["model", "weights", "variant", "inputs", "median_kappa_rollout", "median_bound",
+                                     "median_ratio", "median_submult", "median_layers", "violations"])
+    r = roll.assign(ratio=roll["kappa_rollout"] / roll["bound"], submult=roll["kappa_rollout"] / roll["factor_product"],
+                    layers=roll["factor_product"] / roll["bound"],
                     bad=(roll["kappa_rollout"] > roll["factor_product"] + 1e-9)
                     | (roll["factor_product"] > roll["bound"] + 1e-9))
     g = r.groupby(["model", "weights", "variant"], observed=True)
     return g.agg(inputs=("input_id", "count"), median_kappa_rollout=("kappa_rollout", "median"),
                  median_bound=("bound", "median"), median_ratio=("ratio", "median"),
+                 median_submult=("submult", "median"), median_layers=("layers", "median"),
                  violations=("bad", "sum")).reset_index()
 
 
@@ -91,18 +93,6 @@ def value_range(x) -> str:
     """``min–max`` of ``x`` with two decimals each (``0.05–0.07``; one value when they agree)."""
     lo, hi = float(np.min(x)), float(np.max(x))
     return f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}"
-
-
-def rollout_gap(roll: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, weights, variant): median κ(R)/bound, its factors κ(R)/∏κ(F_ℓ) and ∏κ(F_ℓ)/∏½(1+κ(A_ℓ)), and the
-    median number of tight layers."""
-    r = roll.assign(ratio=roll["kappa_rollout"] / roll["bound"],
-                    submult=roll["kappa_rollout"] / roll["factor_product"],
-                    layers=roll["factor_product"] / roll["bound"])
-    return (r.groupby(["model", "weights", "variant"], sort=False)
-            .agg(inputs=("ratio", "size"), ratio=("ratio", "median"), submult=("submult", "median"),
-                 layers=("layers", "median"), tight=("layers_holding", "median"), L=("n_layers", "max"))
-            .reset_index())
 
 
 def _runs(nums) -> str:
@@ -127,29 +117,20 @@ def near_uniform_layers(kappa_per_layer, threshold: float = NEAR_UNIFORM) -> str
     return _runs(near) if near else "none"
 
 
-def kappa_table(content: pd.DataFrame, roll: pd.DataFrame, random_kappa: dict, n_tokens: dict) -> pd.DataFrame:
-    """One row per (model, weights) of ``content``: median κ(A) range over layers, median random κ, fraction holding,
-    near-uniform layers and, from ``roll``, the ``rollout_gap`` columns."""
-    gap = rollout_gap(roll) if len(roll) else pd.DataFrame()
+def kappa_table(content: pd.DataFrame, random_kappa: dict, n_tokens: dict) -> pd.DataFrame:
+    """One row per (model, weights) of ``content``: median κ(A) range over layers, median random κ, fraction holding
+    and near-uniform layers."""
     rows = []
     for (m, w), g in content.groupby(["model", "weights"], sort=False):
         per = g.groupby("layer")["kappa"].median()
-        row = {"model": display_name(m), "weights": weights_label(w), "κ(A) per layer": value_range(per),
-               "random κ": f"{np.median(random_kappa[m]):.2f} (n = {n_tokens[m]})",
-               "holds": pct(float(g["holds"].mean())), "near-uniform layers": near_uniform_layers(per)}
-        gg = gap[(gap["model"] == m) & (gap["weights"] == w) & (gap["variant"] == "content")] if len(gap) else gap
-        if len(gg):
-            r = gg.iloc[0]
-            row.update({"κ(R)/bound": f"{r['ratio']:.2f}", "κ(R)/∏κ(F)": f"{r['submult']:.2f}",
-                        "∏κ(F)/bound": f"{r['layers']:.2f}"})
-        rows.append(row)
+        rows.append({"model": display_name(m), "weights": weights_label(w), "κ(A) per layer": value_range(per),
+                     "random κ": f"{np.median(random_kappa[m]):.2f} (n = {n_tokens[m]})",
+                     "holds": pct(float(g["holds"].mean())), "near-uniform layers": near_uniform_layers(per)})
     return pd.DataFrame(rows)
 
 
-def kappa_caption(rows: str, rollout: bool = False) -> str:
-    """The caption of a ``kappa_table``; ``rows``: what a row is; ``rollout``: whether it has the rollout columns."""
+def kappa_caption(rows: str) -> str:
+    """The caption of a ``kappa_table``; ``rows``: what a row is."""
     return (f"{rows}, content tokens: the median κ(A) per layer (lowest–highest over layers), κ of random matrices of "
-            f"the same n, the fraction holding, the layers whose median κ(A) is below {NEAR_UNIFORM:g} (near-uniform: "
-            "there the layer bound is nearly tight in value whether the condition holds or not)"
-            + (", and the whole rollout's median κ(R)/bound split into submultiplicativity κ(R)/∏κ(F_ℓ) and the "
-               "layer bounds ∏κ(F_ℓ)/bound." if rollout else "."))
+            f"the same n, the fraction holding, and the layers whose median κ(A) is below {NEAR_UNIFORM:g} "
+            "(near-uniform: there the layer bound is nearly tight in value whether the condition holds or not).")

@@ -72,11 +72,6 @@ class TabularChapter:
         self.timings.update(m.timings)
         self.summ = fractions(self.table, ("model", "weights", "variant")) if len(self.table) else pd.DataFrame()
 
-    @property
-    def capped(self) -> bool:
-        """Is training capped (quick profile): an epoch cap or a training-row cap?"""
-        return self.p.max_epochs is not None or self.p.train_rows is not None
-
     # ---------------------------------------------------------------- data and training
     def _load_data(self):
         """Load every data set (those unavailable recorded with why) and the table that describes them."""
@@ -117,12 +112,11 @@ class TabularChapter:
                        caption="The FT-Transformer configuration and training settings of this build, with where each comes from.")
 
     def metrics(self):
-        """The test metrics beside the published FT-Transformer values, and the quick-profile caveat."""
+        """The test metrics beside the published FT-Transformer values."""
         import numpy as np
 
         from ..data import tabular_data
 
-        out = Section()
         p = self.p
         show = pd.DataFrame([{
             "data set": tabular_data.TITLES[m["dataset"]], "seed": m["seed"], "metric": m["metric"], "value": m["value"],
@@ -131,37 +125,19 @@ class TabularChapter:
             "training rows": self.trained[(m["dataset"], m["seed"])][0].size("train"),
         } for m in self.metric_rows])
         if not len(show):
-            return out.md("No model was trained.")
-        out.append(F.table(show, drop_constant=True, name="tab-tabular-metrics", caption="Test metrics of the trained "
-                           "FT-Transformers next to the published FT-Transformer values."))
-        if self.capped:
-            out.md(f"**These are quick-profile models, not the paper's:** training was capped at "
-                   f"{p.max_epochs if p.max_epochs is not None else 'no'} epochs on at most "
-                   f"{p.train_rows if p.train_rows is not None else 'all'} training rows, so the metrics are *not* "
-                   "expected to match the published values; the paper profile trains to early stopping on the full "
-                   "splits with several seeds.")
-        return out
+            return Section().md("No model was trained.")
+        return F.table(show, drop_constant=True, name="tab-tabular-metrics", caption="Test metrics of the trained "
+                       "FT-Transformers next to the published FT-Transformer values.")
 
     # ---------------------------------------------------------------- results
     def results(self):
-        """The fractions table, one line per model, and the comparison with the paper's range."""
-        out, table, summ = Section(), self.table, self.summ
-        out.glue("tabular-ties", near_ties(table, name=plots.display_name))
-        if not len(summ):
+        """The fractions table, one line per model; glues ``tabular-ties-*`` and ``tabular-paper-range``."""
+        out = Section().glue("tabular-ties", near_ties(self.table))
+        out.glue("tabular-paper", {"range": CLAIMS["tabular"].paper_value})
+        if not len(self.summ):
             return out.md("**No tabular model could be measured in this build.**")
-        out.append(F.table(fraction_grid(summ, plots.display_name), name="tab-tabular-fractions",
-                         caption=fractions_caption("test row")))
-        bench = summ[(summ["variant"] == "content") & (summ["weights"] == "pretrained")
-                     & ~summ["model"].str.contains("Breast")]
-        claim = CLAIMS["tabular"]
-        if len(bench):
-            verdict = (f"The paper's range is {claim.paper_value}; the summary judges each benchmark on its seeds "
-                       "pooled ({ref}`the scorecard <tab-summary-scorecard>`)."
-                       + (" These are quick-profile models (see the training section)." if self.capped else ""))
-        else:
-            verdict = ("Neither benchmark of the paper (California Housing, Adult) was measured in this build, so the "
-                       f"paper's {claim.paper_value} is not compared here (see the status section).")
-        return out.md(verdict)
+        out.append(F.table(fraction_grid(self.summ), name="tab-tabular-fractions", caption=fractions_caption("test row")))
+        return out
 
     def layers(self):
         out = Section()
@@ -202,7 +178,7 @@ class TabularChapter:
         c = c.assign(model=c["model"].map(benchmark))
         ns = {b: int(g["n_tokens"].median()) for b, g in c.groupby("model", sort=False)}
         rk = {b: random_kappa(n, count=count, seed=0) for b, n in ns.items()}
-        out.append(F.table(kappa_table(c, pd.DataFrame(), rk, ns), name="tab-tabular-kappa",
+        out.append(F.table(kappa_table(c, rk, ns), name="tab-tabular-kappa",
                          caption=kappa_caption("Per benchmark (seeds pooled) and weights")))
         return out
 
@@ -259,20 +235,7 @@ class TabularChapter:
         return tabular_atlas(self.runs, self.trained, attention_rows=self.p.attention_rows, split_seed=self.p.split_seed,
                       store=self.store)
 
-    # ---------------------------------------------------------------- status and the end of the chapter
-    def status(self):
-        out = Section()
-        entries = self.store.manifest()["entries"]
-        wanted = [f"{n}-seed{s}" for n in self.p.datasets for s in self.p.seeds]
-        status = pd.DataFrame([{"entry": k, "status": entries.get(k, {}).get("status", "not run"),
-                                "model": entries.get(k, {}).get("model", ""),
-                                "rows": entries.get(k, {}).get("rows", 0)} for k in wanted])
-        out.append(F.table(status, caption="What this build measured, per data set and seed.", name="tab-tabular-status"))
-        bad = status[status["status"] != "ok"]
-        out.md("Every requested data set and seed was measured." if bad.empty else
-                  "Not measured (see the banner at the top): " + ", ".join(bad["entry"]) + ".")
-        return out
-
+    # ---------------------------------------------------------------- the end of the chapter
     def downloads(self):
         from .insight import show_downloads
 
