@@ -4,7 +4,8 @@ from IPython.core.formatters import DisplayFormatter
 
 from dobrushin.report import display as D
 from dobrushin.report.baseline_chapter import trials_for
-from dobrushin.report.display import Display, admonition, html_block, markdown_block, plain_text
+from dobrushin.report.display import Display, html_block, markdown_block, plain_text
+from dobrushin.report.page import banner
 
 
 def _mimes(obj) -> dict:
@@ -25,12 +26,10 @@ def test_glued_blocks_carry_html_and_plain_text_only():
 def test_page_blocks_carry_markdown_and_the_aliases_are_the_same_wrapper():
     m = _mimes(markdown_block("**x**", "x"))
     assert set(m) == {"text/markdown", "text/plain"} and m["text/markdown"] == "**x**"
-    a = _mimes(admonition("Title", "body <r>"))
+    a = _mimes(banner("Title", "body <r>"))
     assert set(a) == {"text/html", "text/markdown", "text/plain"} and "body &lt;r&gt;" in a["text/html"]
     assert isinstance(D.html_block("<i>y</i>"), Display) and repr(D.html_block("<i>y</i>")) == "<i>y</i>"
     assert isinstance(D.plain_text("z"), Display) and repr(D.plain_text("z")) == "z"
-    with pytest.raises(ValueError, match="unknown admonition kind"):
-        admonition("t", "b", kind="loud")
 
 
 def test_trial_counts_of_the_baseline_chapter():

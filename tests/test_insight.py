@@ -52,6 +52,21 @@ def test_pair_and_margins_against_the_definition():
         assert (a >= -1e-12 and b >= -1e-12) == bool(equality_holds(A))
 
 
+def test_atlas_values_count_agreement_and_how_failing_cases_fail():
+    from dobrushin.report.insight import atlas_values
+
+    cf = pd.DataFrame({"holds": [False, False, False, True], "table_holds": [False, True, False, True],
+                       "margin_i": [-0.1, 0.2, -0.3, 0.1], "margin_j": [-0.2, -0.1, 0.4, 0.0]})
+    assert atlas_values(cf) == {"cases": 4, "agree": 3, "failing": 3, "both": 1, "one": 2}
+    # the supervised-ViT chapter's sentence reads them whether or not its overview draws an atlas
+    import types
+
+    from dobrushin.report.insight import InsightSections
+
+    got = InsightSections.overview(types.SimpleNamespace(table=pd.DataFrame(), notebook="supervised_vit")).values
+    assert got == {f"supervised_vit-atlas-{k}": "—" for k in ("cases", "agree", "failing", "both", "one")}
+
+
 def test_rollout_summary_splits_the_ratio_into_its_two_factors():
     roll = pd.DataFrame({"model": "m", "weights": "pretrained", "variant": "content", "input_id": ["a", "b", "c"],
                          "n_layers": 4, "n_tokens": 9, "kappa_rollout": [0.1, 0.2, 0.3],
@@ -141,6 +156,14 @@ def test_measured_atlas_is_kept_reused_and_checked(tmp_path):
         assert (a.holds, a.i, a.j, a.kappa, a.margin_i) == (b.holds, b.i, b.j, b.kappa, b.margin_i) \
             == (c.holds, c.i, c.j, c.kappa, c.margin_i)
         assert np.abs(a.image - c.image).max() <= 0.5 / 255 + 1e-12
+    from dobrushin.experiments.atlas import cases_frame
+    from dobrushin.report.insight import atlas_values
+    from dobrushin.report.kappa_figures import atlas_figure
+
+    v, cf = atlas_values(cases_frame(first)), cases_frame(first)  # the counts the chapter's sentence glues
+    assert (v["cases"], v["agree"], v["failing"]) == (len(first), len(first), int((~cf["holds"]).sum()))
+    assert v["both"] + v["one"] == v["failing"] and set(atlas_values().values()) == {"—"}  # no atlas: every count "—"
+    assert sum(ax.get_visible() for ax in atlas_figure(first).axes) == len(first)  # a panel per case
     measured_atlas(store, "atlas-tiny", chosen.iloc[:2], "k1", make, inputs, seed=0)
     assert len(built) == 2
     value = json.loads((tmp_path / "ch" / "atlas-tiny.analysis.json").read_text())["value"]

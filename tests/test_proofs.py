@@ -167,11 +167,22 @@ def squash(s):
     return re.sub(r"\s+", " ", s)
 
 
+def coq_text():
+    return "\n".join((P.proofs_dir() / f).read_text(encoding="utf-8") for f in P.SOURCES)
+
+
 def coq_definition(name):
     """The Coq ``Definition name ...`` sentence (it ends at the first full stop that ends a line)."""
-    text = "\n".join((P.proofs_dir() / f).read_text(encoding="utf-8") for f in P.SOURCES)
-    m = re.search(rf"^(Definition {re.escape(name)}\b.*?\.)\s*$", text, re.M | re.S)
+    m = re.search(rf"^(Definition {re.escape(name)}\b.*?\.)\s*$", coq_text(), re.M | re.S)
     assert m, f"no Definition named {name!r} in proofs/"
+    return m.group(1).strip()
+
+
+def coq_statement(name):
+    """The statement of the Coq ``Theorem``/``Lemma`` ``name``: from its keyword up to ``Proof.``."""
+    m = re.search(rf"^((?:Theorem|Lemma|Corollary) {re.escape(name)}\b.*?)^Proof\.", coq_text(), re.M | re.S)
+    if not m:
+        raise KeyError(f"no Theorem or Lemma named {name!r} in proofs/")
     return m.group(1).strip()
 
 
@@ -183,26 +194,26 @@ def test_coq_statements_are_the_ones_tested_here():
     assert squash(coq_definition("self_dominant")) == \
         "Definition self_dominant A i j := (A j i <= A i i) && (A i j <= A j j)."
     assert "(forall i k, 0 <= A i k) /\\ (forall i, \\sum_k A i k = 1)" in coq_definition("stochastic")
-    assert squash(P.coq_statement("pair_identity")).endswith(
+    assert squash(coq_statement("pair_identity")).endswith(
         "dist (layer A) i j = 4^-1 * (2 + (A i i - A j i) + (A j j - A i j) "
         "+ \\sum_(k | (k != i) && (k != j)) `|A i k - A j k|).")
-    assert "kappa (layer A) <= 2^-1 * (1 + kappa A)" in P.coq_statement("layer_bound")
-    assert "[/\\ i != j, dist A i j = kappa A & self_dominant A i j]" in P.coq_statement("layer_bound_eq")
-    assert "kappa (P *m Q) <= kappa P * kappa Q" in P.coq_statement("kappa_mul")
+    assert "kappa (layer A) <= 2^-1 * (1 + kappa A)" in coq_statement("layer_bound")
+    assert "[/\\ i != j, dist A i j = kappa A & self_dominant A i j]" in coq_statement("layer_bound_eq")
+    assert "kappa (P *m Q) <= kappa P * kappa Q" in coq_statement("kappa_mul")
     assert squash(coq_definition("rollout")).endswith(":= foldr (fun A M => M *m layer A) 1%:M As.")
-    assert "kappa (rollout As) <= \\prod_(A <- As) (2^-1 * (1 + kappa A))" in P.coq_statement("rollout_bound")
+    assert "kappa (rollout As) <= \\prod_(A <- As) (2^-1 * (1 + kappa A))" in coq_statement("rollout_bound")
 
 
 def test_every_result_shown_as_checked_is_checked_by_make_proofs():
     names = P.checked_names()
     assert [c[0] for c in P.CHECKED if c[0] not in names] == []
     for name in names:
-        assert P.coq_statement(name).split()[1] == name
+        assert coq_statement(name).split()[1] == name
     text = P.statements_text()
     assert all(f"`{name}`" in text and f"{{prf:ref}}`{label}`" in text for name, label in P.CHECKED)
     assert text.count("{download}`") == len({label for _, label in P.CHECKED})
     with pytest.raises(KeyError, match="nonesuch"):
-        P.coq_statement("nonesuch")
+        coq_statement("nonesuch")
 
 
 def test_no_escape_hatch_in_the_coq_sources():

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dobrushin.math.stats import clustered
 from dobrushin.report import scorecard as S
 from dobrushin.experiments import results_loading as RL
 from dobrushin.report import reproducing_tables as RT, summary_figures as SF, summary_table as ST
@@ -189,7 +190,7 @@ def test_proxy_of_another_model_is_not_evidence(results):
     assert rob["verdict"] == "not run: weights unavailable" and rob["weights"] == "none"
     assert "MPNet" not in rob["evidence"] and "MiniLM" not in rob["evidence"]
     # the untrained control is shown beside the verdict, never as evidence: its clustered interval over its pairs
-    assert rob["untrained"] == S.clustered_text(input_sums(_table("FacebookAI/roberta-base", 30, 12)))
+    assert rob["untrained"] == S.estimate_text(*clustered(input_sums(_table("FacebookAI/roberta-base", 30, 12))))
     assert rob["not_run"] == "FacebookAI/roberta-base (weights unavailable)" and rob["evidence"] == "—"
     assert _row(card, "deit")["untrained"] == ""  # trained weights measured: the control is not beside the verdict
     dist = _row(card, "distilbert")  # not among the notebook's models at all
@@ -330,13 +331,11 @@ def test_timings_of_both_profiles_in_book_order(tmp_path):
     tt = RT.timings_table(got, ["theory", "baseline", "tabular"])
     assert list(tt["notebook"]) == ["theory", "baseline", "tabular", "total"]
     assert list(tt["quick profile"]) == ["7 s", "48 s", "3 min 05 s", "4 min 00 s"]
-    assert list(tt["paper profile"]) == [RT.PAPER_NOT_RUN, "1 h 02 min", RT.PAPER_NOT_RUN,
-                                         "1 h 02 min (incomplete)"]
-    # the notebook that shows the table is timed only after it: its own cell says so, in its own profile only
-    got = got[got["notebook"] != "tabular"]
-    tt = RT.timings_table(got, ["theory", "baseline", "tabular"], rendering=("tabular", "paper"))
-    assert list(tt["paper profile"])[2] == "timed after this page is made"
-    assert list(tt["quick profile"])[2] == "not recorded"
+    assert list(tt["paper profile"]) == ["—", "1 h 02 min", "—", "1 h 02 min (incomplete)"]
+    # a notebook timed but not in the book's order comes after it; nothing timed: a total of "—"
+    tt = RT.timings_table(got, ["baseline"])
+    assert list(tt["notebook"]) == ["baseline", "tabular", "theory", "total"]
+    assert list(RT.timings_table(got.iloc[:0], ["theory"])["quick profile"]) == ["—", "—"]
 
 
 def test_timing_in_the_wrong_folder_is_an_error(tmp_path):
@@ -406,13 +405,11 @@ def test_a_second_resolution_is_in_the_notes_but_not_pooled(results):
     assert set(entries) - set(pe) == {("dinov2", hi)} and runs.resolution_runs == {("dinov2", hi)}
     pd.testing.assert_frame_equal(pt, table[table["model"] != hi].reset_index(drop=True))
     pd.testing.assert_frame_equal(pt, RL.load_family_results(results)[0])  # the claims' reader: the primary view
-    from dobrushin.report.resolution_notes import add_resolution_notes
-
-    noted = add_resolution_notes(card, table).set_index("key")
+    noted = S.add_resolution_notes(card, table).set_index("key")
     part = table[(table["model"] == hi) & (table["weights"] == "pretrained") & (table["variant"] == "content")]
     p, lo, hi_ = clustered(input_sums(part))
     assert p == pytest.approx(114 / 120)
-    assert noted.loc["dinov2_s", "second_resolution"] == f"518 px: {S.clustered_text(input_sums(part))}"
+    assert noted.loc["dinov2_s", "second_resolution"] == f"518 px: {S.estimate_text(p, lo, hi_)}"
     assert noted.loc["special_dinov2_s", "second_resolution"].startswith("518 px: 100.0% [")  # 120 of 120
     assert (noted.drop(index=["dinov2_s", "special_dinov2_s"])["second_resolution"] == "").all()
 
@@ -433,10 +430,10 @@ def test_result_sources_count_reuse_and_read_the_verify_report(tmp_path):
     assert result_sources(res, {}) == []
     assert result_sources(res, {("language", "h"): entries[("language", "h")]}) == []  # nothing measured
     rows = dict(result_sources(res, entries))
-    assert rows["model results reused from the publication"] == "1 of 3"
+    assert "model results reused from the publication" not in rows  # the introduction's scale_reused says it
     assert rows["the publication"] == "commit ffffffffffff, 2026-12-01, code digest abcd1234abcd"
     assert rows["model results computed in this build"] == "n"  # h was not measured: not named
-    assert rows["checkpoints left out for size (retrained when needed)"] == "FT-Transformer/Breast cancer seed 2"
+    assert rows["checkpoints left out for size (retrained when needed)"] == "breast_cancer-seed2-0123456789abcdef.pt"
     assert rows["last make verify"].startswith("not run in this build")
     (res / "verify").mkdir(parents=True)
     rep = {"current_digest": "99", "passed": True, "finished": "2026-12-02T10:00:00Z",
@@ -450,7 +447,8 @@ def test_result_sources_count_reuse_and_read_the_verify_report(tmp_path):
     assert dict(result_sources(res, entries))["last make verify"].endswith(f", this code (digest {now[:12]})")
     assert dict(result_sources(res, entries))["last make verify"].startswith("FAILED: 2 groups")
     meta["seeded_from"] = {"published": "2026-11-30T10:00:00Z", "commit": "a98d7e2" + "0" * 33,
-                           "copied": {"baseline cells": 1534, "FT-Transformer checkpoint files": 16}}
+                           "copied": {"baseline cells": 1534, "FT-Transformer checkpoint files": 16,
+                                      "FT-Transformer checkpoints": 8}}
     (pub / "PUBLISHED.json").write_text(json.dumps(meta))
     assert dict(result_sources(res, entries))["seeded from (make reproduce SEED=1)"] == (
         "the run of 2026-11-30 (commit a98d7e200000): 1,534 baseline cells, 8 FT-Transformer checkpoints")

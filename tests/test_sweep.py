@@ -192,7 +192,7 @@ def test_serial_sweep_cli_and_report(tmp_path, monkeypatch, capsys):
         k, n, z = int(g["holds"].sum()), len(g), 1.959963984540054
         p = k / n
         c, h = (p + z * z / (2 * n)) / (1 + z * z / n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        assert f"{100 * p:.1f}% [{100 * max(0, c - h):.1f}%, {100 * min(1, c + h):.1f}%]" in line
+        assert f"{100 * p:.1f}% [{100 * max(0, c - h):.1f}–{100 * min(1, c + h):.1f}%]" in line
     mt = pd.read_csv(tmp_path / "sw" / "models.csv")
     assert mt.loc[0, "pairs"] == 4 * 6 and mt.loc[0, "shards"] == 2
     assert (tmp_path / "sw" / "figures" / "sweep-all-models.png").stat().st_size > 1000

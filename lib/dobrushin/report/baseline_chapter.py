@@ -3,6 +3,7 @@ from ``<results>/baseline/cells``) the uniform-row curve and the ensembles; each
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from . import baseline_figures as BF
 from . import page as F
@@ -31,13 +32,12 @@ class RandomMatrixChapter:
 
         from ..math import kernel
         from ..random import cells as C
-        from ..store.paths import results_dir as default_results_dir
+        from ..store.paths import results_dir
 
         self._t0, self._c0 = time.perf_counter(), time.process_time()
         self.p = params
-        self.results_dir = params.results_dir
-        root = default_results_dir() if params.results_dir is None else params.results_dir
-        self.out_dir = C.baseline_dir(root)
+        self.results = Path(params.results_dir or results_dir())
+        self.out_dir = C.baseline_dir(self.results)
         self.cache = self.out_dir / "cells"
         self.backend = kernel.backend(np.zeros((1, 2, 2)))
         self.params = params.as_dict(exclude=("results_dir",))  # what the result files record
@@ -46,15 +46,12 @@ class RandomMatrixChapter:
         """The download links of ``results/baseline/``, which both chapters write, and of the summary's files."""
         from .insight import show_downloads
 
-        return show_downloads("baseline", self.results_dir)
+        return show_downloads("baseline", self.results)
 
-    def _how_run(self, versions: dict, timings: dict):
-        from ..experiments.environment import versions as installed
-
-        return F.how_run(self.params, versions={**installed(("dobrushin", "pandas", "matplotlib")), **versions},
-                            device=f"CPU (kernel backend {self.backend})",
-                            timings={"wall": time.perf_counter() - self._t0, "CPU of this process": time.process_time() - self._c0,
-                                     **timings})
+    def _how_run(self, timings: dict):
+        return F.how_run(self.params, device=f"CPU (kernel backend {self.backend})",
+                         timings={"wall": time.perf_counter() - self._t0,
+                                  "CPU of this process": time.process_time() - self._c0, **timings})
 
 
 class BaselineChapter(RandomMatrixChapter):
@@ -84,7 +81,7 @@ class BaselineChapter(RandomMatrixChapter):
 
         p, uni = self.p, self.uni
         return F.figure(BF.uniform_figure(uni, band("baseline"), band_label("baseline"), float(E.exact_probability(2))),
-                        notebook="baseline", name="dirichlet1",
+                        notebook="baseline", name="dirichlet1", results_dir=self.results,
                         caption=f"Fraction of random matrices with rows uniform on the simplex for which the equality condition holds, against the matrix size $n$ ({len(p.ns)} sizes, {int(uni['trials'].min()):,}–{int(uni['trials'].max()):,} matrices per size; Wilson 95% error bars). Shaded: the paper's range. The curve starts at the exact value $\\tfrac12$ (star) and approaches $\\tfrac14$ (dotted).",
                         alt="Line plot with error bars of the probability that the condition holds against matrix size on a log axis, falling from one half at n equal 2 towards one quarter, with the paper's band shaded.")
 
@@ -114,7 +111,7 @@ class BaselineChapter(RandomMatrixChapter):
     def ensembles_figure(self):
         allres = self.allres
         return F.figure(BF.ensembles_facets(allres[allres["ensemble"].isin(self.order)], self.order, self.labels, band("baseline"), band_label("baseline")),
-                        notebook="baseline", name="ensembles", width="full",
+                        notebook="baseline", name="ensembles", width="full", results_dir=self.results,
                         caption="The baseline for six ensembles of random row-stochastic matrices, one panel per ensemble: the fraction for which the equality condition holds against $n$, with Wilson 95% error bars. The thin grey line repeats Dirichlet(1) in every other panel; shaded: the paper's range; dotted: $\\tfrac14$.",
                         alt="Six small line plots, one per ensemble (Dirichlet with alpha 1, 0.1 and 10, softmax of Gaussian logits at temperatures 0.3, 1 and 3), each showing the fraction that holds against matrix size with error bars.")
 
@@ -141,4 +138,4 @@ class BaselineChapter(RandomMatrixChapter):
     def finish(self):
         """The how-this-was-run block: parameters, versions, device and timings."""
         allres = self.allres
-        return self._how_run({}, {"cells computed now (CPU)": float(allres.loc[~allres["cached"], "cpu_s"].sum())})
+        return self._how_run({"cells computed now (CPU)": float(allres.loc[~allres["cached"], "cpu_s"].sum())})

@@ -10,7 +10,7 @@ import pandas as pd
 from ..random import ensembles as E
 from ..random import law
 from .style import COLORS
-from .names import and_join, pct
+from .names import and_join, pct, runs
 from .plots import log2_axis, panel_grid, require_columns
 
 
@@ -69,20 +69,7 @@ def ensembles_facets(res: pd.DataFrame, order: Sequence[str], labels: dict, band
 
 def size_ranges(values: Sequence[int], grid: Sequence[int]) -> str:
     """``values`` (a subset of ``grid``) as runs of grid points: ``"n = 5 to 256 and n = 512"``, ``"no n"``."""
-    grid = [int(g) for g in grid]
-    vals = sorted({int(v) for v in values}, key=grid.index)
-    if not vals:
-        return "no n"
-    runs, start, prev = [], vals[0], vals[0]
-    for v in vals[1:]:
-        if grid.index(v) == grid.index(prev) + 1:
-            prev = v
-            continue
-        runs.append((start, prev))
-        start = prev = v
-    runs.append((start, prev))
-    parts = [f"n = {a}" if a == b else f"n = {a} to {b}" for a, b in runs]
-    return and_join(parts)
+    return and_join(f"n = {a}" if a == b else f"n = {a} to {b}" for a, b in runs(values, grid)) or "no n"
 
 
 def _row(df, n, ens="dirichlet(1)"):

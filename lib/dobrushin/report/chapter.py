@@ -65,7 +65,8 @@ class FamilyChapter(InsightSections):
     """One family chapter from ``FamilyParameters``: loads the inputs and measures every model (reusing cached
     results); each section method returns a ``Section``."""
 
-    def __init__(self, params, title: str, *, ncols: int = 3):
+
+    def __init__(self, params, title: str):
         from ..experiments.params import FamilyParameters
         from ..experiments.environment import resolve_device
 
@@ -79,7 +80,7 @@ class FamilyChapter(InsightSections):
             raise ValueError(f"extra_size_models {unknown} are not in models {list(params.models)}")
         warnings.filterwarnings("ignore", message="IProgress not found")
         self.t_start = time.perf_counter()
-        self.params, self.title, self.ncols = params, title, ncols
+        self.params, self.title = params, title
         self.notebook, self.kind = params.notebook, params.kind
         self.results = Path(params.results_dir) if params.results_dir else paths.results_dir()
         self.store = ResultStore(self.results, self.notebook)
@@ -93,12 +94,6 @@ class FamilyChapter(InsightSections):
         if len(self.summ):
             atomic_write_csv(self.results / self.notebook / "fractions.csv", self.summ)
         self.timings = {"measure (all models, incl. cache reads)": m.wall_s}
-
-    @staticmethod
-    def _versions() -> dict:
-        from ..experiments.environment import versions
-
-        return versions(("transformers", "timm", "dobrushin", "pandas", "matplotlib"))
 
     # -- which models each section shows ----------------------------------------------------------
     @property
@@ -186,7 +181,7 @@ class FamilyChapter(InsightSections):
         if not len(self.table):
             return out
         t, models = self._sub(self.table), self.featured
-        fig = plots.fraction_by_layer(t, models=models, ncols=self.ncols, baseline=baseline_for(t, self.results))
+        fig = plots.fraction_by_layer(t, models=models, baseline=baseline_for(t, self.results))
         self._fig(out, fig, "layers", f"{self.title}: fraction of inputs for which the equality condition holds, per "
                   "layer, with Wilson 95% bands (the legend names the lines). The grey dotted line, where the baseline "
                   "was computed, is the probability for a random row-stochastic matrix (Dirichlet(1) rows) of the "
@@ -209,7 +204,7 @@ class FamilyChapter(InsightSections):
         if not len(self.table):
             return out
         t = self._sub(self.table)
-        fig = plots.slack_by_layer(t, variant="content", models=self.featured, ncols=self.ncols)
+        fig = plots.slack_by_layer(t, variant="content", models=self.featured)
         self._fig(out, fig, "slack", f"{self.title}: distribution over inputs of the slack ½(1+κ(A)) − κ(½(I+A)) of the "
                                 "layer bound per layer (content tokens; the legend names the boxes). The axis is "
                                 f"symmetric-logarithmic, linear below {plots.SLACK_LINTHRESH:g}: slack 0 is the "
@@ -236,7 +231,7 @@ class FamilyChapter(InsightSections):
                                  "of the selection (inputs counts them): overall fraction and the spread over the heads "
                                  "(each head of each layer) of the fraction of inputs for which it holds.", name=f"tab-{self.notebook}-heads"))
         models = [m for m in self.featured if (h["model"] == m).any()]
-        fig = plots.head_heatmap(h, variant="content", models=models, ncols=self.ncols)
+        fig = plots.head_heatmap(h, variant="content", models=models)
         self._fig(out, fig, "heads", f"{self.title}: fraction of inputs for which the condition holds on each head's own "
                                 "attention, per layer (rows, layer 1 at the bottom) and head (columns); trained "
                                 "weights where measured, else the untrained control (panel titles say which).",
@@ -252,7 +247,7 @@ class FamilyChapter(InsightSections):
             return out
         rs = rollout_summary(roll)
         models = [m for m in self.featured if (roll["model"] == m).any()]
-        fig = plots.rollout_scatter(roll, variant="content", models=models, ncols=self.ncols)
+        fig = plots.rollout_scatter(roll, variant="content", models=models)
         self._fig(out, fig, "rollout", f"{self.title}: per input, κ of the rollout of the restricted layers (y) against "
                                   "the product of the layer bounds (x), log–log, content tokens; the dotted diagonal "
                                   "is κ(R) = bound, and every point lies on or below it.",
@@ -276,6 +271,6 @@ class FamilyChapter(InsightSections):
                     timings[f"{display_name(r.model_id)}, {weights_label(w)}: measure"
                             + (" (cached run)" if r.cached else "")] = info["wall_s"]
         timings["notebook wall time"] = round(wall, 1)
-        out.append(F.how_run(self.params.recorded(), versions=self._versions(), device=describe_device(self.device),
-                              timings=timings))
+        out.append(F.how_run(self.params.recorded(), device=describe_device(self.device), timings=timings,
+                             packages=("transformers", "timm", "dobrushin", "pandas", "matplotlib")))
         return out

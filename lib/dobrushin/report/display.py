@@ -1,14 +1,11 @@
 """The book's display wrapper ``Display`` (given MIME types plus a plain-text fallback) and ``Section``.  Glued across
 documents, myst-nb pastes ``text/html``, images and ``text/plain``, not Markdown (``html_block``, ``plain_text``,
-``admonition``); on the notebook's own page it parses ``text/markdown`` as MyST (``markdown_block``).
+``page.banner``); on the notebook's own page it parses ``text/markdown`` as MyST (``markdown_block``).
 """
 from __future__ import annotations
 
 import html as _html
-import re
-from typing import Optional, Sequence
-
-ADMONITION_KINDS = ("note", "warning", "important", "caution", "danger", "tip")
+from typing import Optional
 
 
 class Display:
@@ -77,17 +74,3 @@ class Section(list):
             glue(k, v if html is not None or hasattr(v, "_repr_png_") else plain_text(v), display=False)
         display(*self)
 
-
-def admonition(title: str, body: str, kind: str = "warning", classes: Sequence[str] = ()) -> Display:
-    """An admonition box: HTML with the theme's classes (plus ``classes``), Markdown and plain-text fallbacks."""
-    if kind not in ADMONITION_KINDS:
-        raise ValueError(f"unknown admonition kind {kind!r}")
-    bad = [c for c in classes if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", str(c))]
-    if bad:
-        raise ValueError(f"CSS class names must be letters, digits, '-' or '_': {bad}")
-    title, body = str(title), str(body)
-    cls = " ".join(("admonition", kind, *classes))
-    return Display(f"{kind.upper()}: {title}: {body}",
-                   html=(f'<div class="{cls}"><p class="admonition-title">{_html.escape(title)}</p>'
-                         f"<p>{_html.escape(body)}</p></div>"),
-                   markdown=f"**{title}**: {body}")

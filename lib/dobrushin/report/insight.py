@@ -12,10 +12,9 @@ from ..models.configs import RESOLUTION_SEP
 from ..store.paths import project_root
 from ..store.results import atomic_write_csv
 from . import page as F
-from .names import VARIANT_LABELS, and_join, pct, weights_label
+from .names import VARIANT_LABELS, WEIGHTS_SHORT, and_join, display_name, pct, weights_label
 from .tables import kappa_caption, kappa_table
-from .names import display_name
-from .style import COLORS
+from .style import color_for
 from .display import Section
 from ..experiments.chapter_runs import trained_ok
 
@@ -74,7 +73,7 @@ class InsightSections:
         rk = self._random_kappa(models)
         from .kappa_figures import kappa_by_layer
 
-        fig = kappa_by_layer(self.table, models=models, random_kappa=rk, ncols=self.ncols)
+        fig = kappa_by_layer(self.table, models=models, random_kappa=rk)
         c = self.table[(self.table["variant"] == "content") & self.table["model"].isin(models)]
         ns = {m: int(c.loc[c["model"] == m, "n_tokens"].median()) for m in models}
         self._fig(out, fig, "kappa", f"{self.title}: κ(A) of the head-averaged attention per layer (content tokens; "
@@ -88,14 +87,15 @@ class InsightSections:
         return out
 
     # ------------------------------------------------------------------ §2 the failure atlas
-    def atlas(self, n_random: int = 1):
-        """Failure atlas of the featured trained model failing most: per variant, the largest-slack failing case,
-        ``n_random`` seeded random failing ones and one holding case.  Nothing when no trained model fails."""
+    def atlas(self):
+        """Failure atlas of the featured trained model failing most: per variant, the largest-slack failing case, a
+        seeded random failing one and one holding case; glues ``<notebook>-atlas-*``.  Nothing when no trained model
+        fails."""
         from ..experiments.atlas import cases_frame, choose_cases, measured_atlas
         from ..models.loading import load_model
         from .kappa_figures import atlas_figure
 
-        out, failing = Section(), {}  # featured model with trained weights -> its failing trained pairs
+        out, failing = Section().glue(f"{self.notebook}-atlas", atlas_values()), {}  # featured trained model -> failures
         for m in [x for x in self.featured if RESOLUTION_SEP not in x] if self.input_set is not None else []:
             run = next(r for r in self.runs if r.model_id == m)
             t = self.table[(self.table["model"] == m) & (self.table["weights"] == "pretrained")]
@@ -112,32 +112,26 @@ class InsightSections:
                 return out.md(f"No manifest entry of {display_name(m)}'s table: no atlas is drawn.")
             return out.md("No trained model in this chapter fails on any (input, layer) pair: there is no atlas to "
                           "draw.") if len(self.table) and self.input_set is not None else out
-        chosen = pd.concat([choose_cases(self.table, model=m, weights="pretrained", variant=v, seed=self.config.seed,
-                                         n_random=n_random) for v in ("content", "with_special")], ignore_index=True)
+        chosen = pd.concat([choose_cases(self.table, model=m, weights="pretrained", variant=v, seed=self.config.seed)
+                            for v in ("content", "with_special")], ignore_index=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            all_cases = measured_atlas(
+            cases = measured_atlas(
                 self.store, f"atlas-{_key(m)}", chosen, table_key,
                 lambda: load_model(m, pretrained=True, seed=self.config.seed, image_size=self.config.image_size,
                                    max_length=self.config.max_length), self.input_set, seed=self.config.seed)
-        fig = atlas_figure(all_cases)
         what = "photo as the model sees it (after its preprocessing), the two patches outlined" \
             if self.kind == "image" else ("sentence as the model's tokens (· starts a word piece that continues the previous "
                                        "token; special tokens in grey italics), the two tokens highlighted")
         others = [display_name(x) for x in failing if x != m]
-        self._fig(out, fig, f"atlas-{_key(m)}",
+        self._fig(out, atlas_figure(cases), f"atlas-{_key(m)}",
                   f"Failure atlas of {display_name(m)}, the trained model here that fails most often"
-                  + (f" (also failing: {and_join(others)})" if others else "")
-                  + f". Per variant: the failing (input, layer) pair of largest slack, {n_random} failing pair(s) "
-                  f"drawn with numpy's default_rng({self.config.seed}) and one holding pair. Each panel shows the "
-                  f"{what}: the κ-attaining pair i (vermillion) and j (green), with margins $A_{{ii}}-A_{{ji}}$ and "
-                  "$A_{jj}-A_{ij}$, both ≥ 0 exactly when the pair is mutually self-dominant.",
+                  + (f" (also failing: {and_join(others)})" if others else "") + ". Per variant: "
+                  + _atlas_caption("input", self.config.seed, what),
                   f"Panels of the {'photos' if self.kind == 'image' else 'sentences'} of {display_name(m)} with "
                   "two tokens marked in each.", 3)
-        cf = cases_frame(all_cases)
-        out.md(_recomputed(cf, "the model"))
-        atomic_write_csv(self.store.dir / "atlas.csv", cf)
-        return out
+        atomic_write_csv(self.store.dir / "atlas.csv", cases_frame(cases))
+        return out.glue(f"{self.notebook}-atlas", atlas_values(cases_frame(cases)))
 
     # ------------------------------------------------------------------ §3 MPNet ablation
     def mpnet_ablation(self, n_sentences: int = 16, subject: str = MPNET):
@@ -190,8 +184,7 @@ class InsightSections:
         for cond, style in (("original", "-"), ("ablated", "--")):
             for w, L in lay.items():
                 cc = L[(L["variant"] == "content") & (L["condition"] == cond)]
-                col = COLORS["trained" if w == "pretrained" else "untrained"]
-                lab = f"{'trained' if w == 'pretrained' else 'untrained'}, {cond}"
+                col, lab = color_for(w), f"{WEIGHTS_SHORT[w]}, {cond}"
                 axes[0].plot(cc["layer"] + 1, cc["fraction"], ls=style, color=col, marker="o", ms=3, label=lab)
                 axes[1].plot(cc["layer"] + 1, cc["trace"], ls=style, color=col, marker="o", ms=3, label=lab)
         axes[0].set_ylabel("fraction holding")
@@ -214,10 +207,11 @@ class InsightSections:
 
     def overview(self):
         """Every section in turn or, when no trained weights were measured, the untrained controls' fractions and
-        depth figure."""
+        depth figure; the atlas's values are glued either way."""
+        out = Section().glue(f"{self.notebook}-atlas", atlas_values())  # the atlas's own when it is drawn
         if not len(self.table):
-            return Section().md("No model could be measured in this build.")
-        out, sections = Section(), (("How often the condition holds", self.fractions), ("Where in depth", self.depth))
+            return out.md("No model could be measured in this build.")
+        sections = (("How often the condition holds", self.fractions), ("Where in depth", self.depth))
         if any(trained_ok(r) for r in self.runs):
             sections += (("The slack of the layer bound", self.slack), ("Individual heads", self.heads),
                          ("The whole rollout", self.rollout), ("κ(A) per layer", self.kappa), ("Failure atlas", self.atlas))
@@ -231,27 +225,26 @@ class InsightSections:
         return show_downloads(self.notebook, self.results)
 
 
-def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, store, n_random: int = 1):
+def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, store):
     """The tabular failure atlas, one row of panels per data set (first trained seed; ``runs``, ``trained`` keyed by
-    (data set, seed)): content-token cases recomputed on the test rows, kept as ``atlas-<data set>.analysis.json``."""
+    (data set, seed)): content-token cases recomputed on the test rows, kept as ``atlas-<data set>.analysis.json``;
+    glues ``tabular-atlas-*``."""
     from ..experiments.atlas import cases_frame, choose_cases, measured_atlas
     from ..experiments.tabular import TabularInputs, TabularModel
     from ..models import ft_transformer as tb
     from .kappa_figures import atlas_figure
 
-    drawn, names, seen = [], [], set()
+    drawn, names, seen = [], [], []
     for key, run in runs.items():
         if key not in trained or not len(run.table) or key[0] in seen:
             continue
         d, r = trained[key]
-        rows = tb.select_rows(d.size("test"), attention_rows, seed=split_seed)
-        inputs = TabularInputs(d, "test", rows)
-        chosen = choose_cases(run.table, model=run.model_id, weights="pretrained", variant="content",
-                              seed=split_seed, n_random=n_random)
+        inputs = TabularInputs(d, "test", tb.select_rows(d.size("test"), attention_rows, seed=split_seed))
+        chosen = choose_cases(run.table, model=run.model_id, weights="pretrained", variant="content", seed=split_seed)
         table_key = (store.entry(f"{key[0]}-seed{key[1]}") or {}).get("params_key")
         if not len(chosen) or not table_key:
             continue
-        seen.add(key[0])
+        seen.append(key[0])
         drawn += measured_atlas(store, f"atlas-{key[0]}", chosen, table_key, lambda: TabularModel(
             r.model, inputs.preprocess, run.model_id, "pretrained", {}), inputs, seed=split_seed)  # built on a miss only
         names.append(display_name(run.model_id))
@@ -259,28 +252,32 @@ def tabular_atlas(runs, trained, *, attention_rows, split_seed: int, store, n_ra
         if f.name not in {f"atlas-{d}.analysis.json" for d in seen}:
             f.unlink()
     if not drawn:
-        return Section()
-    caption = (f"Failure atlas, one row per model ({', '.join(names)}), content tokens: the failing (test row, layer) "
-               f"pair of largest slack, {n_random} failing pair(s) drawn with numpy's default_rng({split_seed}) and one "
-               "holding pair. Each panel shows the row as the model's tokens ([CLS], then name=value per feature, as the "
-               "model sees them); feature i vermillion, feature j green, the κ-attaining pair. Margins: i = "
-               "$A_{ii}-A_{ji}$, j = $A_{jj}-A_{ij}$; the pair is mutually self-dominant exactly when both are ≥ 0.")
-    out = Section(F.figure(atlas_figure(drawn, ncols=n_random + 2), notebook="tabular", name="atlas", width="full",
-                           results_dir=store.dir.parent, caption=caption,
-                           alt="Panels of test rows as lists of features, two features highlighted in each, one row "
-                               "per model."))
-    return out.md(_recomputed(cases_frame(drawn), "the checkpoints"))
+        return Section().glue("tabular-atlas", atlas_values())
+    return Section(F.figure(
+        atlas_figure(drawn), notebook="tabular", name="atlas", width="full", results_dir=store.dir.parent,
+        caption=f"Failure atlas, one row per model ({', '.join(names)}), content tokens: " + _atlas_caption(
+            "test row", split_seed, "row as the model's tokens ([CLS], then name=value per feature, as the model sees "
+            "them), the two features highlighted"),
+        alt="Panels of test rows as lists of features, two features highlighted in each, one row per model.")
+    ).glue("tabular-atlas", atlas_values(cases_frame(drawn)))
 
 
-def _recomputed(cf: pd.DataFrame, source: str) -> str:
-    """The atlas's sentence: how many cases recomputed from ``source`` agree with the table; how failing ones fail."""
-    f = cf[~cf["holds"]]
+def atlas_values(cases: "pd.DataFrame | None" = None) -> dict:
+    """The atlas's counts (``cases_frame`` rows): cases recomputed, those whose verdict agrees with the table's, the
+    failing ones, and of these those failing on both margins or on one only; "—" each when none was drawn."""
+    if cases is None:
+        return dict.fromkeys(("cases", "agree", "failing", "both", "one"), "—")
+    f = cases[~cases["holds"]]
     both = int(((f["margin_i"] < 0) & (f["margin_j"] < 0)).sum())
-    return (f"Recomputed from {source} for the atlas (kept with the results and checked by `make verify`): {len(cf)} "
-            f"cases; the recomputed verdict agrees with the result table in {int((cf['holds'] == cf['table_holds']).sum())}"
-            " of them." + (f" Of the {len(f)} drawn failing cases, {both} fail on both margins and {len(f) - both} on "
-                           "one only (one-sided dominance: one token attends to the other more than the other attends "
-                           "to itself)." if len(f) else ""))
+    return {"cases": len(cases), "agree": int((cases["holds"] == cases["table_holds"]).sum()), "failing": len(f),
+            "both": both, "one": len(f) - both}
+
+
+def _atlas_caption(unit: str, seed: int, shows: str) -> str:
+    """The caption's shared part: which cases are drawn and what a panel shows (``shows``)."""
+    return (f"the failing ({unit}, layer) pair of largest slack, one failing pair drawn with numpy's default_rng({seed}) "
+            f"and one holding pair. Each panel shows the {shows}: the κ-attaining pair i (vermillion) and j (green), "
+            "with margins $A_{ii}-A_{ji}$ and $A_{jj}-A_{ij}$, both ≥ 0 exactly when the pair is mutually self-dominant.")
 
 
 def show_downloads(notebook: str, results_dir=None):

@@ -8,7 +8,7 @@ from typing import Dict, Sequence
 import numpy as np
 import pandas as pd
 
-from .names import display_name
+from .names import WEIGHTS_SHORT, display_name
 from .plots import WEIGHT_STYLE, panel_grid
 from .style import COLORS
 
@@ -18,11 +18,10 @@ SPECIAL_NAMES = {"cls": "the CLS token", "register": "a register token", "distil
                  "sep": "a separator token"}
 
 
-def kappa_by_layer(table: pd.DataFrame, *, models: Sequence[str],
-                   random_kappa: Dict[str, np.ndarray], variant: str = "content", ncols: int = 3):
-    """One panel per model: median κ(A) per layer (IQR band), trained and untrained, against Dirichlet(1) matrices of
-    the model's median n."""
-    t = table[(table["variant"] == variant) & table["model"].isin(models)]
+def kappa_by_layer(table: pd.DataFrame, *, models: Sequence[str], random_kappa: Dict[str, np.ndarray], ncols: int = 3):
+    """One panel per model: median κ(A) per layer (IQR band) of the content tokens, trained and untrained, against
+    Dirichlet(1) matrices of the model's median n."""
+    t = table[(table["variant"] == "content") & table["model"].isin(models)]
     fig, axes = panel_grid(len(models), ncols, panel=(3.6, 2.7))
     for ax, m in zip(axes, models):
         for w, gw in t[t["model"] == m].groupby("weights", sort=False):
@@ -51,18 +50,11 @@ def kappa_by_layer(table: pd.DataFrame, *, models: Sequence[str],
 
 # ------------------------------------------------------------------------------------------- atlas
 
-def _role_name(role: str) -> str:
-    return SPECIAL_NAMES.get(role, role)
-
-
 def case_title(c) -> str:
-    from ..experiments.atlas import RULES
-
     v = "content" if c.variant == "content" else "with special"
-    w = "trained" if c.weights == "pretrained" else "untrained"
+    w = WEIGHTS_SHORT[c.weights]
     state = "holds" if c.holds else "fails"
-    rule = {"largest": "failing, largest slack", "random": "failing, random draw",
-            "holding": "holding, random draw"}.get(c.rule, RULES.get(c.rule, c.rule))
+    rule = {"largest": "failing, largest slack", "random": "failing, random draw", "holding": "holding, random draw"}[c.rule]
     return (f"{w}, {v}: {rule}\nlayer {c.layer + 1}: {state}, slack {c.slack:.2g}\n"
             f"margins: i {margin(c.margin_i)}, j {margin(c.margin_j)}")
 
@@ -83,20 +75,18 @@ def _draw_image(ax, c):
     H, W = img.shape[:2]
     ph, pw = H / g, W / g
     notes = []
-    for k, (t, role, col) in enumerate(((c.ti, c.role_i, PAIR_COLORS[0]), (c.tj, c.role_j, PAIR_COLORS[1]))):
-        who = "ij"[k]
+    for who, t, role, col in (("i", c.ti, c.role_i, PAIR_COLORS[0]), ("j", c.tj, c.role_j, PAIR_COLORS[1])):
         if role == "content" and g * g == n_content:
             p = t - first
             r_, q_ = divmod(p, g)
             ax.add_patch(Rectangle((q_ * pw, r_ * ph), pw, ph, fill=False, ec=col, lw=2.5))
             ax.add_patch(Rectangle((q_ * pw - 1.5, r_ * ph - 1.5), pw + 3, ph + 3, fill=False, ec="white", lw=0.8))
         else:
-            notes.append(f"{who} = {_role_name(role)}")
+            notes.append(f"{who} = {SPECIAL_NAMES.get(role, role)}")
     if notes:
         ax.text(0.02, 0.02, "; ".join(notes), transform=ax.transAxes, fontsize=8, color="black",
                 bbox=dict(fc="white", ec="none", alpha=0.85, pad=1.5), va="bottom")
-    ax.set_xticks([])
-    ax.set_yticks([])
+    ax.set(xticks=[], yticks=[])
 
 
 def _clean(tok: str) -> str:
@@ -134,28 +124,26 @@ def _draw_text(ax, c, width: int = 40, max_lines: int = 7):
         x = 0
         for k, t in lines[li]:
             style = {}
-            if k == c.ti:
-                style = dict(bbox=dict(fc=PAIR_COLORS[0], ec="none", pad=1.2), color="white", weight="bold")
-            elif k == c.tj:
-                style = dict(bbox=dict(fc=PAIR_COLORS[1], ec="none", pad=1.2), color="white", weight="bold")
+            if k in (c.ti, c.tj):  # i vermillion, j green
+                style = dict(bbox=dict(fc=PAIR_COLORS[k != c.ti], ec="none", pad=1.2), color="white", weight="bold")
             elif c.roles[k] != "content":
                 style = dict(color="#555555", style="italic")
             ax.text(x, y, t, fontsize=8, family="monospace", va="center", **style)
             x += len(t) + 1
         y -= 1
         prev = li
-    notes = [f"{'ij'[k]} = {_role_name(r)}" for k, r in enumerate((c.role_i, c.role_j)) if r != "content"]
+    notes = [f"{who} = {SPECIAL_NAMES.get(r, r)}" for who, r in (("i", c.role_i), ("j", c.role_j)) if r != "content"]
     if notes:
         ax.text(0, -max_lines, "; ".join(notes), fontsize=8, va="center")
 
 
-def atlas_figure(cases: Sequence, *, ncols: int = 3):
-    """One panel per case (``ncols`` to a row), the pair drawn on the photo, sentence or row; titles give the margins
+def atlas_figure(cases: Sequence):
+    """One panel per case (three to a row), the pair drawn on the photo, sentence or row; titles give the margins
     A_ii − A_ji (i) and A_jj − A_ij (j)."""
     if not cases:
         raise ValueError("no case to draw")
     image = cases[0].image is not None
-    fig, axes = panel_grid(len(cases), ncols, panel=(3.1, 3.9 if image else 2.4), sharey=False)
+    fig, axes = panel_grid(len(cases), 3, panel=(3.1, 3.9 if image else 2.4), sharey=False)
     for ax, c in zip(axes, cases):
         (_draw_image if image else _draw_text)(ax, c)
         ax.set_title(case_title(c), fontsize=8.5, loc="left")

@@ -9,6 +9,8 @@ from ..math.stats import pct  # one formatter for report and the command line
 from ..models.configs import display_name
 
 WEIGHTS_LABELS = {"pretrained": "trained weights", "untrained": "untrained control"}
+#: the weights in a word (a table column's header, a legend entry beside the variant)
+WEIGHTS_SHORT = {"pretrained": "trained", "untrained": "untrained"}
 VARIANT_LABELS = {"content": "content tokens", "with_special": "with special tokens"}
 #: the variant as a table cell (summary.csv's ``variant`` column, the chapters' tables)
 VARIANT_TABLE_LABELS = {"content": "content", "with_special": "with special tokens"}
@@ -29,6 +31,18 @@ def proxy_name(name: str, source: str) -> str:
 def range_text(lo: float, hi: float) -> str:
     """An interval as text, ``"92.7–99.4%"``."""
     return f"{pct(lo)[:-1]}–{pct(hi)}"
+
+
+def runs(values: Iterable[int], grid: Iterable[int]) -> list:
+    """``values`` (points of ``grid``) as ``(first, last)`` runs of neighbours in ``grid``, in its order."""
+    grid = [int(g) for g in grid]
+    out = []
+    for i in sorted({grid.index(int(v)) for v in values}):
+        if out and out[-1][2] == i - 1:
+            out[-1][1:] = grid[i], i
+        else:
+            out.append([grid[i], grid[i], i])
+    return [(a, b) for a, b, _ in out]
 
 
 def is_proxy(model_id: str) -> bool:

@@ -3,13 +3,14 @@
 so captions may hold computed text and ``$math$``; a live Jupyter session shows the directives as plain Markdown."""
 from __future__ import annotations
 
+import html
 import math
 import numbers
 import re
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from .display import Display, admonition, markdown_block  # noqa: E402
+from .display import Display, markdown_block  # noqa: E402
 from .layout import TABLE_WIDTHS_PX, breakable, fit_table, fitted_caption, header_text, wbr  # noqa: E402
 
 
@@ -153,10 +154,9 @@ def _is_numeric(series) -> bool:
 
 
 def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digits: int = 3,
-          columns: Optional[dict] = None, drop_constant: bool = False, formats: Optional[dict] = None,
-          fit: bool = True, width: str = "column", code: Sequence[str] = ()) -> Table:
-    """A data frame as a book table: no index (a *named* index becomes columns), no truncation, numbers by
-    ``format_number`` unless ``formats`` maps a column to a format string or callable.  ``drop_constant`` states
+          columns: Optional[dict] = None, drop_constant: bool = False, fit: bool = True, width: str = "column",
+          code: Sequence[str] = ()) -> Table:
+    """A data frame as a book table: no index, no truncation, numbers by ``format_number``.  ``drop_constant`` states
     single-valued columns under the table; ``fit`` fits it to ``width`` (``fit_table``)."""
     import pandas as pd
 
@@ -164,12 +164,6 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
         raise TypeError(f"table() needs a pandas DataFrame, got {type(df).__name__}")
     if name is not None and not _KEY_RX.match(name):
         raise ValueError(f"table name {name!r} must be letters, digits, '-' or '_'")
-    if isinstance(df.columns, pd.MultiIndex):
-        df = df.copy()
-        df.columns = [" ".join(str(c) for c in col if str(c)) for col in df.columns]
-    if not (isinstance(df.index, pd.RangeIndex) and df.index.name is None):
-        if any(n is not None for n in df.index.names):
-            df = df.reset_index()
     df = df.reset_index(drop=True)
     if columns:
         unknown = [c for c in columns if c not in df.columns]
@@ -180,7 +174,7 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
     if drop_constant and len(df) > 1:
         const = [c for c in df.columns if df[c].nunique(dropna=False) == 1]
         if const and len(const) < len(df.columns):
-            note = "All rows: " + ", ".join(f"{c} = {_fmt_cell(df[c].iloc[0], c, digits, formats)}"
+            note = "All rows: " + ", ".join(f"{c} = {_fmt_cell(df[c].iloc[0], digits)}"
                                              for c in const) + "."
             df = df.drop(columns=const)
     if df.shape[1] == 0:
@@ -188,7 +182,7 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
     if width not in TABLE_WIDTHS_PX:
         raise ValueError(f"width must be one of {sorted(TABLE_WIDTHS_PX)}, got {width!r}")
     numeric = {c: _is_numeric(df[c]) for c in df.columns}
-    shown = pd.DataFrame({c: [_fmt_cell(v, c, digits, formats) for v in df[c]] for c in df.columns},
+    shown = pd.DataFrame({c: [_fmt_cell(v, digits) for v in df[c]] for c in df.columns},
                          columns=list(df.columns))
     parts, layout = (fit_table(shown, numeric, TABLE_WIDTHS_PX[width], tuple(code)) if fit
                      else ([(shown, numeric)], "as is"))
@@ -207,18 +201,10 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
     return Table(md, shown, note, parts=parts, layout=layout)
 
 
-def _fmt_cell(v, col, digits, formats) -> str:
-    f = (formats or {}).get(col)
-    if f is not None:
-        return f(v) if callable(f) else format(v, f)
-    try:
-        import pandas as pd
+def _fmt_cell(v, digits) -> str:
+    import pandas as pd
 
-        if v is pd.NA or v is pd.NaT:
-            return "–"
-    except ImportError:  # pragma: no cover
-        pass
-    return format_number(v, digits)
+    return "–" if v is pd.NA or v is pd.NaT else format_number(v, digits)
 
 
 def details(summary: str, *content) -> Display:
@@ -242,12 +228,11 @@ def details(summary: str, *content) -> Display:
 _PATH_RX = re.compile(r"(?<![\w.:/\\])(?:~[/\\]|[A-Za-z]:[/\\]|/)[^\s,;:'\"()<>]*")
 
 
-def scrub_paths(value, root=None) -> str:
-    """``value`` as text, absolute paths made relative to ``root`` (default: project root) or ``(local path)``."""
+def scrub_paths(value) -> str:
+    """``value`` as text, absolute paths made relative to the project root or ``(local path)``."""
     from ..store.paths import project_root
 
-    root = Path(root) if root is not None else project_root()
-    text = str(value)
+    root = project_root()
 
     def repl(m):
         s = m.group(0)
@@ -256,39 +241,38 @@ def scrub_paths(value, root=None) -> str:
         try:
             q = Path(s).expanduser()
             if root is not None and q.is_absolute():  # (a Windows path is not absolute on POSIX)
-                rel = q.resolve().relative_to(Path(root).resolve())
+                rel = q.resolve().relative_to(root.resolve())
                 return rel.as_posix() or "."
         except (ValueError, OSError):
             pass
         return "(local path)"
 
-    return _PATH_RX.sub(repl, text)
+    return _PATH_RX.sub(repl, str(value))
 
 
-def how_run(parameters: Mapping, *, versions: Optional[dict] = None, device: Optional[str] = None,
-            timings: Optional[dict] = None, root=None) -> Display:
-    """The collapsed "How this chapter was run" block (timings in seconds, paths scrubbed, ``None`` as ``default``)."""
+def how_run(parameters: Mapping, *, packages: Sequence[str] = ("dobrushin", "pandas", "matplotlib"),
+            versions: Optional[dict] = None, device: Optional[str] = None, timings: Optional[dict] = None) -> Display:
+    """The collapsed "How this chapter was run" block (timings in seconds, paths scrubbed, ``None`` as ``default``)
+    with the installed versions of python, numpy, torch and ``packages``, or the ``versions`` given."""
     import pandas as pd
+
+    from ..experiments.environment import versions as installed
 
     if not isinstance(parameters, Mapping):
         raise TypeError("parameters must be a mapping of name -> value")
-    parameters = dict(parameters)  # a dict, or the notebook's validated parameters
 
     def val(v):
         if v is None:
             return "default"
         if isinstance(v, (list, tuple)):
-            return ", ".join(scrub_paths(x, root) for x in v)
-        return scrub_paths(v, root) if not isinstance(v, (bool, numbers.Number)) else v
+            return ", ".join(scrub_paths(x) for x in v)
+        return scrub_paths(v) if not isinstance(v, (bool, numbers.Number)) else v
 
-    parts = [table(pd.DataFrame({"parameter": list(parameters), "value": [val(v) for v in parameters.values()]}),
-                   formats={"value": lambda v: v if isinstance(v, str) else format_number(v)})]
-    env = dict(versions or {})
-    if device is not None:
-        env = {"device": device, **env}
-    if env:
-        parts.append(table(pd.DataFrame({"software / hardware": list(env),
-                                         "version": [scrub_paths(v, root) for v in env.values()]})))
+    parts = [table(pd.DataFrame({"parameter": list(parameters), "value": [val(v) for v in parameters.values()]}))]
+    env = {"device": device} if device is not None else {}
+    env.update(installed(packages) if versions is None else versions)
+    parts.append(table(pd.DataFrame({"software / hardware": list(env),
+                                     "version": [scrub_paths(v) for v in env.values()]})))
     if timings:
         parts.append(table(pd.DataFrame({"step": list(timings), "seconds": [float(v) for v in timings.values()]})))
     return details("How this chapter was run", *parts)
@@ -297,7 +281,11 @@ def how_run(parameters: Mapping, *, versions: Optional[dict] = None, device: Opt
 # ---------------------------------------------------------------- banner
 
 
-def banner(title: str, reason: str, kind: str = "warning"):
-    """The ``dobrushin-banner`` atop a chapter missing trained weights or data; ``reason`` is shown literally."""
-    return admonition(_check_text("title", title), _check_text("reason", reason), kind,
-                      classes=("dobrushin-banner",))
+def banner(title: str, reason: str) -> Display:
+    """The warning ``dobrushin-banner`` atop a chapter missing trained weights or data; ``reason`` is shown literally
+    (HTML, which glue pastes across documents, with Markdown and plain-text fallbacks)."""
+    title, reason = _check_text("title", title), _check_text("reason", reason)
+    return Display(f"WARNING: {title}: {reason}",
+                   html=(f'<div class="admonition warning dobrushin-banner"><p class="admonition-title">'
+                         f"{html.escape(title)}</p><p>{html.escape(reason)}</p></div>"),
+                   markdown=f"**{title}**: {reason}")

@@ -14,11 +14,9 @@ from ..math.stats import wilson
 from ..store.paths import results_dir as default_results
 from ..store.results import atomic_write, slugify
 from .names import VARIANT_LABELS, WEIGHTS_LABELS, display_name
-from .style import COLORS, LINESTYLES
+from .style import COLORS, LINESTYLES, color_for
 
-#: the colour key (``COLORS``) of each weights setting
-WEIGHT_COLOR = {"pretrained": "trained", "untrained": "untrained"}
-WEIGHT_STYLE = {w: {"color": COLORS[c], "label": WEIGHTS_LABELS[w]} for w, c in WEIGHT_COLOR.items()}
+WEIGHT_STYLE = {w: {"color": color_for(w), "label": label} for w, label in WEIGHTS_LABELS.items()}
 VARIANT_STYLE = {"content": {"linestyle": "-", "label": VARIANT_LABELS["content"]},
                  "with_special": {"linestyle": "--", "label": VARIANT_LABELS["with_special"]}}
 
@@ -168,23 +166,15 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
                 box.set_facecolor(WEIGHT_STYLE[w]["color"])
                 box.set_alpha(0.6)
             ax.plot([], [], color=WEIGHT_STYLE[w]["color"], lw=6, alpha=0.6, label=WEIGHT_STYLE[w]["label"])
-        zero = zero_series(sub)
-        panel_title = display_name(m)
-        if zero and len(zero) < len(ws):  # the other weights' boxes fill the panel: the title says it
-            panel_title += "\n" + "; ".join(f"{WEIGHT_STYLE[w]['label']}: all zero (on the axis)" for w in zero)
-        elif zero:  # a box plot of zeros is a flat line on the axis: say what it means instead, in the empty panel
-            lines = ["all zero: slack 0 (equality)", "in every (input, layer) pair"] if len(ws) == 1 else \
-                ["all zero: slack 0 (equality) in every", "(input, layer) pair, both weights"]
-            ax.text(0.5, 0.55, "\n".join(lines), transform=ax.transAxes, ha="center", va="center", fontsize=9,
-                    color="k",
-                    bbox={"boxstyle": "round,pad=0.4", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.9})
         step = max(1, len(layers) // 12)
         ax.set_xticks(layers[::step] + 1)
         ax.set_yscale("symlog", linthresh=SLACK_LINTHRESH, linscale=0.5)
         ax.axhline(0, color="k", lw=0.6)
         # shared y axis: the limit covers every panel's largest slack (a per-panel limit clipped the others)
         ax.set_ylim(-SLACK_LINTHRESH / 2, max(top, SLACK_LINTHRESH * 10) * 3)  # the slack is never negative
-        ax.set_title(panel_title, fontsize=10)
+        # a box of zeros is a flat line on the axis: the title says what it means
+        ax.set_title(display_name(m) + "".join(f"\n{WEIGHT_STYLE[w]['label']}: all zero (on the axis)"
+                                               for w in zero_series(sub)), fontsize=10)
         ax.set_xlabel("layer")
         ax.grid(alpha=0.3, axis="y")
     return _finish_grid(fig, axes, ncols, SLACK_LABEL)

@@ -1,11 +1,10 @@
 """The machine-checked proofs in ``proofs/`` (Coq 8.16 + MathComp 1.15): which theory-chapter results they cover
-(``statements_text``) and their Coq statements read from the ``.v`` files.  ``make proofs`` checks that each theorem
-in a ``Print Assumptions`` line of ``proofs/Assumptions.v`` is "Closed under the global context"."""
+(``statements_text``).  ``make proofs`` checks that each theorem in a ``Print Assumptions`` line of
+``proofs/Assumptions.v`` is "Closed under the global context"."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
 
 from ..store.paths import project_root
 
@@ -19,42 +18,26 @@ CHECKED = (
 SOURCES = ("Dobrushin.v", "Rollout.v")
 
 
-def proofs_dir(root: Optional[Path] = None) -> Path:
-    root = Path(root) if root is not None else project_root()
+def proofs_dir() -> Path:
+    root = project_root()
     if root is None:
         raise FileNotFoundError("cannot find the project root (a folder with _config.yml and lib/dobrushin)")
     return root / "proofs"
 
 
-def _source(path: Optional[Path]) -> str:
-    """The text of ``path``, or of every file in ``SOURCES`` (joined) when it is None."""
-    files = [Path(path)] if path is not None else [proofs_dir() / f for f in SOURCES]
-    for p in files:
-        if not p.is_file():
-            raise FileNotFoundError(f"Coq source not found: {p}")
-    return "\n".join(p.read_text(encoding="utf-8") for p in files)
-
-
-def source_of(name: str, root: Optional[Path] = None) -> str:
+def source_of(name: str) -> str:
     """The file of ``SOURCES`` that states ``name``."""
     for f in SOURCES:
-        if re.search(rf"^(?:Theorem|Lemma|Corollary|Definition) {re.escape(name)}\b", _source(proofs_dir(root) / f), re.M):
+        text = (proofs_dir() / f).read_text(encoding="utf-8")
+        if re.search(rf"^(?:Theorem|Lemma|Corollary|Definition) {re.escape(name)}\b", text, re.M):
             return f
     raise KeyError(f"no Theorem, Lemma or Definition named {name!r} in proofs/ ({', '.join(SOURCES)})")
 
 
-def coq_statement(name: str, path: Optional[Path] = None) -> str:
-    """The statement of the Coq ``Theorem``/``Lemma`` ``name``: from its keyword up to ``Proof.``."""
-    m = re.search(rf"^((?:Theorem|Lemma|Corollary) {re.escape(name)}\b.*?)^Proof\.", _source(path), re.M | re.S)
-    if not m:
-        raise KeyError(f"no Theorem or Lemma named {name!r} in {path or ', '.join(SOURCES)}")
-    return m.group(1).strip()
-
-
-def checked_names(path: Optional[Path] = None) -> list:
+def checked_names() -> list:
     """The theorems whose assumptions ``make proofs`` checks (``Print Assumptions`` lines of Assumptions.v)."""
-    p = Path(path) if path is not None else proofs_dir() / "Assumptions.v"
-    return re.findall(r"^Print Assumptions (\w+)\.\s*$", p.read_text(encoding="utf-8"), re.M)
+    text = (proofs_dir() / "Assumptions.v").read_text(encoding="utf-8")
+    return re.findall(r"^Print Assumptions (\w+)\.\s*$", text, re.M)
 
 
 def statements_text() -> str:

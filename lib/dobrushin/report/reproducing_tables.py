@@ -13,21 +13,19 @@ from . import layout, page
 from .display import Display, html_block
 
 
-def paper_scale(params_dir, profile: str = "paper") -> dict:
-    """A profile's scale from ``params/<profile>/``: fewest ``inputs`` of a transformer chapter, FT-Transformer
+def paper_scale(params_dir) -> dict:
+    """The paper profile's scale from ``params/paper/``: fewest ``inputs`` of a transformer chapter, FT-Transformer
     ``seeds``, fewest baseline ``trials`` up to n = 64; None where the file or key is absent."""
     import yaml
 
-    def load(nb):  # the values params/<profile>/<notebook>.yml sets ({} when none)
-        p = Path(params_dir) / profile / f"{nb}.yml"
-        return (yaml.safe_load(p.read_text()) or {}) if p.exists() else {}
-
     from ..experiments.families import TRANSFORMER_INPUTS
 
-    inputs = [load(nb).get("n_inputs") for nb in TRANSFORMER_INPUTS]
-    inputs = [v for v in inputs if isinstance(v, int)]
-    seeds = load("tabular").get("seeds")
-    base = load("baseline")
+    def load(nb):  # the values params/paper/<notebook>.yml sets ({} when none)
+        p = Path(params_dir) / "paper" / f"{nb}.yml"
+        return (yaml.safe_load(p.read_text()) or {}) if p.exists() else {}
+
+    inputs = [v for v in (load(nb).get("n_inputs") for nb in TRANSFORMER_INPUTS) if isinstance(v, int)]
+    seeds, base = load("tabular").get("seeds"), load("baseline")
     trials = [base.get(k) for k in ("trials_small", "ensemble_trials_small") if isinstance(base.get(k), int)]
     return {"inputs": min(inputs) if inputs else None, "seeds": len(seeds) if isinstance(seeds, list) else None,
             "trials": min(trials) if trials else None}
@@ -40,19 +38,18 @@ def grouped(n: int) -> str:
 
 def notebook_order(root=None) -> list:
     """The notebooks in the book's order (``_toc.yml``: ``executed/<notebook>`` entries)."""
-    import re
-
     from ..store.paths import project_root
 
-    root = Path(root) if root is not None else (project_root() or Path.cwd())
-    toc = Path(root) / "_toc.yml"
+    toc = Path(root if root is not None else (project_root() or Path.cwd())) / "_toc.yml"
     if not toc.exists():
         return []
     return list(dict.fromkeys(re.findall(r"file:\s*executed/([A-Za-z0-9_]+)", toc.read_text())))
 
 
 def format_duration(seconds: float) -> str:
-    """``42`` → ``"42 s"``, ``185`` → ``"3 min 05 s"``, ``7260`` → ``"2 h 01 min"``."""
+    """``42`` → ``"42 s"``, ``185`` → ``"3 min 05 s"``, ``7260`` → ``"2 h 01 min"``; NaN → ``"—"``."""
+    if pd.isna(seconds):
+        return "—"
     s = int(round(float(seconds)))
     if s < 60:
         return f"{s} s"
@@ -61,38 +58,15 @@ def format_duration(seconds: float) -> str:
     return f"{s // 3600} h {(s % 3600) // 60:02d} min"
 
 
-PAPER_NOT_RUN = "not run end to end in this build"
-
-
-#: the timings cell of the notebook rendering the table, in its own profile
-SELF_NOT_YET = "timed after this page is made"
-
-
-def timings_table(timings: pd.DataFrame, order=(), profiles=("quick", "paper"),
-                  rendering: tuple = ()) -> pd.DataFrame:
-    """One row per notebook in ``order`` (then any other timed one), a column per profile, then totals (marked
-    incomplete where a time is missing).  ``rendering``: ``(notebook, profile)`` showing the table."""
-    nbs = list(order) + sorted(set(timings["notebook"]) - set(order)) if len(timings) else list(order)
-    rows, totals = [], {p: 0.0 for p in profiles}
-    complete = {p: True for p in profiles}
-    for nb in nbs:
-        row = {"notebook": nb}
-        for prof in profiles:
-            hit = timings[(timings["notebook"] == nb) & (timings["profile"] == prof)] if len(timings) else timings
-            if len(hit):
-                sec = float(hit["seconds"].iloc[-1])
-                row[f"{prof} profile"] = format_duration(sec)
-                totals[prof] += sec
-            else:
-                row[f"{prof} profile"] = (SELF_NOT_YET if tuple(rendering) == (nb, prof) else
-                                          PAPER_NOT_RUN if prof != "quick" else "not recorded")
-                complete[prof] = False
-        rows.append(row)
-    if rows:
-        rows.append({"notebook": "total", **{f"{p} profile": (format_duration(totals[p]) if complete[p] else
-                                                            (f"{format_duration(totals[p])} (incomplete)" if totals[p] else "—"))
-                                            for p in profiles}})
-    return pd.DataFrame(rows, columns=["notebook", *[f"{p} profile" for p in profiles]])
+def timings_table(timings: pd.DataFrame, order=(), profiles=("quick", "paper")) -> pd.DataFrame:
+    """Wall time per notebook (``order`` first, then any other timed one) and profile, the last record of each, "—"
+    where none; then the total, marked incomplete where a time is missing."""
+    sec = timings.groupby(["notebook", "profile"])["seconds"].last().unstack() if len(timings) else pd.DataFrame()
+    sec = sec.reindex(index=list(order) + sorted(set(sec.index) - set(order)), columns=list(profiles))
+    total = [format_duration(c.sum(min_count=1)) + (" (incomplete)" if c.isna().any() and c.notna().any() else "")
+             for _, c in sec.items()]
+    out = pd.concat([sec.map(format_duration), pd.DataFrame([total], index=["total"], columns=sec.columns)])
+    return out.rename(columns=lambda p: f"{p} profile").rename_axis(index="notebook", columns=None).reset_index()
 
 
 #: a ``<placeholder>`` span of an escaped cell (``hf:&lt;dataset id&gt;``)
@@ -131,46 +105,26 @@ BENCH_TARGET = 6.0
 
 
 def bench_table(bench: pd.DataFrame, target: float = BENCH_TARGET) -> pd.DataFrame:
-    """The benchmark in a few rows: per size and source, ``analyse`` against SciPy's ``pdist`` (the target), against a
-    one-thread numba loop (``vs plain loop``) and the torch path against ``torch.cdist``; then peak memory and the
-    cost of attention capture."""
-    rows = []
-    by = {(r["method"], r["n"], r["source"]): r for _, r in bench.iterrows()}
-    k = bench[bench["method"] == "kernel f64 (batch)"]
-    for _, r in k.iterrows():
-        n, src = r["n"], r["source"]
-        an = by.get(("analyse f64 (validate+kernel)", n, src))
-        ratio = float(an["speedup_vs_pdist"]) if an is not None and pd.notna(an.get("speedup_vs_pdist")) \
-            else float(r["speedup_vs_scipy"])
-        verdict = (f"target ≥ {target:g}× met" if ratio >= target
-                   else f"target ≥ {target:g}× missed by {100 * (1 - ratio / target):.0f}%")
-        paired = by.get(("analyse vs pdist (paired)", n, src))
-        hw = an.get("vs_hwref") if an is not None else r.get("vs_hwref")
-        tk, tc = by.get(("kernel-torch (CUDA path, on CPU)", n, src)), by.get(("torch.cdist(p=1)+test", n, src))
-        torch_ratio = (f"{float(tk['matrices_per_s']) / float(tc['matrices_per_s']):.2f}×"
-                       if tk is not None and tc is not None and float(tc["matrices_per_s"]) > 0 else "—")
-        agree = bool(r["agree_exact"]) and float(r["holds_agree"]) == 1.0
-        rows.append({
-            "measurement": f"κ + equality test, n = {int(n)}, {src}: analyse vs SciPy pdist",
-            "result": f"{ratio:.1f}× ({verdict})",
-            "vs plain loop": f"{float(hw):.1f}×" if hw is not None and pd.notna(hw) else "—",
-            "torch vs cdist": torch_ratio,
-            "identical answers": "yes" if agree else "NO",
-            "paired runs": str(paired["note"]) if paired is not None and pd.notna(paired.get("note")) else "",
-        })
-    for _, r in bench[bench["method"].str.startswith("memory:")].iterrows():
-        rows.append({
-            "measurement": f"peak memory, {r['method'][8:]}, {int(r['matrices'])} matrices, n = {int(r['n'])}",
-            "result": f"+{r['peak_mem_mb']:.0f} MB: {r['mem_ratio']:.2f}× the batch "
-                                      f"({r['batch_mb']:.0f} MB)",
-            "vs plain loop": "", "torch vs cdist": "", "identical answers": "",
-            "paired runs": "",
-        })
-    for _, r in bench[bench["method"] == "capture + test overhead"].iterrows():
-        rows.append({
-            "measurement": f"attention capture + test vs eager forward, {r['source']}",
-            "result": str(r["note"]) if pd.notna(r.get("note")) else f"+{r['overhead_pct']:.1f}%",
-            "vs plain loop": "", "torch vs cdist": "", "identical answers": "",
-            "paired runs": "",
-        })
-    return pd.DataFrame(rows)
+    """Per size and source of the kernel: ``analyse`` against SciPy's ``pdist`` (``ratio``; met when ≥ ``target``),
+    against a one-thread numba loop, the torch path against ``torch.cdist`` and the paired runs' note; then peak
+    memory over the batch's size and the cost of attention capture, with the benchmark's notes."""
+    kernel = bench[bench["method"] == "kernel f64 (batch)"].set_index(["n", "source"])
+
+    def col(method, c):  # one column of a method's rows, on the kernel's (n, source)
+        return bench[bench["method"] == method].set_index(["n", "source"])[c].reindex(kernel.index)
+
+    ratio = col("analyse f64 (validate+kernel)", "speedup_vs_pdist").fillna(kernel["speedup_vs_scipy"]).astype(float)
+    rows = pd.DataFrame({
+        "measurement": "κ + equality test: analyse vs SciPy pdist", "ratio": ratio, "target": target,
+        "met": (ratio >= target).map({True: "yes", False: "no"}),
+        "vs plain loop": col("analyse f64 (validate+kernel)", "vs_hwref").fillna(kernel["vs_hwref"]).astype(float),
+        "torch vs cdist": (col("kernel-torch (CUDA path, on CPU)", "matrices_per_s")
+                           / col("torch.cdist(p=1)+test", "matrices_per_s")).astype(float),
+        "identical answers": (kernel["agree_exact"].eq(True) & kernel["holds_agree"].eq(1)).map({True: "yes", False: "NO"}),
+        "note": col("analyse vs pdist (paired)", "note")}).reset_index()
+    mem = bench[bench["method"].str.startswith("memory:")]
+    mem = mem.assign(measurement="peak memory / batch: " + mem["method"].str[8:], ratio=mem["mem_ratio"],
+                     note=[f"{m:.0f} matrices, batch {b:.0f} MB" for m, b in zip(mem["matrices"], mem["batch_mb"])])
+    cap = bench[bench["method"] == "capture + test overhead"].assign(measurement="attention capture + test vs eager forward")
+    return pd.concat([rows, mem[["n", "source", "measurement", "ratio", "note"]], cap[["n", "source", "measurement", "note"]]],
+                     ignore_index=True).fillna({"note": ""})

@@ -10,10 +10,11 @@ import numpy as np
 import pandas as pd
 
 from ..math.stats import add_sums, clustered, wilson
-from ..models.configs import model_family
+from ..models.configs import RESOLUTION_SEP, base_id, model_family
 from .claims import CLAIMS, SCORECARD, ScorecardRow, Verdict, combine, judge
 from .summary_table import row_sums
-from .names import VARIANT_TABLE_LABELS, and_join, pct, proxy_name, range_text, short_label
+from .names import VARIANT_TABLE_LABELS, and_join, display_name, pct, proxy_name, range_text, short_label
+from .tables import input_sums
 
 #: the note columns beside a verdict, with their headers
 NOTES = {"proxy_for": "proxy for (weights from)", "not_run": "not run here", "untrained": "untrained control",
@@ -28,15 +29,8 @@ SHOWN = {"claim": "claim of the paper", "paper_value": "paper", "verdict": "verd
 _RANK = {"original": 0, "trained here": 0, "unrecorded": 0, "proxy": 1}
 
 
-def interval_text(k: int, n: int) -> str:
-    """``"97.9% [92.7–99.4%]"`` for k of n (Wilson interval)."""
-    p, lo, hi = wilson(k, n)
-    return f"{pct(p)} [{range_text(lo, hi)}]"
-
-
-def clustered_text(sums: dict) -> str:
-    """``"97.9% [88.1–99.6%]"``: the fraction and its interval clustered by input."""
-    p, lo, hi = clustered(sums)
+def estimate_text(p: float, lo: float, hi: float) -> str:
+    """``"97.9% [92.7–99.4%]"``: a fraction and its interval (``wilson(k, n)`` or ``clustered(sums)``)."""
     return f"{pct(p)} [{range_text(lo, hi)}]"
 
 
@@ -78,7 +72,7 @@ def _not_run(rows: pd.DataFrame):
 def _untrained(cands: pd.DataFrame, variant: str) -> str:
     """The untrained controls' fraction with its clustered interval (``""``: none measured)."""
     un = cands[(cands["variant"] == f"untrained control ({VARIANT_TABLE_LABELS[variant]})") & (cands["n_pairs"] > 0)]
-    return clustered_text(add_sums(*(row_sums(r) for _, r in un.iterrows()))) if len(un) else ""
+    return estimate_text(*clustered(add_sums(*(row_sums(r) for _, r in un.iterrows())))) if len(un) else ""
 
 
 def _result(row: ScorecardRow, **kw) -> dict:
@@ -103,8 +97,7 @@ def _baseline(summary: pd.DataFrame, row: ScorecardRow) -> dict:
     lo_r, hi_r = b.loc[b["measured"].idxmin()], b.loc[b["measured"].idxmax()]
     verdicts = [judge(float(r["measured"]), float(r["ci_low"]), float(r["ci_high"]), claim, int(r["n_pairs"]))
                 for _, r in b.iterrows()]  # independent matrices: the clustered interval is Wilson's
-    measured = (f"{interval_text(_k(lo_r), int(lo_r['n_pairs']))} to "
-                f"{interval_text(_k(hi_r), int(hi_r['n_pairs']))}")
+    measured = " to ".join(estimate_text(*wilson(_k(r), int(r["n_pairs"]))) for r in (lo_r, hi_r))
     verdict = combine(verdicts)
     off = [f"{v} at n = {n}" for n, v in zip(b["n_tok"], verdicts) if v != "reproduced"]
     rep = [n for n, v in zip(b["n_tok"], verdicts) if v == "reproduced"]
@@ -134,11 +127,12 @@ def _judge(groups: list, claim) -> tuple:
     many = len(groups) > 1
     for label, sums in groups:
         p, lo, hi = clustered(sums)
+        wl = wilson(sums["k"], sums["n"])
         verdicts.append(judge(p, lo, hi, claim, sums["n"]))
-        wverdicts.append(judge(*wilson(sums["k"], sums["n"]), claim, sums["n"]))
-        w = interval_text(sums["k"], sums["n"]).split(" ", 1)[1]
-        parts.append(f"{label}: {clustered_text(sums)} ({sums['clusters']:,} inputs, {sums['n']:,} pairs)" if many
-                     else clustered_text(sums))
+        wverdicts.append(judge(*wl, claim, sums["n"]))
+        w = estimate_text(*wl).split(" ", 1)[1]
+        parts.append(f"{label}: {estimate_text(p, lo, hi)} ({sums['clusters']:,} inputs, {sums['n']:,} pairs)" if many
+                     else estimate_text(p, lo, hi))
         wparts.append(f"{label}: {w}" if many else w)
     return "; ".join(parts), "; ".join(wparts), combine(verdicts), combine(wverdicts)
 
@@ -224,7 +218,7 @@ def _pooled(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
         verdict += " (proxy weights)"
     names = [_evidence_label(m, s) for m, s in dict.fromkeys(zip(ev["model"], ev["weights_source"]))]
     wp, wlo, whi = wilson(total["k"], total["n"])
-    return _result(row, evidence=", ".join(names), weights=w, measured=clustered_text(total),
+    return _result(row, evidence=", ".join(names), weights=w, measured=estimate_text(p, lo, hi),
                    wilson=range_text(wlo, whi), verdict=verdict, not_run=", ".join(missing), k=total["k"],
                    n=total["n"], fraction=p, ci_low=wlo, ci_high=whi, n_inputs=total["clusters"], cl_low=lo,
                    cl_high=hi, wilson_verdict=str(judge(wp, wlo, whi, claim, total["n"])))
@@ -256,8 +250,8 @@ def _related(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     content = ok[ok["variant"] == "content"].drop_duplicates("model")
     if not len(content):
         return _result(row, verdict="no paper value")
-    parts = [f"{short_label(r['model'])}: {clustered_text(row_sums(r))}" for _, r in content.iterrows()]
-    wparts = [f"{short_label(r['model'])}: {interval_text(_k(r), int(r['n_pairs'])).split(' ', 1)[1]}"
+    parts = [f"{short_label(r['model'])}: {estimate_text(*clustered(row_sums(r)))}" for _, r in content.iterrows()]
+    wparts = [f"{short_label(r['model'])}: {estimate_text(*wilson(_k(r), int(r['n_pairs']))).split(' ', 1)[1]}"
               for _, r in content.iterrows()]
     total = add_sums(*(row_sums(r) for _, r in content.iterrows()))
     return _result(row, evidence=", ".join(_evidence_label(m, s) for m, s in zip(content["model"], content["weights_source"])),
@@ -355,3 +349,26 @@ def wilson_changes(card: pd.DataFrame) -> list:
         if isinstance(w, str) and w and Verdict.of(w) is not Verdict.of(r.verdict):
             out.append((short[r.key], Verdict.of(r.verdict).value, Verdict.of(w).value))
     return out
+
+
+def add_resolution_notes(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """``card`` with ``second_resolution`` set from ``table``'s ``"<id>@518px"`` rows (shown beside the verdicts, never
+    pooled into them): that run's fraction and clustered interval on the row's variant, trained weights
+    (``"518 px: 100.0% [96.3–100.0%]"``)."""
+    if not len(table) or "model" not in table.columns:
+        return card
+    card = card.copy()
+    by_key = {r.key: r for r in SCORECARD}
+    for model in sorted({str(m) for m in table["model"] if RESOLUTION_SEP in str(m)}):
+        base = base_id(model)
+        for i, crow in card.iterrows():
+            r = by_key.get(crow["key"])
+            if r is None or r.kind != "fraction" or model_family(base) not in r.families:
+                continue
+            if r.models and not any(f in base.lower() for f in r.models):
+                continue
+            part = table[(table["model"] == model) & (table["weights"] == "pretrained") & (table["variant"] == r.variant)]
+            if len(part):
+                text = f"{display_name(model).rsplit(', ', 1)[-1]}: {estimate_text(*clustered(input_sums(part)))}"
+                card.at[i, "second_resolution"] = "; ".join(x for x in (crow["second_resolution"], text) if x)
+    return card

@@ -11,13 +11,10 @@ COLORS = {
 # Line styles that go with them: variants by style, the baseline dotted.
 LINESTYLES = {"content": "-", "with_special": "--", "random": ":"}
 
-_WEIGHTS_ALIASES = {"pretrained": "trained", "trained": "trained", "untrained": "untrained",
-                    "random": "random", "baseline": "random", "special": "special"}
-
 
 def color_for(kind: str) -> str:
-    """The book's colour for ``kind``: trained/pretrained, untrained, random/baseline or special."""
+    """The book's colour for ``kind``: a key of ``COLORS`` or a weights setting (``pretrained`` is ``trained``)."""
     try:
-        return COLORS[_WEIGHTS_ALIASES[str(kind)]]
+        return COLORS["trained" if kind == "pretrained" else kind]
     except KeyError:
-        raise ValueError(f"no colour for {kind!r}; known: {sorted(_WEIGHTS_ALIASES)}") from None
+        raise ValueError(f"no colour for {kind!r}; known: pretrained, {', '.join(COLORS)}") from None

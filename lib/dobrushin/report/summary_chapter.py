@@ -15,10 +15,9 @@ import pandas as pd
 
 from ..store import paths
 from ..store.results import atomic_write_csv
-from .names import and_join, benchmark, ft_model_name, pct
+from .names import and_join, benchmark, pct
 from . import page as F
 from . import scorecard as S
-from .resolution_notes import add_resolution_notes
 from . import reproducing_tables as RT
 from ..experiments import results_loading as RL
 from . import summary_figures as SF
@@ -51,7 +50,7 @@ class SummaryChapter:
         self.table = ST.build_summary(self.results, self.baseline, self.reference, profile,
                                            family=(self.family_table, self.entries))
         self.theorem_check = RL.load_theorem_check(self.results)
-        self.card = add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check), every_table)
+        self.card = S.add_resolution_notes(S.build_scorecard(self.table, self.entries, self.theorem_check), every_table)
         # trained models measured (a benchmark's seeds one model; a second resolution one more)
         self.n_trained = (int(every_table.loc[every_table["weights"] == "pretrained", "model"].map(benchmark).nunique())
                           if len(every_table) else 0)
@@ -157,7 +156,6 @@ class SummaryChapter:
     # ------------------------------------------------------------------ timings and reproducibility
     def timings(self):
         """Wall time per notebook, in book order, quick and paper profile; glued for reproducing.md."""
-        out = Section()
         timings, profiles = RL.load_timings(self.results), ("quick", "paper")
         pub = paths.published_dir()
         if pub is not None and (pub / "timings").exists():  # the wall times of the run that was published
@@ -166,10 +164,8 @@ class SummaryChapter:
                 pt = pt.assign(profile=pt["profile"] + " (published run)")
                 timings = pd.concat([timings, pt], ignore_index=True)
                 profiles = (*profiles, *dict.fromkeys(pt["profile"]))
-        tt = RT.timings_table(timings, RT.notebook_order(self.root), profiles,
-                                   rendering=(NOTEBOOK, self.profile))
-        out.values["timings_table"] = RT.html_table(tt)
-        return out
+        return Section(values={"timings_table": RT.html_table(RT.timings_table(timings, RT.notebook_order(self.root),
+                                                                               profiles))})
 
     def for_reproducing(self):
         """Glue the paper scale, the summary.csv columns and the benchmark for reproducing.md."""
@@ -244,7 +240,7 @@ def fallback_inputs(entries: dict) -> dict:
 
 def result_sources(results_dir, entries: dict) -> list:
     """Where this build's model results come from, as ``(what, value)`` rows (publication, attestations, seeding,
-    checkpoints left out, fresh results, the last ``make verify``)."""
+    checkpoint files left out, fresh results, the last ``make verify``); the count reused is the introduction's."""
     from ..experiments.verify import PRODUCT_NAMES, carry_over
     from ..store.attest import attestations
 
@@ -253,9 +249,8 @@ def result_sources(results_dir, entries: dict) -> list:
     if reused:
         pub = Path(str(reused[0]["published_from"])).parent
         meta = json.loads((pub / "PUBLISHED.json").read_text()) if (pub / "PUBLISHED.json").exists() else {}
-        rows += [("model results reused from the publication", f"{len(reused)} of {len(entries)}"),
-                 ("the publication", f"commit {str(meta.get('commit', '?'))[:12]}, {str(meta.get('published', '?'))[:10]}, "
-                                     f"code digest {str(meta.get('code_digest', '?'))[:12]}")]
+        rows.append(("the publication", f"commit {str(meta.get('commit', '?'))[:12]}, {str(meta.get('published', '?'))[:10]}, "
+                                        f"code digest {str(meta.get('code_digest', '?'))[:12]}"))
         recs = {v["products"][p]["now"]: v for v in attestations(pub) for p in v["products"]}
         for p, v in carry_over(pub).items():
             rec = recs.get(v["now"]) if v["how"] == "attested" else None
@@ -265,13 +260,11 @@ def result_sources(results_dir, entries: dict) -> list:
         seed = meta.get("seeded_from")
         if isinstance(seed, dict):
             c = seed.get("copied") or {}
-            ck = c.get("FT-Transformer checkpoints", c.get("FT-Transformer checkpoint files", 0) // 2)
             rows.append(("seeded from (make reproduce SEED=1)", f"the run of {str(seed.get('published', '?'))[:10]} "
                          f"(commit {str(seed.get('commit', '?'))[:12]}): {c.get('baseline cells', 0):,} baseline cells, "
-                         f"{ck} FT-Transformer checkpoints"))
-        left = [_checkpoint_name(re.sub(r"-[0-9a-f]{8,}\.pt$", "", str(c))) for c in meta.get("checkpoints_left_out") or []]
-        if left:
-            rows.append(("checkpoints left out for size (retrained when needed)", ", ".join(left)))
+                         f"{c.get('FT-Transformer checkpoints', 0)} FT-Transformer checkpoints"))
+        if meta.get("checkpoints_left_out"):
+            rows.append(("checkpoints left out for size (retrained when needed)", ", ".join(meta["checkpoints_left_out"])))
     fresh = sorted(str(e.get("model") or "?") for e in entries.values()
                    if not e.get("published_from") and str(e.get("status", "ok")) == "ok")
     if fresh:
@@ -295,12 +288,6 @@ def _verify_value(results_dir: Path) -> str:
             f"{sum(int(c.get('rows') or 0) for c in comps):,} rows re-measured, {str(rep.get('finished', '?'))[:10]}, "
             + (f"this code (digest {now[:12]})" if then == now else
                f"earlier code (digest {then[:12]}; this code is {now[:12]}: run make verify again)"))
-
-
-def _checkpoint_name(stem: str) -> str:
-    """``"breast_cancer-seed2"`` (a checkpoint's file name, its key taken off) → the model's name in the report."""
-    data, _, seed = stem.partition("-seed")
-    return ft_model_name(data, seed) if seed else stem
 
 
 def _ablation(results) -> "dict | None":

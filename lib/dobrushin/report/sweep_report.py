@@ -16,7 +16,7 @@ import pandas as pd
 from ..math.stats import wilson
 from ..store.results import ResultStore, atomic_write_csv, empty
 from .chapter import weights_kind
-from .names import display_name, pct, weights_label
+from .names import display_name, pct, range_text, weights_label
 
 COLUMNS = ["model", "weights", "weights_source", "shards", "shards_missing", "inputs", "pairs",
            "content_k", "content_n", "content", "content_low", "content_high",
@@ -79,7 +79,7 @@ def _label(weights: str, source: str) -> str:
 
 
 def _interval(p, lo, hi) -> str:
-    return "—" if p != p else f"{pct(p)} [{pct(lo)}, {pct(hi)}]"
+    return "—" if p != p else f"{pct(p)} [{range_text(lo, hi)}]"
 
 
 def print_table(mt: pd.DataFrame, out=None) -> None:

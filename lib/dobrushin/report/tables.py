@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..math.stats import cluster_sums, clustered, wilson
-from .names import VARIANT_TABLE_LABELS, display_name, pct, range_text, weights_label
+from .names import VARIANT_TABLE_LABELS, WEIGHTS_SHORT, display_name, pct, range_text, runs, weights_label
 
 
 def input_sums(part: pd.DataFrame) -> dict:
@@ -38,16 +38,13 @@ def fractions_caption(unit: str = "input") -> str:
             f"{unit} (the one the verdicts use); pairs: those of the row's first measured column.")
 
 
-_GRID_WEIGHTS = {"pretrained": "trained", "untrained": "untrained"}
-
-
 def fraction_grid(summ: pd.DataFrame) -> pd.DataFrame:
     """One row per model of ``fractions`` output ``summ``: a column per weights and variant, each cell the fraction
     with its clustered interval, and ``pairs`` (the row's first cell's)."""
     rows = {}
     for r in summ.itertuples():
         d = rows.setdefault(r.model, {"model": display_name(r.model), "pairs": f"{int(r.n):,}"})
-        d[f"{_GRID_WEIGHTS.get(r.weights, r.weights)}, {VARIANT_TABLE_LABELS.get(r.variant, r.variant)}"] = (
+        d[f"{WEIGHTS_SHORT.get(r.weights, r.weights)}, {VARIANT_TABLE_LABELS.get(r.variant, r.variant)}"] = (
             f"{pct(r.fraction)} [{range_text(r.cl_low, r.cl_high)}]")
     out = pd.DataFrame(list(rows.values()))
     return out[[c for c in out.columns if c != "pairs"] + ["pairs"]].fillna("—") if len(out) else out
@@ -95,26 +92,15 @@ def value_range(x) -> str:
     return f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}"
 
 
-def _runs(nums) -> str:
-    """``[2, 3, 4, 7]`` → ``"2–4, 7"``: sorted integers with consecutive runs as ranges."""
-    out, nums = [], sorted(nums)
-    for x in nums:
-        if out and x == out[-1][1] + 1:
-            out[-1][1] = x
-        else:
-            out.append([x, x])
-    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in out)
-
-
 #: a layer whose median κ(A) is below this is near-uniform: both sides of the layer bound are close to ½ there
 NEAR_UNIFORM = 0.1
 
 
 def near_uniform_layers(kappa_per_layer, threshold: float = NEAR_UNIFORM) -> str:
     """The 1-based layers whose median κ(A) is below ``threshold``, as runs (``"2–12"``), or ``"none"``."""
-    k = pd.Series(kappa_per_layer)
-    near = [int(i) + 1 for i, v in k.items() if v < threshold]
-    return _runs(near) if near else "none"
+    near = [int(i) + 1 for i, v in pd.Series(kappa_per_layer).items() if v < threshold]
+    spans = runs(near, range(1, max(near, default=0) + 1))
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans) or "none"
 
 
 def kappa_table(content: pd.DataFrame, random_kappa: dict, n_tokens: dict) -> pd.DataFrame:

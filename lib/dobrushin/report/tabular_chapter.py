@@ -140,30 +140,23 @@ class TabularChapter:
         return out
 
     def layers(self):
-        out = Section()
-        table = self.table
-        if not len(table):
-            return out
-        base = baseline_for(table, self.results_dir)
-        fig = plots.fraction_by_layer(table, ncols=3, baseline=base)
-        out.append(F.figure(fig, notebook="tabular", name="layers", width="full", results_dir=self.results_dir,
+        if not len(self.table):
+            return Section()
+        fig = plots.fraction_by_layer(self.table, baseline=baseline_for(self.table, self.results_dir))
+        return Section(F.figure(fig, notebook="tabular", name="layers", width="full", results_dir=self.results_dir,
                  caption="FT-Transformer: fraction of test rows for which the equality condition holds, per layer (Wilson 95% "
                          "bands; the legend names the lines). The grey dotted line is the random Dirichlet(1) baseline "
                          "at the model's number of content tokens.",
                  alt="Line plots of the fraction holding against layer for each FT-Transformer, with the random baseline."))
-        return out
 
     def slack(self):
-        out = Section()
-        table = self.table
-        if not len(table):
-            return out
-        fig = plots.slack_by_layer(table, variant="content", ncols=3)
-        out.append(F.figure(fig, notebook="tabular", name="slack", width="full", results_dir=self.results_dir,
+        if not len(self.table):
+            return Section()
+        fig = plots.slack_by_layer(self.table, variant="content")
+        return Section(F.figure(fig, notebook="tabular", name="slack", width="full", results_dir=self.results_dir,
                  caption="FT-Transformer: slack of the layer bound per layer over test rows (content tokens), "
                          f"symmetric-log axis linear below {plots.SLACK_LINTHRESH:g}; 0 is the equality case.",
                  alt="Box plots of the slack of the layer bound per layer, one panel per FT-Transformer, symmetric log axis."))
-        return out
 
     def uniformity(self, count: int = 64):
         """``kappa_table`` per benchmark (seeds pooled) and weights, against ``count`` Dirichlet(1) matrices."""
@@ -188,7 +181,7 @@ class TabularChapter:
         heads = pd.concat([v.heads for v in runs.values()], ignore_index=True) if runs else pd.DataFrame()
         roll = pd.concat([v.rollout for v in runs.values()], ignore_index=True) if runs else pd.DataFrame()
         if len(heads):
-            fig = plots.head_heatmap(heads, variant="content", ncols=3)
+            fig = plots.head_heatmap(heads, variant="content")
             out.append(F.figure(fig, notebook="tabular", name="heads", width="full", results_dir=self.results_dir,
                      caption="Fraction of test rows for which the condition holds on each head's own attention, per block "
                              "(rows) and head (columns), trained models, content tokens.",

@@ -4,23 +4,16 @@ from __future__ import annotations
 from .names import pct, range_text
 
 
-def _benchmarks(t) -> list:
-    """The data sets of ``t`` in the registry's order (California Housing first)."""
-    from ..data.tabular_data import DATASETS
-
-    return sorted(t.dataset.unique(), key=lambda n: DATASETS.index(n) if n in DATASETS else len(DATASETS))
-
-
 def epochs_figure(t, claim):
     """The figure of ``TabularChapter.epochs`` from the ``epochs.csv`` rows ``t``."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    from ..data.tabular_data import TITLES
+    from ..data.tabular_data import DATASETS, TITLES
     from .style import color_for
 
     c = t[t.variant == "content"]
-    sets = _benchmarks(c)
+    sets = sorted(c.dataset.unique(), key=lambda n: DATASETS.index(n) if n in DATASETS else len(DATASETS))  # registry's order
     fig, axes = plt.subplots(3, len(sets), figsize=(4.6 * len(sets), 8.2), sharex="col", squeeze=False)
     shades = (1.0, 0.65, 0.4)
     for j, name in enumerate(sets):
