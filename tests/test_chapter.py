@@ -255,7 +255,7 @@ def test_fractions_carry_the_interval_clustered_by_input_and_the_grid_shows_it()
 
 def test_a_chapter_without_trained_weights_names_why_and_labels_its_controls(tmp_path, monkeypatch):
     """The supervised-ViT chapter when no trained weights were measured (every offline build): the banner names each
-    model and why, and the fractions table labels the untrained controls as such (their fractions.csv too)."""
+    model and why, and the fractions table's columns label the untrained controls as such."""
     import types
 
     from dobrushin.report import page
@@ -278,9 +278,8 @@ def test_a_chapter_without_trained_weights_names_why_and_labels_its_controls(tmp
     monkeypatch.setattr(chapter.FamilyChapter, "depth", lambda self: drawn.append(self.featured) or chapter.Section())
     monkeypatch.setattr(page, "table", lambda df, **kw: (df, kw["name"]))
     (grid, name), = [b for b in ch.overview() if isinstance(b, tuple)]
-    assert name == "tab-supervised_vit-fractions" and list(grid.columns) == [
-        "model", "weights", "untrained, content", "untrained, with special tokens", "pairs"]
-    assert grid.iloc[0]["weights"] == "untrained control"
+    assert name == "tab-supervised_vit-fractions" and list(grid.columns) == [  # its columns say untrained
+        "model", "untrained, content", "untrained, with special tokens", "pairs"]
     summ = fractions(ch.table)
     assert grid.iloc[0]["untrained, content"].startswith(f"{100 * summ['fraction'].iloc[0]:.1f}% [")
     assert drawn == [[model]]

@@ -57,8 +57,8 @@ def rollout_check(rs: pd.DataFrame, name: str) -> Section:
                                     "median_submult": "κ(R) / ∏κ(F)", "median_layers": "∏κ(F) / bound",
                                     "median_bound": "median bound"},
                            caption="The whole-rollout bound on content tokens: violations (0 by the theorem), the "
-                                   "median of κ(R) / bound and of its two factors, submultiplicativity κ(R)/∏κ(F_ℓ) "
-                                   "and the layer bounds ∏κ(F_ℓ)/bound, and the median bound.", name=name))
+                                   "median of κ(R) / bound and of its two factors, submultiplicativity κ(R)/∏κ(F) "
+                                   "and the layer bounds ∏κ(F)/bound, and the median bound.", name=name))
 
 
 class FamilyChapter(InsightSections):
@@ -164,15 +164,12 @@ class FamilyChapter(InsightSections):
         return out
 
     def fractions(self):
-        """The fraction of (input, layer) pairs where the condition holds, every measured model (its weights column
-        says which were measured), and the near-ties."""
+        """The fraction of (input, layer) pairs where the condition holds, every measured model (a column per weights
+        setting and variant, "—" where that weights setting was not measured), and the near-ties."""
         out = Section().glue(f"{self.notebook}-ties", near_ties(self.table))
         if not len(self.table):
             return out.md("No model could be measured in this build.")
-        grid = fraction_grid(self.summ)
-        grid.insert(1, "weights", [", ".join(map(weights_label, ws))
-                                   for ws in self.summ.groupby("model", sort=False)["weights"].unique()])
-        out.append(F.table(grid, name=f"tab-{self.notebook}-fractions", caption=fractions_caption()))
+        out.append(F.table(fraction_grid(self.summ), name=f"tab-{self.notebook}-fractions", caption=fractions_caption()))
         return out
 
     def depth(self):
