@@ -65,7 +65,6 @@ class FamilyChapter(InsightSections):
     """One family chapter from ``FamilyParameters``: loads the inputs and measures every model (reusing cached
     results); each section method returns a ``Section``."""
 
-
     def __init__(self, params, title: str):
         from ..experiments.params import FamilyParameters
         from ..experiments.environment import resolve_device
@@ -128,10 +127,13 @@ class FamilyChapter(InsightSections):
     def status(self):
         """A banner naming the models without trained weights (and why), then what was measured and the provenance."""
         out = Section()
-        missing = "; ".join(f"{r.model_id}: " + r.status.removeprefix("weights unavailable: ").replace(
-            r.model_id, "the checkpoint") for r in self.runs if r.status != "ok")
+        missing = [r for r in self.runs if r.status != "ok"]
         if missing:
-            out.append(F.banner("Not reproduced in this build", f"Trained weights unavailable for {missing}. Untrained "
+            why = "; ".join(f"{r.model_id}: " + r.status.removeprefix("weights unavailable: ").replace(
+                r.model_id, "the checkpoint") for r in missing)
+            title = ("Not reproduced in this build" if len(missing) == len(self.runs)
+                     else f"{len(missing)} of {len(self.runs)} models not reproduced in this build")
+            out.append(F.banner(title, f"Trained weights unavailable for {why}. Untrained "
                                 "controls (same architecture, seeded random initialisation) say nothing about the "
                                 "trained networks."))
         def cell(info):
