@@ -11,6 +11,7 @@ from typing import Optional
 
 import pandas as pd
 
+from ..models.provenance import is_proxy, original_from_package
 from ..store import paths
 from ..store.results import ResultStore, atomic_write_csv
 from . import page as F
@@ -31,8 +32,6 @@ def _provenance(run) -> dict:
 
 def weights_kind(provenance: Optional[dict]) -> str:
     """``"proxy"`` (packaged stand-in), ``"original"`` (hub checkpoint, or a package with it bit for bit) or ``""``."""
-    from ..models.provenance import is_proxy, original_from_package
-
     prov = dict(provenance or {})
     if is_proxy(prov):
         return "proxy"
@@ -133,21 +132,17 @@ class FamilyChapter(InsightSections):
                 r.model_id, "the checkpoint") for r in missing)
             title = ("Not reproduced in this build" if len(missing) == len(self.runs)
                      else f"{len(missing)} of {len(self.runs)} models not reproduced in this build")
-            out.append(F.banner(title, f"Trained weights unavailable for {why}. Untrained "
-                                "controls (same architecture, seeded random initialisation) say nothing about the "
-                                "trained networks."))
+            out.append(F.banner(title, f"Trained weights unavailable for {why}. Untrained controls (same architecture, "
+                                "seeded random initialisation) say nothing about the trained networks."))
         def cell(info):
-            if info is None:
-                return "not requested"
-            return f"{int(info.get('n_inputs', 0))} inputs" if info.get("status") == "ok" else str(info.get("status")).split(":")[0]
+            return ("not requested" if info is None else f"{int(info.get('n_inputs', 0))} inputs"
+                    if info.get("status") == "ok" else str(info.get("status")).split(":")[0])
         if self.runs:
             shown = pd.DataFrame([{"model": display_name(r.model_id), "trained weights": cell(r.runs.get("pretrained")),
                                    "untrained control": cell(r.runs.get("untrained"))} for r in self.runs])
             out.append(F.table(shown, caption="What this build measured, per model: its trained weights and its "
                                             "untrained control (same architecture, seeded random initialisation).",
                              name=f"tab-{self.notebook}-status"))
-        from ..models.provenance import original_from_package
-
         rows = []
         for r in self.runs:
             prov = _provenance(r)
