@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "dobrushin"
 GENERATED = {"math/_kernel_numba.py"}
 MODULE_LIMIT = 500
 #: the package and report/ at most their size today (targets: 16,000 and 4,000)
-CEILINGS = {"": 16_189, "report": 4_239}
+CEILINGS = {"": 16_182, "report": 4_229}
 
 
 def _lines(p: Path) -> int:

@@ -251,9 +251,9 @@ def scrub_paths(value) -> str:
 
 
 def how_run(parameters: Mapping, *, packages: Sequence[str] = ("dobrushin", "pandas", "matplotlib"),
-            versions: Optional[dict] = None, device: Optional[str] = None, timings: Optional[dict] = None) -> Display:
+            device: Optional[str] = None, timings: Optional[dict] = None) -> Display:
     """The collapsed "How this chapter was run" block (timings in seconds, paths scrubbed, ``None`` as ``default``)
-    with the installed versions of python, numpy, torch and ``packages``, or the ``versions`` given."""
+    with the installed versions of python, numpy, torch and ``packages``."""
     import pandas as pd
 
     from ..experiments.environment import versions as installed
@@ -270,7 +270,7 @@ def how_run(parameters: Mapping, *, packages: Sequence[str] = ("dobrushin", "pan
 
     parts = [table(pd.DataFrame({"parameter": list(parameters), "value": [val(v) for v in parameters.values()]}))]
     env = {"device": device} if device is not None else {}
-    env.update(installed(packages) if versions is None else versions)
+    env.update(installed(packages))
     parts.append(table(pd.DataFrame({"software / hardware": list(env),
                                      "version": [scrub_paths(v) for v in env.values()]})))
     if timings:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import platform
 import re
 import time
 from pathlib import Path
@@ -190,16 +189,9 @@ class SummaryChapter:
 
     def finish(self, parameters: Optional[dict] = None):
         """The download links of summary.csv and scorecard.csv, and the collapsed "how this chapter was run" block."""
-        import matplotlib
-
-        import dobrushin
-
         out = show_downloads(NOTEBOOK, self.results)
         wall = time.perf_counter() - self.t_start
-        out.append(F.how_run(parameters or {"profile": self.profile},
-                              versions={"dobrushin": dobrushin.__version__, "pandas": pd.__version__,
-                                        "matplotlib": matplotlib.__version__, "python": platform.python_version()},
-                              timings={"summary notebook": round(wall, 1)}))
+        out.append(F.how_run(parameters or {"profile": self.profile}, timings={"summary notebook": round(wall, 1)}))
         return out
 
 

@@ -52,7 +52,6 @@ class TabularChapter:
 
         import torch
 
-        from ..experiments.environment import versions
         from ..store import paths
         from ..store.results import ResultStore
 
@@ -62,7 +61,6 @@ class TabularChapter:
         self.results_dir = Path(params.results_dir) if params.results_dir else paths.results_dir()
         self.store = ResultStore(self.results_dir, "tabular")
         self.params = params.as_dict(exclude=("results_dir",))  # what the result files record
-        self.versions = versions(("rtdl_revisiting_models", "scikit-learn", "pandas", "dobrushin"))
         self.timings = {}
         self.data_sets, self.unavailable = {}, {}
         self._load_data()
@@ -238,5 +236,5 @@ class TabularChapter:
         import torch
 
         self.timings["notebook wall time"] = round(time.perf_counter() - self.t_start, 1)
-        return F.how_run(self.params, versions=self.versions, device=f"cpu ({torch.get_num_threads()} threads)",
-                            timings=self.timings)
+        return F.how_run(self.params, packages=("rtdl_revisiting_models", "scikit-learn", "pandas", "dobrushin"),
+                         device=f"cpu ({torch.get_num_threads()} threads)", timings=self.timings)
