@@ -20,7 +20,7 @@ from PIL import Image
 from dobrushin.data.inputs import load_images, load_texts
 from dobrushin.models import LoadedModel, WeightsUnavailable
 from dobrushin.experiments.pipeline import MeasureConfig, measure_model
-from dobrushin.report.tables import fractions, head_summary, rollout_summary
+from dobrushin.report.tables import fractions, rollout_summary
 from dobrushin.store.results import HEAD_COLUMNS, ROLLOUT_COLUMNS, SCHEMA, ResultStore
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -210,13 +210,6 @@ def test_rollout_and_heads_match_independent_recomputation(tmp_path, images):
         b = images.ids.index(row.input_id)
         k, kf, bound = bf_numbers(renorm(att[int(row["layer"]), b, int(row["head"])], np.arange(1, n)))
         np.testing.assert_allclose([row.kappa, row.slack], [k, bound - kf], atol=1e-6)
-    hs = head_summary(h)
-    assert hs.loc[0, "k"] == int(h.holds.sum()) and hs.loc[0, "heads"] == L * H  # each head of each layer
-    one = h[(h.model == hs.loc[0, "model"]) & (h.weights == hs.loc[0, "weights"]) & (h.variant == hs.loc[0, "variant"])]
-    by_head = {key: float(np.mean(g.holds)) for key, g in one.groupby(["layer", "head"])}
-    assert len(by_head) == L * H
-    assert (hs.loc[0, "head_min"], hs.loc[0, "head_max"]) == (min(by_head.values()), max(by_head.values()))
-    assert hs.loc[0, "head_median"] == float(np.median(list(by_head.values())))
 
 
 def test_weights_unavailable_is_recorded_and_untrained_still_runs(tmp_path, images):
@@ -370,10 +363,9 @@ def test_fractions_and_plots(tmp_path, images):
         "profile": plots.fraction_by_layer(run.table),
         "slack": plots.slack_by_layer(run.table),
         "rollout": plots.rollout_scatter(run.rollout),
-        "heads": plots.head_heatmap(run.heads),
     }
     for what, fig in figs.items():
-        assert sum(ax.get_visible() for ax in fig.axes if ax.get_label() != "<colorbar>") >= 1
+        assert any(ax.get_visible() for ax in fig.axes)
         paths = plots.save_figure(fig, "nb", what, tmp_path / "res")
         assert [p.name for p in paths] == [f"nb-{what}.png", f"nb-{what}.svg"]
         assert all(p.stat().st_size > 1000 for p in paths)

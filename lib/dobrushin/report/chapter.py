@@ -16,8 +16,8 @@ from ..store import paths
 from ..store.results import ResultStore, atomic_write_csv
 from . import page as F
 from . import plots
-from .names import WEIGHTS_LABELS, display_name, pct, weights_label
-from .tables import fraction_grid, fractions, fractions_caption, head_summary, rollout_summary
+from .names import WEIGHTS_LABELS, display_name, weights_label
+from .tables import fraction_grid, fractions, fractions_caption, rollout_summary
 from .insight import InsightSections, near_ties
 from ..experiments.results_loading import baseline_for
 from .display import Section
@@ -87,7 +87,7 @@ class FamilyChapter(InsightSections):
         self.config = params.measure_config(progress=True)
         m = measure_family(params, self.store, self.config, self.device)
         self.input_set, self.data_status, self.runs = m.input_set, m.data_status, m.runs
-        self.table, self.heads_table, self.roll = m.table, m.heads, m.roll
+        self.table, self.roll = m.table, m.roll
         self.summ = fractions(self.table, ("model", "weights", "variant")) if len(self.table) else pd.DataFrame()
         if len(self.summ):
             atomic_write_csv(self.results / self.notebook / "fractions.csv", self.summ)
@@ -205,32 +205,6 @@ class FamilyChapter(InsightSections):
                                 "equality case (a panel whose slack is 0 everywhere says “all zero”).",
                   "Box plots of the slack of the layer bound per layer on a symmetric log axis, one panel per "
                   f"model ({_alt_panels(self.featured)}).", len(self.featured))
-        return out
-
-    def heads(self):
-        """The test on each head's own attention: summary table and per-layer/head heatmap."""
-        out = Section()
-        h = self._sub(self.heads_table)
-        if not len(h):
-            return out.md("No per-head measurements (`head_inputs = 0` or nothing measured).")
-        hs = head_summary(h)
-        shown = hs.assign(model=hs["model"].map(display_name), weights=hs["weights"].map(WEIGHTS_LABELS),
-                          fraction=hs["fraction"].map(pct), head_min=hs["head_min"].map(pct),
-                          head_median=hs["head_median"].map(pct), head_max=hs["head_max"].map(pct))
-        out.append(F.table(shown[["model", "weights", "inputs", "heads", "k", "n", "fraction", "head_min",
-                                "head_median", "head_max"]], drop_constant=True,
-                         columns={"k": "holds", "n": "(input, layer, head)", "head_min": "worst head",
-                                  "head_median": "median head", "head_max": "best head"},
-                         caption="The condition on each head's own attention (content tokens) on the first inputs "
-                                 "of the selection (inputs counts them): overall fraction and the spread over the heads "
-                                 "(each head of each layer) of the fraction of inputs for which it holds.", name=f"tab-{self.notebook}-heads"))
-        models = [m for m in self.featured if (h["model"] == m).any()]
-        fig = plots.head_heatmap(h, variant="content", models=models)
-        self._fig(out, fig, "heads", f"{self.title}: fraction of inputs for which the condition holds on each head's own "
-                                "attention, per layer (rows, layer 1 at the bottom) and head (columns); trained "
-                                "weights where measured, else the untrained control (panel titles say which).",
-                  f"Heat maps of the fraction holding per layer and head, one per model ({_alt_panels(models)}).",
-                  len(models))
         return out
 
     def rollout(self):

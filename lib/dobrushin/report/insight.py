@@ -12,9 +12,8 @@ from ..models.configs import RESOLUTION_SEP
 from ..store.paths import project_root
 from ..store.results import atomic_write_csv
 from . import page as F
-from .names import VARIANT_LABELS, WEIGHTS_SHORT, and_join, display_name, pct, weights_label
+from .names import VARIANT_LABELS, and_join, display_name, pct, weights_label
 from .tables import kappa_caption, kappa_table
-from .style import color_for
 from .display import Section
 from ..experiments.chapter_runs import trained_ok
 
@@ -177,33 +176,7 @@ class InsightSections:
             u = lay["untrained"][lay["untrained"]["variant"] == "content"]
             glued.update(u_k0=int(u.loc[u["condition"] == "original", "k"].sum()),
                          u_k1=int(u.loc[u["condition"] == "ablated", "k"].sum()))
-        out.glue("mpnet", glued)
-        from .plots import panel_grid
-
-        fig, axes = panel_grid(2, 2, panel=(3.4, 2.6), sharey=False)
-        for cond, style in (("original", "-"), ("ablated", "--")):
-            for w, L in lay.items():
-                cc = L[(L["variant"] == "content") & (L["condition"] == cond)]
-                col, lab = color_for(w), f"{WEIGHTS_SHORT[w]}, {cond}"
-                axes[0].plot(cc["layer"] + 1, cc["fraction"], ls=style, color=col, marker="o", ms=3, label=lab)
-                axes[1].plot(cc["layer"] + 1, cc["trace"], ls=style, color=col, marker="o", ms=3, label=lab)
-        axes[0].set_ylabel("fraction holding")
-        axes[0].set_ylim(-0.03, 1.03)
-        axes[1].set_ylabel("self-attention / uniform, tr $A$")
-        axes[1].set_yscale("log")
-        for ax in axes:
-            ax.set_xlabel("layer")
-        h, lab = axes[0].get_legend_handles_labels()
-        fig.legend(h, lab, loc="outside lower center", ncols=2, frameon=False)
-        self._fig(out, fig, "mpnet-ablation",
-                  f"{display_name(subject)} with its distance-0 relative position bias set to the mean of the "
-                  f"distance −1 and +1 buckets (ablated, dashed) against the original (solid), on the first "
-                  f"{len(cos)} sentences, content tokens. Left: fraction of sentences where the condition holds, "
-                  "per layer. Right: mean self-attention over the uniform share, tr A (log axis). Blue: trained "
-                  "weights; orange: the untrained control.",
-                  "Two line plots against layer: fraction holding and self-attention, original solid and "
-                  "ablated dashed, trained in blue and untrained in orange.", 2)
-        return out
+        return out.glue("mpnet", glued)
 
     def overview(self):
         """Every section in turn or, when no trained weights were measured, the untrained controls' fractions and
@@ -213,8 +186,8 @@ class InsightSections:
             return out.md("No model could be measured in this build.")
         sections = (("How often the condition holds", self.fractions), ("Where in depth", self.depth))
         if any(trained_ok(r) for r in self.runs):
-            sections += (("The slack of the layer bound", self.slack), ("Individual heads", self.heads),
-                         ("The whole rollout", self.rollout), ("κ(A) per layer", self.kappa), ("Failure atlas", self.atlas))
+            sections += (("The slack of the layer bound", self.slack), ("The whole rollout", self.rollout),
+                         ("κ(A) per layer", self.kappa), ("Failure atlas", self.atlas))
         for title, fn in sections:
             out.md(f"**{title}.**").include(fn())
         return out

@@ -217,33 +217,6 @@ def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Opt
     return fig
 
 
-def head_heatmap(heads: pd.DataFrame, *, variant: str = "content", models: Optional[Sequence[str]] = None,
-                 ncols: int = 3):
-    """Fraction holding per layer (rows) and head (columns): trained weights where measured, else the control."""
-    require_columns(heads, ["model", "weights", "variant", "layer", "head", "holds"], "the heads table")
-    df = heads[heads["variant"] == variant]
-    models = _models(df, models)
-    fig, axes = panel_grid(len(models), ncols, panel=(3.6, 3.4), sharey=False)
-    im = None
-    for ax, m in zip(axes, models):
-        sub = df[df["model"] == m]
-        w = ("pretrained" if (sub["weights"] == "pretrained").any() else "untrained")
-        g = sub[sub["weights"] == w]
-        piv = g.pivot_table(index="layer", columns="head", values="holds", aggfunc="mean", observed=True)
-        im = ax.imshow(piv.to_numpy(float), vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower",
-                       extent=(0.5, piv.shape[1] + 0.5, 0.5, piv.shape[0] + 0.5), interpolation="nearest")
-        k = g["input_id"].nunique()
-        ax.set_title(f"{display_name(m)}\n{WEIGHT_STYLE.get(w, {'label': w})['label']}, {k} input{'s' if k != 1 else ''}",
-                     fontsize=9)
-        ax.set_xlabel("head")
-        ax.set_ylabel("layer")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # heads and layers are integers
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    if im is not None:
-        fig.colorbar(im, ax=list(axes), shrink=0.8, label="fraction where equality holds")
-    return fig
-
-
 def save_figure(fig, notebook: str, what: str, results_dir=None) -> list:
     """Write ``fig`` atomically to ``<results_dir>/figures/<notebook>-<what>.{png,svg}``; returns the two paths."""
     root = Path(results_dir) if results_dir is not None else default_results()

@@ -1,4 +1,4 @@
-"""Tables from the tidy result tables: fractions with intervals, the κ table, head and rollout summaries."""
+"""Tables from the tidy result tables: fractions with intervals, the κ table, the rollout summary."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -48,24 +48,6 @@ def fraction_grid(summ: pd.DataFrame) -> pd.DataFrame:
             f"{pct(r.fraction)} [{range_text(r.cl_low, r.cl_high)}]")
     out = pd.DataFrame(list(rows.values()))
     return out[[c for c in out.columns if c != "pairs"] + ["pairs"]].fillna("—") if len(out) else out
-
-
-def head_summary(heads: pd.DataFrame) -> pd.DataFrame:
-    """Per model x weights x variant: fraction of (input, layer, head) triples holding (Wilson 95%), the number of
-    heads and the min/median/max of the per-head fractions."""
-    if heads.empty:
-        return pd.DataFrame(columns=["model", "weights", "variant", "inputs", "heads", "k", "n", "fraction",
-                                     "ci_low", "ci_high", "head_min", "head_median", "head_max"])
-    f = fractions(heads, ("model", "weights", "variant"))
-    per_head = heads.groupby(["model", "weights", "variant", "layer", "head"], observed=True)["holds"].mean()
-    spread = per_head.groupby(level=[0, 1, 2], observed=True).agg(["min", "median", "max"])
-    spread.columns = ["head_min", "head_median", "head_max"]
-    counts = heads.groupby(["model", "weights", "variant"], observed=True).agg(inputs=("input_id", "nunique"))
-    counts["heads"] = per_head.groupby(level=[0, 1, 2], observed=True).size()
-    out = f.merge(counts.reset_index(), on=["model", "weights", "variant"]).merge(
-        spread.reset_index(), on=["model", "weights", "variant"])
-    return out[["model", "weights", "variant", "inputs", "heads", "k", "n", "fraction", "ci_low", "ci_high",
-                "head_min", "head_median", "head_max"]]
 
 
 def rollout_summary(roll: pd.DataFrame) -> pd.DataFrame:

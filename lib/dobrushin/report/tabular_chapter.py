@@ -173,20 +173,10 @@ class TabularChapter:
                          caption=kappa_caption("Per benchmark (seeds pooled) and weights")))
         return out
 
-    def heads_rollout(self):
-        out = Section()
-        runs = self.runs
-        heads = pd.concat([v.heads for v in runs.values()], ignore_index=True) if runs else pd.DataFrame()
-        roll = pd.concat([v.rollout for v in runs.values()], ignore_index=True) if runs else pd.DataFrame()
-        if len(heads):
-            fig = plots.head_heatmap(heads, variant="content")
-            out.append(F.figure(fig, notebook="tabular", name="heads", width="full", results_dir=self.results_dir,
-                     caption="Fraction of test rows for which the condition holds on each head's own attention, per block "
-                             "(rows) and head (columns), trained models, content tokens.",
-                     alt="Heat maps of the fraction holding per block and head, one per trained FT-Transformer."))
-        if len(roll):
-            out.include(rollout_check(rollout_summary(roll), "tab-tabular-rollout"))
-        return out
+    def rollout(self):
+        """κ of the whole rollout against the product of the layer bounds, per test row (content tokens)."""
+        roll = pd.concat([v.rollout for v in self.runs.values()], ignore_index=True) if self.runs else pd.DataFrame()
+        return rollout_check(rollout_summary(roll), "tab-tabular-rollout")
 
     def epochs(self):
         """The condition along training for ``epoch_datasets`` (reused by key); writes ``epochs.csv``, the figure and
