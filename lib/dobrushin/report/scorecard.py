@@ -12,7 +12,7 @@ import pandas as pd
 from ..math.stats import add_sums, clustered, wilson
 from ..models.configs import RESOLUTION_SEP, base_id, model_family
 from .claims import CLAIMS, SCORECARD, ScorecardRow, Verdict, combine, judge
-from .summary_table import row_sums
+from .summary_table import pretrained_provenance, row_sums
 from .names import VARIANT_TABLE_LABELS, and_join, display_name, pct, proxy_name, range_text, short_label
 from .tables import input_sums
 
@@ -39,32 +39,33 @@ def _evidence_label(model: str, weights: str) -> str:
     return proxy_name(short_label(model), weights)
 
 
-def _k(row) -> int:
-    return int(round(float(row["measured"]) * int(row["n_pairs"]))) if int(row["n_pairs"]) else 0
-
-
 def _reason(status: str) -> str:
     """``"not run: weights unavailable: not in the local cache ..."`` → ``"weights unavailable"``."""
     return re.sub(r"^not run:\s*", "", str(status)).split(":")[0].strip()
 
 
+def _about(row: ScorecardRow, model: str) -> bool:
+    """Is ``model`` one of ``row``'s models (its families, narrowed by its id fragments)?"""
+    return model_family(model) in row.families and (not row.models or any(f in model.lower() for f in row.models))
+
+
 def _candidates(summary: pd.DataFrame, row: ScorecardRow) -> pd.DataFrame:
     """Rows of the summary table about the models of ``row`` (its claim, its families)."""
-    if row.kind == "related":
-        fam = summary["model"].map(model_family).isin(row.families)
-        return summary[fam & (summary["claim"] == "(not in the paper)")]
-    claim_text = CLAIMS[row.band].text
-    fam = summary["model"].map(model_family).isin(row.families)
-    if row.models:
-        fam &= summary["model"].map(lambda m: any(f in str(m).lower() for f in row.models))
-    return summary[fam & (summary["claim"] == claim_text)]
+    claim_text = CLAIMS[row.band].text if row.band else "(not in the paper)"
+    return summary[summary["model"].map(lambda m: _about(row, m)) & (summary["claim"] == claim_text)]
 
 
-def _not_run(rows: pd.DataFrame):
-    """``(the not-run checkpoints with their reason, the first reason)`` among ``rows`` (None if none)."""
+def _best(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``rows`` with trained weights (``_RANK``) of the best rank among them."""
+    rank = rows["weights_source"].map(_RANK)
+    return rows[rank == rank.min()]
+
+
+def _not_run(rows: pd.DataFrame) -> tuple:
+    """``(the not-run checkpoints with their reason, the first reason)`` in ``rows`` (none: ``""``, "no model …")."""
     nr = rows[rows["status"].astype(str).str.startswith("not run")]
     if not len(nr):
-        return None
+        return "", "no model of this claim in this build's notebooks"
     text = ", ".join(dict.fromkeys(f"{m} ({_reason(s)})" for m, s in zip(nr["model"], nr["status"])))
     return text, _reason(nr["status"].iloc[0])
 
@@ -97,7 +98,7 @@ def _baseline(summary: pd.DataFrame, row: ScorecardRow) -> dict:
     lo_r, hi_r = b.loc[b["measured"].idxmin()], b.loc[b["measured"].idxmax()]
     verdicts = [judge(float(r["measured"]), float(r["ci_low"]), float(r["ci_high"]), claim, int(r["n_pairs"]))
                 for _, r in b.iterrows()]  # independent matrices: the clustered interval is Wilson's
-    measured = " to ".join(estimate_text(*wilson(_k(r), int(r["n_pairs"]))) for r in (lo_r, hi_r))
+    measured = " to ".join(estimate_text(r["measured"], r["ci_low"], r["ci_high"]) for r in (lo_r, hi_r))
     verdict = combine(verdicts)
     off = [f"{v} at n = {n}" for n, v in zip(b["n_tok"], verdicts) if v != "reproduced"]
     rep = [n for n, v in zip(b["n_tok"], verdicts) if v == "reproduced"]
@@ -156,27 +157,21 @@ def _groups(ev: pd.DataFrame) -> dict:
 
 
 def evidence(summary: pd.DataFrame, row: ScorecardRow):
-    """``(cands, var, best evidence rows, not run)`` of a fraction row."""
+    """``(cands, best evidence rows, _not_run of its variant's rows)`` of a fraction row."""
     cands = _candidates(summary, row)
     var = cands[cands["variant"] == VARIANT_TABLE_LABELS[row.variant]]
-    measured = var[(var["n_pairs"] > 0) & var["weights_source"].isin(list(_RANK))]
-    if len(measured):
-        best = min(_RANK[w] for w in measured["weights_source"])
-        measured = measured[measured["weights_source"].map(_RANK) == best]
-    return cands, var, measured, _not_run(var)
+    return cands, _best(var[var["n_pairs"] > 0]), _not_run(var)
 
 
 def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
     claim = CLAIMS[row.band]
-    cands, var, ev, not_run = evidence(summary, row)
+    cands, ev, (not_run, reason) = evidence(summary, row)
     if not len(ev):
-        verdict = "not run: " + (not_run[1] if not_run else "no model of this claim in this build's notebooks")
-        return _result(row, verdict=verdict, not_run=not_run[0] if not_run else "",
-                       untrained=_untrained(cands, row.variant))
+        return _result(row, verdict=f"not run: {reason}", not_run=not_run, untrained=_untrained(cands, row.variant))
     groups = _groups(ev)
     text, wtext, verdict, wverdict = _judge(list(groups.items()), claim)
     weights = sorted(set(ev["weights_source"]))[0]
-    extra = {"not_run": not_run[0] if not_run and weights != "original" else ""}
+    extra = {"not_run": not_run if weights != "original" else ""}
     if weights == "proxy":
         verdict += " (proxy weights)"
         provs = [_provenance(entries, m) for m in dict.fromkeys(ev["model"])]
@@ -196,13 +191,13 @@ def _fraction(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
                    cl_low=clo, cl_high=chi, wilson_verdict=str(wverdict), **extra)
 
 
-def _pooled(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
+def _pooled(summary: pd.DataFrame, row: ScorecardRow) -> dict:
     """A range stated once for several models: judged on the pooled inputs of those measured (best evidence each);
     the unmeasured ones named in ``not_run``."""
     claim = CLAIMS[row.band]
     parts, missing = [], []
     for child in (r for r in SCORECARD if r.parent == row.key):
-        ev = evidence(summary, child)[2]
+        ev = evidence(summary, child)[1]
         if len(ev):
             parts.append(ev)
         else:
@@ -224,35 +219,31 @@ def _pooled(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
                    cl_high=hi, wilson_verdict=str(judge(wp, wlo, whi, claim, total["n"])))
 
 
-def _late(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
+def _late(summary: pd.DataFrame, row: ScorecardRow) -> dict:
     cands = _candidates(summary, row)
-    ok = cands[cands["weights_source"].isin(list(_RANK)) & ~cands["status"].str.startswith("not run")]
-    if not len(ok):
-        nr = _not_run(cands)
-        return _result(row, verdict="not run: " + (nr[1] if nr else "no model of this claim in this build's notebooks"),
-                       not_run=nr[0] if nr else "")
-    best = min(_RANK[w] for w in ok["weights_source"])
-    ev = ok[ok["weights_source"].map(_RANK) == best]
-    parts = [f"{short_label(r['model'])}: " + (f"{_k(r)} of {int(r['n_pairs'])} failures in the second half"
+    ev = _best(cands[~cands["status"].str.startswith("not run")])
+    if not len(ev):
+        not_run, reason = _not_run(cands)
+        return _result(row, verdict=f"not run: {reason}", not_run=not_run)
+    parts = [f"{short_label(r['model'])}: " + (f"{row_sums(r)['k']} of {int(r['n_pairs'])} failures in the second half"
                                           if int(r["n_pairs"]) else "no failing pair") for _, r in ev.iterrows()]
     verdict = "reproduced" if (ev["status"] == "reproduced").all() else "differs"
     weights = sorted(set(ev["weights_source"]))[0]
     if weights == "proxy":
         verdict += " (proxy weights)"
-    n_inputs = int(pd.to_numeric(ev.get("n_inputs", pd.Series(0, index=ev.index)), errors="coerce").fillna(0).sum())
     return _result(row, evidence=", ".join(dict.fromkeys(short_label(m) for m in ev["model"])), weights=weights,
-                   measured="; ".join(parts), verdict=verdict, n=int(ev["n_pairs"].sum()), n_inputs=n_inputs)
+                   measured="; ".join(parts), verdict=verdict, n=int(ev["n_pairs"].sum()),
+                   n_inputs=int(ev["n_inputs"].sum()))
 
 
-def _related(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
+def _related(summary: pd.DataFrame, row: ScorecardRow) -> dict:
     cands = _candidates(summary, row)
     ok = cands[(cands["n_pairs"] > 0) & cands["weights_source"].isin(list(_RANK))]
     content = ok[ok["variant"] == "content"].drop_duplicates("model")
     if not len(content):
         return _result(row, verdict="no paper value")
     parts = [f"{short_label(r['model'])}: {estimate_text(*clustered(row_sums(r)))}" for _, r in content.iterrows()]
-    wparts = [f"{short_label(r['model'])}: {estimate_text(*wilson(_k(r), int(r['n_pairs']))).split(' ', 1)[1]}"
-              for _, r in content.iterrows()]
+    wparts = [f"{short_label(r['model'])}: [{range_text(r['ci_low'], r['ci_high'])}]" for _, r in content.iterrows()]
     total = add_sums(*(row_sums(r) for _, r in content.iterrows()))
     return _result(row, evidence=", ".join(_evidence_label(m, s) for m, s in zip(content["model"], content["weights_source"])),
                    weights=", ".join(sorted(set(content["weights_source"]))), wilson="; ".join(wparts), n=total["n"],
@@ -260,13 +251,8 @@ def _related(summary: pd.DataFrame, row: ScorecardRow, entries: dict) -> dict:
 
 
 def _provenance(entries: dict, model: str) -> dict:
-    for (_, m), e in (entries or {}).items():
-        if m == model:
-            prov = (e.get("provenance") or {}).get("pretrained")
-            if prov is None:
-                prov = ((e.get("runs") or {}).get("pretrained") or {}).get("provenance")
-            return prov or {}
-    return {}
+    entry = next((e for (_, m), e in entries.items() if m == model), None)
+    return (pretrained_provenance(entry) if entry else None) or {}
 
 
 def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
@@ -276,17 +262,16 @@ def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
     missing = {"claim", "model", "variant", "measured", "n_pairs", "status", "weights_source"} - set(summary.columns)
     if missing:
         raise ValueError(f"the summary table lacks columns {sorted(missing)}")
-    entries = entries or {}
-    kinds = {"pooled": _pooled, "late": _late, "related": _related}
+    kinds = {"baseline": _baseline, "pooled": _pooled, "late": _late, "related": _related}
     rows = [_theorem(row, theorem_check) if row.kind == "theorem" else
-            _baseline(summary, row) if row.kind == "baseline" else
-            kinds.get(row.kind, _fraction)(summary, row, entries) for row in SCORECARD]
+            _fraction(summary, row, entries or {}) if row.kind == "fraction" else
+            kinds[row.kind](summary, row) for row in SCORECARD]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def top_rows(card: pd.DataFrame) -> pd.DataFrame:
-    """The claims' own rows, without per-model rows beneath a pooled claim (``parent`` empty, or NaN from CSV)."""
-    return card[card["parent"].fillna("") == ""] if "parent" in card.columns else card
+    """The claims' own rows, without per-model rows beneath a pooled claim (``parent`` empty)."""
+    return card[card["parent"] == ""]
 
 
 def judged_rows(card: pd.DataFrame) -> pd.DataFrame:
@@ -345,9 +330,8 @@ def wilson_changes(card: pd.DataFrame) -> list:
     short = {r.key: r.short for r in SCORECARD}
     out = []
     for r in top_rows(card).itertuples():
-        w = getattr(r, "wilson_verdict", "")
-        if isinstance(w, str) and w and Verdict.of(w) is not Verdict.of(r.verdict):
-            out.append((short[r.key], Verdict.of(r.verdict).value, Verdict.of(w).value))
+        if r.wilson_verdict and Verdict.of(r.wilson_verdict) is not Verdict.of(r.verdict):
+            out.append((short[r.key], Verdict.of(r.verdict).value, Verdict.of(r.wilson_verdict).value))
     return out
 
 
@@ -363,9 +347,7 @@ def add_resolution_notes(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFram
         base = base_id(model)
         for i, crow in card.iterrows():
             r = by_key.get(crow["key"])
-            if r is None or r.kind != "fraction" or model_family(base) not in r.families:
-                continue
-            if r.models and not any(f in base.lower() for f in r.models):
+            if r is None or r.kind != "fraction" or not _about(r, base):
                 continue
             part = table[(table["model"] == model) & (table["weights"] == "pretrained") & (table["variant"] == r.variant)]
             if len(part):

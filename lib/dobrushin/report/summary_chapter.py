@@ -21,7 +21,7 @@ from . import reproducing_tables as RT
 from ..experiments import results_loading as RL
 from . import summary_figures as SF
 from . import summary_table as ST
-from .claims import CLAIMS, SCORECARD, Verdict
+from .claims import CLAIMS, SCORECARD, TOO_WIDE, Verdict
 from .display import Section, html_block
 from .insight import show_downloads
 from .plots import save_figure
@@ -102,12 +102,8 @@ class SummaryChapter:
 
     def rule(self):
         """Glue the rule's constants ``too_wide`` (points) and ``essentially_all`` (the threshold, %)."""
-        from .claims import TOO_WIDE
-
-        out = Section()
-        out.values["too_wide"] = f"{100 * TOO_WIDE:g}"
-        out.values["essentially_all"] = f"{100 * CLAIMS['essentially_all'].low:g}"
-        return out
+        return Section(values={"too_wide": f"{100 * TOO_WIDE:g}",
+                               "essentially_all": f"{100 * CLAIMS['essentially_all'].low:g}"})
 
     # ------------------------------------------------------------------ glue for the introduction
     def for_introduction(self):

