@@ -4,8 +4,8 @@ from IPython.core.formatters import DisplayFormatter
 
 from dobrushin.report import display as D
 from dobrushin.report.baseline_chapter import trials_for
-from dobrushin.report.display import Display, html_block, markdown_block, plain_text
-from dobrushin.report.page import banner
+from dobrushin.report.display import Display, html_block, plain_text
+from dobrushin.report.page import banner, details
 
 
 def _mimes(obj) -> dict:
@@ -24,8 +24,9 @@ def test_glued_blocks_carry_html_and_plain_text_only():
 
 
 def test_page_blocks_carry_markdown_and_the_aliases_are_the_same_wrapper():
-    m = _mimes(markdown_block("**x**", "x"))
-    assert set(m) == {"text/markdown", "text/plain"} and m["text/markdown"] == "**x**"
+    m = _mimes(details("x", "**y**"))
+    assert set(m) == {"text/markdown", "text/plain"} and m["text/plain"] == "x\n**y**"
+    assert m["text/markdown"].startswith(":::{admonition} x\n") and "\n**y**\n" in m["text/markdown"]
     a = _mimes(banner("Title", "body <r>"))
     assert set(a) == {"text/html", "text/markdown", "text/plain"} and "body &lt;r&gt;" in a["text/html"]
     assert isinstance(D.html_block("<i>y</i>"), Display) and repr(D.html_block("<i>y</i>")) == "<i>y</i>"

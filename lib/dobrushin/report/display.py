@@ -1,6 +1,6 @@
 """The book's display wrapper ``Display`` (given MIME types plus a plain-text fallback) and ``Section``.  Glued across
 documents, myst-nb pastes ``text/html``, images and ``text/plain``, not Markdown (``html_block``, ``plain_text``,
-``page.banner``); on the notebook's own page it parses ``text/markdown`` as MyST (``markdown_block``).
+``page.banner``); on the notebook's own page it parses ``text/markdown`` as MyST (``page.table``, ``page.details``).
 """
 from __future__ import annotations
 
@@ -27,11 +27,6 @@ class Display:
 def html_block(html_text: str, text: str = "") -> Display:
     """An HTML block (pastable into a Markdown chapter with ``{glue}``); ``text`` defaults to the HTML itself."""
     return Display(text or html_text, html=html_text)
-
-
-def markdown_block(markdown: str, text: str = "") -> Display:
-    """A MyST Markdown snippet for the notebook's own page (myst-nb parses it), with a plain-text fallback."""
-    return Display(text or markdown, markdown=markdown)
 
 
 def plain_text(s) -> Display:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .names import WEIGHTS_SHORT, display_name
-from .plots import WEIGHT_STYLE, panel_grid
+from .plots import WEIGHT_STYLE, legend_below, panel_grid
 from .style import COLORS
 
 #: colours of the two tokens of an attaining pair in the atlas (Okabe–Ito vermillion and bluish green)
@@ -39,12 +39,7 @@ def kappa_by_layer(table: pd.DataFrame, *, models: Sequence[str], random_kappa: 
         ax.set_xlabel("layer")
         ax.set_title(textwrap.fill(display_name(m), 34), fontsize=9)
     axes[0].set_ylabel("κ(A), median and IQR")
-    h, l = axes[0].get_legend_handles_labels()
-    seen = dict(zip(l, h))
-    for ax in axes[1:]:
-        for hh, ll in zip(*ax.get_legend_handles_labels()):
-            seen.setdefault(ll, hh)
-    fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncols=len(seen), frameon=False)
+    legend_below(fig, axes, ncols=3, fontsize=None)  # one row: trained, untrained, random at most
     return fig
 
 
@@ -95,10 +90,9 @@ def _clean(tok: str) -> str:
 
 def _draw_text(ax, c, width: int = 40, max_lines: int = 7):
     """The sentence as its tokens, wrapped; the two tokens of the pair on coloured backgrounds."""
-    toks = [_clean(t) for t, r in zip(c.tokens, c.roles) if r != "pad"]
-    idx = [k for k, r in enumerate(c.roles) if r != "pad"]
+    toks = [(k, _clean(t)) for k, (t, r) in enumerate(zip(c.tokens, c.roles)) if r != "pad"]
     lines, cur, n = [], [], 0
-    for k, t in zip(idx, toks):
+    for k, t in toks:
         if n + len(t) + 1 > width and cur:
             lines.append(cur)
             cur, n = [], 0

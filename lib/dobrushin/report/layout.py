@@ -76,11 +76,8 @@ def _transpose(frame, numeric: dict):
     keys = _key_columns(frame, numeric)
     labels = ([", ".join(str(v) for v in row if str(v).strip()) for row in frame[keys].itertuples(index=False)]
               if keys else [f"row {i + 1}" for i in range(len(frame))])
-    seen: dict = {}
-    heads = []
-    for lab in labels:  # column names must be unique
-        seen[lab] = seen.get(lab, 0) + 1
-        heads.append(lab if seen[lab] == 1 else f"{lab} ({seen[lab]})")
+    nth = pd.Series(labels).groupby(labels).cumcount() + 1  # column names must be unique: "a", "a (2)", ...
+    heads = [lab if k == 1 else f"{lab} ({k})" for lab, k in zip(labels, nth)]
     rest = [c for c in frame.columns if c not in keys]
     t = pd.DataFrame({"": [str(c) for c in rest],
                       **{h: [frame.iloc[i][c] for c in rest] for i, h in enumerate(heads)}}, columns=["", *heads])
@@ -92,9 +89,9 @@ def _transpose(frame, numeric: dict):
 def _split(frame, numeric: dict, budget: float, code=()) -> list:
     # the columns that name a row are repeated in every part; without a text one, the first column (``n``)
     keys = _key_columns(frame, numeric) or list(frame.columns[:1])
-    if keys and table_min_px(frame[keys], numeric, code) > budget / 2:
-        keys = []
-    base = table_min_px(frame[keys], numeric, code) if keys else 0.0
+    base = table_min_px(frame[keys], numeric, code)
+    if base > budget / 2:
+        keys, base = [], 0.0
     parts, cur, width = [], [], base
     for c in frame.columns:
         if c in keys:
@@ -128,11 +125,10 @@ def fitted_caption(caption: Optional[str], parts, layout: str) -> str:
     cap = " ".join(caption.split()) if caption else ""
     if layout == "split":
         shared = [c for c in parts[0][0].columns if all(c in f.columns for f, _ in parts[1:])]
-        names = [f"“{c}”" for c in shared]
-        again = (f", each repeating the column{'s' if len(names) > 1 else ''} "
-                 + and_join(names)
+        again = (f", each repeating the column{'s' if len(shared) > 1 else ''} " + and_join(f"“{c}”" for c in shared)
                  if shared else "")
-        cap = (cap + " " if cap else "") + f"(Its columns are split over {len(parts)} tables, one below the other{again}.)"
+        split = f"(Its columns are split over {len(parts)} tables, one below the other{again}.)"
+        cap = f"{cap} {split}" if cap else split
     return cap
 
 

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from .display import Display, markdown_block  # noqa: E402
+from .display import Display  # noqa: E402
 from .layout import TABLE_WIDTHS_PX, breakable, fit_table, fitted_caption, header_text, wbr  # noqa: E402
 
 
@@ -65,12 +65,11 @@ def figure(fig, *, notebook: str, name: str, caption: str, alt: str, width: str 
     md = figure_markdown(label, caption, alt, width)  # validates before anything is written
     w, h = fig.get_size_inches()
     fig.set_size_inches(WIDTHS_IN[width], max(h * WIDTHS_IN[width] / w, MIN_HEIGHTS_IN[width]))
-    paths = save_figure(fig, notebook, name, results_dir=results_dir)
-    png = next(p for p in paths if Path(p).suffix == ".png")
+    paths = save_figure(fig, notebook, name, results_dir=results_dir)  # [png, svg]
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    return SavedFigure(paths, label=label, markdown=md, png=Path(png).read_bytes())
+    return SavedFigure(paths, label=label, markdown=md, png=Path(paths[0]).read_bytes())
 
 
 class SavedFigure(list):
@@ -93,12 +92,12 @@ class SavedFigure(list):
 
 def format_number(v, digits: int = 3) -> str:
     """A table number: integers without ``.0``; 0 < |v| < 1e-3 or |v| ≥ 1e6 scientific; else ``digits`` significant
-    digits, trailing zeros dropped.  NaN is ``–``; booleans and non-numbers ``str``."""
-    if v is None:
+    digits, trailing zeros dropped.  None, NaN, ``pd.NA``, ``pd.NaT``: ``–``; booleans, non-numbers: ``str``."""
+    import pandas as pd
+
+    if v is None or v is pd.NA or v is pd.NaT:
         return "–"
-    if isinstance(v, bool) or type(v).__name__ in ("bool_", "bool"):
-        return str(bool(v))
-    if not isinstance(v, numbers.Real):
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
         return str(v)
     if isinstance(v, numbers.Integral):
         return str(int(v))
@@ -115,8 +114,7 @@ def format_number(v, digits: int = 3) -> str:
         return str(int(x))
     import numpy as np
 
-    s = np.format_float_positional(x, precision=digits, unique=False, fractional=False, trim="-")
-    return s
+    return np.format_float_positional(x, precision=digits, unique=False, fractional=False, trim="-")
 
 
 _MD_PUNCT = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|$~^&:\"'=%@,;?/])")
@@ -131,11 +129,9 @@ def _md_escape(s: str) -> str:
 class Table(Display):
     """A formatted table (made by ``table``): ``.frame`` (strings), ``.parts`` and ``.layout`` from ``fit_table``."""
 
-    def __init__(self, markdown: str, frame, note: str = "", parts=None, layout: str = "as is"):
+    def __init__(self, markdown: str, frame, note: str, parts: list, layout: str):
         super().__init__(frame.to_string(index=False) + (f"\n{note}" if note else ""), markdown=markdown)
-        self.frame, self.note = frame, note
-        self.parts = parts if parts is not None else [(frame, {c: False for c in frame.columns})]
-        self.layout = layout
+        self.frame, self.note, self.parts, self.layout = frame, note, parts, layout
 
 
 def _pipe_table(frame, numeric: dict) -> list:
@@ -145,12 +141,6 @@ def _pipe_table(frame, numeric: dict) -> list:
                               for c, v in zip(frame.columns, row)) + " |"
             for row in frame.itertuples(index=False)]
     return [head, rule, *body]
-
-
-def _is_numeric(series) -> bool:
-    import pandas as pd
-
-    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
 
 
 def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digits: int = 3,
@@ -174,16 +164,14 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
     if drop_constant and len(df) > 1:
         const = [c for c in df.columns if df[c].nunique(dropna=False) == 1]
         if const and len(const) < len(df.columns):
-            note = "All rows: " + ", ".join(f"{c} = {_fmt_cell(df[c].iloc[0], digits)}"
-                                             for c in const) + "."
+            note = "All rows: " + ", ".join(f"{c} = {format_number(df[c].iloc[0], digits)}" for c in const) + "."
             df = df.drop(columns=const)
     if df.shape[1] == 0:
         raise ValueError("the table has no columns")
     if width not in TABLE_WIDTHS_PX:
         raise ValueError(f"width must be one of {sorted(TABLE_WIDTHS_PX)}, got {width!r}")
-    numeric = {c: _is_numeric(df[c]) for c in df.columns}
-    shown = pd.DataFrame({c: [_fmt_cell(v, digits) for v in df[c]] for c in df.columns},
-                         columns=list(df.columns))
+    numeric = {c: pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns}
+    shown = pd.DataFrame({c: [format_number(v, digits) for v in df[c]] for c in df.columns}, columns=list(df.columns))
     parts, layout = (fit_table(shown, numeric, TABLE_WIDTHS_PX[width], tuple(code)) if fit
                      else ([(shown, numeric)], "as is"))
     cap = fitted_caption(caption, parts, layout)
@@ -201,12 +189,6 @@ def table(df, *, caption: Optional[str] = None, name: Optional[str] = None, digi
     return Table(md, shown, note, parts=parts, layout=layout)
 
 
-def _fmt_cell(v, digits) -> str:
-    import pandas as pd
-
-    return "–" if v is pd.NA or v is pd.NaT else format_number(v, digits)
-
-
 def details(summary: str, *content) -> Display:
     """A collapsed block showing ``summary``; ``content`` (tables, Markdown strings) appears when opened."""
     summary = " ".join(_check_text("summary", summary).split())
@@ -219,7 +201,7 @@ def details(summary: str, *content) -> Display:
     depth = max((len(m) for m in re.findall(r"^(:{3,})", inner, re.M)), default=2)
     fence = ":" * (depth + 1)
     md = f"{fence}{{admonition}} {summary}\n:class: dropdown dobrushin-details\n\n{inner}\n{fence}\n"
-    return markdown_block(md, summary + "\n" + "\n".join(texts))
+    return Display(summary + "\n" + "\n".join(texts), markdown=md)
 
 
 # ---------------------------------------------------------------- how the chapter was run
@@ -257,9 +239,6 @@ def how_run(parameters: Mapping, *, packages: Sequence[str] = ("dobrushin", "pan
     import pandas as pd
 
     from ..experiments.environment import versions as installed
-
-    if not isinstance(parameters, Mapping):
-        raise TypeError("parameters must be a mapping of name -> value")
 
     def val(v):
         if v is None:

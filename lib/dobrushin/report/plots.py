@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from ..math.stats import wilson
 from ..store.paths import results_dir as default_results
@@ -17,8 +17,7 @@ from .names import VARIANT_LABELS, WEIGHTS_LABELS, display_name
 from .style import COLORS, LINESTYLES, color_for
 
 WEIGHT_STYLE = {w: {"color": color_for(w), "label": label} for w, label in WEIGHTS_LABELS.items()}
-VARIANT_STYLE = {"content": {"linestyle": "-", "label": VARIANT_LABELS["content"]},
-                 "with_special": {"linestyle": "--", "label": VARIANT_LABELS["with_special"]}}
+VARIANT_STYLE = {v: {"linestyle": LINESTYLES[v], "label": label} for v, label in VARIANT_LABELS.items()}
 
 
 def zero_series(table: pd.DataFrame, value: str = "slack") -> list:
@@ -96,7 +95,7 @@ def fraction_by_layer(table: pd.DataFrame, *, models: Optional[Sequence[str]] = 
         sub = fr[fr["model"] == m]
         for (w, v), g in sub.groupby(["weights", "variant"], sort=True, observed=True):
             x = g["layer"].to_numpy() + 1
-            ws, vs = WEIGHT_STYLE.get(w, {"color": "C2", "label": w}), VARIANT_STYLE.get(v, {"linestyle": ":", "label": v})
+            ws, vs = WEIGHT_STYLE[w], VARIANT_STYLE[v]  # conform admits no other weights or variants
             ax.plot(x, g["fraction"], color=ws["color"], linestyle=vs["linestyle"], marker="o", ms=3,
                     label=f"{ws['label']}, {vs['label']}")
             ax.fill_between(x, g["ci_low"], g["ci_high"], color=ws["color"], alpha=0.15 if v == "content" else 0.07,
@@ -118,20 +117,19 @@ def _finish_grid(fig, axes, ncols: int, ylabel: str):
     """Label the first panel of each row and add the shared legend."""
     for ax in axes[::max(1, min(ncols, len(axes)))]:
         ax.set_ylabel(ylabel)
-    _legend(fig, axes)
+    legend_below(fig, axes)
     return fig
 
 
-def _legend(fig, axes):
-    handles, labels = {}, []
+def legend_below(fig, axes, ncols=None, fontsize=9):
+    """One legend under the panels: each label once, first handle kept; ``ncols`` defaults to 3 (2 for one panel)."""
+    handles = {}
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in handles:
-                handles[lab] = h
-                labels.append(lab)
+            handles.setdefault(lab, h)
     if handles:
-        fig.legend([handles[lab] for lab in labels], labels, loc="outside lower center",
-                   ncols=min(3 if len(axes) > 1 else 2, len(labels)), fontsize=9, frameon=False)
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center", frameon=False, fontsize=fontsize,
+                   ncols=ncols or min(3 if len(axes) > 1 else 2, len(handles)))
 
 
 #: below this the slack axis is linear (symlog): the slack is 0 in the equality case and spans many decades
@@ -148,8 +146,7 @@ def slack_by_layer(table: pd.DataFrame, *, variant: str = "content", models: Opt
     df = table[table["variant"] == variant]
     models = _models(df, models)
     fig, axes = panel_grid(len(models), ncols)
-    shown = df.loc[df["model"].isin(models), "slack"].to_numpy(float)
-    top = float(np.nanmax(shown)) if len(shown) else 0.0
+    top = float(np.nanmax(df.loc[df["model"].isin(models), "slack"].to_numpy(float)))  # panel_grid: not empty
     for ax, m in zip(axes, models):
         sub = df[df["model"] == m]
         ws = [w for w in WEIGHT_STYLE if (sub["weights"] == w).any()]
@@ -190,7 +187,7 @@ def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Opt
     for ax, m in zip(axes, models):
         sub = df[df["model"] == m]
         for w, g in sub.groupby("weights", sort=True, observed=True):
-            st = WEIGHT_STYLE.get(w, {"color": "C2", "label": w})
+            st = WEIGHT_STYLE[w]
             ax.scatter(g["bound"], g["kappa_rollout"].clip(lower=1e-300), s=10, alpha=0.7,
                        color=st["color"], label=st["label"])
         vals = np.concatenate([sub["bound"].to_numpy(float), sub["kappa_rollout"].to_numpy(float)])
@@ -203,8 +200,6 @@ def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Opt
         ax.plot([lo, hi], [lo, hi], color="k", lw=0.8, ls=":", label="κ(R) = bound")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        from matplotlib.ticker import NullFormatter
-
         ax.xaxis.set_minor_formatter(NullFormatter())  # powers of ten only (the span is >= 1.5 decades)
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlim(lo, hi)
@@ -213,7 +208,7 @@ def rollout_scatter(roll: pd.DataFrame, *, variant: str = "content", models: Opt
         ax.set_xlabel("bound ∏ ½(1+κ(Ã_l))")
         ax.set_ylabel("κ(rollout)")
         ax.grid(alpha=0.3, which="both")
-    _legend(fig, axes)
+    legend_below(fig, axes)
     return fig
 
 

@@ -49,10 +49,9 @@ def statements_text() -> str:
         if name not in checked:
             raise ValueError(f"{name} is shown as machine-checked but proofs/Assumptions.v does not check it")
         f = source_of(name)
-        names, files = rows.setdefault(label, ([], []))
+        names, files = rows.setdefault(label, ([], {}))  # files: a dict, each once in order
         names.append(f"`{name}`")
-        if f not in files:
-            files.append(f)
+        files[f] = None
     lines = ["| result | Coq theorems | file |", "|:---|:---|:---|"]
     for label, (names, files) in rows.items():
         lines.append(f"| {{prf:ref}}`{label}` | {', '.join(names)} | "
