@@ -5,6 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pandas as pd
+
+from ..random import ensembles as E
 from . import baseline_figures as BF
 from . import page as F
 from .display import Section
@@ -24,8 +27,6 @@ def trials_for(n: int, small: int, large: dict) -> int:
 
 class RandomMatrixChapter:
     """Shared by the two random-matrix chapters: results folder, cell cache, kernel backend, recorded parameters."""
-
-    notebook = ""
 
     def __init__(self, params):
         import numpy as np
@@ -57,28 +58,25 @@ class RandomMatrixChapter:
 class BaselineChapter(RandomMatrixChapter):
     """The baseline chapter's sections; ``params`` are the notebook's resolved parameters."""
 
-    notebook = "baseline"
-
     def __init__(self, params):
-        super().__init__(params)
-        self.uni = self.allres = None
-        self.order, self.labels = [], {}
-        self._uniform()
-        self._ensembles()
-
-    # ---------------------------------------------------------------- uniform rows
-    def _uniform(self):
-        """Compute the Dirichlet(1) curve and write ``baseline.csv``."""
+        """Compute the Dirichlet(1) curve and the extra ensembles and write ``baseline.csv`` with every row."""
         from ..random import cells as C
 
+        super().__init__(params)
         p = self.p
         cells = [("dirichlet(1)", n, trials_for(n, p.trials_small, p.trials_large)) for n in p.ns]
-        self.uni = uni = C.run_grid(cells, p.seed, check=p.check_theorem, cache=self.cache)
-        C.write_table(uni, self.out_dir / "baseline.csv", self.params)
+        self.uni = C.run_grid(cells, p.seed, check=p.check_theorem, cache=self.cache)
+        extra = [f"dirichlet({a:g})" for a in p.alphas] + [f"softmax_gaussian({t:g})" for t in p.temperatures]
+        cells = [(e, n, trials_for(n, p.ensemble_trials_small, p.ensemble_trials_large))
+                 for e in extra for n in p.ensemble_ns]
+        ens_df = C.run_grid(cells, p.seed, check=p.check_theorem, cache=self.cache)
+        self.allres = pd.concat([self.uni, ens_df], ignore_index=True)
+        C.write_table(self.allres, self.out_dir / "baseline.csv", self.params)
+        self.order = ["dirichlet(1)"] + extra  # the ensemble names run_grid writes (Ensemble.name)
+        self.labels = {e: E.parse_ensemble(e).label for e in self.order}
 
+    # ---------------------------------------------------------------- uniform rows
     def uniform_figure(self):
-        from ..random import ensembles as E
-
         p, uni = self.p, self.uni
         return F.figure(BF.uniform_figure(uni, band("baseline"), band_label("baseline"), float(E.exact_probability(2))),
                         notebook="baseline", name="dirichlet1", results_dir=self.results,
@@ -92,32 +90,14 @@ class BaselineChapter(RandomMatrixChapter):
             "uni", BF.uniform_values(self.uni, band("baseline")))
 
     # ---------------------------------------------------------------- other ensembles
-    def _ensembles(self):
-        """Compute the extra ensembles and rewrite ``baseline.csv`` with every row."""
-        import pandas as pd
-
-        from ..random import cells as C
-        from ..random import ensembles as E
-
-        p = self.p
-        extra = [f"dirichlet({a:g})" for a in p.alphas] + [f"softmax_gaussian({t:g})" for t in p.temperatures]
-        cells = [(e, n, trials_for(n, p.ensemble_trials_small, p.ensemble_trials_large)) for e in extra for n in p.ensemble_ns]
-        ens_df = C.run_grid(cells, p.seed, check=p.check_theorem, cache=self.cache)
-        self.allres = pd.concat([self.uni, ens_df], ignore_index=True)
-        C.write_table(self.allres, self.out_dir / "baseline.csv", self.params)
-        self.order = ["dirichlet(1)"] + extra
-        self.labels = {e: E.parse_ensemble(e).label for e in self.order}
-
     def ensembles_figure(self):
-        allres = self.allres
-        return F.figure(BF.ensembles_facets(allres[allres["ensemble"].isin(self.order)], self.order, self.labels, band("baseline"), band_label("baseline")),
-                        notebook="baseline", name="ensembles", width="full", results_dir=self.results,
+        fig = BF.ensembles_facets(self.allres, self.order, self.labels, band("baseline"), band_label("baseline"))
+        return F.figure(fig, notebook="baseline", name="ensembles", width="full", results_dir=self.results,
                         caption="The baseline for six ensembles of random row-stochastic matrices, one panel per ensemble: the fraction for which the equality condition holds against $n$, with Wilson 95% error bars. The thin grey line repeats Dirichlet(1) in every other panel; shaded: the paper's range; dotted: $\\tfrac14$.",
                         alt="Six small line plots, one per ensemble (Dirichlet with alpha 1, 0.1 and 10, softmax of Gaussian logits at temperatures 0.3, 1 and 3), each showing the fraction that holds against matrix size with error bars.")
 
     def ensembles_numbers(self) -> Section:
-        return Section().glue("ens", BF.ensembles_values(self.allres[self.allres["ensemble"].isin(self.order)],
-                                                         self.labels))
+        return Section().glue("ens", BF.ensembles_values(self.allres, self.labels))
 
     # ---------------------------------------------------------------- the law and the theorem on every matrix
     def law_bound(self) -> Section:

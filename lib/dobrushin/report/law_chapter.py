@@ -3,6 +3,8 @@
 at the models' token counts, which the summary reads); each method returns what its cell shows."""
 from __future__ import annotations
 
+import pandas as pd
+
 from . import law_figures as LF
 from . import page as F
 from .baseline_chapter import RandomMatrixChapter
@@ -11,37 +13,15 @@ from .baseline_chapter import RandomMatrixChapter
 class LawChapter(RandomMatrixChapter):
     """The baseline-law appendix's sections; ``params`` are the notebook's resolved parameters."""
 
-    notebook = "baseline_law"
-
     def __init__(self, params):
-        super().__init__(params)
-        self.small = self.grid = self.ref = None
-        self._compute()
-
-    def trials_at(self, n: int) -> int:
-        """Matrices at size ``n``: the value of the smallest key of ``trials`` that is at least ``n``."""
-        trials = self.p.trials
-        keys = sorted(trials)
-        for k in keys:
-            if n <= k:
-                return trials[k]
-        raise ValueError(f"no trial count for n={n}; extend the parameter 'trials' (has {keys})")
-
-    def ref_trials(self, n: int) -> int:
-        lo_n, hi_n = sorted(self.p.reference_trials)
-        return self.p.reference_trials[lo_n] if n <= lo_n else self.p.reference_trials[hi_n]
-
-    # ---------------------------------------------------------------- every cell
-    def _compute(self):
         """Run (or read from the cache) every cell of the appendix and write its three tables."""
-        import pandas as pd
-
         from ..random import cells as C
 
+        super().__init__(params)
         p = self.p
         check = lambda n: n <= p.check_max_n
-        self.small = small = C.run_grid([(e, n, p.small_trials) for e in p.ensembles for n in (2, 3)], p.seed, check=True,
-                                        cache=self.cache)
+        small = C.run_grid([(e, n, p.small_trials) for e in p.ensembles for n in (2, 3)], p.seed, check=True,
+                           cache=self.cache)
         C.write_table(small, self.out_dir / "law_small_n.csv", self.params)
 
         plan = {(e, n): self.trials_at(n) for e in p.ensembles for n in p.ns}
@@ -58,6 +38,19 @@ class LawChapter(RandomMatrixChapter):
             "ci_high": ref["rb_ci_high"], "estimator": "column-averaged score, Student-t 95%", "matrices": ref["trials"],
             "p_direct": ref["p"], "direct_ci_low": ref["ci_low"], "direct_ci_high": ref["ci_high"],
         }), self.out_dir / "reference.csv", self.params)
+
+    def trials_at(self, n: int) -> int:
+        """Matrices at size ``n``: the value of the smallest key of ``trials`` that is at least ``n``."""
+        trials = self.p.trials
+        keys = sorted(trials)
+        for k in keys:
+            if n <= k:
+                return trials[k]
+        raise ValueError(f"no trial count for n={n}; extend the parameter 'trials' (has {keys})")
+
+    def ref_trials(self, n: int) -> int:
+        lo_n, hi_n = sorted(self.p.reference_trials)
+        return self.p.reference_trials[lo_n] if n <= lo_n else self.p.reference_trials[hi_n]
 
     # ---------------------------------------------------------------- sections
     def exact(self):

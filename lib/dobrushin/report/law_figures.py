@@ -14,25 +14,13 @@ from .plots import log2_axis
 ENSEMBLE_PALETTE = ["#4D4D4D", "#009E73", "#56B4E9", "#D55E00", "#CC79A7", "#F0E442"]
 
 
-def ensemble_colors(ensembles: Sequence[str]) -> dict:
-    if len(ensembles) > len(ENSEMBLE_PALETTE):
-        raise ValueError(f"at most {len(ENSEMBLE_PALETTE)} ensembles can be told apart, got {len(ensembles)}")
-    return {e: ENSEMBLE_PALETTE[k] for k, e in enumerate(ensembles)}
-
-
-def labels(ensembles: Sequence[str]) -> dict:
-    return {e: E.parse_ensemble(e).label for e in ensembles}
-
-
 # ------------------------------------------------------------------ exact values and the bound
 
 def bounds_table(n_max: int = 10) -> pd.DataFrame:
     """The universal bounds 1/n ≤ P(holds) ≤ ⌊n²/4⌋/(n(n−1)) for n = 2 … n_max, as fractions and decimals."""
-    rows = []
-    for n in range(2, n_max + 1):
-        lo, hi = E.holds_bounds(n)
-        rows.append({"n": n, "lower 1/n": str(lo), "upper ⌊n²/4⌋/(n(n−1))": str(hi), "upper (decimal)": float(hi)})
-    return pd.DataFrame(rows)
+    bounds = {n: E.holds_bounds(n) for n in range(2, n_max + 1)}
+    return pd.DataFrame([{"n": n, "lower 1/n": str(lo), "upper ⌊n²/4⌋/(n(n−1))": str(hi), "upper (decimal)": float(hi)}
+                         for n, (lo, hi) in bounds.items()])
 
 
 # ------------------------------------------------------------------ the curve
@@ -41,7 +29,9 @@ def curve_figure(grid: pd.DataFrame, ensembles: Sequence[str]):
     """Left: column-averaged P(holds), 95% t-bands, per ensemble; right: its standardised gap to the direct fraction."""
     import matplotlib.pyplot as plt
 
-    col, lab = ensemble_colors(ensembles), labels(ensembles)
+    if len(ensembles) > len(ENSEMBLE_PALETTE):
+        raise ValueError(f"at most {len(ENSEMBLE_PALETTE)} ensembles can be told apart, got {len(ensembles)}")
+    col, lab = dict(zip(ensembles, ENSEMBLE_PALETTE)), {e: E.parse_ensemble(e).label for e in ensembles}
     fig, axes = plt.subplots(1, 2, figsize=(9.4, 4.2), layout="constrained", gridspec_kw={"width_ratios": [1.25, 1]})
     ax = axes[0]
     nn = np.unique(np.round(np.geomspace(2, int(grid["n"].max()), 200)).astype(int))

@@ -36,11 +36,9 @@ def grouped(n: int) -> str:
     return f"{int(n):,}".replace(",", " ")
 
 
-def notebook_order(root=None) -> list:
-    """The notebooks in the book's order (``_toc.yml``: ``executed/<notebook>`` entries)."""
-    from ..store.paths import project_root
-
-    toc = Path(root if root is not None else (project_root() or Path.cwd())) / "_toc.yml"
+def notebook_order(root) -> list:
+    """The notebooks in the book's order (``<root>/_toc.yml``: ``executed/<notebook>`` entries)."""
+    toc = Path(root) / "_toc.yml"
     if not toc.exists():
         return []
     return list(dict.fromkeys(re.findall(r"file:\s*executed/([A-Za-z0-9_]+)", toc.read_text())))
@@ -84,7 +82,6 @@ def _cell_html(text: str, code: bool) -> str:
 def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(), **kwargs) -> Display:
     """``df`` as an HTML table formatted by ``page.table`` (``kwargs``), ``code_columns`` shown as code."""
     t = page.table(df, code=tuple(code_columns), **kwargs)
-    shown = t.frame
     out = []
     for i, (part, numeric) in enumerate(t.parts):  # fitted to the text column, as page.table does
         cls = lambda c: ' class="text-right"' if numeric.get(c) else ""  # noqa: E731
@@ -97,7 +94,7 @@ def html_table(df: pd.DataFrame, caption: Optional[str] = None, code_columns=(),
         extra = f" dobrushin-{t.layout}" if t.layout != "as is" else ""
         out.append(f'<div class="pst-scrollable-table-container"><table class="table dobrushin-table{extra}">{cap}'
                    f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
-    return html_block("".join(out), (caption + "\n" if caption else "") + shown.to_string(index=False))
+    return html_block("".join(out), (caption + "\n" if caption else "") + t.frame.to_string(index=False))
 
 
 #: the kernel's speed target: one ``analyse`` call at least this many times faster than SciPy's pdist

@@ -28,14 +28,14 @@ class ReportError(Exception):
 
 
 def read_sweep(folder) -> Tuple[pd.DataFrame, dict, List[Tuple[str, dict, str]]]:
-    """``(table, manifest, missing)``: intact measured shards' rows in sweep order, and ``(key, entry, reason)`` per
-    absent shard; raises ``ReportError`` without a manifest."""
+    """``(table, entries, missing)``: intact measured shards' rows in sweep order, the manifest's entries (status
+    ``"damaged"`` where an ``"ok"`` shard's file is missing or damaged) and ``(key, entry, reason)`` per absent
+    shard; raises ``ReportError`` without a manifest."""
     folder = Path(folder).expanduser().resolve()
     if not (folder / "manifest.json").is_file():
         raise ReportError(f"{folder}: no sweep here (no manifest.json; run python -m dobrushin sweep --out {folder})")
     store = ResultStore(folder.parent, folder.name)
-    m = store.manifest()
-    entries = m.get("entries", {})
+    entries = dict(store.manifest().get("entries", {}))
     frames, missing = [], []
     for k, e in sorted(entries.items(), key=lambda kv: (kv[1].get("order", 0), kv[0])):
         st = e.get("status")
@@ -43,11 +43,12 @@ def read_sweep(folder) -> Tuple[pd.DataFrame, dict, List[Tuple[str, dict, str]]]
             t = store.read(e)
             if t is None:
                 missing.append((k, e, f"file {e.get('file')} is missing or damaged (SHA-256 differs); run the sweep again"))
+                entries[k] = {**e, "status": "damaged"}  # a damaged file is not a measured shard
             else:
                 frames.append(t)
         elif st != "empty":
             missing.append((k, e, e.get("error") or st or "no status"))
-    return (pd.concat(frames, ignore_index=True) if frames else empty()), m, missing
+    return (pd.concat(frames, ignore_index=True) if frames else empty()), entries, missing
 
 
 def model_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
@@ -63,12 +64,11 @@ def model_table(table: pd.DataFrame, entries: dict) -> pd.DataFrame:
              "shards": sum(e.get("status") == "ok" for e in es),
              "shards_missing": sum(e.get("status") not in ("ok", "empty") for e in es),
              "inputs": int(t["input_id"].nunique()), "pairs": int((t["variant"] == "content").sum())}
-        for v, name, kk, nn in (("content", "content", "content_k", "content_n"),
-                                ("with_special", "with_special", "special_k", "special_n")):
+        for v, kk, nn in (("content", "content_k", "content_n"), ("with_special", "special_k", "special_n")):
             g = t[t["variant"] == v]
             k, n = int(g["holds"].sum()), len(g)
             p, lo, hi = wilson(k, n)
-            r.update({kk: k, nn: n, name: p, f"{name}_low": lo, f"{name}_high": hi})
+            r.update({kk: k, nn: n, v: p, f"{v}_low": lo, f"{v}_high": hi})
         rows.append(r)
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -83,7 +83,6 @@ def _interval(p, lo, hi) -> str:
 
 
 def print_table(mt: pd.DataFrame, out=None) -> None:
-    out = sys.stdout if out is None else out
     w = max([len("model")] + [len(display_name(m)) for m in mt["model"]])
     print(f"{'model':<{w}}  {'weights':<25}  {'shards':>6}  {'inputs':>6}  {'pairs':>6}  "
           f"{'holds (content) [95% CI]':>28}  {'holds (with special) [95% CI]':>30}", file=out)
@@ -128,12 +127,9 @@ def all_models_figure(mt: pd.DataFrame):
 
 def report(folder, out=None, err=None) -> int:
     """Print the table, list missing shards, write ``models.csv`` and the figure; the exit status."""
-    out, err = (sys.stdout if out is None else out), (sys.stderr if err is None else err)
-    table, m, missing = read_sweep(folder)
+    err = sys.stderr if err is None else err  # print's file=None is sys.stdout
+    table, entries, missing = read_sweep(folder)
     folder = Path(folder).expanduser().resolve()
-    entries = dict(m.get("entries", {}))
-    for k, e, why in missing:  # a damaged file is not a measured shard
-        entries[k] = {**e, "status": "damaged" if e.get("status") == "ok" else e.get("status")}
     mt = model_table(table, entries)
     print(f"sweep in {folder}: {len(mt)} model x weights setting(s), {len(table)} rows", file=out)
     print_table(mt, out)
