@@ -166,7 +166,7 @@ def test_attention_that_cannot_be_captured_is_one_line(monkeypatch, capsys):
         raise AttentionUnavailable("no adapter matches Mamba2Model")
 
     monkeypatch.setattr(measure_cli, "_load_models", lambda *a, **k: {"pretrained": Fake()})
-    monkeypatch.setattr(measure_cli, "_inputs", lambda kind, args: object())
+    monkeypatch.setattr(measure_cli, "inputs_for", lambda kind, **kw: object())
     monkeypatch.setattr(measure_cli, "measure_inputs", no_attention)
     assert main(["measure", "state-spaces/mamba2-130m"]) == 2
     assert capsys.readouterr().err == "error: cannot measure state-spaces/mamba2-130m: no adapter matches Mamba2Model\n"

@@ -17,27 +17,19 @@ def _load(path: Path) -> np.ndarray:
     if not path.exists():
         raise ValueError(f"{path}: no such file")
     suffix = path.suffix.lower()
+    if suffix not in (".npy", ".csv"):
+        raise ValueError(f"{path}: unsupported file type {suffix or '(none)'}; use .npy or .csv")
     try:
         if suffix == ".npy":
-            arr = np.load(path, allow_pickle=False)
-        elif suffix == ".csv":
-            arr = np.loadtxt(path, delimiter=",", ndmin=2, dtype=np.float64)
-        else:
-            raise ValueError(f"{path}: unsupported file type {suffix or '(none)'}; use .npy or .csv")
-    except ValueError as e:
-        if str(e).startswith(str(path)):
-            raise
+            return np.load(path, allow_pickle=False)
+        return np.loadtxt(path, delimiter=",", ndmin=2, dtype=np.float64)
+    except (ValueError, OSError, EOFError) as e:
         raise ValueError(f"{path}: cannot read: {e}") from None
-    except (OSError, EOFError) as e:
-        raise ValueError(f"{path}: cannot read: {e}") from None
-    return arr
 
 
-def check(path: Path, tol: float, atol: float, out=None) -> int:
+def check(path: Path, tol: float, atol: float) -> int:
     from .math.coefficient import analyse
     from .math.validation import check_stochastic
-
-    out = sys.stdout if out is None else out  # the stream of the moment, not the one at import time
 
     A = _load(path)
     try:
@@ -45,28 +37,25 @@ def check(path: Path, tol: float, atol: float, out=None) -> int:
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
     res = analyse(A, tol, validate=False)
-    lead = A.shape[:-2]
-    n = A.shape[-1]
-    for idx in np.ndindex(*lead) if lead else [()]:
+    lead, n = A.shape[:-2], A.shape[-1]
+    for idx in np.ndindex(*lead):  # one empty index for a single matrix
         label = f"matrix {idx}: " if lead else ""
-        k, kf, b = float(res.kappa[idx]), float(res.kappa_factor[idx]), float(res.bound[idx])
         holds = bool(res.holds[idx])
         i, j = (int(v) for v in res.witness[idx])
-        print(f"{label}n = {n}", file=out)
-        print(f"  kappa(A)          = {k:.17g}", file=out)
-        print(f"  kappa((I+A)/2)    = {kf:.17g}", file=out)
-        print(f"  bound (1+kappa)/2 = {b:.17g}", file=out)
-        print(f"  equality holds    = {'yes' if holds else 'no'}", file=out)
+        a = lambda r, c: f"A[{r},{c}]={A[idx + (r, c)]:.6g}"  # noqa: E731
+        print(f"{label}n = {n}")
+        print(f"  kappa(A)          = {float(res.kappa[idx]):.17g}")
+        print(f"  kappa((I+A)/2)    = {float(res.kappa_factor[idx]):.17g}")
+        print(f"  bound (1+kappa)/2 = {float(res.bound[idx]):.17g}")
+        print(f"  equality holds    = {'yes' if holds else 'no'}")
         if n < 2:
-            print("  witness: none (n = 1: no pair of tokens exists)", file=out)
+            print("  witness: none (n = 1: no pair of tokens exists)")
         elif holds:
             print(f"  witness: pair ({i}, {j}) attains kappa(A) and is mutually self-dominant "
-                  f"(A[{i},{i}]={A[idx + (i, i)]:.6g} >= A[{j},{i}]={A[idx + (j, i)]:.6g}, "
-                  f"A[{j},{j}]={A[idx + (j, j)]:.6g} >= A[{i},{j}]={A[idx + (i, j)]:.6g})", file=out)
+                  f"({a(i, i)} >= {a(j, i)}, {a(j, j)} >= {a(i, j)})")
         else:
             print(f"  witness: none — no pair attaining kappa(A) is mutually self-dominant "
-                  f"(e.g. attaining pair ({i}, {j}): A[{i},{i}]={A[idx + (i, i)]:.6g} vs A[{j},{i}]={A[idx + (j, i)]:.6g}, "
-                  f"A[{j},{j}]={A[idx + (j, j)]:.6g} vs A[{i},{j}]={A[idx + (i, j)]:.6g})", file=out)
+                  f"(e.g. attaining pair ({i}, {j}): {a(i, i)} vs {a(j, i)}, {a(j, j)} vs {a(i, j)})")
     return 0
 
 

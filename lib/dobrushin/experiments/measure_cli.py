@@ -111,11 +111,19 @@ def measure_inputs(model_id: str, inputs, *, weights, loader, batch_size: int = 
         return measure_model(model_id, inputs, store=ResultStore(tmp, "measure"), config=config, loader=loader)
 
 
-def inputs_for(kind: str, *, model_id: str, inputs: Optional[str] = None, text: Optional[Path] = None,
-               n: int = 32, seed: int = 0):
+def inputs_for(kind: str, *, model_id: str, inputs: Optional[str], text: Optional[Path], n: int, seed: int):
     """The inputs ``measure`` gives a model of ``kind`` for ``--inputs`` / ``--text`` / neither (the notebooks'
     source); :class:`CliError` when they cannot be loaded."""
-    return _inputs(kind, argparse.Namespace(model_id=model_id, inputs=inputs, text=text, n=n, seed=seed))
+    from ..data.inputs import DataUnavailable, load_inputs
+
+    try:
+        if text is not None:
+            if kind != "text":
+                raise CliError(f"{model_id} is a vision model; --text gives it sentences (use --inputs FOLDER)")
+            return _text_file(text, n, seed)
+        return load_inputs(kind, inputs, n, seed=seed)
+    except (DataUnavailable, ValueError, OSError) as e:
+        raise CliError(f"cannot load inputs: {one_line(e)}") from None
 
 
 def one_line(e: BaseException) -> str:
@@ -158,60 +166,36 @@ def _text_file(path: Path, n: int, seed: int):
     return text_set(sents, row_ids(path.name, len(sents)), n, seed, f"text file {path}")
 
 
-def _inputs(kind: str, args):
-    from ..data.inputs import DataUnavailable, load_inputs
-
-    try:
-        if args.text is not None:
-            if kind != "text":
-                raise CliError(f"{args.model_id} is a vision model; --text gives it sentences (use --inputs FOLDER)")
-            return _text_file(args.text, args.n, args.seed)
-        return load_inputs(kind, args.inputs, args.n, seed=args.seed)
-    except (DataUnavailable, ValueError, OSError) as e:
-        raise CliError(f"cannot load inputs: {one_line(e)}") from None
-
-
 def layer_table(table):
     """Per weights x layer: inputs, median content tokens, fraction holding (content / with special
     tokens) and the median slack of the layer bound on content tokens."""
     import pandas as pd
 
-    rows = []
-    for (w, layer), g in table.groupby(["weights", "layer"], sort=True, observed=True):
-        c, s = g[g["variant"] == "content"], g[g["variant"] == "with_special"]
-        rows.append({"weights": w, "layer": int(layer), "inputs": int(g["input_id"].nunique()),
-                     "content_tokens": float(c["n_tokens"].median()) if len(c) else float("nan"),
-                     "holds_content": float(c["holds"].mean()) if len(c) else float("nan"),
-                     "holds_with_special": float(s["holds"].mean()) if len(s) else float("nan"),
-                     "median_slack": float(c["slack"].median()) if len(c) else float("nan")})
-    return pd.DataFrame(rows)
+    keys = ["weights", "layer"]
+    content = table[table["variant"] == "content"].groupby(keys)
+    special = table[table["variant"] == "with_special"].groupby(keys)
+    return pd.DataFrame({"inputs": table.groupby(keys)["input_id"].nunique(),
+                         "content_tokens": content["n_tokens"].median(), "holds_content": content["holds"].mean(),
+                         "holds_with_special": special["holds"].mean(),
+                         "median_slack": content["slack"].median()}).reset_index()
 
 
-def print_report(run, inputs, out=None) -> None:
-    out = sys.stdout if out is None else out
+def print_report(run, inputs) -> None:
     lt = layer_table(run.table)
-    print(f"{run.model_id}: {inputs.describe()}", file=out)
+    print(f"{run.model_id}: {inputs.describe()}")
     for w, g in lt.groupby("weights", sort=False):
-        info = run.runs.get(w, {})
+        notes = run.runs.get(w, {}).get("notes")
         label = "trained weights" if w == "pretrained" else "untrained control"
-        print(f"\n{label} ({info.get('notes', '')})" if info.get("notes") else f"\n{label}", file=out)
+        print(f"\n{label} ({notes})" if notes else f"\n{label}")
         print(f"{'layer':>5}  {'tokens':>6}  {'holds (content)':>15}  {'holds (with special)':>20}  "
-              f"{'median slack':>12}", file=out)
+              f"{'median slack':>12}")
         for r in g.itertuples():
             print(f"{r.layer:>5}  {r.content_tokens:>6.0f}  {pct(r.holds_content):>15}  "
-                  f"{pct(r.holds_with_special):>20}  {r.median_slack:>12.3g}", file=out)
+                  f"{pct(r.holds_with_special):>20}  {r.median_slack:>12.3g}")
         t = run.table[run.table["weights"] == w]
         c, s = t[t["variant"] == "content"], t[t["variant"] == "with_special"]
-        print(f"{'all':>5}  {'':>6}  {pct(c['holds'].mean()) if len(c) else '—':>15}  "
-              f"{pct(s['holds'].mean()) if len(s) else '—':>20}  "
-              f"{c['slack'].median() if len(c) else float('nan'):>12.3g}   "
-              f"({len(c)} input x layer pairs per variant)", file=out)
-
-
-def write_table(table, path: Path) -> None:
-    from ..store.results import atomic_write_csv, atomic_write_parquet
-
-    (atomic_write_parquet if path.suffix.lower() == ".parquet" else atomic_write_csv)(path, table)
+        print(f"{'all':>5}  {'':>6}  {pct(c['holds'].mean()):>15}  {pct(s['holds'].mean()):>20}  "
+              f"{c['slack'].median():>12.3g}   ({len(c)} input x layer pairs per variant)")
 
 
 @exit_2_on_cli_error
@@ -226,11 +210,13 @@ def main(args) -> int:
 
     import warnings
 
+    from ..capture import AttentionUnavailable
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # e.g. "switched to eager attention" (recorded in the notes)
         loaded = _load_models(args.model_id, weights, args.seed, args.image_size, args.max_length)
         kind = input_kind(next(iter(loaded.values())).kind)
-        inputs = _inputs(kind, args)
+        inputs = inputs_for(kind, model_id=args.model_id, inputs=args.inputs, text=args.text, n=args.n, seed=args.seed)
 
         def loader(model_id, *, pretrained, **kw):  # hand over the models loaded above, once each
             from ..models import load_model
@@ -244,17 +230,15 @@ def main(args) -> int:
                                  max_length=args.max_length, device=args.device, progress=sys.stdout.isatty())
         except ValueError as e:
             raise CliError(one_line(e)) from None
-        except RuntimeError as e:  # the attention cannot be captured (dobrushin.capture.AttentionUnavailable)
-            from ..capture import AttentionUnavailable
-
-            if not isinstance(e, AttentionUnavailable):
-                raise
+        except AttentionUnavailable as e:
             raise CliError(f"cannot measure {args.model_id}: {one_line(e)}") from None
     failed = {w: i.get("status") for w, i in run.runs.items() if i.get("status") != "ok"}
     if failed:
         raise CliError("; ".join(f"{args.model_id} ({w}): {s}" for w, s in failed.items()))
     print_report(run, inputs)
     if args.out is not None:
-        write_table(run.table, args.out)
+        from ..store.results import atomic_write_csv, atomic_write_parquet
+
+        (atomic_write_parquet if args.out.suffix.lower() == ".parquet" else atomic_write_csv)(args.out, run.table)
         print(f"\nwrote {len(run.table)} rows to {args.out}")
     return 0

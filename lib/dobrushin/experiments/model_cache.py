@@ -14,16 +14,13 @@ _LOAD_LOCK = threading.Lock()  # loading seeds torch's global generator: one loa
 
 class ModelCache:
     """Models loaded on this worker (LRU, ``capacity`` models), each with a lock so that one shard at a
-    time uses it; also the inputs of each kind.  ``loads`` counts the loads this cache made."""
+    time uses it; also the inputs of each kind."""
 
     def __init__(self, capacity: int = 2):
-        if capacity < 1:
-            raise ValueError(f"the model cache needs room for at least one model, got {capacity}")
         self.capacity = capacity
         self._models: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
         self._inputs: Dict[tuple, object] = {}
         self._lock = threading.Lock()
-        self.loads = 0
 
     def model(self, key: tuple, load: Callable[[], object]) -> Tuple[object, threading.Lock, bool]:
         """``(model, its lock, whether it was loaded now)``."""
@@ -40,7 +37,6 @@ class ModelCache:
             lm = load()
             with self._lock:
                 self._models[key] = (lm, threading.Lock())
-                self.loads += 1
                 while len(self._models) > self.capacity:
                     self._models.popitem(last=False)
                 return (*self._models[key], True)

@@ -46,30 +46,20 @@ class _Hint(ValueError):
     """Raised inside a validator: appended to the standard ``got ...; expected ...`` message."""
 
 
-def _g(x) -> str:
-    return f"{x:g}"
-
-
-def _bounds(ge=None, gt=None) -> str:
-    lo = ge if ge is not None else gt
-    return "" if lo is None else f" {'>' if gt is not None else '>='} {_g(lo)}"
-
-
 def _not_bool(v):
     if isinstance(v, bool):
         raise _Hint("")
     return v
 
 
-def integer(*, ge: Optional[int] = None):
+def integer(*, ge: int):
     """An integer (``8``, ``8.0``, ``"8"``, ``"200_000"``; not a bool), at least ``ge``."""
-    return Annotated[int, BeforeValidator(_not_bool), Field(ge=ge), Says("an integer" + _bounds(ge=ge))]
+    return Annotated[int, BeforeValidator(_not_bool), Field(ge=ge), Says(f"an integer >= {ge:g}")]
 
 
-def number(*, gt=None):
+def number(*, gt: float):
     """A finite number (``0.5``, ``"1e-3"``; not a bool), greater than ``gt``."""
-    return Annotated[float, BeforeValidator(_not_bool), Field(gt=gt, allow_inf_nan=False),
-                     Says("a number" + _bounds(gt=gt))]
+    return Annotated[float, BeforeValidator(_not_bool), Field(gt=gt, allow_inf_nan=False), Says(f"a number > {gt:g}")]
 
 
 Bool = Annotated[bool, Says("true or false")]

@@ -98,7 +98,6 @@ class Parameters(BaseModel, collections.abc.Mapping):
     def parse(cls, values: MutableMapping[str, Any]) -> "Parameters":
         """Validate ``values`` (name -> value as given); :class:`ParameterError` for an unknown or
         missing name or a value that cannot be converted."""
-        label = cls.notebook or cls.__name__
         try:
             return cls.model_validate(dict(values))
         except ValidationError as e:
@@ -110,11 +109,11 @@ class Parameters(BaseModel, collections.abc.Mapping):
             for b in bad:
                 close = difflib.get_close_matches(b, known, n=1, cutoff=0.6)
                 msgs.append(f"{b!r}" + (f" (did you mean {close[0]!r}?)" if close else " (no similar name)"))
-            raise ParameterError(f"{label}: unknown parameter{'s' if len(bad) > 1 else ''} {', '.join(msgs)}; "
+            raise ParameterError(f"{cls.notebook}: unknown parameter{'s' if len(bad) > 1 else ''} {', '.join(msgs)}; "
                                  f"the known parameters are: {', '.join(known)}")
         missing = [str(err["loc"][0]) for err in errors if err["type"] == "missing"]
         if missing:
-            raise ParameterError(f"{label}: parameter{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            raise ParameterError(f"{cls.notebook}: parameter{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
                                  f"not defined; run the parameters cell first")
         err = errors[0]
         name = str(err["loc"][0])

@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-from ..store.results import ResultStore, atomic_write_json, atomic_write_parquet, conform, sha256_file, slugify
+from ..store.results import (ResultStore, atomic_write_json, atomic_write_parquet, conform, params_key, sha256_file,
+                             slugify)
 from .measure_cli import (CliError, add_shared_options, check_scheduler, check_shared_options, exit_2_on_cli_error,
                           inputs_for, measure_inputs, one_line)
 from .model_cache import PLUGIN_NAME, current_cache
@@ -82,9 +83,6 @@ class SweepSpec:
         """One task per model x weights x shard, model by model (so a worker's cache keeps hitting)."""
         return [ShardTask(m, w, k, a, b, self) for m in self.models for w in self.weights
                 for k, (a, b) in enumerate(self.shards())]
-
-    def describe(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
 
 
 @dataclass(frozen=True)
@@ -187,9 +185,8 @@ def run_shard(task: ShardTask, loader: Optional[Callable] = None) -> dict:
     info.update({"inputs": shard.describe(), "n_inputs": len(shard), "measure_s": r.get("wall_s"),
                  "device": r.get("device"), "notes": r.get("notes", ""), "provenance": r.get("provenance", {}),
                  "family": r.get("family", ""), "wall_s": round(time.perf_counter() - t0, 3)})
-    if r.get("status") != "ok":
-        return {"status": r.get("status", "not measured"), "table": None, "info": info}
-    return {"status": "ok", "table": run.table, "info": info}
+    status = r.get("status", "not measured")
+    return {"status": status, "table": run.table if status == "ok" else None, "info": info}
 
 
 class Shard:
@@ -204,12 +201,8 @@ class Shard:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def items(self, start: int = 0, stop: Optional[int] = None) -> list:
-        stop = len(self) if stop is None else min(stop, len(self))
+    def items(self, start: int, stop: int) -> list:
         return self.base.items(self.start + start, self.start + stop)
-
-    def head(self, n: int) -> "Shard":
-        return Shard(self.base, self.start, min(self.stop, self.start + n))
 
     def key(self) -> dict:
         """The base selection's key for this shard's range (:meth:`~dobrushin.data.inputs.InputSet.key`)."""
@@ -236,15 +229,9 @@ class SweepResult:
     wall_s: float
 
     def table(self):
-        """The rows of every ``ok`` shard, in the sweep's order (model, weights, shard)."""
-        store = open_store(self.out)
-        from ..store.results import empty
-
-        import pandas as pd
-
-        frames = [store.read(self.entries[k]) for k in sorted(self.entries, key=lambda k: self.entries[k]["order"])
-                  if self.entries[k].get("status") == "ok"]
-        return pd.concat(frames, ignore_index=True) if frames else empty()
+        """The rows of every ``ok`` shard (the others have no file), in the sweep's order (model, weights, shard)."""
+        ordered = sorted(self.entries.items(), key=lambda ke: ke[1]["order"])
+        return open_store(self.out).tables(entries=dict(ordered))
 
 
 def open_store(out) -> ResultStore:
@@ -286,7 +273,7 @@ def run_sweep(spec: SweepSpec, out, *, client=None, loader: Optional[Callable] =
     t_all = time.perf_counter()
     store = open_store(out)
     params, done, pending = plan(spec, store)
-    store.update_manifest(sweep=spec.describe())
+    store.update_manifest(sweep=asdict(spec))
     entries, skipped = dict(done), list(done)
     print(f"sweep: {len(spec.models)} model(s) x {len(spec.weights)} weights x {len(spec.shards())} shard(s) = "
           f"{len(params)} tasks; {len(skipped)} finished before, {len(pending)} to run "
@@ -295,20 +282,16 @@ def run_sweep(spec: SweepSpec, out, *, client=None, loader: Optional[Callable] =
     failed, ran = [], []
 
     def record(order, t, status, result=None, error=None, attempts=None):
-        info = dict((result or {}).get("info") or {})
         entry = {"status": status, "model": t.model, "weights": t.weights, "shard": t.index, "order": order,
-                 "params_key": None, "params": params[t.key], "file": None, **info}
-        table = (result or {}).get("table")
+                 "params_key": params_key(params[t.key]), "params": params[t.key], "file": None,
+                 **(result["info"] if result else {})}
         if status == "ok":
-            table = conform(table)
+            table = conform(result["table"])
             path = store.dir / t.file
             atomic_write_parquet(path, table)
             entry.update(file=t.file, sha256=sha256_file(path), rows=len(table))
         if error is not None:
             entry.update(error=error, attempts=attempts)
-        from ..store.results import params_key
-
-        entry["params_key"] = params_key(params[t.key])
         entry["saved"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         m = store.manifest()
         m["entries"][t.key] = entry

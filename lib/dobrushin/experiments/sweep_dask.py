@@ -12,16 +12,16 @@ from .model_cache import PLUGIN_NAME, ModelCache
 
 
 class ModelCachePlugin(WorkerPlugin):
-    """A worker's ``ModelCache`` (``capacity`` models); ``torch_threads`` caps the worker process's torch threads
-    (so K workers on K cores do not each start one thread per core)."""
+    """A worker's ``ModelCache``; ``torch_threads`` caps the worker process's torch threads (so K workers on
+    K cores do not each start one thread per core)."""
 
     name = PLUGIN_NAME
 
-    def __init__(self, capacity: int = 2, torch_threads: Optional[int] = None):
-        self.capacity, self.torch_threads, self.cache = capacity, torch_threads, None
+    def __init__(self, torch_threads: Optional[int] = None):
+        self.torch_threads, self.cache = torch_threads, None
 
     def setup(self, worker=None):
-        self.cache = ModelCache(self.capacity)
+        self.cache = ModelCache()
         if self.torch_threads:
             import torch
 
