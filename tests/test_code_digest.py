@@ -206,9 +206,10 @@ def test_the_digest_is_the_same_from_many_threads_at_once():
     """A Dask worker measures in threads, each computing the digest; parsing the imports must not race."""
     from concurrent.futures import ThreadPoolExecutor
 
-    code_mod._IMPORTS_MEMO.clear()
+    code_mod._imported.cache_clear()
     want = code_mod.code_digest()
-    code_mod._IMPORTS_MEMO.clear()
+    code_mod._imported.cache_clear()
+    code_mod.normalized_source.cache_clear()
     with ThreadPoolExecutor(8) as ex:
         got = list(ex.map(lambda _: code_mod.code_digest(), range(32)))
     assert got == [want] * 32

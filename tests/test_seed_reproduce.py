@@ -137,7 +137,8 @@ def test_attested_products_are_rekeyed_and_found_by_their_caches(tmp_path, monke
            "settings": {"lr": 1e-4}, "code_digest": old_training, "key": "0123"}
     (ck / "adult-seed1-0123.json").write_text(json.dumps(rec))
     (ck / "adult-seed1-0123.pt").write_bytes(b"weights")
-    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": "e" * 64, "commit": "abc"}))
+    (pub / "PUBLISHED.json").write_text(json.dumps({"code_digest": "e" * 64, "commit": "abc", "digests": {
+        "tables": "e" * 64, "cells": old_cells, "training": old_training}}))
     assert S._attested(pub, today) == {}
     assert S.seed(pub, tmp_path / "run0")["skipped_other_code"] == {"baseline cells": 1, "FT-Transformer checkpoints": 1,
                                                                   "trajectories along training": 0}

@@ -15,28 +15,17 @@ from typing import Optional
 HIDDEN_CELL_TAGS = ("parameters", "injected-parameters")
 
 
-def _key(js):
-    filename = getattr(js, "filename", js) or ""
-    attrs = getattr(js, "attributes", {}) or {}
-    return (str(filename), getattr(js, "priority", None), tuple(sorted((k, str(v)) for k, v in attrs.items())))
-
-
-def dedupe_script_files(scripts) -> list:
-    """``scripts`` without repeats, where ``None`` and ``''`` count as the same (inline) filename."""
-    seen, out = set(), []
-    for js in scripts:
-        k = _key(js)
-        if k not in seen:
-            seen.add(k)
-            out.append(js)
-    return out
-
-
 def _on_page_context(app, pagename, templatename, context, doctree):
-    scripts = context.get("script_files")
-    if scripts:
-        # a new list: the builder restores its own list after each page anyway
-        context["script_files"] = dedupe_script_files(scripts)
+    """The page's ``script_files`` without repeats, where ``None`` and ``''`` count as the same (inline) filename
+    (a new list: the builder restores its own list after each page anyway)."""
+    first = {}
+    for js in context.get("script_files") or ():
+        attrs = getattr(js, "attributes", {}) or {}
+        key = (str(getattr(js, "filename", js) or ""), getattr(js, "priority", None),
+               tuple(sorted((k, str(v)) for k, v in attrs.items())))
+        first.setdefault(key, js)
+    if first:
+        context["script_files"] = list(first.values())
 
 
 def hide_build_cells(text: str) -> str:
@@ -146,13 +135,9 @@ def _titled_proof_domain():
 
 
 def setup(app):
-    # sphinx-proof's domain, re-registered with an index that shows titles instead of raw labels
-    try:
-        app.setup_extension("sphinx_proof")
-    except Exception:  # pragma: no cover  (sphinx-proof not installed: nothing to fix)
-        pass
-    else:
-        app.add_domain(_titled_proof_domain(), override=True)
+    # sphinx-proof's domain (_config.yml loads it first), re-registered with an index that shows titles
+    app.setup_extension("sphinx_proof")
+    app.add_domain(_titled_proof_domain(), override=True)
     # late priority: after every extension that adds page-specific scripts
     app.connect("html-page-context", _on_page_context, priority=900)
     app.connect("source-read", _on_source_read)

@@ -4,7 +4,7 @@ error excused) and the decision margins."""
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -53,10 +53,7 @@ class Comparison:
         self.missing += other.missing
 
     def as_dict(self) -> dict:
-        return {"group": self.group, "rows": self.rows, "passed": self.passed,
-                "decision_mismatches": self.decision_mismatches, "excused": self.excused,
-                "max_abs_diff": self.max_abs_diff, "number_failures": self.number_failures,
-                "missing": self.missing, "error": self.error}
+        return {**asdict(self), "passed": self.passed}
 
 
 # ------------------------------------------------------------------------------------ margins
@@ -64,8 +61,7 @@ def margin_of_rows(df: pd.DataFrame) -> pd.Series:
     """The recorded decision margin of each row: the smallest of its margin columns (nan when it has none)."""
     if not set(MARGIN_COLUMNS) <= set(df.columns):
         return pd.Series(np.nan, index=df.index)
-    m = df[list(MARGIN_COLUMNS)].astype(float).abs()
-    return m.min(axis=1)
+    return df[list(MARGIN_COLUMNS)].astype(float).abs().min(axis=1)
 
 
 # ------------------------------------------------------------------------------------ comparison
@@ -141,8 +137,6 @@ def sample_inputs(table: pd.DataFrame, seed: int = SEED, per_group: int = PER_GR
 
 
 # ------------------------------------------------------------------------------------ re-measuring
-
-
 def published_inputs(published_root, notebook: str, ids: Optional[Sequence[str]] = None):
     """The inputs of a family chapter's published run (``ids`` in that order; all when None), per its manifest."""
     import json

@@ -54,10 +54,8 @@ def _manifest_summary(src: Path) -> dict:
     out = {}
     for man in sorted(src.glob("*/manifest.json")):
         m = json.loads(man.read_text())
-        ents = {}
-        for slug, e in (m.get("entries") or {}).items():
-            ents[slug] = {k: e.get(k) for k in ("model", "params_key", "status", "provenance", "wall_s", "rows")
-                          if k in e}
+        ents = {slug: {k: e[k] for k in ("model", "params_key", "status", "provenance", "wall_s", "rows") if k in e}
+                for slug, e in (m.get("entries") or {}).items()}
         out[man.parent.name] = {"parameters": m.get("parameters") or {}, "profile": m.get("profile"),
                                 "entries": ents, "files": sorted((m.get("files") or {}))}
     return out

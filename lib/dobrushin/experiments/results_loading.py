@@ -117,8 +117,7 @@ def load_theorem_check(results_dir) -> Optional[dict]:
     if not path.exists():
         return None
     f = pd.read_csv(path)
-    need = {"trials", "checked", "disagreements"}
-    if not need <= set(f.columns):
+    if not {"trials", "checked", "disagreements"} <= set(f.columns):
         return None
     out = {c: int(f[c].sum()) for c in ("trials", "checked", "float_mismatches", "disagreements") if c in f.columns}
     out["ensembles"] = int(f["ensemble"].nunique()) if "ensemble" in f.columns else 0
@@ -153,8 +152,7 @@ def load_law_estimates(results_dir) -> Optional[pd.DataFrame]:
     if not path.exists():
         return None
     w = pd.read_csv(path)
-    need = {"n", "ensemble", "trials", "rb_p_holds", "rb_ci_low", "rb_ci_high"}
-    if not need <= set(w.columns):
+    if not {"n", "ensemble", "trials", "rb_p_holds", "rb_ci_low", "rb_ci_high"} <= set(w.columns):
         return None
     w = w[w["ensemble"].map(_is_uniform) & w["rb_p_holds"].notna()]
     if not len(w):

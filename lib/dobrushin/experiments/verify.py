@@ -53,9 +53,9 @@ def verify_baseline(published_root: Path) -> Comparison:
         except ValueError:
             continue
         p = rec.get("params") or {}
-        if p.get("ensemble") and parse_ensemble(p["ensemble"]) == parse_ensemble("dirichlet(1)"):
-            if load_cell(f.parent, p) is not None:
-                cells.append(rec)
+        uniform = p.get("ensemble") and parse_ensemble(p["ensemble"]) == parse_ensemble("dirichlet(1)")
+        if uniform and load_cell(f.parent, p) is not None:
+            cells.append(rec)
     if not cells:
         c.error = "no published Dirichlet(1) cells"
         return c
@@ -165,9 +165,7 @@ def run(published_root, seed: int = SEED, per_group: int = PER_GROUP) -> dict:
               + verify_epochs_replay(root)):
         _say(c)
         comps.append(c)
-    meta = {}
-    if (root / "PUBLISHED.json").exists():
-        meta = json.loads((root / "PUBLISHED.json").read_text())
+    meta = json.loads((root / "PUBLISHED.json").read_text()) if (root / "PUBLISHED.json").exists() else {}
     return {"published": str(root), "published_digest": meta.get("code_digest"), "current_digest": at_start["tables"],
             "digests": at_start,
             "seed": seed, "per_group": per_group, "kappa_tol": KAPPA_TOL, "float_error": FLOAT_ERROR,
@@ -316,7 +314,8 @@ def data_dir_note(root) -> str:
                      "GLUE) are downloaded and match their checksums; where that fails, those "
                      "chapters measure other inputs again (hours at paper scale): set DOBRUSHIN_DATA to the "
                      "data folder (README: Data and model weights)")
-    tab = _published_tabular(root)
+    names = {str(e.get("dataset")) for _, e in _published_entries(root, "tabular")}
+    tab = [label for key, label in _DOWNLOADED_TABULAR.items() if key in names]  # their display names
     if tab:
         lines.append(f"=== DOBRUSHIN_DATA is not set: the tabular chapter downloads {' and '.join(tab)}; where that "
                      "fails, it says that benchmark was not reproduced in this build although its results are "
@@ -335,12 +334,6 @@ def _published_entries(root, notebook: str = "*"):
     for man in sorted(Path(root).glob(f"{notebook}/manifest.json")):
         for e in (json.loads(man.read_text()).get("entries") or {}).values():
             yield man.parent, e
-
-
-def _published_tabular(root) -> list:
-    """The downloaded tabular benchmarks (their display names) that ``root`` holds published results of."""
-    names = {str(e.get("dataset")) for _, e in _published_entries(root, "tabular")}
-    return [label for key, label in _DOWNLOADED_TABULAR.items() if key in names]
 
 
 def hub_note(root) -> str:

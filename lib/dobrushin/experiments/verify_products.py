@@ -28,10 +28,10 @@ def verify_tabular(published_root: Path, seed: int = SEED, rows: int = TABULAR_R
     def key(e):
         return ((e.get("provenance") or {}).get("pretrained") or {}).get("checkpoint_key")
 
-    ents = [(slug, e) for slug, e in sorted(store.manifest()["entries"].items()) if e.get("file") and key(e)]
     # left out for size: not drawn; missing for another reason: drawn, and fails
-    ents = [(slug, e) for slug, e in ents
-            if slug not in tables_left_out and not any(n.endswith(f"-{key(e)}.pt") for n in left_out)]
+    ents = [(slug, e) for slug, e in sorted(store.manifest()["entries"].items())
+            if e.get("file") and key(e) and slug not in tables_left_out
+            and not any(n.endswith(f"-{key(e)}.pt") for n in left_out)]
     if not ents:
         c = Comparison("tabular: one FT-Transformer checkpoint")
         c.error = "no published FT-Transformer entry with a checkpoint"
@@ -234,7 +234,6 @@ def verify_epochs_replay(published_root: Path) -> List[Comparison]:
     return [c]
 
 
-# ------------------------------------------------------------------------------------ report
 def verify_ablation(published_root: Path) -> List[Comparison]:
     """The published MPNet ablation run again (trained weights): same counts, mean trace within KAPPA_TOL."""
     f = published_root / "language" / "mpnet-ablation.analysis.json"

@@ -36,24 +36,14 @@ def _read_json(path: Path) -> Optional[dict]:
 
 
 def published_digests(root) -> Dict[str, str]:
-    """``{product: digest}`` of the code that made the publication in ``root`` (``PUBLISHED.json``, or for
-    an older publication its files' records); empty when there is none."""
-    root = Path(root)
-    meta = _read_json(root / "PUBLISHED.json")
+    """``{product: digest}`` of the code that made the publication in ``root`` (``PUBLISHED.json``'s ``digests``;
+    without them, its ``code_digest`` as the tables'); empty when there is none."""
+    meta = _read_json(Path(root) / "PUBLISHED.json")
     if meta is None:
         return {}
     if isinstance(meta.get("digests"), dict):
         return {str(k): str(v) for k, v in meta["digests"].items()}
-    out = {"tables": str(meta.get("code_digest"))}
-    for product, files, field in (("cells", sorted((root / "baseline" / "cells").glob("*.json")), "params"),
-                                  ("training", sorted((root / "checkpoints" / "tabular").glob("*.json")), None)):
-        for f in files:
-            rec = _read_json(f) or {}
-            d = (rec.get(field) or {}).get("code_digest") if field else rec.get("code_digest")
-            if d:
-                out[product] = str(d)
-                break
-    return out
+    return {"tables": str(meta.get("code_digest"))}
 
 
 def attestations(root) -> list:

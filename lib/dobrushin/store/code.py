@@ -8,10 +8,11 @@ applies attestations (``store.attest``) that carry published results over to cha
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import threading
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Set
+from typing import FrozenSet, Iterable, List, Optional, Sequence, Set
 
 #: the root of the ``dobrushin`` package whose files are hashed
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
@@ -41,33 +42,25 @@ def _module_file(root: Path, parts: Sequence[str]) -> Optional[Path]:
     return p.with_suffix(".py") if p.with_suffix(".py").is_file() else None
 
 
-#: one ``ast.parse`` at a time (not thread-safe on CPython 3.11; Dask workers run threads); imports
-#: parsed once per file content
+#: one ``ast.parse`` at a time (not thread-safe on CPython 3.11; Dask workers run threads)
 _PARSE_LOCK = threading.Lock()
-_IMPORTS_MEMO: dict = {}
 
 
-def _imported(root: Path, f: Path) -> Set[Path]:
-    """The ``dobrushin`` files ``f`` imports anywhere, with the ``__init__.py`` of every package on the way."""
-    data = f.read_bytes()
-    memo_key = (str(root), str(f), hashlib.sha256(data).digest())
-    with _PARSE_LOCK:
-        if memo_key not in _IMPORTS_MEMO:
-            _IMPORTS_MEMO[memo_key] = _parse_imports(root, f, data)
-        return set(_IMPORTS_MEMO[memo_key])
-
-
-def _parse_imports(root: Path, f: Path, data: bytes) -> Set[Path]:
+@functools.lru_cache(maxsize=None)
+def _imported(root: Path, f: Path, data: bytes) -> FrozenSet[Path]:
+    """The ``dobrushin`` files ``f`` (its content ``data``) imports anywhere, with the ``__init__.py`` of every
+    package on the way."""
     rel = f.relative_to(root).with_suffix("").parts
     package = list(rel[:-1])  # the package ``f`` is in (for ``pkg/__init__.py``, ``pkg`` itself)
+    with _PARSE_LOCK:
+        tree = ast.parse(data, filename=str(f))
     names = []
-    for node in ast.walk(ast.parse(data, filename=str(f))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names += [a.name.split(".")[1:] for a in node.names if a.name.split(".")[0] == "dobrushin"]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package[:len(package) - (node.level - 1)] if node.level > 1 else package
-                mod = base + (node.module.split(".") if node.module else [])
+                mod = package[:len(package) - node.level + 1] + (node.module.split(".") if node.module else [])
             elif (node.module or "").split(".")[0] == "dobrushin":
                 mod = node.module.split(".")[1:]
             else:
@@ -80,7 +73,7 @@ def _parse_imports(root: Path, f: Path, data: bytes) -> Set[Path]:
             m = _module_file(root, parts[:i])
             if m is not None:
                 out.add(m)
-    return out
+    return frozenset(out)
 
 
 def import_closure(files: Iterable[Path], root: "Path | None" = None) -> List[Path]:
@@ -93,22 +86,17 @@ def import_closure(files: Iterable[Path], root: "Path | None" = None) -> List[Pa
         if f in seen:
             continue
         seen.add(f)
-        todo.extend(_imported(root, f) - seen)
+        todo.extend(_imported(root, f, f.read_bytes()) - seen)
     return sorted(seen, key=lambda f: f.relative_to(root).as_posix())
 
 
-_NORMALIZED_MEMO: dict = {}
-
-
+@functools.lru_cache(maxsize=None)
 def normalized_source(data: bytes, filename: str = "<source>") -> bytes:
     """What a digest hashes of one file: ``normalized_tree`` of its syntax tree (comments, formatting and
     docstrings do not count)."""
-    memo_key = hashlib.sha256(data).digest()
-    if memo_key not in _NORMALIZED_MEMO:
-        with _PARSE_LOCK:
-            tree = ast.parse(data, filename=filename)
-        _NORMALIZED_MEMO[memo_key] = normalized_tree(tree)
-    return _NORMALIZED_MEMO[memo_key]
+    with _PARSE_LOCK:
+        tree = ast.parse(data, filename=filename)
+    return normalized_tree(tree)
 
 
 def normalized_tree(tree: ast.AST) -> bytes:
@@ -192,8 +180,6 @@ def code_digest(packages: Optional[Sequence[str]] = None, root: "Path | None" = 
     to a ``PRODUCTS`` spec means that product, otherwise their plain digest.  For a product, the published
     digest when an accepted attestation in ``DOBRUSHIN_PUBLISHED`` carries today's code over to it."""
     root = Path(root) if root is not None else PACKAGE_ROOT
-    if isinstance(packages, str):
-        raise TypeError("packages must be a sequence of names, e.g. ('math', 'capture'), not a string")
     product = "tables" if packages is None else next(
         (p for p, (spec, _) in PRODUCTS.items() if tuple(packages) == spec), None)
     if product is None:
