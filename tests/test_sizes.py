@@ -1,6 +1,5 @@
-"""The package's size, checked by make test (issue: a codebase a newcomer can change in ten minutes).  The
-targets are 4,000 lines for report/, 16,000 for the package and 500 for any module (met); until the first two are
-met the sizes may only shrink: each ceiling below is today's size, to be lowered as code goes."""
+"""The package's size, checked by make test (issue: a codebase a newcomer can change in ten minutes): at most
+4,000 lines in report/, 16,000 in the package and 500 in any module."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,8 +8,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "dobrushin"
 #: generated code, outside the limits
 GENERATED = {"math/_kernel_numba.py"}
 MODULE_LIMIT = 500
-#: the package and report/ at most their size today (targets: 16,000 and 4,000)
-CEILINGS = {"": 16_182, "report": 4_229}
+#: the package and report/ at most these many lines
+CEILINGS = {"": 16_000, "report": 4_000}
 
 
 def _lines(p: Path) -> int:
@@ -27,8 +26,8 @@ def test_no_module_grows_past_its_limit():
     assert over == {}, f"modules over {MODULE_LIMIT} lines: {over}"
 
 
-def test_the_package_and_report_do_not_grow():
+def test_the_package_and_report_stay_within_their_limits():
     sizes = _modules()
     for folder, ceiling in CEILINGS.items():
         n = sum(v for m, v in sizes.items() if m.startswith(folder) and m not in GENERATED)
-        assert n <= ceiling, f"{folder or 'the package'}: {n} lines, over its ceiling {ceiling}"
+        assert n <= ceiling, f"{folder or 'the package'}: {n} lines, over its limit {ceiling}"
