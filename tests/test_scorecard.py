@@ -550,6 +550,12 @@ def test_wilson_verdict_is_the_rule_on_the_pairs_as_independent_draws(results):
     for name, v, wv in changes:  # every change listed is one, and it is the row's own pair of verdicts
         r = _row(card, short[name])
         assert v != wv and r["verdict"].startswith(v) and r["wilson_verdict"].startswith(wv) and r["parent"] == ""
+    # the scorecard.csv a build writes reads back to the same claims and changes (empty cells come back NaN)
+    path = results / "card-roundtrip.csv"
+    card.to_csv(path, index=False)
+    back = pd.read_csv(path)
+    assert list(S.top_rows(back)["key"]) == list(S.top_rows(card)["key"])
+    assert S.wilson_changes(back) == changes
 
 
 def test_claim_rows_draw_each_claim_with_its_parts(results):

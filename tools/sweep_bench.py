@@ -23,6 +23,7 @@ import platform
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -101,7 +102,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="dobrushin-sweep-bench-") as tmp:
         table = run(spec, a.workers, Path(tmp))
     env = {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
-           "python": platform.python_version(), "sweep": spec.describe(), "loadavg_start": load0,
+           "python": platform.python_version(), "sweep": asdict(spec), "loadavg_start": load0,
            "loadavg_end": loadavg(), "wall_s": round(time.perf_counter() - t0, 1),
            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     atomic_write_csv(out, table)

@@ -270,8 +270,8 @@ def build_scorecard(summary: pd.DataFrame, entries: Optional[dict] = None,
 
 
 def top_rows(card: pd.DataFrame) -> pd.DataFrame:
-    """The claims' own rows, without per-model rows beneath a pooled claim (``parent`` empty)."""
-    return card[card["parent"] == ""]
+    """The claims' own rows, without per-model rows beneath a pooled claim (``parent`` empty, or NaN from CSV)."""
+    return card[card["parent"].fillna("") == ""]
 
 
 def judged_rows(card: pd.DataFrame) -> pd.DataFrame:
@@ -330,8 +330,9 @@ def wilson_changes(card: pd.DataFrame) -> list:
     short = {r.key: r.short for r in SCORECARD}
     out = []
     for r in top_rows(card).itertuples():
-        if r.wilson_verdict and Verdict.of(r.wilson_verdict) is not Verdict.of(r.verdict):
-            out.append((short[r.key], Verdict.of(r.verdict).value, Verdict.of(r.wilson_verdict).value))
+        w = r.wilson_verdict  # NaN, not "", in a card read from CSV
+        if isinstance(w, str) and w and Verdict.of(w) is not Verdict.of(r.verdict):
+            out.append((short[r.key], Verdict.of(r.verdict).value, Verdict.of(w).value))
     return out
 
 
