@@ -129,8 +129,9 @@ class InsightSections:
                   + _atlas_caption("input", self.config.seed, what),
                   f"Panels of the {'photos' if self.kind == 'image' else 'sentences'} of {display_name(m)} with "
                   "two tokens marked in each.", 3)
-        atomic_write_csv(self.store.dir / "atlas.csv", cases_frame(cases))
-        return out.glue(f"{self.notebook}-atlas", atlas_values(cases_frame(cases)))
+        frame = cases_frame(cases)
+        atomic_write_csv(self.store.dir / "atlas.csv", frame)
+        return out.glue(f"{self.notebook}-atlas", atlas_values(frame))
 
     # ------------------------------------------------------------------ §3 MPNet ablation
     def mpnet_ablation(self, n_sentences: int = 16, subject: str = MPNET):

@@ -119,7 +119,8 @@ def _draw_text(ax, c, width: int = 40, max_lines: int = 7):
         for k, t in lines[li]:
             style = {}
             if k in (c.ti, c.tj):  # i vermillion, j green
-                style = dict(bbox=dict(fc=PAIR_COLORS[k != c.ti], ec="none", pad=1.2), color="white", weight="bold")
+                colour = PAIR_COLORS[0] if k == c.ti else PAIR_COLORS[1]
+                style = dict(bbox=dict(fc=colour, ec="none", pad=1.2), color="white", weight="bold")
             elif c.roles[k] != "content":
                 style = dict(color="#555555", style="italic")
             ax.text(x, y, t, fontsize=8, family="monospace", va="center", **style)
